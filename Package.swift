@@ -1,0 +1,78 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+/// One set of compiler settings for every target.
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "storekeeper",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "storekeeper", targets: ["storekeeper"]),
+        .library(name: "AppStoreModels", targets: ["AppStoreModels"]),
+        .library(name: "AppStoreSigning", targets: ["AppStoreSigning"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+    ],
+    targets: [
+        .target(
+            name: "AppStoreModels",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "AppStoreSigning",
+            dependencies: [
+                "AppStoreModels",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            resources: [.embedInCode("Resources/AppleRootCA-G3.cer")],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "StorekeeperBenchmarks",
+            dependencies: [
+                "AppStoreModels",
+                "AppStoreSigning",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "storekeeper",
+            dependencies: [
+                "AppStoreModels",
+                "AppStoreSigning",
+                "StorekeeperBenchmarks",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "X509", package: "swift-certificates"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "AppStoreModelsTests",
+            dependencies: ["AppStoreModels"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "AppStoreSigningTests",
+            dependencies: [
+                "AppStoreModels",
+                "AppStoreSigning",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

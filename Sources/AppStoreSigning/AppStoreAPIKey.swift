@@ -1,0 +1,71 @@
+public import Crypto
+import Foundation
+
+/// An App Store Server API key: the `.p8` private key from App Store Connect with its key ID and issuer ID, and
+/// the bundle ID the tokens are for.
+///
+/// The private key never appears in descriptions, mirrors or errors.
+public struct AppStoreAPIKey: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// The issuer ID (a UUID) from the Keys page in App Store Connect.
+    public var issuerID: String
+    /// The key's ID, e.g. `2X9R4HXF34`.
+    public var keyID: String
+    /// The app's bundle ID (the token's `bid`).
+    public var bundleID: String
+    let privateKey: P256.Signing.PrivateKey
+
+    /// A key from a PEM string: PKCS#8 (`-----BEGIN PRIVATE KEY-----`, the `.p8` format) or SEC1. Escaped `\n`
+    /// sequences, as in environment variables, are accepted.
+    public init(issuerID: String, keyID: String, bundleID: String, privateKeyPEM: String) throws(SigningError) {
+        for (name, value) in [("issuer ID", issuerID), ("key ID", keyID), ("bundle ID", bundleID)] where value.isEmpty {
+            throw SigningError(.missingCredential, "the \(name) is empty")
+        }
+        let pem = privateKeyPEM.replacingOccurrences(of: "\\n", with: "\n").trimmingCharacters(in: .whitespacesAndNewlines)
+        guard pem.hasPrefix("-----BEGIN") else {
+            throw SigningError(.invalidPrivateKey, "the private key is not PEM (expected -----BEGIN PRIVATE KEY-----)")
+        }
+        do {
+            self.privateKey = try P256.Signing.PrivateKey(pemRepresentation: pem)
+        } catch {
+            throw SigningError(
+                .invalidPrivateKey,
+                "the private key is not a P-256 key in PKCS#8 (.p8) or SEC1 PEM form"
+            )
+        }
+        self.issuerID = issuerID
+        self.keyID = keyID
+        self.bundleID = bundleID
+    }
+
+    /// A key read from a `.p8` file.
+    public init(issuerID: String, keyID: String, bundleID: String, privateKeyFile path: String) throws(SigningError) {
+        let pem: String
+        do {
+            pem = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw SigningError(.unreadableKeyFile, "cannot read the private key file '\(path)'")
+        }
+        try self.init(issuerID: issuerID, keyID: keyID, bundleID: bundleID, privateKeyPEM: pem)
+    }
+
+    /// A key around an existing P-256 private key (the simulator makes its own).
+    public init(issuerID: String, keyID: String, bundleID: String, privateKey: P256.Signing.PrivateKey) {
+        self.issuerID = issuerID
+        self.keyID = keyID
+        self.bundleID = bundleID
+        self.privateKey = privateKey
+    }
+
+    /// The public half, which App Store Connect (or the simulator) uses to check tokens.
+    public var publicKey: P256.Signing.PublicKey { privateKey.publicKey }
+
+    public var description: String {
+        "AppStoreAPIKey(issuerID: \(issuerID), keyID: \(keyID), bundleID: \(bundleID), privateKey: <redacted>)"
+    }
+
+    public var debugDescription: String { description }
+
+    public var customMirror: Mirror {
+        Mirror(self, children: ["issuerID": issuerID, "keyID": keyID, "bundleID": bundleID, "privateKey": "<redacted>"])
+    }
+}
