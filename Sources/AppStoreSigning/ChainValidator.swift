@@ -56,13 +56,12 @@ struct ChainValidator: Sendable {
         }
     }
 
-    /// RFC 5280 path validation (signatures, CA flags, path length, name constraints, validity), key usage, and
-    /// optionally OCSP, with swift-certificates; the path found must be exactly leaf → intermediate → root.
+    /// RFC 5280 path validation (signatures, CA flags, path length, name constraints, validity) and key usage with
+    /// swift-certificates; the path found must be exactly leaf → intermediate → root. Then, if enabled, OCSP.
     private func validatePath(_ chain: CertificateChain, at time: Date) async throws(VerificationError) {
         var verifier = Verifier(rootCertificates: CertificateStore([chain.root])) {
             RFC5280Policy(fixedExpiryValidationTime: time)
             AppStoreKeyUsagePolicy()
-            if let ocsp = revocation.ocspPolicy() { ocsp }
         }
         let result = await verifier.validate(leaf: chain.leaf, intermediates: CertificateStore([chain.intermediate]))
         switch result {
@@ -76,6 +75,21 @@ struct ChainValidator: Sendable {
             }
         case .couldNotValidate(let failures):
             throw Self.explain(chain, failures: failures)
+        }
+        // The path is valid, so a failure from here on can only come from the revocation check.
+        if let ocsp = revocation.ocspPolicy() {
+            var online = Verifier(rootCertificates: CertificateStore([chain.root])) {
+                RFC5280Policy(fixedExpiryValidationTime: time)
+                ocsp
+            }
+            let result = await online.validate(leaf: chain.leaf, intermediates: CertificateStore([chain.intermediate]))
+            if case .couldNotValidate(let failures) = result {
+                let reasons = failures.map { String(describing: $0.policyFailureReason) }
+                throw VerificationError(
+                    .certificateRevoked,
+                    "OCSP revocation check failed: \(reasons.isEmpty ? "no answer" : reasons.joined(separator: "; "))"
+                )
+            }
         }
     }
 
@@ -108,9 +122,6 @@ struct ChainValidator: Sendable {
             )
         }
         let reasons = failures.map { String(describing: $0.policyFailureReason) }
-        if let revoked = reasons.first(where: { $0.localizedCaseInsensitiveContains("OCSP") || $0.localizedCaseInsensitiveContains("revoked") }) {
-            return VerificationError(.certificateRevoked, "revocation check failed: \(revoked)")
-        }
         if reasons.isEmpty {
             return VerificationError(
                 .invalidCertificateChain,

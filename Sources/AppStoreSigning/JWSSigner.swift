@@ -51,6 +51,24 @@ public struct JWSSigner: Sendable {
 
     /// Signs payload bytes as they are.
     public func sign(payloadBytes: some DataProtocol) throws(SigningError) -> String {
+        try sign(headerSegment: headerSegment, payloadBytes: payloadBytes)
+    }
+
+    /// Signs with any header, however wrong; for tests that forge malformed data with a valid signature.
+    func sign(header: JWSHeader, payloadBytes: some DataProtocol) throws(SigningError) -> String {
+        try sign(headerSegment: Self.encodeHeader(header), payloadBytes: payloadBytes)
+    }
+
+    /// The `x5c` entries of this signer's header.
+    var x5c: [String] {
+        certificateChain.map { certificate in
+            var serializer = DER.Serializer()
+            try? serializer.serialize(certificate)
+            return Data(serializer.serializedBytes).base64EncodedString()
+        }
+    }
+
+    private func sign(headerSegment: String, payloadBytes: some DataProtocol) throws(SigningError) -> String {
         let signingInput = headerSegment + "." + Base64URL.encode(payloadBytes)
         do {
             let signature = try privateKey.signature(for: Data(signingInput.utf8))

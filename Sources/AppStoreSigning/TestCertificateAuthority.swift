@@ -84,10 +84,13 @@ public struct TestCertificateAuthority: Sendable {
         public var validity: ClosedRange<Date>?
         /// Whether the leaf carries Apple's receipt-signing OID.
         public var hasAppleOID = true
+        /// An OCSP responder URI for the leaf's Authority Information Access, as Apple's leaves have; `nil` for none.
+        public var ocspResponderURI: String?
 
-        public init(validity: ClosedRange<Date>? = nil, hasAppleOID: Bool = true) {
+        public init(validity: ClosedRange<Date>? = nil, hasAppleOID: Bool = true, ocspResponderURI: String? = nil) {
             self.validity = validity
             self.hasAppleOID = hasAppleOID
+            self.ocspResponderURI = ocspResponderURI
         }
     }
 
@@ -181,6 +184,11 @@ public struct TestCertificateAuthority: Sendable {
                     Critical(KeyUsage(digitalSignature: true))
                     if leafOptions.hasAppleOID {
                         Self.appleMarker(.AppleCertificateExtension.receiptSigning)
+                    }
+                    if let uri = leafOptions.ocspResponderURI {
+                        AuthorityInformationAccess([
+                            .init(method: .ocspServer, location: .uniformResourceIdentifier(uri))
+                        ])
                     }
                 },
                 issuerPrivateKey: Certificate.PrivateKey(intermediateKey)
