@@ -42,17 +42,57 @@ public struct ChainCacheStatistics: Sendable, Hashable {
 /// Only successes are stored. An entry remembers the window in which all three certificates are valid, so a hit
 /// still judges validity at each payload's own time; outside the window the chain is validated again (and fails
 /// with the precise reason).
+///
+/// Beside the chains, the cache remembers which exact protected-header texts decoded to them (with `alg` ES256 and
+/// these `x5c` certificates). Decoding a header is a pure function of its bytes, so a JWS whose header text is
+/// byte-identical to one seen before skips decoding it, and the steady-state cost is one ECDSA verification plus
+/// the payload's decoding. Header memos live and die with their chain's entry.
 final class ChainCache: Sendable {
     struct Entry: Sendable {
         let leafKey: P256.Signing.PublicKey
         let validityWindow: ClosedRange<Date>
         let storedAt: ContinuousClock.Instant
+        /// Header texts known to carry this chain (a few at most).
+        var headerSegments: [[UInt8]] = []
+    }
+
+    /// The exact DER bytes of a chain's certificates, hashed in bulk.
+    struct Key: Hashable, Sendable {
+        let certificates: [[UInt8]]
+
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(certificates.count)
+            for certificate in certificates {
+                hasher.combine(certificate.count)
+                certificate.withUnsafeBytes { hasher.combine(bytes: $0) }
+            }
+        }
+    }
+
+    /// A protected header's base64url text, hashed in bulk.
+    struct HeaderKey: Hashable, Sendable {
+        let bytes: [UInt8]
+
+        func hash(into hasher: inout Hasher) {
+            bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+        }
     }
 
     private struct State {
-        var entries: [[[UInt8]]: Entry] = [:]
+        var entries: [Key: Entry] = [:]
+        var headers: [HeaderKey: Key] = [:]
         var statistics = ChainCacheStatistics()
+
+        mutating func remove(_ key: Key) {
+            guard let entry = entries.removeValue(forKey: key) else { return }
+            for header in entry.headerSegments { headers[HeaderKey(bytes: header)] = nil }
+            statistics.evictions += 1
+            statistics.count = entries.count
+        }
     }
+
+    /// How many header texts one chain remembers.
+    static let headersPerChain = 4
 
     let policy: ChainCachePolicy
     private let now: @Sendable () -> ContinuousClock.Instant
@@ -63,39 +103,68 @@ final class ChainCache: Sendable {
         self.now = now
     }
 
-    /// The entry for these certificates, if one is stored and young enough.
-    func entry(for certificates: [[UInt8]]) -> Entry? {
+    /// The entry for a header text seen before, with its certificates, if stored and young enough. Does not
+    /// count a miss: the caller goes on to decode the header and look up its certificates.
+    func entry(forHeader segment: [UInt8]) -> (Entry, [[UInt8]])? {
         guard policy.isEnabled else { return nil }
         let now = self.now()
         return state.withLock { state in
-            guard let entry = state.entries[certificates] else {
+            guard let key = state.headers[HeaderKey(bytes: segment)], let entry = state.entries[key] else {
+                return nil
+            }
+            guard now - entry.storedAt < policy.maximumAge else {
+                state.remove(key)
+                return nil
+            }
+            state.statistics.hits += 1
+            return (entry, key.certificates)
+        }
+    }
+
+    /// The entry for these certificates, if one is stored and young enough; remembers `header` as carrying them.
+    func entry(for certificates: [[UInt8]], header segment: [UInt8]) -> Entry? {
+        guard policy.isEnabled else { return nil }
+        let key = Key(certificates: certificates)
+        let now = self.now()
+        return state.withLock { state in
+            guard var entry = state.entries[key] else {
                 state.statistics.misses += 1
                 return nil
             }
             guard now - entry.storedAt < policy.maximumAge else {
-                state.entries[certificates] = nil
-                state.statistics.evictions += 1
+                state.remove(key)
                 state.statistics.misses += 1
-                state.statistics.count = state.entries.count
                 return nil
+            }
+            if entry.headerSegments.count < Self.headersPerChain {
+                entry.headerSegments.append(segment)
+                state.entries[key] = entry
+                state.headers[HeaderKey(bytes: segment)] = key
             }
             state.statistics.hits += 1
             return entry
         }
     }
 
-    /// Stores a chain that has just passed validation.
-    func store(_ certificates: [[UInt8]], leafKey: P256.Signing.PublicKey, validityWindow: ClosedRange<Date>) {
+    /// Stores a chain that has just passed validation, with the header text that carried it.
+    func store(
+        _ certificates: [[UInt8]],
+        header segment: [UInt8],
+        leafKey: P256.Signing.PublicKey,
+        validityWindow: ClosedRange<Date>
+    ) {
         guard policy.isEnabled else { return }
-        let entry = Entry(leafKey: leafKey, validityWindow: validityWindow, storedAt: now())
+        let key = Key(certificates: certificates)
+        let entry = Entry(leafKey: leafKey, validityWindow: validityWindow, storedAt: now(), headerSegments: [segment])
         state.withLock { state in
-            if state.entries[certificates] == nil, state.entries.count >= policy.maximumEntries,
+            state.remove(key)
+            if state.entries.count >= policy.maximumEntries,
                 let oldest = state.entries.min(by: { $0.value.storedAt < $1.value.storedAt })?.key
             {
-                state.entries[oldest] = nil
-                state.statistics.evictions += 1
+                state.remove(oldest)
             }
-            state.entries[certificates] = entry
+            state.entries[key] = entry
+            state.headers[HeaderKey(bytes: segment)] = key
             state.statistics.insertions += 1
             state.statistics.count = state.entries.count
         }

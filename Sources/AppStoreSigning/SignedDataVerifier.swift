@@ -124,9 +124,17 @@ public struct SignedDataVerifier: Sendable {
         validationDate: (Payload) -> (Date?, String)
     ) async throws(VerificationError) -> VerifiedSignedData<Payload> {
         let jws = try CompactJWS(parsing: text)
-        let certificates = try decodeHeader(jws.headerBytes)
 
-        let cached = cache.entry(for: certificates)
+        // A header seen before maps straight to its certificates and cached chain; otherwise decode it.
+        var cached: ChainCache.Entry? = nil
+        let certificates: [[UInt8]]
+        if let (entry, known) = cache.entry(forHeader: jws.headerSegment) {
+            cached = entry
+            certificates = known
+        } else {
+            certificates = try decodeHeader(try jws.headerBytes())
+            cached = cache.entry(for: certificates, header: jws.headerSegment)
+        }
         var chain: CertificateChain? = nil
         let leafKey: P256.Signing.PublicKey
         if let cached {
@@ -167,7 +175,9 @@ public struct SignedDataVerifier: Sendable {
             parsed = try CertificateChain(der: certificates, trustedRoots: trustedRootDER)
         }
         try await validator.validate(parsed, at: time, timeDescription: source)
-        cache.store(certificates, leafKey: parsed.leafKey, validityWindow: parsed.validityWindow)
+        cache.store(
+            certificates, header: jws.headerSegment, leafKey: parsed.leafKey, validityWindow: parsed.validityWindow
+        )
         return VerifiedSignedData(
             payload: payload, jws: text, certificatesCheckedAt: time, certificatesCheckedAtSource: source,
             chainFromCache: false, uncheckedClaims: []
@@ -198,13 +208,16 @@ public struct SignedDataVerifier: Sendable {
             )
         }
         return try x5c.enumerated().map { (index, text) throws(VerificationError) -> [UInt8] in
-            guard let der = Data(base64Encoded: text), !der.isEmpty else {
+            do throws(Base64URL.DecodingFailure) {
+                let der = try Base64URL.decodeStandard(text)
+                guard !der.isEmpty else { throw Base64URL.DecodingFailure(reason: "it is empty") }
+                return der
+            } catch {
                 throw VerificationError(
                     .malformedCertificate,
-                    "x5c[\(index)] (\(CertificateChain.positions[index])) is not standard base64"
+                    "x5c[\(index)] (\(CertificateChain.positions[index])) is not standard base64: \(error.reason)"
                 )
             }
-            return Array(der)
         }
     }
 

@@ -135,7 +135,7 @@ struct ConformanceTests {
     /// The leaf's notAfter, read without verifying anything.
     private func leafCertificateNotAfter(_ jws: String) throws -> Date {
         let parsed = try CompactJWS(parsing: jws)
-        let header = try JSONDecoder().decode(JWSHeader.self, from: Data(parsed.headerBytes))
+        let header = try JSONDecoder().decode(JWSHeader.self, from: Data(try parsed.headerBytes()))
         let first = try #require(header.x5c?.first)
         let der = try #require(Data(base64Encoded: first))
         return try Certificate(derEncoded: Array(der)).notValidAfter

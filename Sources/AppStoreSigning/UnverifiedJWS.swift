@@ -1,0 +1,50 @@
+public import AppStoreModels
+import Foundation
+
+/// A JWS decoded **without any verification**: for inspection tools and logs of rejected input, never for
+/// deciding anything.
+public struct UnverifiedJWS: Sendable {
+    /// The protected header, as sent.
+    public var header: JSONValue
+    /// The payload, as sent.
+    public var payload: JSONValue
+
+    /// Splits and decodes a compact JWS. Fails with the verifier's error codes for size, shape, base64url and
+    /// JSON problems; checks nothing else.
+    public static func unsafeDecode(_ text: String) throws(VerificationError) -> UnverifiedJWS {
+        let jws = try CompactJWS(parsing: text, checkingSignatureLength: false)
+        let decoder = JSONDecoder()
+        let header: JSONValue
+        let payload: JSONValue
+        let headerBytes = try jws.headerBytes()
+        do {
+            header = try decoder.decode(JSONValue.self, from: Data(headerBytes))
+        } catch {
+            throw VerificationError(.malformedHeader, "protected header is not JSON")
+        }
+        do {
+            payload = try decoder.decode(JSONValue.self, from: Data(jws.payloadBytes))
+        } catch {
+            throw VerificationError(.malformedPayload, "payload is not JSON")
+        }
+        return UnverifiedJWS(header: header, payload: payload)
+    }
+
+    /// What kind of App Store signed data the payload looks like, judged from its fields.
+    public var apparentKind: SignedDataKind? {
+        guard case .object(let fields) = payload else { return nil }
+        if fields["notificationType"] != nil { return .notification }
+        if fields["transactionId"] != nil { return .transaction }
+        if fields["autoRenewStatus"] != nil || fields["autoRenewProductId"] != nil { return .renewalInfo }
+        if fields["receiptType"] != nil || fields["receiptCreationDate"] != nil { return .appTransaction }
+        return nil
+    }
+}
+
+/// The kinds of signed data the App Store produces.
+public enum SignedDataKind: String, Sendable, CaseIterable {
+    case notification
+    case transaction
+    case renewalInfo = "renewal-info"
+    case appTransaction = "app-transaction"
+}

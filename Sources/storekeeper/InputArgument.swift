@@ -1,0 +1,43 @@
+import AppStoreSigning
+import Foundation
+
+/// A JWS given on the command line as the text itself, `@FILE`, or `-` for standard input.
+enum InputArgument {
+    /// Reads the input, trimming surrounding white space. Reads at most one byte past the verifier's 1 MiB limit,
+    /// so a huge file is refused without being loaded.
+    static func read(_ argument: String) throws -> String {
+        let limit = (1 << 20) + 1
+        let data: Data
+        if argument == "-" {
+            data = FileHandle.standardInput.readData(ofLength: limit)
+        } else if argument.hasPrefix("@") {
+            let path = String(argument.dropFirst())
+            guard let handle = FileHandle(forReadingAtPath: path) else {
+                throw CLIError(code: "unreadable-input", message: "cannot open '\(path)'")
+            }
+            defer { try? handle.close() }
+            data = handle.readData(ofLength: limit)
+        } else {
+            data = Data(argument.utf8)
+        }
+        guard data.count < limit else {
+            throw CLIError(code: VerificationError.Code.inputTooLarge.rawValue, message: "input is over 1048576 bytes (1 MiB)")
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw CLIError(code: VerificationError.Code.malformedJWS.rawValue, message: "input is not UTF-8 text")
+        }
+        return text.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}
+
+/// A failure the CLI reports as `error: <code>: <message>` with exit status 1.
+struct CLIError: Error, CustomStringConvertible {
+    var code: String
+    var message: String
+    var description: String { "\(code): \(message)" }
+}
+
+/// Prints `error: <code>: <message>` to standard error.
+func printError(_ text: String) {
+    FileHandle.standardError.write(Data("error: \(text)\n".utf8))
+}

@@ -1,0 +1,116 @@
+import AppStoreModels
+import AppStoreSigning
+import ArgumentParser
+import Foundation
+import SwiftASN1
+import X509
+
+struct VerifyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "verify",
+        abstract: "Verify App Store signed data and print its decoded payload as JSON.",
+        discussion: """
+            Verifies a notification (and every signed value nested in it), a transaction, a renewal info or an app \
+            transaction: ES256 signature, x5c chain to a trusted root with Apple's OIDs, certificate validity, and \
+            the bundle ID, app Apple ID and environment when given. On failure prints `error: <code>: <message>` \
+            to standard error and exits 1.
+            """
+    )
+
+    @Option(name: .customLong("root"), help: "A trusted root certificate (DER or PEM). Repeatable. Default: the bundled Apple Root CA - G3.")
+    var roots: [String] = []
+
+    @Option(name: .customLong("bundle-id"), help: "Expected bundle ID. Without it, the bundle ID is not checked.")
+    var bundleID: String?
+
+    @Option(name: .customLong("app-apple-id"), help: "Expected app Apple ID (checked on production data).")
+    var appAppleID: Int64?
+
+    @Option(help: "Expected environment: Sandbox or Production. Without it, the environment is not checked.")
+    var environment: String?
+
+    @Option(help: "When to judge certificate validity: signed (the payload's signed date), now, or an ISO-8601 date.")
+    var at: String = "signed"
+
+    @Option(help: "What the input is: notification, transaction, renewal-info or app-transaction. Default: judged from the payload.")
+    var kind: String?
+
+    @Argument(help: "The JWS, @FILE, or - for standard input.")
+    var input: String
+
+    func run() async throws {
+        do {
+            let text = try InputArgument.read(input)
+            let verifier = SignedDataVerifier(configuration: try makeConfiguration())
+            let report = try await VerificationReport.make(text: text, kind: try resolveKind(text), verifier: verifier)
+            try JSONOutput.print(report)
+        } catch let error as VerificationError {
+            printError(error.description)
+            throw ExitCode.failure
+        } catch let error as CLIError {
+            printError(error.description)
+            throw ExitCode.failure
+        }
+    }
+
+    private func makeConfiguration() throws -> SignedDataVerifier.Configuration {
+        var configuration = SignedDataVerifier.Configuration.unsafeSkippingClaimChecks(
+            trustedRoots: try roots.isEmpty ? [.appleRootCAG3] : roots.map(Self.loadCertificate)
+        )
+        configuration.bundleID = bundleID
+        configuration.appAppleID = appAppleID
+        if let environment {
+            guard let known = AppStoreEnvironment.knownValues.first(where: {
+                $0.rawValue.caseInsensitiveCompare(environment) == .orderedSame
+            }) else {
+                throw CLIError(code: "invalid-option", message: "--environment must be Sandbox or Production, not '\(environment)'")
+            }
+            configuration.environment = known
+        }
+        configuration.validationTime = try Self.parseValidationTime(at)
+        return configuration
+    }
+
+    private func resolveKind(_ text: String) throws -> SignedDataKind {
+        if let kind {
+            guard let parsed = SignedDataKind(rawValue: kind) else {
+                let names = SignedDataKind.allCases.map(\.rawValue).joined(separator: ", ")
+                throw CLIError(code: "invalid-option", message: "--kind must be one of \(names), not '\(kind)'")
+            }
+            return parsed
+        }
+        guard let apparent = try UnverifiedJWS.unsafeDecode(text).apparentKind else {
+            throw CLIError(
+                code: VerificationError.Code.malformedPayload.rawValue,
+                message: "the payload is not a notification, transaction, renewal info or app transaction; pass --kind"
+            )
+        }
+        return apparent
+    }
+
+    static func parseValidationTime(_ text: String) throws -> SignedDataVerifier.ValidationTime {
+        switch text.lowercased() {
+        case "signed": return .signedDate
+        case "now": return .currentTime
+        default:
+            if let date = try? Date(text, strategy: .iso8601) { return .fixed(date) }
+            if let date = try? Date(text + "T00:00:00Z", strategy: .iso8601) { return .fixed(date) }
+            throw CLIError(
+                code: "invalid-option",
+                message: "--at must be 'signed', 'now' or an ISO-8601 date such as 2025-01-02T03:04:05Z, not '\(text)'"
+            )
+        }
+    }
+
+    static func loadCertificate(_ path: String) throws -> Certificate {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw CLIError(code: "unreadable-input", message: "cannot read root certificate '\(path)'")
+        }
+        if let text = String(data: data, encoding: .utf8), text.contains("-----BEGIN CERTIFICATE-----") {
+            if let certificate = try? Certificate(pemEncoded: text) { return certificate }
+        } else if let certificate = try? Certificate(derEncoded: Array(data)) {
+            return certificate
+        }
+        throw CLIError(code: "invalid-certificate", message: "'\(path)' is not a DER or PEM X.509 certificate")
+    }
+}
