@@ -76,5 +76,17 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .testTarget(
+            name: "StorekeeperCLITests",
+            dependencies: [
+                "storekeeper",
+                "AppStoreModels",
+                "AppStoreSigning",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: swiftSettings
+        ),
     ]
 )

@@ -1,0 +1,214 @@
+import AppStoreModels
+import AppStoreSigning
+import Crypto
+import Foundation
+import SwiftASN1
+import Testing
+import X509
+
+/// Runs the built `storekeeper` binary as a user would.
+struct CLI {
+    struct Output {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    static var binary: URL {
+        // The test bundle sits in the same build folder as the executable.
+        let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        return bundle.appendingPathComponent("storekeeper")
+    }
+
+    static var corpus: URL {
+        let shared = ProcessInfo.processInfo.environment["STOREKEEPER_SHARED_DIR"].map { URL(fileURLWithPath: $0) }
+            ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("shared")
+        return shared.appendingPathComponent("conformance/apple-signed")
+    }
+
+    static func run(_ arguments: [String], stdin: String? = nil) throws -> Output {
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = arguments
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        let input = Pipe()
+        process.standardInput = input
+        try process.run()
+        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+        try input.fileHandleForWriting.close()
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Output(
+            status: process.terminationStatus,
+            stdout: String(decoding: stdout, as: UTF8.self),
+            stderr: String(decoding: stderr, as: UTF8.self)
+        )
+    }
+
+    static func json(_ text: String) throws -> [String: Any] {
+        try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+    }
+}
+
+@Suite("storekeeper CLI")
+struct CLITests {
+    @Test("verify prints the verified notification with nested data decoded in place, and exits 0")
+    func verifyNotification() throws {
+        let file = CLI.corpus.appendingPathComponent("notification-DID_RENEW-sandbox-03.jws").path
+        let output = try CLI.run([
+            "verify", "--environment", "Sandbox", "--bundle-id", "com.loki-project.loki-messenger", "@\(file)",
+        ])
+        #expect(output.status == 0, "\(output.stderr)")
+        let json = try CLI.json(output.stdout)
+        #expect(json["verified"] as? Bool == true)
+        #expect(json["kind"] as? String == "notification")
+        let checks = try #require(json["checks"] as? [String: String])
+        #expect(checks["bundleId"] == "checked: com.loki-project.loki-messenger")
+        #expect(checks["environment"] == "checked: Sandbox")
+        #expect(checks["appAppleId"]?.hasPrefix("not checked") == true)
+        let payload = try #require(json["payload"] as? [String: Any])
+        #expect(payload["notificationType"] as? String == "DID_RENEW")
+        let data = try #require(payload["data"] as? [String: Any])
+        let transaction = try #require(data["signedTransactionInfo"] as? [String: Any])
+        #expect(transaction["transactionId"] as? String == "2000001024998954")
+        let renewal = try #require(data["signedRenewalInfo"] as? [String: Any])
+        #expect(renewal["autoRenewStatus"] as? Int == 1)
+    }
+
+    @Test("verify says which checks it skipped, reads standard input, and honours --at")
+    func verifySkipsAndStdin() throws {
+        let jws = try String(contentsOf: CLI.corpus.appendingPathComponent("notification-DID_RENEW-sandbox-01.jws"), encoding: .utf8)
+        let now = try CLI.run(["verify", "-"], stdin: jws + "\n")
+        #expect(now.status == 1)
+        #expect(now.stderr.hasPrefix("error: certificate-expired: "))
+        #expect(now.stderr.contains("no signedDate"))
+        let then = try CLI.run(["verify", "--at", "2022-03-04T09:43:28Z", "-"], stdin: jws)
+        #expect(then.status == 0, "\(then.stderr)")
+        let checks = try #require(try CLI.json(then.stdout)["checks"] as? [String: String])
+        #expect(checks["bundleId"] == "not checked (no --bundle-id)")
+        #expect(checks["environment"] == "not checked (no --environment)")
+        #expect(checks["certificateChain"]?.contains("2022-03-04T09:43:28Z") == true)
+    }
+
+    @Test("verify failures print error: <code>: <message> and exit 1", arguments: [
+        (["negative-tampered-payload-01.jws"], "error: invalid-signature: "),
+        (["--bundle-id", "com.other", "transaction-consumable-production-01.jws"], "error: bundle-id-mismatch: "),
+        (["--environment", "Production", "transaction-autorenew-sandbox-01.jws"], "error: environment-mismatch: "),
+        (["negative-truncated-payload-01.jws"], "error: malformed-jws: "),
+        (["--at", "yesterday", "transaction-autorenew-sandbox-01.jws"], "error: invalid-option: "),
+        (["--root", "/nonexistent.cer", "transaction-autorenew-sandbox-01.jws"], "error: unreadable-input: "),
+    ])
+    func verifyFailures(arguments: [String], prefix: String) throws {
+        var arguments = arguments
+        arguments[arguments.count - 1] = "@" + CLI.corpus.appendingPathComponent(arguments[arguments.count - 1]).path
+        let output = try CLI.run(["verify"] + arguments)
+        #expect(output.status == 1)
+        #expect(output.stderr.hasPrefix(prefix), "\(output.stderr)")
+        #expect(output.stdout.isEmpty)
+    }
+
+    @Test("verify with --root trusts only the given roots")
+    func customRoot() throws {
+        let authority = try TestCertificateAuthority.generate()
+        let signer = try authority.makeSigner()
+        var renewal = RenewalInfoFixture.make()
+        renewal.environment = .sandbox
+        let jws = try signer.sign(renewal)
+        let rootFile = FileManager.default.temporaryDirectory.appendingPathComponent("root-\(UUID()).pem")
+        try authority.rootCertificate.serializeAsPEM().pemString.write(to: rootFile, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: rootFile) }
+        let trusted = try CLI.run(["verify", "--root", rootFile.path, "--environment", "sandbox", jws])
+        #expect(trusted.status == 0, "\(trusted.stderr)")
+        #expect(try CLI.json(trusted.stdout)["kind"] as? String == "renewal-info")
+        let untrusted = try CLI.run(["verify", jws])
+        #expect(untrusted.stderr.hasPrefix("error: untrusted-root: "))
+    }
+
+    @Test("decode prints header and payload marked unverified, even for a tampered JWS")
+    func decode() throws {
+        let file = CLI.corpus.appendingPathComponent("negative-tampered-payload-01.jws").path
+        let output = try CLI.run(["decode", "@\(file)"])
+        #expect(output.status == 0)
+        let json = try CLI.json(output.stdout)
+        #expect(json["verified"] as? Bool == false)
+        #expect((json["warning"] as? String)?.hasPrefix("UNVERIFIED") == true)
+        #expect((json["header"] as? [String: Any])?["alg"] as? String == "ES256")
+        #expect((json["payload"] as? [String: Any])?["productId"] as? String == "com.getsession.org.pro_sub")
+        let bad = try CLI.run(["decode", "not-a-jws"])
+        #expect(bad.status == 1)
+        #expect(bad.stderr.hasPrefix("error: malformed-jws: "))
+    }
+
+    @Test("token prints a JWT signed with the .p8 key, and never echoes the key on failure")
+    func token() throws {
+        let key = P256.Signing.PrivateKey()
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("AuthKey_TEST\(UUID()).p8")
+        try key.pemRepresentation.write(to: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let output = try CLI.run([
+            "token", "--issuer-id", "57246542-96fe-1a63-e053-0824d011072a", "--key-id", "2X9R4HXF34",
+            "--bundle-id", "com.example.app", "--private-key", file.path,
+        ])
+        #expect(output.status == 0, "\(output.stderr)")
+        let token = output.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let parts = token.split(separator: ".")
+        #expect(parts.count == 3)
+        let claims = try CLI.json(String(decoding: try #require(Self.base64URL(parts[1])), as: UTF8.self))
+        #expect(claims["aud"] as? String == "appstoreconnect-v1")
+        #expect(claims["bid"] as? String == "com.example.app")
+        let signature = try P256.Signing.ECDSASignature(rawRepresentation: try #require(Self.base64URL(parts[2])))
+        #expect(key.publicKey.isValidSignature(signature, for: Data("\(parts[0]).\(parts[1])".utf8)))
+
+        let broken = key.pemRepresentation.replacingOccurrences(of: "M", with: "N")
+        try broken.write(to: file, atomically: true, encoding: .utf8)
+        let failed = try CLI.run(["token", "--issuer-id", "i", "--key-id", "k", "--bundle-id", "b", "--private-key", file.path])
+        #expect(failed.status == 1)
+        #expect(failed.stderr.hasPrefix("error: invalid-private-key: "))
+        let body = broken.split(separator: "\n")[1]
+        #expect(!failed.stderr.contains(body.prefix(12)))
+    }
+
+    @Test("bench verify prints one JSON object with the four rates")
+    func benchVerify() throws {
+        let output = try CLI.run(["bench", "verify", "--seconds", "0.05"])
+        #expect(output.status == 0, "\(output.stderr)")
+        let json = try CLI.json(output.stdout)
+        for key in ["outerNotificationWarmCache", "outerNotificationNoCache", "fullNotificationWarmCache", "rawP256Verify"] {
+            #expect((json[key] as? Double ?? 0) > 0, "\(key)")
+        }
+        #expect(json["warmCacheToRawRatio"] is Double)
+    }
+
+    @Test("demo signs a lifecycle, verifies it, refuses the forgeries and exits 0")
+    func demo() throws {
+        let output = try CLI.run(["demo"])
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stdout.contains("✓ SUBSCRIBED/INITIAL_BUY"))
+        #expect(output.stdout.contains("✓ EXPIRED/VOLUNTARY"))
+        #expect(output.stdout.contains("signed by a look-alike CA: refused, untrusted-root"))
+        #expect(output.stdout.contains("all checks passed"))
+        #expect(!output.stdout.contains("✗"))
+    }
+
+    static func base64URL(_ segment: Substring) -> Data? {
+        var text = segment.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        text += String(repeating: "=", count: (4 - text.count % 4) % 4)
+        return Data(base64Encoded: text)
+    }
+}
+
+enum RenewalInfoFixture {
+    static func make() -> RenewalInfo {
+        var renewal = RenewalInfo(originalTransactionId: "2000000000000009")
+        renewal.productId = "pro.yearly"
+        renewal.autoRenewProductId = "pro.yearly"
+        renewal.autoRenewStatus = .on
+        renewal.signedDate = Date()
+        return renewal
+    }
+}
