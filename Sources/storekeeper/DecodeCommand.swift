@@ -21,15 +21,9 @@ struct DecodeCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        do {
+        try await reportingFailures {
             let decoded = try UnverifiedJWS.unsafeDecode(try InputArgument.read(input))
             try JSONOutput.print(Output(header: decoded.header, payload: decoded.payload))
-        } catch let error as VerificationError {
-            printError(error.description)
-            throw ExitCode.failure
-        } catch let error as CLIError {
-            printError(error.description)
-            throw ExitCode.failure
         }
     }
 }

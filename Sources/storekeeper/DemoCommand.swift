@@ -19,11 +19,10 @@ struct DemoCommand: AsyncParsableCommand {
         let authority = try TestCertificateAuthority.generate()
         let signer = try authority.makeSigner()
         let bundleID = "com.example.storekeeper.demo"
-        var configuration = try SignedDataVerifier.Configuration(
+        let configuration = try SignedDataVerifier.Configuration(
             bundleID: bundleID, appAppleID: 6_450_000_001, environment: .sandbox,
             trustedRoots: [authority.rootCertificate]
         )
-        configuration.validationTime = .signedDate
         let verifier = SignedDataVerifier(configuration: configuration)
         let lifecycle = try DemoLifecycle(bundleID: bundleID, start: Date(), signer: signer)
 

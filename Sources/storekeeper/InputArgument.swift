@@ -1,4 +1,5 @@
 import AppStoreSigning
+import ArgumentParser
 import Foundation
 
 /// A JWS given on the command line as the text itself, `@FILE`, or `-` for standard input.
@@ -37,7 +38,21 @@ struct CLIError: Error, CustomStringConvertible {
     var description: String { "\(code): \(message)" }
 }
 
-/// Prints `error: <code>: <message>` to standard error.
-func printError(_ text: String) {
+/// Runs a command's body; a `VerificationError`, `SigningError` or `CLIError` is printed as
+/// `error: <code>: <message>` on standard error and ends the command with exit status 1.
+func reportingFailures(_ body: () async throws -> Void) async throws {
+    do {
+        try await body()
+    } catch let error as VerificationError {
+        try fail(error.description)
+    } catch let error as SigningError {
+        try fail(error.description)
+    } catch let error as CLIError {
+        try fail(error.description)
+    }
+}
+
+private func fail(_ text: String) throws -> Never {
     FileHandle.standardError.write(Data("error: \(text)\n".utf8))
+    throw ExitCode.failure
 }

@@ -2,7 +2,7 @@ import AppStoreSigning
 import ArgumentParser
 import Foundation
 
-struct TokenCommand: ParsableCommand {
+struct TokenCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "token",
         abstract: "Print a JWT for the App Store Server API (Authorization: Bearer <token>)."
@@ -23,13 +23,10 @@ struct TokenCommand: ParsableCommand {
     @Option(help: "Seconds until the token expires, at most 3600.")
     var lifetime: Int = Int(APIAuthToken.defaultLifetime)
 
-    func run() throws {
-        do {
+    func run() async throws {
+        try await reportingFailures {
             let key = try AppStoreAPIKey(issuerID: issuerID, keyID: keyID, bundleID: bundleID, privateKeyFile: privateKey)
             print(try APIAuthToken.make(key: key, lifetime: TimeInterval(lifetime)))
-        } catch {
-            printError(error.description)
-            throw ExitCode.failure
         }
     }
 }

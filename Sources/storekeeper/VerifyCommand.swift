@@ -39,17 +39,11 @@ struct VerifyCommand: AsyncParsableCommand {
     var input: String
 
     func run() async throws {
-        do {
+        try await reportingFailures {
             let text = try InputArgument.read(input)
             let verifier = SignedDataVerifier(configuration: try makeConfiguration())
             let report = try await VerificationReport.make(text: text, kind: try resolveKind(text), verifier: verifier)
             try JSONOutput.print(report)
-        } catch let error as VerificationError {
-            printError(error.description)
-            throw ExitCode.failure
-        } catch let error as CLIError {
-            printError(error.description)
-            throw ExitCode.failure
         }
     }
 
