@@ -39,6 +39,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "AppStoreSimulator",
+            dependencies: ["AppStoreModels", "AppStoreSigning"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "StorekeeperBenchmarks",
             dependencies: [
                 "AppStoreModels",
@@ -74,6 +79,11 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "AppStoreSimulatorTests",
+            dependencies: ["AppStoreModels", "AppStoreSigning", "AppStoreSimulator"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

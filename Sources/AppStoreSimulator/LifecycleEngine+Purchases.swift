@@ -1,0 +1,335 @@
+public import AppStoreModels
+import Foundation
+
+extension LifecycleEngine {
+    /// A purchase as a StoreKit 2 app makes it.
+    public struct PurchaseRequest: Codable, Hashable, Sendable {
+        public var customerId: String
+        public var productId: String
+        /// Consumables only; 1 to 10.
+        public var quantity: Int
+        /// The UUID the app passes to StoreKit to link the purchase to its user.
+        public var appAccountToken: LowercaseUUID?
+        /// An offer from the product's catalog entry: introductory, promotional, offer code or win-back.
+        public var offerId: String?
+
+        public init(
+            customerId: String, productId: String, quantity: Int = 1, appAccountToken: LowercaseUUID? = nil,
+            offerId: String? = nil
+        ) {
+            self.customerId = customerId
+            self.productId = productId
+            self.quantity = quantity
+            self.appAccountToken = appAccountToken
+            self.offerId = offerId
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            customerId = try container.decode(String.self, forKey: .customerId)
+            productId = try container.decode(String.self, forKey: .productId)
+            quantity = try container.decodeIfPresent(Int.self, forKey: .quantity) ?? 1
+            appAccountToken = try container.decodeIfPresent(LowercaseUUID.self, forKey: .appAccountToken)
+            offerId = try container.decodeIfPresent(String.self, forKey: .offerId)
+        }
+    }
+
+    /// What the app gets back from StoreKit 2.
+    public struct PurchaseResult: Codable, Hashable, Sendable {
+        /// The JWS a StoreKit 2 app receives (`Transaction.jwsRepresentation`).
+        public var signedTransaction: String
+        public var transactionId: String
+        public var originalTransactionId: String
+        /// What happened: `purchased`, `upgraded`, `downgrade-scheduled`, `downgrade-cancelled`, `offer-redeemed`.
+        public var outcome: String
+    }
+
+    /// Buys a product. Auto-renewables follow the subscription-group rules: a first purchase subscribes, a purchase
+    /// after expiry resubscribes, a higher level (or same-duration crossgrade) upgrades at once, a lower level
+    /// (or different-duration crossgrade) is scheduled for the next renewal, and buying the current product again
+    /// cancels a scheduled change. Family-shareable products are shared with the purchaser's family.
+    public mutating func purchase(_ request: PurchaseRequest) throws(SimulatorError) -> PurchaseResult {
+        try transaction { (engine) throws(SimulatorError) in try engine.applyPurchase(request) }
+    }
+
+    private mutating func applyPurchase(_ request: PurchaseRequest) throws(SimulatorError) -> PurchaseResult {
+        let customer = try customer(request.customerId)
+        let product = try product(request.productId)
+        guard !state.removedFromSale.contains(product.productId) else {
+            throw SimulatorError(.conflict, "product '\(product.productId)' is no longer for sale")
+        }
+        guard product.prices[customer.storefront] != nil else {
+            throw SimulatorError(.conflict, "product '\(product.productId)' has no price in storefront \(customer.storefront)")
+        }
+        guard (1...10).contains(request.quantity), request.quantity == 1 || product.type == .consumable else {
+            throw SimulatorError(.invalidRequest, "quantity must be 1, or 1-10 for consumables; got \(request.quantity)")
+        }
+        let offer = try request.offerId.map { (id) throws(SimulatorError) -> Catalog.Offer in
+            guard let offer = product.offers.first(where: { $0.id == id }) else {
+                throw SimulatorError(.notFound, "product '\(product.productId)' has no offer '\(id)'")
+            }
+            return offer
+        }
+        if product.type == .autoRenewable {
+            return try purchaseSubscription(product, customer: customer, request: request, offer: offer)
+        }
+        return try purchaseOneTime(product, customer: customer, request: request, offer: offer)
+    }
+
+    // MARK: One-time products
+
+    private mutating func purchaseOneTime(
+        _ product: Catalog.Product,
+        customer: Customer,
+        request: PurchaseRequest,
+        offer: Catalog.Offer?
+    ) throws(SimulatorError) -> PurchaseResult {
+        if product.type == .nonConsumable, let owned = ownedNonConsumable(customer.id, product.productId) {
+            // StoreKit restores instead of charging twice.
+            throw SimulatorError(.conflict, "customer '\(customer.id)' already owns '\(product.productId)' (transaction \(owned))")
+        }
+        let id = makeTransaction(
+            customer: customer, product: product, reason: .purchase, quantity: request.quantity,
+            appAccountToken: request.appAccountToken, offer: offer
+        )
+        try notify(.oneTimeCharge, transactionId: id)
+        if product.type == .nonConsumable && product.familyShareable {
+            for member in familyMembers(of: customer.id) where ownedNonConsumable(member, product.productId) == nil {
+                let copy = try shareCopy(of: id, with: member)
+                try notify(.oneTimeCharge, transactionId: copy)
+            }
+        }
+        return PurchaseResult(
+            signedTransaction: try signedTransaction(id), transactionId: id, originalTransactionId: id, outcome: "purchased"
+        )
+    }
+
+    /// The customer's unrevoked transaction for a non-consumable, if any.
+    func ownedNonConsumable(_ customerId: String, _ productId: String) -> String? {
+        state.transactions.values.first {
+            $0.customerId == customerId && $0.info.productId == productId && $0.info.revocationDate == nil
+        }?.info.transactionId
+    }
+
+    // MARK: Subscriptions
+
+    private mutating func purchaseSubscription(
+        _ product: Catalog.Product,
+        customer: Customer,
+        request: PurchaseRequest,
+        offer: Catalog.Offer?
+    ) throws(SimulatorError) -> PurchaseResult {
+        let groupId = product.subscriptionGroupId!
+        let existing = state.subscriptions.values.first {
+            $0.customerId == customer.id && $0.groupId == groupId && $0.ownership == .purchased
+        }
+        if let offer {
+            try checkEligibility(offer, product: product, existing: existing)
+        }
+        guard let existing else {
+            return try subscribe(product, customer: customer, request: request, offer: offer, resubscribing: nil)
+        }
+        guard existing.hasService || existing.status == .billingRetry else {
+            return try subscribe(product, customer: customer, request: request, offer: offer, resubscribing: existing)
+        }
+        if let offer, offer.type != .introductory {
+            return try redeemOnActive(existing, product: product, offer: offer)
+        }
+        return try changePlan(existing, to: product, request: request)
+    }
+
+    private func checkEligibility(
+        _ offer: Catalog.Offer,
+        product: Catalog.Product,
+        existing: SubscriptionRecord?
+    ) throws(SimulatorError) {
+        switch offer.type {
+        case .introductory where existing != nil:
+            throw SimulatorError(.conflict, "introductory offers are for customers new to the subscription group")
+        case .winBack where existing == nil || existing!.hasService || existing!.status == .billingRetry:
+            throw SimulatorError(.conflict, "win-back offers are for lapsed subscribers only")
+        default:
+            break
+        }
+    }
+
+    /// A first subscription in the group, or a resubscription after expiry (same original transaction ID).
+    private mutating func subscribe(
+        _ product: Catalog.Product,
+        customer: Customer,
+        request: PurchaseRequest,
+        offer: Catalog.Offer?,
+        resubscribing previous: SubscriptionRecord?
+    ) throws(SimulatorError) -> PurchaseResult {
+        let now = state.now
+        let originalId = previous?.originalTransactionId
+        let id = makeTransaction(
+            customer: customer, product: product, reason: .purchase, originalTransactionId: originalId,
+            appAccountToken: request.appAccountToken ?? previous?.appAccountToken, offer: offer
+        )
+        let expires = state.transactions[id]!.info.expiresDate!
+        let gapAllowed = state.renewalRate == .realTime ? 60 * 86_400 : 10 * 60.0
+        var subscription = SubscriptionRecord(
+            originalTransactionId: originalId ?? id, customerId: customer.id, bundleId: product.bundleId,
+            groupId: product.subscriptionGroupId!, productId: product.productId, autoRenewProductId: product.productId,
+            expiresDate: expires, latestTransactionId: id,
+            recentSubscriptionStartDate: previous.map {
+                now.timeIntervalSince($0.expiresDate) <= gapAllowed ? $0.recentSubscriptionStartDate : now
+            } ?? now
+        )
+        subscription.appAccountToken = request.appAccountToken ?? previous?.appAccountToken
+        subscription.familyCopies = previous?.familyCopies ?? [:]
+        subscription.extensionDates = previous?.extensionDates ?? []
+        subscription.paidPeriods = (previous?.paidPeriods ?? 0) + (state.transactions[id]!.info.price ?? 0 > 0 ? 1 : 0)
+        if let offer, offer.periodCount > 1 {
+            subscription.pendingOffer = .init(offer: offer, remainingPeriods: offer.periodCount - 1)
+        }
+        state.subscriptions[subscription.originalTransactionId] = subscription
+        try notify(.subscribed, previous == nil ? .initialBuy : .resubscribe, transactionId: id)
+        if product.familyShareable {
+            for member in familyMembers(of: customer.id) {
+                try shareSubscription(subscription.originalTransactionId, with: member)
+            }
+        }
+        return PurchaseResult(
+            signedTransaction: try signedTransaction(id), transactionId: id,
+            originalTransactionId: subscription.originalTransactionId, outcome: "purchased"
+        )
+    }
+
+    /// A promotional, offer-code or win-back offer on an active subscription: it applies from the next renewal.
+    private mutating func redeemOnActive(
+        _ subscription: SubscriptionRecord,
+        product: Catalog.Product,
+        offer: Catalog.Offer
+    ) throws(SimulatorError) -> PurchaseResult {
+        var updated = subscription
+        let current = try self.product(subscription.productId)
+        updated.pendingOffer = .init(offer: offer, remainingPeriods: offer.periodCount)
+        var subtype: NotificationSubtype? = nil
+        if product.productId != subscription.productId {
+            subtype = (product.level ?? 0) < (current.level ?? 0) ? .upgrade : .downgrade
+            updated.autoRenewProductId = product.productId
+        }
+        state.subscriptions[subscription.originalTransactionId] = updated
+        try notify(.offerRedeemed, subtype, transactionId: subscription.latestTransactionId)
+        return PurchaseResult(
+            signedTransaction: try signedTransaction(subscription.latestTransactionId),
+            transactionId: subscription.latestTransactionId, originalTransactionId: subscription.originalTransactionId,
+            outcome: "offer-redeemed"
+        )
+    }
+
+    /// Upgrade, downgrade, crossgrade or revert within an active subscription.
+    private mutating func changePlan(
+        _ subscription: SubscriptionRecord,
+        to product: Catalog.Product,
+        request: PurchaseRequest
+    ) throws(SimulatorError) -> PurchaseResult {
+        let current = try self.product(subscription.productId)
+        var updated = subscription
+        if product.productId == subscription.productId {
+            guard subscription.autoRenewProductId != subscription.productId else {
+                throw SimulatorError(.conflict, "customer '\(subscription.customerId)' is already subscribed to '\(product.productId)'")
+            }
+            updated.autoRenewProductId = product.productId
+            updated.autoRenewEnabled = true
+            state.subscriptions[subscription.originalTransactionId] = updated
+            try notify(.didChangeRenewalPref, transactionId: subscription.latestTransactionId)
+            return try result(for: updated, outcome: "downgrade-cancelled")
+        }
+        let higher = product.level! < current.level!
+        let sameDuration = product.period == current.period
+        let immediate = higher || (product.level == current.level && sameDuration)
+        guard immediate else {
+            updated.autoRenewProductId = product.productId
+            updated.autoRenewEnabled = true
+            state.subscriptions[subscription.originalTransactionId] = updated
+            try notify(.didChangeRenewalPref, .downgrade, transactionId: subscription.latestTransactionId)
+            return try result(for: updated, outcome: "downgrade-scheduled")
+        }
+        // Upgrade: the old transaction is marked upgraded; a new period starts now on the new product.
+        state.transactions[subscription.latestTransactionId]?.info.isUpgraded = true
+        state.transactions[subscription.latestTransactionId]?.modifiedAt = state.now
+        let customer = try customer(subscription.customerId)
+        let id = makeTransaction(
+            customer: customer, product: product, reason: .purchase,
+            originalTransactionId: subscription.originalTransactionId,
+            appAccountToken: request.appAccountToken ?? subscription.appAccountToken, offer: nil
+        )
+        updated.productId = product.productId
+        updated.autoRenewProductId = product.productId
+        updated.autoRenewEnabled = true
+        updated.latestTransactionId = id
+        updated.expiresDate = state.transactions[id]!.info.expiresDate!
+        updated.status = .active
+        updated.gracePeriodExpiresDate = nil
+        updated.billingRetryEndsAt = nil
+        updated.expirationIntent = nil
+        updated.pendingOffer = nil
+        updated.priceIncrease = nil
+        updated.paidPeriods += 1
+        state.subscriptions[subscription.originalTransactionId] = updated
+        try notify(.didChangeRenewalPref, .upgrade, transactionId: id)
+        try followPurchaser(updated.originalTransactionId, notification: .didChangeRenewalPref, subtype: .upgrade, newTransaction: true)
+        return try result(for: updated, outcome: "upgraded")
+    }
+
+    private func result(for subscription: SubscriptionRecord, outcome: String) throws(SimulatorError) -> PurchaseResult {
+        PurchaseResult(
+            signedTransaction: try signedTransaction(subscription.latestTransactionId),
+            transactionId: subscription.latestTransactionId,
+            originalTransactionId: subscription.originalTransactionId, outcome: outcome
+        )
+    }
+
+    // MARK: Transactions
+
+    /// Creates a transaction at the current time; subscriptions get their period's expiry (the offer's, if any).
+    mutating func makeTransaction(
+        customer: Customer,
+        product: Catalog.Product,
+        reason: TransactionReason,
+        originalTransactionId: String? = nil,
+        quantity: Int = 1,
+        appAccountToken: LowercaseUUID?,
+        offer: Catalog.Offer?,
+        purchaseDate: Date? = nil
+    ) -> String {
+        let id = nextTransactionID()
+        let storefront = Storefront.find(customer.storefront)!
+        let date = purchaseDate ?? state.now
+        var info = TransactionInfo(
+            transactionId: id, originalTransactionId: originalTransactionId ?? id, bundleId: product.bundleId,
+            productId: product.productId, purchaseDate: date, type: product.type
+        )
+        info.originalPurchaseDate = originalTransactionId.flatMap { state.transactions[$0]?.info.purchaseDate } ?? date
+        info.quantity = quantity
+        info.appAccountToken = appAccountToken
+        info.inAppOwnershipType = .purchased
+        info.environment = state.environment
+        info.storefront = storefront.countryCode
+        info.storefrontId = storefront.id
+        info.transactionReason = reason
+        info.currency = storefront.currency
+        info.price = (offer.map { $0.prices[storefront.countryCode] ?? 0 } ?? product.prices[storefront.countryCode] ?? 0)
+            * Int64(quantity)
+        info.appTransactionId = appTransactionID(customerId: customer.id, bundleId: product.bundleId)
+        if let offer {
+            info.offerType = offer.type
+            info.offerIdentifier = offer.type == .introductory ? nil : offer.id
+            info.offerDiscountType = offer.discountType
+            info.offerPeriod = offer.period.rawValue
+        }
+        if product.type == .autoRenewable, let period = product.period {
+            info.subscriptionGroupIdentifier = product.subscriptionGroupId
+            info.webOrderLineItemId = nextWebOrderLineItemID()
+            info.expiresDate = offer.map { state.renewalRate.end(of: $0.period, from: date) }
+                ?? state.renewalRate.end(of: period, from: date)
+        }
+        state.transactions[id] = TransactionRecord(
+            info: info, customerId: customer.id, orderId: nextOrderID(), modifiedAt: state.now
+        )
+        return id
+    }
+}
