@@ -141,14 +141,21 @@ extension LifecycleEngine {
             guard try engine.customer(customerId).familyId != nil else {
                 throw SimulatorError(.conflict, "customer '\(customerId)' is not in a family")
             }
-            let others = engine.familyMembers(of: customerId)
-            for record in engine.state.transactions.values.sorted(by: { $0.info.transactionId < $1.info.transactionId })
-            where record.info.inAppOwnershipType == .familyShared && record.info.revocationDate == nil {
-                let copyOwner = record.customerId
-                let purchaser = engine.purchaser(ofCopy: record)
-                if (copyOwner == customerId && others.contains(purchaser ?? "")) || (purchaser == customerId && others.contains(copyOwner)) {
-                    try engine.revokeCopy(record.info.transactionId, reason: .other)
-                }
+            let others = Set(engine.familyMembers(of: customerId))
+            func affected(owner: String, purchaser: String?) -> Bool {
+                guard let purchaser else { return false }
+                return (owner == customerId && others.contains(purchaser)) || (purchaser == customerId && others.contains(owner))
+            }
+            let copies = engine.state.subscriptions.values.filter { $0.sharedFrom != nil && $0.status != .revoked }
+                .sorted { $0.originalTransactionId < $1.originalTransactionId }
+            for copy in copies where affected(owner: copy.customerId, purchaser: engine.state.subscriptions[copy.sharedFrom!]?.customerId) {
+                try engine.revokeCopy(copy.latestTransactionId, reason: .other)
+            }
+            let shared = engine.state.transactions.values.filter {
+                $0.info.type == .nonConsumable && $0.info.inAppOwnershipType == .familyShared && $0.info.revocationDate == nil
+            }.sorted { $0.info.transactionId < $1.info.transactionId }
+            for record in shared where affected(owner: record.customerId, purchaser: engine.purchaser(ofCopy: record)) {
+                try engine.revokeCopy(record.info.transactionId, reason: .other)
             }
             engine.state.customers[customerId]?.familyId = nil
         }
@@ -162,12 +169,9 @@ extension LifecycleEngine {
         }
     }
 
-    /// The purchaser's customer ID for a family-shared copy.
+    /// The purchaser's customer ID for a family-shared non-consumable.
     func purchaser(ofCopy record: TransactionRecord) -> String? {
-        if let subscription = state.subscriptions[record.info.originalTransactionId], let from = subscription.sharedFrom {
-            return state.subscriptions[from]?.customerId
-        }
-        return state.transactions.values.first {
+        state.transactions.values.first {
             $0.info.productId == record.info.productId && $0.info.inAppOwnershipType == .purchased
                 && $0.info.revocationDate == nil && familyMembers(of: record.customerId).contains($0.customerId)
         }?.customerId
