@@ -21,6 +21,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
     ],
     targets: [
         .target(
@@ -40,7 +41,14 @@ let package = Package(
         ),
         .target(
             name: "AppStoreSimulator",
-            dependencies: ["AppStoreModels", "AppStoreSigning"],
+            dependencies: [
+                "AppStoreModels",
+                "AppStoreSigning",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -83,7 +91,13 @@ let package = Package(
         ),
         .testTarget(
             name: "AppStoreSimulatorTests",
-            dependencies: ["AppStoreModels", "AppStoreSigning", "AppStoreSimulator"],
+            dependencies: [
+                "AppStoreModels",
+                "AppStoreSigning",
+                "AppStoreSimulator",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

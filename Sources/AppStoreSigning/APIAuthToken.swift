@@ -1,4 +1,4 @@
-import Crypto
+public import Crypto
 public import Foundation
 
 /// The bearer token for the App Store Server API: an ES256 JWT with header `{alg, kid, typ: "JWT"}` and claims
@@ -60,5 +60,67 @@ public enum APIAuthToken {
         } catch {
             throw SigningError(.encodingFailed, "ES256 signing of the token failed")
         }
+    }
+
+    /// Why a token was refused. The message never repeats the token.
+    public struct Rejection: Error, Hashable, Sendable, CustomStringConvertible {
+        public var reason: String
+        public var description: String { reason }
+    }
+
+    /// Checks a token the way the App Store Server API does: compact JWS, header `alg` ES256 and `kid` naming the
+    /// key, signature by that key, `aud` `appstoreconnect-v1`, `iss`, `bid` present, `exp` after `now` and at most
+    /// 60 minutes after `iat` (when `iat` is present), `iat` not in the future (1 minute of skew allowed).
+    ///
+    /// - Parameter publicKey: the key registered for `keyID`.
+    /// - Returns: the claims.
+    public static func verify(
+        _ token: String,
+        keyID: String,
+        issuerID: String,
+        publicKey: P256.Signing.PublicKey,
+        now: Date = Date()
+    ) throws(Rejection) -> Claims {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3,
+            let headerBytes = try? Base64URL.decode(parts[0].utf8),
+            let claimBytes = try? Base64URL.decode(parts[1].utf8),
+            let signatureBytes = try? Base64URL.decode(parts[2].utf8)
+        else { throw Rejection(reason: "not a compact JWS") }
+        let decoder = JSONDecoder()
+        guard let header = try? decoder.decode(Header.self, from: Data(headerBytes)) else {
+            throw Rejection(reason: "header needs alg, kid and typ")
+        }
+        guard header.alg == "ES256" else { throw Rejection(reason: "alg must be ES256") }
+        guard header.kid == keyID else { throw Rejection(reason: "unknown key ID") }
+        guard let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureBytes),
+            publicKey.isValidSignature(signature, for: Data("\(parts[0]).\(parts[1])".utf8))
+        else { throw Rejection(reason: "signature does not verify with the registered key") }
+        guard let claims = try? decoder.decode(LenientClaims.self, from: Data(claimBytes)) else {
+            throw Rejection(reason: "claims must hold iss, exp, aud and bid")
+        }
+        guard claims.aud == audience else { throw Rejection(reason: "aud must be \(audience)") }
+        guard claims.iss == issuerID else { throw Rejection(reason: "unknown issuer") }
+        guard !claims.bid.isEmpty else { throw Rejection(reason: "bid is empty") }
+        let nowSeconds = Int64(now.timeIntervalSince1970)
+        guard claims.exp > nowSeconds else { throw Rejection(reason: "token expired") }
+        if let iat = claims.iat {
+            guard iat <= nowSeconds + 60 else { throw Rejection(reason: "iat is in the future") }
+            guard claims.exp - iat <= Int64(maximumLifetime) else {
+                throw Rejection(reason: "exp is more than 60 minutes after iat")
+            }
+        } else if claims.exp - nowSeconds > Int64(maximumLifetime) {
+            throw Rejection(reason: "exp is more than 60 minutes away")
+        }
+        return Claims(iss: claims.iss, iat: claims.iat ?? nowSeconds, exp: claims.exp, aud: claims.aud, bid: claims.bid)
+    }
+
+    /// Claims as clients send them: Apple's Python and Node libraries omit `iat`; some clients add a `nonce`.
+    private struct LenientClaims: Decodable {
+        var iss: String
+        var iat: Int64?
+        var exp: Int64
+        var aud: String
+        var bid: String
     }
 }

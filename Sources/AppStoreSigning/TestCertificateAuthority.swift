@@ -101,6 +101,47 @@ public struct TestCertificateAuthority: Sendable {
     public let options: Options
     private let intermediateKey: P384.Signing.PrivateKey
 
+    /// A CA restored from its saved parts (see ``intermediatePrivateKeyPEM``).
+    public init(
+        rootCertificate: Certificate,
+        intermediateCertificate: Certificate,
+        intermediatePrivateKeyPEM: String,
+        options: Options = Options()
+    ) throws(SigningError) {
+        let key: P384.Signing.PrivateKey
+        do {
+            key = try P384.Signing.PrivateKey(pemRepresentation: intermediatePrivateKeyPEM)
+        } catch {
+            throw SigningError(.invalidPrivateKey, "the intermediate CA key is not a P-384 PEM private key")
+        }
+        guard intermediateCertificate.publicKey == Certificate.PublicKey(key.publicKey) else {
+            throw SigningError(.invalidCertificateChain, "the intermediate CA key does not match its certificate")
+        }
+        guard rootCertificate.publicKey.isValidSignature(intermediateCertificate.signature, for: intermediateCertificate) else {
+            throw SigningError(.invalidCertificateChain, "the intermediate certificate is not signed by the root")
+        }
+        self.init(
+            rootCertificate: rootCertificate, intermediateCertificate: intermediateCertificate, options: options,
+            intermediateKey: key
+        )
+    }
+
+    /// The intermediate CA's private key as PEM: a secret of this test CA, for saving it (the simulator keeps it in
+    /// its own directory). Anyone with it can sign data that verifiers trusting ``rootCertificate`` accept.
+    public var intermediatePrivateKeyPEM: String { intermediateKey.pemRepresentation }
+
+    private init(
+        rootCertificate: Certificate,
+        intermediateCertificate: Certificate,
+        options: Options,
+        intermediateKey: P384.Signing.PrivateKey
+    ) {
+        self.rootCertificate = rootCertificate
+        self.intermediateCertificate = intermediateCertificate
+        self.options = options
+        self.intermediateKey = intermediateKey
+    }
+
     /// Makes a new root and intermediate with fresh keys.
     public static func generate(options: Options = Options()) throws(SigningError) -> TestCertificateAuthority {
         let rootKey = P384.Signing.PrivateKey()

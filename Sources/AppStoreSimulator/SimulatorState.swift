@@ -18,6 +18,10 @@ public struct SimulatorState: Codable, Sendable {
     public var removedFromSale: Set<String> = []
     /// Open refund requests by transaction ID, with the reason the customer gave.
     public var refundRequests: [String: ConsumptionRequestReason] = [:]
+    /// Consumption information the developer sent, by transaction ID (the request body as sent).
+    public var consumptionInformation: [String: JSONValue] = [:]
+    /// Mass renewal-date extension requests by `productId|requestIdentifier`.
+    public var massExtensions: [String: MassExtension] = [:]
     var counters = Counters()
 
     struct Counters: Codable, Sendable {
@@ -32,6 +36,17 @@ public struct SimulatorState: Codable, Sendable {
         self.renewalRate = renewalRate
         self.now = now
     }
+}
+
+/// A request to extend the renewal date of every active subscriber of a product.
+public struct MassExtension: Codable, Hashable, Sendable {
+    public var requestIdentifier: String
+    public var productId: String
+    public var bundleId: String
+    public var storefrontCountryCodes: [String]?
+    public var completeDate: Date?
+    public var succeededCount: Int64 = 0
+    public var failedCount: Int64 = 0
 }
 
 /// An Apple Account.

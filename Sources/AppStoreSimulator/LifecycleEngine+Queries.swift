@@ -1,0 +1,82 @@
+public import AppStoreModels
+import Foundation
+
+extension LifecycleEngine {
+    /// The customer a transaction ID, original transaction ID or app transaction ID belongs to, within one app.
+    public func customerId(forAnyTransactionId id: String, bundleId: String) -> String? {
+        if let record = state.transactions[id], record.info.bundleId == bundleId { return record.customerId }
+        return state.customers.values.first { $0.appTransactionIds[bundleId] == id }?.id
+    }
+
+    /// Whether `id` is some customer's app transaction ID for `bundleId`.
+    public func isAppTransactionId(_ id: String, bundleId: String) -> Bool {
+        state.transactions[id] == nil && state.customers.values.contains { $0.appTransactionIds[bundleId] == id }
+    }
+
+    /// A customer's transactions in one app.
+    public func transactions(customerId: String, bundleId: String) -> [TransactionRecord] {
+        state.transactions.values.filter { $0.customerId == customerId && $0.info.bundleId == bundleId }
+    }
+
+    /// A customer's auto-renewable subscriptions in one app (purchased and family-shared).
+    public func subscriptions(customerId: String, bundleId: String) -> [SubscriptionRecord] {
+        state.subscriptions.values.filter { $0.customerId == customerId && $0.bundleId == bundleId }
+            .sorted { $0.originalTransactionId < $1.originalTransactionId }
+    }
+
+    /// The signed renewal info of a subscription, as of now.
+    public func signedRenewalInfo(originalTransactionId: String) throws(SimulatorError) -> String {
+        try sign(renewalInfo(for: try subscription(originalTransactionId)))
+    }
+
+    /// The signed transaction, as of now.
+    public func signTransaction(_ id: String) throws(SimulatorError) -> String {
+        try signedTransaction(id)
+    }
+
+    /// The customer's signed app transaction for an app (`Get App Transaction Info`).
+    public func signedAppTransaction(customerId: String, bundleId: String) throws(SimulatorError) -> String? {
+        guard let app = catalog.app(bundleId), let customer = state.customers[customerId],
+            let appTransactionId = customer.appTransactionIds[bundleId]
+        else { return nil }
+        let first = state.transactions.values.filter { $0.customerId == customerId && $0.info.bundleId == bundleId }
+            .map(\.info.purchaseDate).min() ?? state.now
+        var info = AppTransaction(bundleId: bundleId)
+        info.receiptType = state.environment
+        info.appAppleId = state.environment == .production ? app.appAppleId : nil
+        info.applicationVersion = "1"
+        info.versionExternalIdentifier = 0
+        info.receiptCreationDate = state.now
+        info.originalPurchaseDate = first
+        info.originalApplicationVersion = "1"
+        info.appTransactionId = appTransactionId
+        info.originalPlatform = .iOS
+        return try sign(info)
+    }
+
+    // MARK: - Server actions through the API
+
+    /// Set App Account Token: replaces the token on the subscription (current and later renewals) or purchase.
+    public mutating func setAppAccountToken(originalTransactionId: String, token: LowercaseUUID) throws(SimulatorError) {
+        let record = try transactionRecord(originalTransactionId)
+        guard record.info.inAppOwnershipType != .familyShared else {
+            throw SimulatorError(.conflict, "family-shared transactions are not supported", apiErrorCode: 4_000_185)
+        }
+        guard record.info.originalTransactionId == originalTransactionId else {
+            throw SimulatorError(.invalidRequest, "not an original transaction ID", apiErrorCode: 4_000_187)
+        }
+        if var subscription = state.subscriptions[originalTransactionId] {
+            subscription.appAccountToken = token
+            state.subscriptions[originalTransactionId] = subscription
+            state.transactions[subscription.latestTransactionId]?.info.appAccountToken = token
+        } else {
+            state.transactions[originalTransactionId]?.info.appAccountToken = token
+        }
+    }
+
+    /// Finish Transaction: the server delivered the purchase.
+    public mutating func finishTransaction(_ id: String) throws(SimulatorError) {
+        _ = try transactionRecord(id)
+        state.transactions[id]?.finished = true
+    }
+}

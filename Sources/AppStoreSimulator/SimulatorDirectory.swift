@@ -1,0 +1,165 @@
+public import AppStoreModels
+public import AppStoreSigning
+public import Crypto
+public import Foundation
+import SwiftASN1
+import X509
+
+/// The simulator's directory: its catalog, state, test CA and App Store Server API key.
+///
+/// ```
+/// DIR/catalog.json                 what the App Store sells (edit it; checked at start)
+/// DIR/state.json                   customers, transactions, subscriptions, notifications, the clock
+/// DIR/ca/root.pem                  give this to verifiers (`storekeeper verify --root DIR/ca/root.pem`)
+/// DIR/ca/intermediate.pem, ca/intermediate-key.pem
+/// DIR/api/AuthKey_<KEY ID>.p8      the API key clients sign tokens with
+/// DIR/api/key.json                 {"keyId", "issuerId"}
+/// ```
+public struct SimulatorDirectory: Sendable {
+    public let url: URL
+
+    public init(_ url: URL) { self.url = url }
+
+    public var catalogFile: URL { url.appendingPathComponent("catalog.json") }
+    public var stateFile: URL { url.appendingPathComponent("state.json") }
+    public var rootCertificateFile: URL { url.appendingPathComponent("ca/root.pem") }
+    var intermediateCertificateFile: URL { url.appendingPathComponent("ca/intermediate.pem") }
+    var intermediateKeyFile: URL { url.appendingPathComponent("ca/intermediate-key.pem") }
+    public var apiKeyInfoFile: URL { url.appendingPathComponent("api/key.json") }
+
+    /// Identifies the API key clients use; the private key is in `api/AuthKey_<keyId>.p8`.
+    public struct APIKeyInfo: Codable, Hashable, Sendable {
+        public var keyId: String
+        public var issuerId: String
+    }
+
+    public func apiPrivateKeyFile(keyId: String) -> URL { url.appendingPathComponent("api/AuthKey_\(keyId).p8") }
+
+    /// Writes a new simulator: the sample catalog (or `catalog`), a fresh test CA, a fresh API key, and an empty
+    /// state whose clock starts at `now`. Refuses a directory that already holds a simulator.
+    @discardableResult
+    public static func initialize(
+        at url: URL,
+        catalog: Catalog = .sample,
+        environment: AppStoreEnvironment = .sandbox,
+        renewalRate: RenewalRate = .realTime,
+        now: Date = Date()
+    ) throws(SimulatorError) -> SimulatorDirectory {
+        let directory = SimulatorDirectory(url)
+        try catalog.validate()
+        guard !FileManager.default.fileExists(atPath: directory.stateFile.path) else {
+            throw SimulatorError(.conflict, "\(url.path) already holds a simulator (state.json exists)")
+        }
+        var options = TestCertificateAuthority.Options()
+        options.names = .storekeeper("Storekeeper Simulator")
+        options.validity = Date(timeIntervalSince1970: 1_577_836_800)...Date(timeIntervalSince1970: 2_366_841_600)
+        let authority: TestCertificateAuthority
+        do {
+            authority = try TestCertificateAuthority.generate(options: options)
+        } catch {
+            throw SimulatorError(.storage, "could not make the test CA: \(error)")
+        }
+        let apiKey = P256.Signing.PrivateKey()
+        let keyId = String(UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(10))
+        let info = APIKeyInfo(keyId: keyId, issuerId: UUID().uuidString.lowercased())
+        try directory.write(directory.catalogFile, try encode(catalog))
+        try directory.write(directory.rootCertificateFile, Data(pem(authority.rootCertificate).utf8))
+        try directory.write(directory.intermediateCertificateFile, Data(pem(authority.intermediateCertificate).utf8))
+        try directory.write(directory.intermediateKeyFile, Data(authority.intermediatePrivateKeyPEM.utf8), secret: true)
+        try directory.write(directory.apiPrivateKeyFile(keyId: keyId), Data(apiKey.pemRepresentation.utf8), secret: true)
+        try directory.write(directory.apiKeyInfoFile, try encode(info))
+        try directory.save(SimulatorState(environment: environment, renewalRate: renewalRate, now: now))
+        return directory
+    }
+
+    // MARK: Loading
+
+    public func loadCatalog() throws(SimulatorError) -> Catalog {
+        let catalog: Catalog = try decode(Catalog.self, from: catalogFile)
+        try catalog.validate()
+        return catalog
+    }
+
+    public func loadState() throws(SimulatorError) -> SimulatorState {
+        try decode(SimulatorState.self, from: stateFile)
+    }
+
+    public func loadAuthority() throws(SimulatorError) -> TestCertificateAuthority {
+        do {
+            let root = try Certificate(pemEncoded: try String(contentsOf: rootCertificateFile, encoding: .utf8))
+            let intermediate = try Certificate(
+                pemEncoded: try String(contentsOf: intermediateCertificateFile, encoding: .utf8)
+            )
+            let key = try String(contentsOf: intermediateKeyFile, encoding: .utf8)
+            return try TestCertificateAuthority(
+                rootCertificate: root, intermediateCertificate: intermediate, intermediatePrivateKeyPEM: key
+            )
+        } catch {
+            throw SimulatorError(.storage, "cannot load the test CA from \(url.appendingPathComponent("ca").path): \(error)")
+        }
+    }
+
+    public func loadAPIKeyInfo() throws(SimulatorError) -> APIKeyInfo {
+        try decode(APIKeyInfo.self, from: apiKeyInfoFile)
+    }
+
+    /// The API key's public half, which tokens must verify with.
+    public func loadAPIPublicKey() throws(SimulatorError) -> P256.Signing.PublicKey {
+        let info = try loadAPIKeyInfo()
+        do {
+            let pem = try String(contentsOf: apiPrivateKeyFile(keyId: info.keyId), encoding: .utf8)
+            return try P256.Signing.PrivateKey(pemRepresentation: pem).publicKey
+        } catch {
+            throw SimulatorError(.storage, "cannot load the API key api/AuthKey_\(info.keyId).p8")
+        }
+    }
+
+    // MARK: Saving
+
+    /// Saves the state atomically (a crash leaves the old or the new file, never half of one).
+    public func save(_ state: SimulatorState) throws(SimulatorError) {
+        try write(stateFile, try Self.encode(state))
+    }
+
+    private func write(_ file: URL, _ data: Data, secret: Bool = false) throws(SimulatorError) {
+        do {
+            try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try data.write(to: file, options: .atomic)
+            if secret {
+                try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file.path)
+            }
+        } catch {
+            throw SimulatorError(.storage, "cannot write \(file.path): \(error.localizedDescription)")
+        }
+    }
+
+    private func decode<T: Decodable>(_ type: T.Type, from file: URL) throws(SimulatorError) -> T {
+        let data: Data
+        do {
+            data = try Data(contentsOf: file)
+        } catch {
+            throw SimulatorError(.storage, "cannot read \(file.path); run `storekeeper simulator init` first")
+        }
+        do {
+            return try AppStoreJSON.makeDecoder().decode(type, from: data)
+        } catch {
+            throw SimulatorError(.invalidRequest, "\(file.lastPathComponent) is not valid: \(error)")
+        }
+    }
+
+    static func encode(_ value: some Encodable) throws(SimulatorError) -> Data {
+        do {
+            return try AppStoreJSON.makeEncoder(prettyPrinted: true).encode(value)
+        } catch {
+            throw SimulatorError(.storage, "cannot encode \(type(of: value)): \(error)")
+        }
+    }
+
+    private static func pem(_ certificate: Certificate) throws(SimulatorError) -> String {
+        do {
+            return try certificate.serializeAsPEM().pemString
+        } catch {
+            throw SimulatorError(.storage, "cannot encode a certificate: \(error)")
+        }
+    }
+}
