@@ -60,4 +60,34 @@ public actor Simulator {
     }
 
     public var state: SimulatorState { engine.state }
+
+    private var rateLimiter = RateLimiter()
+
+    /// Applies API faults and rate limits to one request: the error to answer instead, if any, and the latency
+    /// to add. Counted faults are used up (and saved).
+    func admitAPIRequest(bundleId: String, method: String, path: String) -> (AppStoreAPIError?, Int) {
+        var faults = engine.state.faults
+        let latency = faults.apiLatencyMilliseconds
+        var answer: AppStoreAPIError? = nil
+        let nextSecond = (Int64(Date().timeIntervalSince1970) + 1) * 1000
+        if faults.failNextAPIRequests > 0 {
+            faults.failNextAPIRequests -= 1
+            answer = .generalInternalRetryable
+        } else if faults.rateLimitNextAPIRequests > 0 {
+            faults.rateLimitNextAPIRequests -= 1
+            answer = .rateLimitExceeded
+            answer?.retryAfter = String(nextSecond)
+        } else if faults.rateLimitsEnabled,
+            let retry = rateLimiter.admit(
+                bundleId: bundleId, method: method, path: path, sandbox: engine.state.environment != .production, now: Date()
+            )
+        {
+            answer = .rateLimitExceeded
+            answer?.retryAfter = String(retry)
+        }
+        if faults != engine.state.faults {
+            _ = try? perform { engine in engine.state.faults = faults }
+        }
+        return (answer, latency)
+    }
 }

@@ -8,12 +8,14 @@ public import Hummingbird
 /// and codes, 20 items per page with `revision`/`paginationToken`.
 public struct SimulatorAPI: Sendable {
     let simulator: Simulator
-    /// Whether a notification URL is configured (Request a Test Notification answers 4040007 without one).
-    let hasNotificationURL: @Sendable () async -> Bool
 
-    public init(simulator: Simulator, hasNotificationURL: @escaping @Sendable () async -> Bool) {
+    public init(simulator: Simulator) {
         self.simulator = simulator
-        self.hasNotificationURL = hasNotificationURL
+    }
+
+    /// Whether a notification URL is configured (Request a Test Notification answers 4040007 without one).
+    func hasNotificationURL() async -> Bool {
+        await simulator.state.notificationURL != nil
     }
 
     static let pageSize = 20
@@ -93,6 +95,11 @@ public struct SimulatorAPI: Sendable {
                 body: .init(byteBuffer: ByteBuffer(string: "Unauthenticated\n\nRequest ID: \(UUID().uuidString)\n"))
             )
         }
+        let (fault, latency) = await simulator.admitAPIRequest(
+            bundleId: bundleId, method: request.method.rawValue, path: request.uri.path
+        )
+        if latency > 0 { try? await Task.sleep(for: .milliseconds(latency)) }
+        if let fault { return fault.response() }
         do {
             return try await body(bundleId)
         } catch let error as AppStoreAPIError {

@@ -22,6 +22,10 @@ public struct SimulatorState: Codable, Sendable {
     public var consumptionInformation: [String: JSONValue] = [:]
     /// Mass renewal-date extension requests by `productId|requestIdentifier`.
     public var massExtensions: [String: MassExtension] = [:]
+    /// Faults injected into the API and notification delivery.
+    public var faults = FaultConfiguration()
+    /// Where notifications are POSTed; `nil` for nowhere (Request a Test Notification then answers 4040007).
+    public var notificationURL: String?
     var counters = Counters()
 
     struct Counters: Codable, Sendable {

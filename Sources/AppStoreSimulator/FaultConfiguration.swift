@@ -1,0 +1,45 @@
+/// Faults the simulator injects, set at run time through `PUT /simulator/v1/faults` (and kept in its state).
+///
+/// Counters make failures deterministic for tests: "the next 3 API requests fail" rather than "10 % fail".
+public struct FaultConfiguration: Codable, Hashable, Sendable {
+    /// Apple's per-endpoint rate limits (requests per second; sandbox 10 % of production): 429 with error
+    /// 4290000 and `Retry-After` when exceeded.
+    public var rateLimitsEnabled = false
+    /// The next N API requests answer 500 with 5000001 (retryable).
+    public var failNextAPIRequests = 0
+    /// The next N API requests answer 429 with 4290000 and `Retry-After`, whatever the rate.
+    public var rateLimitNextAPIRequests = 0
+    /// Added to every API answer, in milliseconds.
+    public var apiLatencyMilliseconds = 0
+    /// The next N notification deliveries are dropped: nothing reaches the receiver and the attempt is recorded
+    /// as `TIMED_OUT` (so production retries it later on Apple's schedule).
+    public var dropNextNotifications = 0
+    /// The next N notifications are delivered twice.
+    public var duplicateNextNotifications = 0
+    /// Notifications due together are delivered newest first.
+    public var reorderNotifications = false
+    /// Added before every notification delivery, in milliseconds.
+    public var notificationDelayMilliseconds = 0
+
+    public init() {}
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        func value<T: Decodable>(_ key: CodingKeys, _ fallback: T) throws -> T {
+            try container.decodeIfPresent(T.self, forKey: key) ?? fallback
+        }
+        rateLimitsEnabled = try value(.rateLimitsEnabled, false)
+        failNextAPIRequests = try value(.failNextAPIRequests, 0)
+        rateLimitNextAPIRequests = try value(.rateLimitNextAPIRequests, 0)
+        apiLatencyMilliseconds = try value(.apiLatencyMilliseconds, 0)
+        dropNextNotifications = try value(.dropNextNotifications, 0)
+        duplicateNextNotifications = try value(.duplicateNextNotifications, 0)
+        reorderNotifications = try value(.reorderNotifications, false)
+        notificationDelayMilliseconds = try value(.notificationDelayMilliseconds, 0)
+        let counts = [failNextAPIRequests, rateLimitNextAPIRequests, apiLatencyMilliseconds, dropNextNotifications,
+                      duplicateNextNotifications, notificationDelayMilliseconds]
+        guard counts.allSatisfy({ (0...1_000_000).contains($0) }) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "fault counts and delays must be 0-1000000"))
+        }
+    }
+}

@@ -1,0 +1,264 @@
+public import AppStoreModels
+public import Foundation
+public import Hummingbird
+
+/// The simulator's control surface under `/simulator/v1/` (documented in the README): create customers, buy,
+/// change renewal settings, fail or fix billing, refund, share with families, move the clock, set faults, and read
+/// the ground truth. Errors are `{"error": {"code", "message"}}` with 400, 404 or 409; a refused action changes
+/// nothing.
+public struct SimulatorControlAPI: Sendable {
+    let simulator: Simulator
+    /// Called after actions that may make notifications due, so they go out at once.
+    let onChange: @Sendable () async -> Void
+
+    public init(simulator: Simulator, onChange: @escaping @Sendable () async -> Void = {}) {
+        self.simulator = simulator
+        self.onChange = onChange
+    }
+
+    public struct CustomerRequest: Codable, Sendable { public var id: String; public var storefront: String? }
+    struct EnabledRequest: Codable, Sendable { var enabled: Bool }
+    struct BillingRequest: Codable, Sendable { var works: Bool }
+    struct RefundRequest: Codable, Sendable { var reason: Int?; var percentage: Int? }
+    struct RefundAskRequest: Codable, Sendable { var reason: String }
+    struct FamilyRequest: Codable, Sendable { var id: String; var members: [String] }
+    struct PriceIncreaseRequest: Codable, Sendable { var prices: [String: Int64]; var consentRequired: Bool }
+    struct ExtendRequest: Codable, Sendable { var days: Int }
+    struct AdvanceRequest: Codable, Sendable { var seconds: Double?; var days: Double?; var to: Date? }
+    struct ConfigRequest: Codable, Sendable { var notificationURL: String? }
+    struct Clock: Codable, Sendable { var now: Date; var renewalRate: RenewalRate; var environment: AppStoreEnvironment }
+
+    public func addRoutes(to router: Router<some RequestContext>) {
+        let group = router.group("/simulator/v1")
+        group.post("/customers") { request, context in
+            try await act(request, context, status: .created) { (body: CustomerRequest, engine) throws(SimulatorError) in
+                try engine.createCustomer(id: body.id, storefront: body.storefront ?? "USA")
+            }
+        }
+        group.get("/customers/:id") { _, context in
+            try await read { (engine) throws(SimulatorError) in
+                try engine.groundTruth(customerId: context.parameters.get("id") ?? "")
+            }
+        }
+        group.post("/purchases") { request, context in
+            try await act(request, context) { (body: LifecycleEngine.PurchaseRequest, engine) throws(SimulatorError) in
+                try engine.purchase(body)
+            }
+        }
+        group.post("/subscriptions/:id/auto-renew") { request, context in
+            try await act(request, context) { (body: EnabledRequest, engine) throws(SimulatorError) in
+                try engine.setAutoRenew(originalTransactionId: context.parameters.get("id") ?? "", enabled: body.enabled)
+                return Self.ok
+            }
+        }
+        group.post("/customers/:id/billing") { request, context in
+            try await act(request, context) { (body: BillingRequest, engine) throws(SimulatorError) in
+                try engine.setBilling(customerId: context.parameters.get("id") ?? "", works: body.works)
+                return Self.ok
+            }
+        }
+        group.post("/transactions/:id/refund") { request, context in
+            try await act(request, context) { (body: RefundRequest, engine) throws(SimulatorError) in
+                try engine.refund(
+                    transactionId: context.parameters.get("id") ?? "", reason: RevocationReason(rawValue: body.reason ?? 0),
+                    percentage: body.percentage
+                )
+                return Self.ok
+            }
+        }
+        group.post("/transactions/:id/refund-request") { request, context in
+            try await act(request, context) { (body: RefundAskRequest, engine) throws(SimulatorError) in
+                try engine.requestRefund(transactionId: context.parameters.get("id") ?? "", reason: .init(rawValue: body.reason))
+                return Self.ok
+            }
+        }
+        group.post("/transactions/:id/refund-decline") { request, context in
+            try await act(request, context) { (_: Empty, engine) throws(SimulatorError) in
+                try engine.declineRefund(transactionId: context.parameters.get("id") ?? "")
+                return Self.ok
+            }
+        }
+        group.post("/transactions/:id/refund-reversal") { request, context in
+            try await act(request, context) { (_: Empty, engine) throws(SimulatorError) in
+                try engine.reverseRefund(transactionId: context.parameters.get("id") ?? "")
+                return Self.ok
+            }
+        }
+        group.post("/transactions/:id/stop-sharing") { request, context in
+            try await act(request, context) { (_: Empty, engine) throws(SimulatorError) in
+                try engine.stopSharing(transactionId: context.parameters.get("id") ?? "")
+                return Self.ok
+            }
+        }
+        group.post("/families") { request, context in
+            try await act(request, context) { (body: FamilyRequest, engine) throws(SimulatorError) in
+                try engine.formFamily(id: body.id, members: body.members)
+                return Self.ok
+            }
+        }
+        group.post("/customers/:id/leave-family") { request, context in
+            try await act(request, context) { (_: Empty, engine) throws(SimulatorError) in
+                try engine.leaveFamily(customerId: context.parameters.get("id") ?? "")
+                return Self.ok
+            }
+        }
+        group.post("/products/:id/price-increase") { request, context in
+            try await act(request, context) { (body: PriceIncreaseRequest, engine) throws(SimulatorError) in
+                try engine.announcePriceIncrease(
+                    productId: context.parameters.get("id") ?? "", newPrices: body.prices, consentRequired: body.consentRequired
+                )
+                return Self.ok
+            }
+        }
+        group.post("/subscriptions/:id/price-consent") { request, context in
+            try await act(request, context) { (_: Empty, engine) throws(SimulatorError) in
+                try engine.consentToPriceIncrease(originalTransactionId: context.parameters.get("id") ?? "")
+                return Self.ok
+            }
+        }
+        group.post("/products/:id/remove-from-sale") { request, context in
+            try await act(request, context) { (_: Empty, engine) throws(SimulatorError) in
+                try engine.removeFromSale(productId: context.parameters.get("id") ?? "")
+                return Self.ok
+            }
+        }
+        group.post("/subscriptions/:id/extend") { request, context in
+            try await act(request, context) { (body: ExtendRequest, engine) throws(SimulatorError) in
+                let result = try engine.extendRenewalDate(originalTransactionId: context.parameters.get("id") ?? "", days: body.days)
+                return ["effectiveDate": result.effectiveDate]
+            }
+        }
+        group.post("/clock/advance") { request, context in
+            try await act(request, context) { (body: AdvanceRequest, engine) throws(SimulatorError) in
+                if let to = body.to {
+                    try engine.advance(to: to)
+                } else {
+                    let seconds = (body.seconds ?? 0) + (body.days ?? 0) * 86_400
+                    guard seconds > 0 else { throw SimulatorError(.invalidRequest, "give seconds, days or to") }
+                    try engine.advance(by: seconds)
+                }
+                return Clock(now: engine.state.now, renewalRate: engine.state.renewalRate, environment: engine.state.environment)
+            }
+        }
+        group.get("/clock") { _, _ in
+            try await read { engine in
+                Clock(now: engine.state.now, renewalRate: engine.state.renewalRate, environment: engine.state.environment)
+            }
+        }
+        group.get("/ground-truth") { _, _ in
+            try await read { engine in engine.groundTruth() }
+        }
+        group.get("/faults") { _, _ in
+            try await read { engine in engine.state.faults }
+        }
+        group.put("/faults") { request, context in
+            try await act(request, context) { (body: FaultConfiguration, engine) throws(SimulatorError) in
+                engine.state.faults = body
+                return body
+            }
+        }
+        group.put("/config") { request, context in
+            try await act(request, context) { (body: ConfigRequest, engine) throws(SimulatorError) in
+                if let url = body.notificationURL, URL(string: url)?.scheme?.hasPrefix("http") != true {
+                    throw SimulatorError(.invalidRequest, "notificationURL must be an http(s) URL")
+                }
+                engine.state.notificationURL = body.notificationURL
+                return body
+            }
+        }
+        group.get("/notifications") { _, _ in
+            try await read { engine in
+                engine.state.notifications.map {
+                    NotificationSummary(
+                        notificationUUID: $0.notificationUUID, notificationType: $0.notificationType, subtype: $0.subtype,
+                        createdAt: $0.createdAt, customerId: $0.customerId, attempts: $0.sendAttempts.count,
+                        lastResult: $0.sendAttempts.last?.sendAttemptResult, nextAttemptAt: $0.nextAttemptAt
+                    )
+                }
+            }
+        }
+    }
+
+    /// A notification as the control API lists it.
+    public struct NotificationSummary: Codable, Sendable {
+        public var notificationUUID: String
+        public var notificationType: NotificationType
+        public var subtype: NotificationSubtype?
+        public var createdAt: Date
+        public var customerId: String?
+        public var attempts: Int
+        public var lastResult: String?
+        public var nextAttemptAt: Date?
+    }
+
+    struct Empty: Codable, Sendable {}
+    static let ok = ["ok": true]
+
+    // MARK: - Plumbing
+
+    private func act<Body: Decodable & Sendable, Result: Encodable & Sendable>(
+        _ request: Request,
+        _ context: some RequestContext,
+        status: HTTPResponse.Status = .ok,
+        _ action: @Sendable (Body, inout LifecycleEngine) throws(SimulatorError) -> Result
+    ) async throws -> Response {
+        let buffer = try await request.body.collect(upTo: 1 << 20)
+        let body: Body
+        if Body.self == Empty.self && buffer.readableBytes == 0 {
+            body = Empty() as! Body
+        } else {
+            do {
+                body = try AppStoreJSON.makeDecoder().decode(Body.self, from: Data(buffer.readableBytesView))
+            } catch {
+                return Self.error(SimulatorError(.invalidRequest, "request body: \(Self.describe(error))"))
+            }
+        }
+        do {
+            let result = try await simulator.perform { (engine) throws(SimulatorError) in try action(body, &engine) }
+            await onChange()
+            return try Self.json(result, status: status)
+        } catch let error as SimulatorError {
+            return Self.error(error)
+        }
+    }
+
+    private func read<Result: Encodable & Sendable>(
+        _ body: @Sendable (LifecycleEngine) throws(SimulatorError) -> Result
+    ) async throws -> Response {
+        do {
+            return try Self.json(try await simulator.read(body))
+        } catch let error as SimulatorError {
+            return Self.error(error)
+        }
+    }
+
+    static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
+        let data = try AppStoreJSON.makeEncoder(prettyPrinted: true).encode(value)
+        return Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    static func error(_ error: SimulatorError) -> Response {
+        let status: HTTPResponse.Status
+        switch error.code {
+        case .notFound: status = .notFound
+        case .conflict: status = .conflict
+        case .storage: status = .internalServerError
+        default: status = .badRequest
+        }
+        struct Body: Encodable { var error: Inner; struct Inner: Encodable { var code: String; var message: String } }
+        let data = (try? JSONEncoder().encode(Body(error: .init(code: error.code.rawValue, message: error.message)))) ?? Data()
+        return Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    static func describe(_ error: any Error) -> String {
+        guard let error = error as? DecodingError else { return "not valid JSON" }
+        switch error {
+        case .keyNotFound(let key, _): return "missing field '\(key.stringValue)'"
+        case .typeMismatch(_, let context), .valueNotFound(_, let context):
+            return "field '\(context.codingPath.map(\.stringValue).joined(separator: "."))' has the wrong type"
+        case .dataCorrupted(let context):
+            return context.codingPath.isEmpty ? "not valid JSON" : "field '\(context.codingPath.map(\.stringValue).joined(separator: "."))': \(context.debugDescription)"
+        @unknown default: return "invalid"
+        }
+    }
+}

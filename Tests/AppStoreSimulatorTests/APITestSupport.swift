@@ -1,0 +1,66 @@
+import AppStoreModels
+import AppStoreSigning
+@testable import AppStoreSimulator
+import Crypto
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+/// An in-memory simulator behind its HTTP router, with an API key to sign tokens.
+struct APITestbed {
+    static let keyInfo = SimulatorDirectory.APIKeyInfo(keyId: "TESTKEY123", issuerId: "9a1c3f5e-0000-4000-8000-000000000001")
+    static let privateKey = P256.Signing.PrivateKey()
+
+    let simulator: Simulator
+    let harness: SimulatorHarness
+
+    init(environment: AppStoreEnvironment = .sandbox, setUp: (inout LifecycleEngine) throws -> Void = { _ in }) throws {
+        var harness = SimulatorHarness(environment: environment)
+        try setUp(&harness.engine)
+        self.harness = harness
+        simulator = Simulator(engine: harness.engine, apiKey: Self.keyInfo, apiPublicKey: Self.privateKey.publicKey)
+    }
+
+    static func token(bundleId: String = SimulatorHarness.bundleID, lifetime: TimeInterval = 300, issuedAt: Date = Date()) throws -> String {
+        let key = AppStoreAPIKey(issuerID: keyInfo.issuerId, keyID: keyInfo.keyId, bundleID: bundleId, privateKey: privateKey)
+        return try APIAuthToken.make(key: key, issuedAt: issuedAt, lifetime: lifetime)
+    }
+
+    /// Runs `body` with a client for the router.
+    func withClient(_ body: @Sendable (any TestClientProtocol) async throws -> Void) async throws {
+        let app = Application(router: SimulatorApplication.buildRouter(simulator: simulator))
+        try await app.test(.router, body)
+    }
+}
+
+struct APIResult: Sendable {
+    var status: Int
+    var json: [String: any Sendable]
+    var text: String
+    var retryAfter: String?
+
+    var errorCode: Int? { (json["errorCode"] as? NSNumber)?.intValue ?? json["errorCode"] as? Int }
+}
+
+extension TestClientProtocol {
+    func call(
+        _ method: HTTPRequest.Method,
+        _ path: String,
+        body: String? = nil,
+        token: String? = nil
+    ) async throws -> APIResult {
+        var headers: HTTPFields = [:]
+        let bearer = try token ?? APITestbed.token()
+        if !bearer.isEmpty { headers[.authorization] = "Bearer " + bearer }
+        headers[.contentType] = "application/json"
+        return try await execute(uri: path, method: method, headers: headers, body: body.map { ByteBuffer(string: $0) }) { response in
+            let text = String(buffer: response.body)
+            let object = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? [:]
+            return APIResult(
+                status: Int(response.status.code), json: object.mapValues { $0 as! (any Sendable) }, text: text,
+                retryAfter: response.headers[.retryAfter]
+            )
+        }
+    }
+}
