@@ -53,6 +53,17 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            resources: [
+                .embedInCode("Scenarios/subscriber-lifecycle.scenario"),
+                .embedInCode("Scenarios/billing-retry.scenario"),
+                .embedInCode("Scenarios/grace-period-expiry.scenario"),
+                .embedInCode("Scenarios/plan-changes.scenario"),
+                .embedInCode("Scenarios/offers.scenario"),
+                .embedInCode("Scenarios/price-increase.scenario"),
+                .embedInCode("Scenarios/refunds.scenario"),
+                .embedInCode("Scenarios/family-sharing.scenario"),
+                .embedInCode("Scenarios/extensions-and-removal.scenario"),
+            ],
             swiftSettings: swiftSettings
         ),
         .target(
