@@ -120,6 +120,11 @@ public struct TestCertificateAuthority: Sendable {
         guard rootCertificate.publicKey.isValidSignature(intermediateCertificate.signature, for: intermediateCertificate) else {
             throw SigningError(.invalidCertificateChain, "the intermediate certificate is not signed by the root")
         }
+        var options = options
+        // New leaves live as long as the intermediate, under the saved names.
+        options.validity = intermediateCertificate.notValidBefore...intermediateCertificate.notValidAfter
+        options.names.root = rootCertificate.subject
+        options.names.intermediate = intermediateCertificate.subject
         self.init(
             rootCertificate: rootCertificate, intermediateCertificate: intermediateCertificate, options: options,
             intermediateKey: key

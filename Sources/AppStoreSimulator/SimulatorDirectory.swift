@@ -91,8 +91,10 @@ public struct SimulatorDirectory: Sendable {
                 pemEncoded: try String(contentsOf: intermediateCertificateFile, encoding: .utf8)
             )
             let key = try String(contentsOf: intermediateKeyFile, encoding: .utf8)
+            var options = TestCertificateAuthority.Options()
+            options.names = .storekeeper("Storekeeper Simulator")
             return try TestCertificateAuthority(
-                rootCertificate: root, intermediateCertificate: intermediate, intermediatePrivateKeyPEM: key
+                rootCertificate: root, intermediateCertificate: intermediate, intermediatePrivateKeyPEM: key, options: options
             )
         } catch {
             throw SimulatorError(.storage, "cannot load the test CA from \(url.appendingPathComponent("ca").path): \(error)")
