@@ -74,6 +74,21 @@ extension LifecycleEngine {
         }
     }
 
+    /// Where notifications go; `nil` for nowhere.
+    public mutating func setNotificationURL(_ url: String?) {
+        state.notificationURL = url
+    }
+
+    /// The environment the simulator signs for from now on.
+    public mutating func setEnvironment(_ environment: AppStoreEnvironment) {
+        state.environment = environment
+    }
+
+    /// Replaces the injected faults.
+    public mutating func setFaults(_ faults: FaultConfiguration) {
+        state.faults = faults
+    }
+
     /// Finish Transaction: the server delivered the purchase.
     public mutating func finishTransaction(_ id: String) throws(SimulatorError) {
         _ = try transactionRecord(id)

@@ -4,12 +4,13 @@ import Foundation
 public import Logging
 public import NIOCore
 import NIOHTTP1
+public import ServiceLifecycle
 
 /// Delivers notifications as the App Store does: POST `{"signedPayload": …}` to the configured URL; HTTP 200-206
 /// is success, anything else (or no answer) a failure that production retries on Apple's schedule, measured on the
 /// simulator's clock. Every attempt is recorded for Get Notification History. Faults (drop, duplicate, reorder,
 /// delay) apply here.
-public actor NotificationDeliverer {
+public actor NotificationDeliverer: Service {
     let simulator: Simulator
     let client: HTTPClient
     let logger: Logger
@@ -68,10 +69,17 @@ public actor NotificationDeliverer {
     }
 
     /// Delivers due notifications every `interval` until the task is cancelled.
-    public func run(every interval: Duration = .milliseconds(200)) async {
+    public func run(every interval: Duration) async {
         while !Task.isCancelled {
             await deliverDue()
             try? await Task.sleep(for: interval)
+        }
+    }
+
+    /// As a service: delivers due notifications five times a second until graceful shutdown.
+    public func run() async throws {
+        await cancelWhenGracefulShutdown {
+            await self.run(every: .milliseconds(200))
         }
     }
 

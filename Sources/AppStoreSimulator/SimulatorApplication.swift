@@ -15,17 +15,21 @@ public enum SimulatorApplication {
         return router
     }
 
-    /// The application, listening on `host:port` (port 0 lets the OS choose).
+    /// The application, listening on `host:port` (port 0 lets the OS choose), with the notification deliverer
+    /// running beside it in the same service group.
     public static func build(
         simulator: Simulator,
+        deliverer: NotificationDeliverer,
         host: String = "127.0.0.1",
         port: Int,
         logger: Logger,
-        onChange: @escaping @Sendable () async -> Void = {}
+        onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> some ApplicationProtocol {
         Application(
-            router: buildRouter(simulator: simulator, onChange: onChange),
+            router: buildRouter(simulator: simulator, onChange: { await deliverer.deliverDue() }),
             configuration: .init(address: .hostname(host, port: port), serverName: "AppStoreSimulator"),
+            services: [deliverer],
+            onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? port) },
             logger: logger
         )
     }

@@ -1,4 +1,5 @@
 import AppStoreSigning
+import AppStoreSimulator
 import ArgumentParser
 import Foundation
 
@@ -48,6 +49,8 @@ func reportingFailures(_ body: () async throws -> Void) async throws {
     } catch let error as SigningError {
         try fail(error.description)
     } catch let error as CLIError {
+        try fail(error.description)
+    } catch let error as SimulatorError {
         try fail(error.description)
     }
 }

@@ -1,0 +1,275 @@
+import AppStoreModels
+import AppStoreSimulator
+import ArgumentParser
+import AsyncHTTPClient
+import Foundation
+import Hummingbird
+import Logging
+import NIOHTTP1
+
+/// `storekeeper simulator …`: a local App Store.
+struct SimulatorCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "simulator",
+        abstract: "A local App Store: sells, signs, renews, refunds and notifies.",
+        subcommands: [
+            SimulatorServe.self, SimulatorInit.self, SimulatorRun.self, SimulatorScenarios.self,
+            SimulatorCustomer.self, SimulatorBuy.self, SimulatorAdvance.self, SimulatorControl.self,
+        ],
+        defaultSubcommand: SimulatorServe.self
+    )
+}
+
+/// Options shared by commands that work on a simulator directory.
+struct DirectoryOptions: ParsableArguments {
+    @Option(help: "The simulator's directory (made by `storekeeper simulator init`).")
+    var dir: String
+
+    var directory: SimulatorDirectory { SimulatorDirectory(URL(fileURLWithPath: dir)) }
+
+    /// Loads the simulator, applying a notification URL if one is given.
+    func load(notifyURL: String?) async throws -> Simulator {
+        let simulator = try Simulator(directory: directory)
+        if let notifyURL {
+            guard URL(string: notifyURL)?.scheme?.hasPrefix("http") == true else {
+                throw CLIError(code: "invalid-option", message: "--notify-url must be an http(s) URL")
+            }
+            _ = try await simulator.perform { engine in engine.setNotificationURL(notifyURL) }
+        }
+        return simulator
+    }
+}
+
+struct SimulatorInit: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "init",
+        abstract: "Write a new simulator: sample catalog, test CA, App Store Server API key."
+    )
+
+    @Argument(help: "The directory to create.")
+    var dir: String
+
+    @Option(help: "Sandbox or Production.")
+    var environment: String = "Sandbox"
+
+    @Option(help: "How long periods last: real-time, 3-minutes, 5-minutes, 15-minutes, 30-minutes, 1-hour.")
+    var renewalRate: String = "real-time"
+
+    func run() async throws {
+        try await reportingFailures {
+            guard let rate = RenewalRate(rawValue: renewalRate) else {
+                throw CLIError(code: "invalid-option", message: "unknown --renewal-rate '\(renewalRate)'")
+            }
+            let directory = try SimulatorDirectory.initialize(
+                at: URL(fileURLWithPath: dir), environment: try parseEnvironment(environment), renewalRate: rate
+            )
+            let key = try directory.loadAPIKeyInfo()
+            print("""
+                simulator written to \(dir)
+                  catalog:      \(directory.catalogFile.path)
+                  trust root:   \(directory.rootCertificateFile.path)   (storekeeper verify --root …)
+                  API key:      \(directory.apiPrivateKeyFile(keyId: key.keyId).path)
+                  key ID:       \(key.keyId)
+                  issuer ID:    \(key.issuerId)
+                serve it:  storekeeper simulator --dir \(dir) --port 8090 --notify-url http://127.0.0.1:8080/appstore/notifications
+                """)
+        }
+    }
+}
+
+func parseEnvironment(_ text: String) throws -> AppStoreEnvironment {
+    guard let environment = [AppStoreEnvironment.sandbox, .production].first(where: {
+        $0.rawValue.caseInsensitiveCompare(text) == .orderedSame
+    }) else {
+        throw CLIError(code: "invalid-option", message: "environment must be Sandbox or Production, not '\(text)'")
+    }
+    return environment
+}
+
+struct SimulatorServe: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Serve the App Store Server API and the control API, and deliver notifications."
+    )
+
+    @OptionGroup var directory: DirectoryOptions
+
+    @Option(help: "Port on 127.0.0.1 (0: any free port).")
+    var port: Int = 8090
+
+    @Option(name: .customLong("notify-url"), help: "Where to POST notifications (saved in the simulator).")
+    var notifyURL: String?
+
+    @Option(help: "Sandbox or Production (changes the saved environment).")
+    var environment: String?
+
+    func run() async throws {
+        try await reportingFailures {
+            let simulator = try await directory.load(notifyURL: notifyURL)
+            if let environment {
+                let parsed = try parseEnvironment(environment)
+                _ = try await simulator.perform { engine in engine.setEnvironment(parsed) }
+            }
+            var logger = Logger(label: "simulator")
+            logger.logLevel = .info
+            let deliverer = NotificationDeliverer(simulator: simulator, client: .shared, logger: logger)
+            let app = SimulatorApplication.build(
+                simulator: simulator, deliverer: deliverer, port: port, logger: logger,
+                onServerRunning: { port in
+                    print("App Store simulator on http://127.0.0.1:\(port) (API: /inApps/…, control: /simulator/v1/…)")
+                }
+            )
+            try await app.runService()
+        }
+    }
+}
+
+struct SimulatorRun: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Play a scenario (a shipped one by name, or a file) on a simulator, delivering its notifications."
+    )
+
+    @OptionGroup var directory: DirectoryOptions
+
+    @Option(name: .customLong("notify-url"), help: "Where to POST notifications.")
+    var notifyURL: String?
+
+    @Argument(help: "A shipped scenario's name (see `storekeeper simulator scenarios`) or a scenario file.")
+    var scenario: String
+
+    func run() async throws {
+        try await reportingFailures {
+            let simulator = try await directory.load(notifyURL: notifyURL)
+            let parsed: Scenario
+            if let shipped = try ShippedScenarios.named(scenario) {
+                parsed = shipped
+            } else {
+                guard let text = try? String(contentsOfFile: scenario, encoding: .utf8) else {
+                    throw CLIError(code: "unreadable-input", message: "'\(scenario)' is neither a shipped scenario nor a readable file")
+                }
+                parsed = try Scenario(name: URL(fileURLWithPath: scenario).lastPathComponent, text: text)
+            }
+            let deliverer = NotificationDeliverer(simulator: simulator, client: .shared, logger: Logger(label: "simulator"))
+            let before = await simulator.state.notifications.count
+            let events = try await ScenarioRunner(simulator: simulator, afterStep: { await deliverer.deliverDue() }).run(parsed)
+            for event in events {
+                print("\(event.clock.formatted(.iso8601))  line \(event.line): \(event.description)")
+            }
+            let notifications = await simulator.state.notifications.dropFirst(before)
+            print("\nnotifications (\(notifications.count)):")
+            for record in notifications {
+                let subtype = record.subtype.map { "/\($0)" } ?? ""
+                let result = record.sendAttempts.last?.sendAttemptResult ?? "not sent (no --notify-url)"
+                print("  \(record.createdAt.formatted(.iso8601))  \(record.notificationType)\(subtype)  \(record.customerId ?? "")  → \(result)")
+            }
+        }
+    }
+}
+
+struct SimulatorScenarios: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "scenarios", abstract: "List the shipped scenarios.")
+
+    func run() {
+        for (name, text) in ShippedScenarios.all {
+            let summary = text.split(separator: "\n").first.map { $0.drop { $0 == "#" || $0 == " " } } ?? ""
+            print("\(name.padding(toLength: 24, withPad: " ", startingAt: 0)) \(summary)")
+        }
+    }
+}
+
+// MARK: - Actions on a running simulator, through its control API
+
+/// Options for talking to a running simulator.
+struct ControlOptions: ParsableArguments {
+    @Option(help: "The running simulator's base URL.")
+    var url: String = "http://127.0.0.1:8090"
+
+    func send(_ method: HTTPMethod, _ path: String, body: String? = nil) async throws {
+        var request = HTTPClientRequest(url: url + "/simulator/v1" + path)
+        request.method = method
+        request.headers.add(name: "Content-Type", value: "application/json")
+        if let body { request.body = .bytes(ByteBuffer(string: body)) }
+        let response: HTTPClientResponse
+        do {
+            response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        } catch {
+            throw CLIError(code: "unreachable", message: "no simulator answered at \(url): \(error)")
+        }
+        let text = String(buffer: try await response.body.collect(upTo: 16 << 20))
+        guard (200..<300).contains(response.status.code) else {
+            throw CLIError(code: "simulator-\(response.status.code)", message: text.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        print(text)
+    }
+}
+
+func jsonBody(_ fields: [String: Any?]) -> String {
+    let present = fields.compactMapValues { $0 }
+    let data = (try? JSONSerialization.data(withJSONObject: present, options: [.sortedKeys])) ?? Data("{}".utf8)
+    return String(decoding: data, as: UTF8.self)
+}
+
+struct SimulatorCustomer: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "customer", abstract: "Create an Apple Account on a running simulator.")
+    @OptionGroup var control: ControlOptions
+    @Option var id: String
+    @Option(help: "ISO 3166-1 alpha-3 storefront.") var storefront: String = "USA"
+
+    func run() async throws {
+        try await reportingFailures {
+            try await control.send(.POST, "/customers", body: jsonBody(["id": id, "storefront": storefront]))
+        }
+    }
+}
+
+struct SimulatorBuy: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "buy", abstract: "Buy a product; prints the signedTransaction a StoreKit 2 app would get."
+    )
+    @OptionGroup var control: ControlOptions
+    @Option var customer: String
+    @Option var product: String
+    @Option var quantity: Int = 1
+    @Option var offer: String?
+    @Option(name: .customLong("app-account-token")) var appAccountToken: String?
+
+    func run() async throws {
+        try await reportingFailures {
+            try await control.send(.POST, "/purchases", body: jsonBody([
+                "customerId": customer, "productId": product, "quantity": quantity, "offerId": offer,
+                "appAccountToken": appAccountToken,
+            ]))
+        }
+    }
+}
+
+struct SimulatorAdvance: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "advance", abstract: "Move a running simulator's clock forward.")
+    @OptionGroup var control: ControlOptions
+    @Option var days: Double?
+    @Option var seconds: Double?
+
+    func run() async throws {
+        try await reportingFailures {
+            try await control.send(.POST, "/clock/advance", body: jsonBody(["days": days, "seconds": seconds]))
+        }
+    }
+}
+
+struct SimulatorControl: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "control",
+        abstract: "Call any control endpoint: storekeeper simulator control POST /customers/alice/billing '{\"works\":false}'."
+    )
+    @OptionGroup var control: ControlOptions
+    @Argument(help: "GET, POST or PUT.") var method: String
+    @Argument(help: "A path under /simulator/v1, e.g. /ground-truth.") var path: String
+    @Argument(help: "A JSON body.") var body: String?
+
+    func run() async throws {
+        try await reportingFailures {
+            try await control.send(HTTPMethod(rawValue: method.uppercased()), path, body: body)
+        }
+    }
+}
