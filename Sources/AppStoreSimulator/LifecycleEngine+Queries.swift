@@ -84,6 +84,11 @@ extension LifecycleEngine {
         state.environment = environment
     }
 
+    /// Lets the clock follow real time while served (the server's ticker advances it), or stops it.
+    public mutating func setClockRunning(_ running: Bool) {
+        state.clockRunning = running
+    }
+
     /// Replaces the injected faults.
     public mutating func setFaults(_ faults: FaultConfiguration) {
         state.faults = faults

@@ -55,9 +55,21 @@ extension LifecycleEngine {
 
     // MARK: - Renewal
 
+    /// Sandbox auto-renewables renew at most 12 times after a purchase at the accelerated rates; the 13th
+    /// attempt turns auto-renew off (Apple's "Testing an auto-renewable subscription").
+    static let sandboxRenewalLimit = 12
+
     private mutating func attemptRenewal(_ subscription: SubscriptionRecord) throws(SimulatorError) {
         guard subscription.autoRenewEnabled else {
             return try expire(subscription, subtype: .voluntary, intent: .customerCancelled)
+        }
+        if state.environment == .sandbox && state.renewalRate != .realTime
+            && subscription.renewalCount >= Self.sandboxRenewalLimit
+        {
+            var stopped = subscription
+            stopped.autoRenewEnabled = false
+            state.subscriptions[subscription.originalTransactionId] = stopped
+            return try expire(stopped, subtype: .voluntary, intent: .customerCancelled)
         }
         if state.removedFromSale.contains(subscription.autoRenewProductId) {
             return try expire(subscription, subtype: .productNotForSale, intent: .productUnavailable)
@@ -93,6 +105,7 @@ extension LifecycleEngine {
                 ? .init(offer: pending.offer, remainingPeriods: pending.remainingPeriods - 1) : nil
         }
         if (state.transactions[id]?.info.price ?? 0) > 0 { updated.paidPeriods += 1 }
+        updated.renewalCount += subtype == nil ? 1 : 0
         updated.productId = product.productId
         updated.latestTransactionId = id
         updated.expiresDate = state.transactions[id]!.info.expiresDate!

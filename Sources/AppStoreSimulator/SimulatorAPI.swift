@@ -287,6 +287,9 @@ public struct SimulatorAPI: Sendable {
         guard let orderId = context.parameters.get("orderId"), !orderId.isEmpty else { throw AppStoreAPIError.generalBadRequest }
         let signed = try await simulator.read { (engine) throws(SimulatorError) -> [String]? in
             guard engine.state.environment == .production else { return nil }
+            guard orderId.count <= 64, orderId.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
+                throw SimulatorError(.invalidRequest, "invalid order ID", apiErrorCode: 4_000_000)
+            }
             return try engine.state.transactions.values
                 .filter { $0.orderId == orderId && $0.info.bundleId == bundleId }
                 .sorted { $0.info.transactionId < $1.info.transactionId }

@@ -28,7 +28,7 @@ public enum SimulatorApplication {
         Application(
             router: buildRouter(simulator: simulator, onChange: { await deliverer.deliverDue() }),
             configuration: .init(address: .hostname(host, port: port), serverName: "AppStoreSimulator"),
-            services: [deliverer],
+            services: [deliverer, ClockTicker(simulator: simulator, deliverer: deliverer)],
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? port) },
             logger: logger
         )

@@ -25,7 +25,8 @@ public struct SimulatorControlAPI: Sendable {
     struct PriceIncreaseRequest: Codable, Sendable { var prices: [String: Int64]; var consentRequired: Bool }
     struct ExtendRequest: Codable, Sendable { var days: Int }
     struct AdvanceRequest: Codable, Sendable { var seconds: Double?; var days: Double?; var to: Date? }
-    struct ConfigRequest: Codable, Sendable { var notificationURL: String? }
+    struct ConfigRequest: Codable, Sendable { var notificationURL: String?; var clockRunning: Bool? }
+    struct ScenarioResult: Codable, Sendable { var events: [String]; var now: Date }
     struct Clock: Codable, Sendable { var now: Date; var renewalRate: RenewalRate; var environment: AppStoreEnvironment }
 
     public func addRoutes(to router: Router<some RequestContext>) {
@@ -163,7 +164,23 @@ public struct SimulatorControlAPI: Sendable {
                     throw SimulatorError(.invalidRequest, "notificationURL must be an http(s) URL")
                 }
                 engine.state.notificationURL = body.notificationURL
-                return body
+                if let running = body.clockRunning { engine.state.clockRunning = running }
+                return ConfigRequest(notificationURL: engine.state.notificationURL, clockRunning: engine.state.clockRunning)
+            }
+        }
+        group.post("/scenarios") { request, _ in
+            let buffer = try await request.body.collect(upTo: 1 << 20)
+            do {
+                let name = request.uri.queryParameters.get("name") ?? "scenario"
+                let text = String(buffer: buffer)
+                let scenario = try ShippedScenarios.named(text.trimmingCharacters(in: .whitespacesAndNewlines))
+                    ?? Scenario(name: name, text: text)
+                let events = try await ScenarioRunner(simulator: simulator, afterStep: onChange).run(scenario)
+                return try Self.json(ScenarioResult(
+                    events: events.map { "line \($0.line): \($0.description)" }, now: await simulator.state.now
+                ))
+            } catch let error as SimulatorError {
+                return Self.error(error)
             }
         }
         group.get("/notifications") { _, _ in

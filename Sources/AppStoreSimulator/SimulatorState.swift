@@ -26,6 +26,8 @@ public struct SimulatorState: Codable, Sendable {
     public var faults = FaultConfiguration()
     /// Where notifications are POSTed; `nil` for nowhere (Request a Test Notification then answers 4040007).
     public var notificationURL: String?
+    /// Whether the clock follows real time while the simulator is served (otherwise it moves only when told).
+    public var clockRunning = false
     var counters = Counters()
 
     struct Counters: Codable, Sendable {
@@ -107,6 +109,8 @@ public struct SubscriptionRecord: Codable, Hashable, Sendable {
     public var recentSubscriptionStartDate: Date
     /// Periods the customer paid for (offers with a price count; free trials do not).
     public var paidPeriods: Int = 0
+    /// Successful automatic renewals since the last purchase (sandbox stops after 12).
+    public var renewalCount: Int = 0
 
     /// A price increase announced for this subscription.
     public struct PriceIncrease: Codable, Hashable, Sendable {

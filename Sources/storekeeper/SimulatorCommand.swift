@@ -25,6 +25,12 @@ struct DirectoryOptions: ParsableArguments {
     @Option(help: "The simulator's directory (made by `storekeeper simulator init`).")
     var dir: String
 
+    init() {}
+
+    init(dir: String) {
+        self.dir = dir
+    }
+
     var directory: SimulatorDirectory { SimulatorDirectory(URL(fileURLWithPath: dir)) }
 
     /// Loads the simulator, applying a notification URL if one is given.
@@ -103,12 +109,21 @@ struct SimulatorServe: AsyncParsableCommand {
     @Option(help: "Sandbox or Production (changes the saved environment).")
     var environment: String?
 
+    @Option(help: "manual: the clock moves only when told; running: it follows real time (renewals at the saved renewal rate).")
+    var clock: String?
+
     func run() async throws {
         try await reportingFailures {
             let simulator = try await directory.load(notifyURL: notifyURL)
             if let environment {
                 let parsed = try parseEnvironment(environment)
                 _ = try await simulator.perform { engine in engine.setEnvironment(parsed) }
+            }
+            if let clock {
+                guard clock == "manual" || clock == "running" else {
+                    throw CLIError(code: "invalid-option", message: "--clock must be manual or running, not '\(clock)'")
+                }
+                _ = try await simulator.perform { engine in engine.setClockRunning(clock == "running") }
             }
             var logger = Logger(label: "simulator")
             logger.logLevel = .info
@@ -127,31 +142,41 @@ struct SimulatorServe: AsyncParsableCommand {
 struct SimulatorRun: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "run",
-        abstract: "Play a scenario (a shipped one by name, or a file) on a simulator, delivering its notifications."
+        abstract: "Play a scenario (a shipped one by name, or a file): in a simulator directory, or on a running simulator.",
+        discussion: """
+            With --dir the scenario plays in this process on the saved simulator and its notifications are delivered \
+            to --notify-url (or the saved URL) after every step. With --url it plays on a running simulator, which \
+            delivers to its own URL.
+            """
     )
 
-    @OptionGroup var directory: DirectoryOptions
+    @Option(help: "A simulator directory (made by `storekeeper simulator init`).")
+    var dir: String?
 
-    @Option(name: .customLong("notify-url"), help: "Where to POST notifications.")
+    @Option(help: "A running simulator's base URL, e.g. http://127.0.0.1:8090.")
+    var url: String?
+
+    @Option(name: .customLong("notify-url"), help: "With --dir: where to POST notifications.")
     var notifyURL: String?
 
     @Argument(help: "A shipped scenario's name (see `storekeeper simulator scenarios`) or a scenario file.")
     var scenario: String
 
+    func validate() throws {
+        guard (dir == nil) != (url == nil) else { throw ValidationError("give exactly one of --dir and --url") }
+    }
+
     func run() async throws {
         try await reportingFailures {
-            let simulator = try await directory.load(notifyURL: notifyURL)
-            let parsed: Scenario
-            if let shipped = try ShippedScenarios.named(scenario) {
-                parsed = shipped
-            } else {
-                guard let text = try? String(contentsOfFile: scenario, encoding: .utf8) else {
-                    throw CLIError(code: "unreadable-input", message: "'\(scenario)' is neither a shipped scenario nor a readable file")
-                }
-                parsed = try Scenario(name: URL(fileURLWithPath: scenario).lastPathComponent, text: text)
+            let (name, text) = try scenarioText()
+            if let url {
+                try await ControlOptions(url: url).send(.POST, "/scenarios?name=\(name)", body: text)
+                return
             }
+            let simulator = try await DirectoryOptions(dir: dir!).load(notifyURL: notifyURL)
             let deliverer = NotificationDeliverer(simulator: simulator, client: .shared, logger: Logger(label: "simulator"))
             let before = await simulator.state.notifications.count
+            let parsed = try Scenario(name: name, text: text)
             let events = try await ScenarioRunner(simulator: simulator, afterStep: { await deliverer.deliverDue() }).run(parsed)
             for event in events {
                 print("\(event.clock.formatted(.iso8601))  line \(event.line): \(event.description)")
@@ -160,10 +185,20 @@ struct SimulatorRun: AsyncParsableCommand {
             print("\nnotifications (\(notifications.count)):")
             for record in notifications {
                 let subtype = record.subtype.map { "/\($0)" } ?? ""
-                let result = record.sendAttempts.last?.sendAttemptResult ?? "not sent (no --notify-url)"
+                let results = record.sendAttempts.map(\.sendAttemptResult).joined(separator: ", ")
+                let result = results.isEmpty ? "not sent (no notification URL)" : results
                 print("  \(record.createdAt.formatted(.iso8601))  \(record.notificationType)\(subtype)  \(record.customerId ?? "")  → \(result)")
             }
         }
+    }
+
+    /// The scenario's name and text: a shipped one, or a file.
+    private func scenarioText() throws -> (String, String) {
+        if let shipped = ShippedScenarios.all.first(where: { $0.name == scenario }) { return shipped }
+        guard let text = try? String(contentsOfFile: scenario, encoding: .utf8) else {
+            throw CLIError(code: "unreadable-input", message: "'\(scenario)' is neither a shipped scenario nor a readable file")
+        }
+        return (URL(fileURLWithPath: scenario).lastPathComponent, text)
     }
 }
 
@@ -184,6 +219,12 @@ struct SimulatorScenarios: ParsableCommand {
 struct ControlOptions: ParsableArguments {
     @Option(help: "The running simulator's base URL.")
     var url: String = "http://127.0.0.1:8090"
+
+    init() {}
+
+    init(url: String) {
+        self.url = url
+    }
 
     func send(_ method: HTTPMethod, _ path: String, body: String? = nil) async throws {
         var request = HTTPClientRequest(url: url + "/simulator/v1" + path)

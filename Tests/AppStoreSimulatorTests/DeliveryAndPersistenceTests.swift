@@ -129,6 +129,26 @@ struct DeliveryAndPersistenceTests {
         #expect((permissions[.posixPermissions] as? NSNumber)?.intValue == 0o600)
     }
 
+    @Test("a running clock follows real time and plays renewals on its own")
+    func runningClock() async throws {
+        var harness = H(rate: .sandbox5Minutes)
+        try harness.customer("alice")
+        try harness.buy("alice", "pro.monthly")
+        let simulator = Simulator(engine: harness.engine)
+        let start = await simulator.state.now
+        let deliverer = NotificationDeliverer(simulator: simulator, client: .shared, logger: Logger(label: "test"))
+        let ticker = ClockTicker(simulator: simulator, deliverer: deliverer, interval: .milliseconds(20))
+        let task = Task { try await ticker.run() }
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(await simulator.state.now == start)  // manual clock: nothing moves
+        _ = try await simulator.perform { engine in engine.setClockRunning(true) }
+        try await Task.sleep(for: .milliseconds(300))
+        task.cancel()
+        _ = await task.result
+        let moved = await simulator.state.now.timeIntervalSince(start)
+        #expect(moved > 0.1 && moved < 5)
+    }
+
     @Test("a broken catalog is refused with the faulty entry named")
     func catalogValidation() throws {
         var catalog = Catalog.sample

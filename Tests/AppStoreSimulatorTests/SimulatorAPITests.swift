@@ -341,6 +341,48 @@ struct SimulatorAPITests {
     }
 }
 
+extension SimulatorAPITests {
+    @Test("family-shared and app transaction IDs are refused where Apple refuses them")
+    func familyAndAppTransactionErrors() async throws {
+        let testbed = try APITestbed { engine in
+            try engine.createCustomer(id: "parent")
+            try engine.createCustomer(id: "kid")
+            try engine.formFamily(id: "f", members: ["parent", "kid"])
+            _ = try engine.purchase(.init(customerId: "parent", productId: "family.monthly"))
+        }
+        let state = await testbed.simulator.state
+        let copy = try #require(state.transactions.values.first { $0.info.inAppOwnershipType == .familyShared }?.info.transactionId)
+        let appTransactionId = try #require(state.customers["parent"]?.appTransactionIds[H.bundleID])
+        try await testbed.withClient { client in
+            let token = #"{"appAccountToken":"c0ffee00-1234-4abc-8def-0123456789ab"}"#
+            let family = try await client.call(.put, "/inApps/v1/transactions/\(copy)/appAccountToken", body: token)
+            #expect(family.errorCode == 4_000_185)
+            let app = try await client.call(.put, "/inApps/v1/transactions/\(appTransactionId)/appAccountToken", body: token)
+            #expect(app.errorCode == 4_000_048)
+            let consumption = #"{"customerConsented":true,"deliveryStatus":"DELIVERED","sampleContentProvided":false}"#
+            let familyConsumption = try await client.call(.put, "/inApps/v2/transactions/consumption/\(copy)", body: consumption)
+            #expect(familyConsumption.errorCode == 4_000_185)
+            let appConsumption = try await client.call(.put, "/inApps/v2/transactions/consumption/\(appTransactionId)", body: consumption)
+            #expect(appConsumption.errorCode == 4_000_048)
+            let finish = try await client.call(.post, "/inApps/v1/transactions/\(appTransactionId)/finish")
+            #expect(finish.errorCode == 4_000_048)
+            let unknownFinish = try await client.call(.post, "/inApps/v1/transactions/42/finish")
+            #expect(unknownFinish.errorCode == 4_040_010)
+            let extendCopy = try await client.call(
+                .put, "/inApps/v1/subscriptions/extend/\(copy)", body: #"{"extendByDays":3,"extendReasonCode":1,"requestIdentifier":"x"}"#
+            )
+            #expect(extendCopy.status == 403 && extendCopy.errorCode == 4_030_007)
+            // Any ID of the customer works for history, including the app transaction ID.
+            let history = try await client.call(.get, "/inApps/v2/history/\(appTransactionId)")
+            #expect((history.json["signedTransactions"] as? [String])?.count == 1)
+            let badOrder = try await client.call(.get, "/inApps/v1/lookup/not%20an%20order")
+            #expect(badOrder.status == 404)  // sandbox: Look Up Order ID does not exist
+            let valid = try await client.call(.get, "/inApps/v1/transactions/2000000000000001", token: P256KeyToken.make(lifetime: 600, key: APITestbed.privateKey))
+            #expect(valid.status == 200)
+        }
+    }
+}
+
 /// Tokens the simulator must refuse.
 enum P256KeyToken {
     /// A token with any lifetime, audience or algorithm name, signed with `key`.

@@ -298,6 +298,22 @@ struct SubscriptionLifecycleTests {
         #expect(try encoder.encode(h.engine.state) == before)
     }
 
+    @Test("sandbox at an accelerated rate renews 12 times, then turns auto-renew off")
+    func sandboxRenewalLimit() async throws {
+        var h = H(rate: .sandbox5Minutes)
+        try h.customer("alice")
+        try h.buy("alice", "pro.monthly")
+        try h.engine.advance(by: 14 * 300)
+        let summaries = try await h.newSummaries()
+        #expect(summaries.filter { $0 == "DID_RENEW 1" }.count == 12)
+        #expect(summaries.last == "EXPIRED/VOLUNTARY 2")
+        var real = H()
+        try real.customer("bob")
+        try real.buy("bob", "news.weekly")
+        try real.advance(days: 7 * 14)
+        #expect(try await real.newSummaries().filter { $0 == "DID_RENEW 1" }.count == 14)
+    }
+
     @Test("sandbox speed: a month lasts 5 minutes, grace 5 minutes, billing retry 10 minutes")
     func sandboxRate() async throws {
         var h = H(rate: .sandbox5Minutes)

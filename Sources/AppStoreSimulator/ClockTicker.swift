@@ -1,0 +1,32 @@
+import Foundation
+public import ServiceLifecycle
+
+/// While the simulator's clock is running, moves it forward by the real time that passed, once a second, so that
+/// renewals happen on their own (at the sandbox rates, a monthly plan renews every few minutes).
+public struct ClockTicker: Service {
+    let simulator: Simulator
+    let deliverer: NotificationDeliverer
+    let interval: Duration
+
+    public init(simulator: Simulator, deliverer: NotificationDeliverer, interval: Duration = .seconds(1)) {
+        self.simulator = simulator
+        self.deliverer = deliverer
+        self.interval = interval
+    }
+
+    public func run() async throws {
+        await cancelWhenGracefulShutdown {
+            var last = ContinuousClock.now
+            while !Task.isCancelled {
+                try? await Task.sleep(for: interval)
+                let now = ContinuousClock.now
+                let elapsed = now - last
+                last = now
+                guard await simulator.state.clockRunning else { continue }
+                let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+                _ = try? await simulator.perform { (engine) throws(SimulatorError) in try engine.advance(by: seconds) }
+                await deliverer.deliverDue()
+            }
+        }
+    }
+}
