@@ -133,6 +133,8 @@ let package = Package(
                 "storekeeper",
                 "AppStoreModels",
                 "AppStoreSigning",
+                "AppStoreSimulator",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
