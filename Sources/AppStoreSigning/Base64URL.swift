@@ -4,7 +4,7 @@
 /// white space, characters outside the alphabet, a length that leaves one lone character, and non-zero bits left
 /// over in the last character, so each byte string has exactly one accepted encoding. Standard base64 decoding
 /// (for `x5c` certificates) requires canonical padding instead.
-enum Base64URL {
+package enum Base64URL {
     private static let urlAlphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
     private static let standardAlphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
 
@@ -18,12 +18,12 @@ enum Base64URL {
     }
 
     /// Why a string is not base64url.
-    struct DecodingFailure: Error, Hashable {
-        var reason: String
+    package struct DecodingFailure: Error, Hashable {
+        package var reason: String
     }
 
     /// Encodes bytes as unpadded base64url.
-    static func encode(_ bytes: some Sequence<UInt8>) -> String {
+    package static func encode(_ bytes: some Sequence<UInt8>) -> String {
         var output: [UInt8] = []
         output.reserveCapacity(bytes.underestimatedCount * 4 / 3 + 4)
         var buffer: UInt32 = 0
@@ -43,7 +43,7 @@ enum Base64URL {
     }
 
     /// Decodes unpadded base64url strictly.
-    static func decode(_ text: Substring.UTF8View) throws(DecodingFailure) -> [UInt8] {
+    package static func decode(_ text: Substring.UTF8View) throws(DecodingFailure) -> [UInt8] {
         var text = Substring(text)
         return try text.withUTF8 { buffer in
             Result { () throws(DecodingFailure) in

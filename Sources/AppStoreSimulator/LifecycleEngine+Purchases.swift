@@ -257,18 +257,11 @@ extension LifecycleEngine {
             originalTransactionId: subscription.originalTransactionId,
             appAccountToken: request.appAccountToken ?? subscription.appAccountToken, offer: nil
         )
-        updated.productId = product.productId
+        updated.beginPeriod(with: state.transactions[id]!.info)
         updated.autoRenewProductId = product.productId
         updated.autoRenewEnabled = true
-        updated.latestTransactionId = id
-        updated.expiresDate = state.transactions[id]!.info.expiresDate!
-        updated.status = .active
-        updated.gracePeriodExpiresDate = nil
-        updated.billingRetryEndsAt = nil
-        updated.expirationIntent = nil
         updated.pendingOffer = nil
         updated.priceIncrease = nil
-        updated.paidPeriods += 1
         state.subscriptions[subscription.originalTransactionId] = updated
         try notify(.didChangeRenewalPref, .upgrade, transactionId: id)
         try followPurchaser(updated.originalTransactionId, notification: .didChangeRenewalPref, subtype: .upgrade, newTransaction: true)

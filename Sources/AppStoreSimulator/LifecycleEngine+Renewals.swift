@@ -104,15 +104,8 @@ extension LifecycleEngine {
             updated.pendingOffer = pending.remainingPeriods > 1
                 ? .init(offer: pending.offer, remainingPeriods: pending.remainingPeriods - 1) : nil
         }
-        if (state.transactions[id]?.info.price ?? 0) > 0 { updated.paidPeriods += 1 }
         updated.renewalCount += subtype == nil ? 1 : 0
-        updated.productId = product.productId
-        updated.latestTransactionId = id
-        updated.expiresDate = state.transactions[id]!.info.expiresDate!
-        updated.status = .active
-        updated.gracePeriodExpiresDate = nil
-        updated.billingRetryEndsAt = nil
-        updated.expirationIntent = nil
+        updated.beginPeriod(with: state.transactions[id]!.info)
         if updated.priceIncrease != nil && product.productId == subscription.productId { updated.priceIncrease = nil }
         state.subscriptions[subscription.originalTransactionId] = updated
         try notify(.didRenew, subtype, transactionId: id)

@@ -1,4 +1,5 @@
 import AppStoreModels
+import AppStoreSigning
 import Foundation
 import Hummingbird
 
@@ -10,17 +11,12 @@ struct PageToken: Codable {
     var filters: String
 
     func encoded() -> String {
-        let data = (try? JSONEncoder().encode(self)) ?? Data()
-        return data.base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        Base64URL.encode((try? JSONEncoder().encode(self)) ?? Data())
     }
 
     static func decode(_ text: String) -> PageToken? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        guard let data = Data(base64Encoded: base64) else { return nil }
-        return try? JSONDecoder().decode(PageToken.self, from: data)
+        guard let bytes = try? Base64URL.decode(Substring(text).utf8) else { return nil }
+        return try? JSONDecoder().decode(PageToken.self, from: Data(bytes))
     }
 }
 

@@ -127,6 +127,19 @@ public struct SubscriptionRecord: Codable, Hashable, Sendable {
 
     /// Whether the customer has service now: active or in Billing Grace Period.
     public var hasService: Bool { status == .active || status == .billingGracePeriod }
+
+    /// A new period began with `transaction` (purchase, upgrade, renewal or recovery): active on its product
+    /// until its expiry, with any billing trouble cleared.
+    mutating func beginPeriod(with transaction: TransactionInfo) {
+        productId = transaction.productId
+        latestTransactionId = transaction.transactionId
+        expiresDate = transaction.expiresDate ?? expiresDate
+        status = .active
+        gracePeriodExpiresDate = nil
+        billingRetryEndsAt = nil
+        expirationIntent = nil
+        if (transaction.price ?? 0) > 0 { paidPeriods += 1 }
+    }
 }
 
 /// A notification and its delivery attempts.
