@@ -36,10 +36,14 @@ public struct FaultConfiguration: Codable, Hashable, Sendable {
         duplicateNextNotifications = try value(.duplicateNextNotifications, 0)
         reorderNotifications = try value(.reorderNotifications, false)
         notificationDelayMilliseconds = try value(.notificationDelayMilliseconds, 0)
-        let counts = [failNextAPIRequests, rateLimitNextAPIRequests, apiLatencyMilliseconds, dropNextNotifications,
-                      duplicateNextNotifications, notificationDelayMilliseconds]
-        guard counts.allSatisfy({ (0...1_000_000).contains($0) }) else {
-            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "fault counts and delays must be 0-1000000"))
+        let counts: [(CodingKeys, Int)] = [
+            (.failNextAPIRequests, failNextAPIRequests), (.rateLimitNextAPIRequests, rateLimitNextAPIRequests),
+            (.apiLatencyMilliseconds, apiLatencyMilliseconds), (.dropNextNotifications, dropNextNotifications),
+            (.duplicateNextNotifications, duplicateNextNotifications),
+            (.notificationDelayMilliseconds, notificationDelayMilliseconds),
+        ]
+        if let (key, _) = counts.first(where: { !(0...1_000_000).contains($0.1) }) {
+            throw DecodingError.dataCorruptedError(forKey: key, in: container, debugDescription: "must be 0-1000000")
         }
     }
 }
