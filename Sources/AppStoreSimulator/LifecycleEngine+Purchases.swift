@@ -168,7 +168,7 @@ extension LifecycleEngine {
             appAccountToken: request.appAccountToken ?? previous?.appAccountToken, offer: offer
         )
         let expires = state.transactions[id]!.info.expiresDate!
-        let gapAllowed = state.renewalRate == .realTime ? 60 * 86_400 : 10 * 60.0
+        let gapAllowed: TimeInterval = state.environment == .sandbox ? 10 * 60 : 60 * 86_400  // APPSTORE-SPEC §3.3
         var subscription = SubscriptionRecord(
             originalTransactionId: originalId ?? id, customerId: customer.id, bundleId: product.bundleId,
             groupId: product.subscriptionGroupId!, productId: product.productId, autoRenewProductId: product.productId,
