@@ -31,6 +31,11 @@ public struct SimulatorDirectory: Sendable {
     public struct APIKeyInfo: Codable, Hashable, Sendable {
         public var keyId: String
         public var issuerId: String
+
+        public init(keyId: String, issuerId: String) {
+            self.keyId = keyId
+            self.issuerId = issuerId
+        }
     }
 
     public func apiPrivateKeyFile(keyId: String) -> URL { url.appendingPathComponent("api/AuthKey_\(keyId).p8") }

@@ -1,0 +1,86 @@
+/// Get Transaction Info: `{signedTransactionInfo}`.
+public struct TransactionInfoResponse: Codable, Hashable, Sendable {
+    public var signedTransactionInfo: String
+    public init(signedTransactionInfo: String) { self.signedTransactionInfo = signedTransactionInfo }
+}
+
+/// Get App Transaction Info: `{signedAppTransactionInfo}`.
+public struct AppTransactionInfoResponse: Codable, Hashable, Sendable {
+    public var signedAppTransactionInfo: String
+    public init(signedAppTransactionInfo: String) { self.signedAppTransactionInfo = signedAppTransactionInfo }
+}
+
+/// Get Transaction History (v1 and v2): one page.
+public struct HistoryResponse: Codable, Hashable, Sendable {
+    /// The token for the next page.
+    public var revision: String?
+    public var hasMore: Bool
+    public var bundleId: String?
+    public var appAppleId: Int64?
+    public var environment: AppStoreEnvironment?
+    public var signedTransactions: [String]
+
+    public init(
+        revision: String?, hasMore: Bool, bundleId: String?, appAppleId: Int64?, environment: AppStoreEnvironment?,
+        signedTransactions: [String]
+    ) {
+        self.revision = revision
+        self.hasMore = hasMore
+        self.bundleId = bundleId
+        self.appAppleId = appAppleId
+        self.environment = environment
+        self.signedTransactions = signedTransactions
+    }
+}
+
+/// Get All Subscription Statuses.
+public struct StatusResponse: Codable, Hashable, Sendable {
+    /// One subscription group's subscriptions.
+    public struct SubscriptionGroupItem: Codable, Hashable, Sendable {
+        public var subscriptionGroupIdentifier: String
+        public var lastTransactions: [LastTransactionsItem]
+    }
+
+    /// One subscription: its status and latest signed data.
+    public struct LastTransactionsItem: Codable, Hashable, Sendable {
+        public var status: SubscriptionStatus
+        public var originalTransactionId: String
+        public var signedTransactionInfo: String
+        public var signedRenewalInfo: String
+    }
+
+    public var environment: AppStoreEnvironment?
+    public var bundleId: String?
+    public var appAppleId: Int64?
+    public var data: [SubscriptionGroupItem]
+}
+
+/// Get Refund History v2: one page.
+public struct RefundHistoryResponse: Codable, Hashable, Sendable {
+    public var signedTransactions: [String]
+    public var revision: String?
+    public var hasMore: Bool
+}
+
+/// Get Refund History V1 (deprecated): up to 50 refunds.
+public struct RefundLookupResponse: Codable, Hashable, Sendable {
+    public var signedTransactions: [String]
+}
+
+/// Look Up Order ID: status 0 with the order's transactions, or 1 (invalid order ID).
+public struct OrderLookupResponse: Codable, Hashable, Sendable {
+    public var status: Int
+    public var signedTransactions: [String]?
+}
+
+/// Set App Account Token's body.
+public struct UpdateAppAccountTokenRequest: Codable, Hashable, Sendable {
+    public var appAccountToken: LowercaseUUID
+    public init(appAccountToken: LowercaseUUID) { self.appAccountToken = appAccountToken }
+}
+
+/// An error body: `{"errorCode": 4040010, "errorMessage": "Transaction id not found."}`.
+public struct ErrorResponse: Codable, Hashable, Sendable {
+    public var errorCode: Int?
+    public var errorMessage: String?
+}

@@ -1,0 +1,35 @@
+/// Pages of a paginated endpoint as an `AsyncSequence`: the first page, then each next page with the
+/// continuation token (and the same filters), until the App Store says there are no more.
+public struct Paginated<Page: Sendable>: AsyncSequence, Sendable {
+    public typealias Element = Page
+    public typealias Failure = AppStoreServerAPIError
+
+    /// Fetches the page after `token` (`nil`: the first) and returns it with the next token, or `nil` at the end.
+    let fetch: @Sendable (String?) async throws(AppStoreServerAPIError) -> (Page, String?)
+
+    public func makeAsyncIterator() -> Iterator {
+        Iterator(fetch: fetch)
+    }
+
+    public struct Iterator: AsyncIteratorProtocol {
+        let fetch: @Sendable (String?) async throws(AppStoreServerAPIError) -> (Page, String?)
+        var token: String? = nil
+        var finished = false
+
+        public mutating func next() async throws(AppStoreServerAPIError) -> Page? {
+            guard !finished else { return nil }
+            let (page, next) = try await fetch(token)
+            token = next
+            finished = next == nil
+            return page
+        }
+    }
+
+    /// Every page, collected.
+    public func all() async throws(AppStoreServerAPIError) -> [Page] {
+        var pages: [Page] = []
+        var iterator = makeAsyncIterator()
+        while let page = try await iterator.next() { pages.append(page) }
+        return pages
+    }
+}

@@ -1,0 +1,61 @@
+public import AppStoreModels
+public import Foundation
+
+/// Filters for Get Transaction History (APPSTORE-SPEC §1.4); repeated values of one filter are OR-ed, different
+/// filters AND-ed. Every page repeats them.
+public struct TransactionHistoryQuery: Sendable, Hashable {
+    public enum Sort: String, Sendable { case ascending = "ASCENDING", descending = "DESCENDING" }
+
+    /// Transactions with `startDate <= purchaseDate < endDate`.
+    public var startDate: Date?
+    public var endDate: Date?
+    public var productIds: [String] = []
+    public var productTypes: [ProductType] = []
+    public var sort: Sort?
+    public var subscriptionGroupIdentifiers: [String] = []
+    public var inAppOwnershipType: InAppOwnershipType?
+    /// `true`: only revoked; `false`: only not revoked; `nil`: both.
+    public var revoked: Bool?
+
+    public init() {}
+
+    static let productTypeNames: [ProductType: String] = [
+        .autoRenewable: "AUTO_RENEWABLE", .nonRenewing: "NON_RENEWABLE", .consumable: "CONSUMABLE",
+        .nonConsumable: "NON_CONSUMABLE",
+    ]
+
+    func validate() throws(AppStoreServerAPIError) {
+        if let startDate, let endDate, startDate >= endDate {
+            throw .invalid("startDate must come before endDate")
+        }
+        for type in productTypes where Self.productTypeNames[type] == nil {
+            throw .invalid("productType '\(type)' is not one of the four product types")
+        }
+        for group in subscriptionGroupIdentifiers where group.isEmpty || !group.allSatisfy(\.isNumber) {
+            throw .invalid("subscriptionGroupIdentifier '\(group)' is not a number")
+        }
+        for product in productIds where product.isEmpty {
+            throw .invalid("productId is empty")
+        }
+    }
+
+    var parameters: [(String, String)] {
+        var query: [(String, String)] = []
+        if let startDate { query.append(("startDate", String(startDate.epochMilliseconds))) }
+        if let endDate { query.append(("endDate", String(endDate.epochMilliseconds))) }
+        query += productIds.map { ("productId", $0) }
+        query += productTypes.compactMap { Self.productTypeNames[$0].map { ("productType", $0) } }
+        if let sort { query.append(("sort", sort.rawValue)) }
+        query += subscriptionGroupIdentifiers.map { ("subscriptionGroupIdentifier", $0) }
+        if let inAppOwnershipType { query.append(("inAppOwnershipType", inAppOwnershipType.rawValue)) }
+        if let revoked { query.append(("revoked", revoked ? "true" : "false")) }
+        return query
+    }
+}
+
+extension AppStoreServerAPIError {
+    /// A request refused before sending.
+    static func invalid(_ message: String) -> AppStoreServerAPIError {
+        AppStoreServerAPIError(kind: .invalidRequest, message: message)
+    }
+}
