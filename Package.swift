@@ -98,6 +98,7 @@ let package = Package(
                 "AppStoreSigning",
                 "StorekeeperBenchmarks",
                 "AppStoreSimulator",
+                "AppStoreServerAPI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),

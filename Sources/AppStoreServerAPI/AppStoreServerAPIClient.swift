@@ -229,9 +229,9 @@ public final class AppStoreServerAPIClient: Sendable {
         )
     }
 
+    /// A transport error in a few words (these errors carry addresses and reasons, never request headers).
     static func describe(_ error: any Error) -> String {
-        if let error = error as? HTTPClientError { return String(describing: error) }
-        return String(describing: type(of: error))
+        String(String(describing: error).prefix(200))
     }
 
     /// `?a=1&b=2`, percent-encoded; repeated names allowed.

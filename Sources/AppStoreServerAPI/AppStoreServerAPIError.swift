@@ -69,12 +69,15 @@ public struct AppStoreServerAPIError: Error, Sendable, CustomStringConvertible {
         }
     }
 
-    public var description: String {
-        var parts = ["\(kind)"]
+    public var description: String { "\(kind): \(detail)" }
+
+    /// Everything but the kind: status, code and name, message, attempts.
+    public var detail: String {
+        var parts: [String] = []
         if let httpStatus { parts.append("HTTP \(httpStatus)") }
         if let errorCode { parts.append("\(errorCode)" + (errorName.map { " \($0)" } ?? "")) }
         let attemptsText = attempts > 1 ? " (after \(attempts) attempts)" : ""
-        return parts.joined(separator: " ") + ": " + message + attemptsText
+        return (parts.isEmpty ? "" : parts.joined(separator: " ") + ": ") + message + attemptsText
     }
 }
 

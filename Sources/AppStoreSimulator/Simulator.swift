@@ -69,14 +69,15 @@ public actor Simulator {
         var faults = engine.state.faults
         let latency = faults.apiLatencyMilliseconds
         var answer: AppStoreAPIError? = nil
-        let nextSecond = (Int64(Date().timeIntervalSince1970) + 1) * 1000
+        let nowSeconds = Int64(Date().timeIntervalSince1970)
         if faults.failNextAPIRequests > 0 {
             faults.failNextAPIRequests -= 1
             answer = .generalInternalRetryable
         } else if faults.rateLimitNextAPIRequests > 0 {
             faults.rateLimitNextAPIRequests -= 1
+            // An injected 429 asks for a wait of 1-2 seconds, so tests can tell it from a backoff.
             answer = .rateLimitExceeded
-            answer?.retryAfter = String(nextSecond)
+            answer?.retryAfter = String((nowSeconds + 2) * 1000)
         } else if faults.rateLimitsEnabled,
             let retry = rateLimiter.admit(
                 bundleId: bundleId, method: method, path: path, sandbox: engine.state.environment != .production, now: Date()

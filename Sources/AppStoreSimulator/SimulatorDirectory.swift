@@ -86,7 +86,15 @@ public struct SimulatorDirectory: Sendable {
     }
 
     public func loadState() throws(SimulatorError) -> SimulatorState {
-        try decode(SimulatorState.self, from: stateFile)
+        struct Version: Decodable { var formatVersion: Int? }
+        let version = (try? Data(contentsOf: stateFile)).flatMap { try? JSONDecoder().decode(Version.self, from: $0) }
+        if let version, version.formatVersion != SimulatorState.currentFormatVersion {
+            throw SimulatorError(
+                .conflict,
+                "state.json has format \(version.formatVersion.map(String.init) ?? "0 (an early build)"); this simulator reads format \(SimulatorState.currentFormatVersion). Start a new one with `storekeeper simulator init`"
+            )
+        }
+        return try decode(SimulatorState.self, from: stateFile)
     }
 
     public func loadAuthority() throws(SimulatorError) -> TestCertificateAuthority {

@@ -3,6 +3,9 @@ public import Foundation
 
 /// Everything the simulator knows, as one value: saved to `state.json` after every change and loaded at start.
 public struct SimulatorState: Codable, Sendable {
+    /// The layout of `state.json`; a simulator refuses a file of another layout with a clear message.
+    public static let currentFormatVersion = 1
+    public var formatVersion = SimulatorState.currentFormatVersion
     /// The environment the simulator signs for.
     public var environment: AppStoreEnvironment
     /// How long subscription periods last on the clock.

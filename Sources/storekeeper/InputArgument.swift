@@ -1,3 +1,4 @@
+import AppStoreServerAPI
 import AppStoreSigning
 import AppStoreSimulator
 import ArgumentParser
@@ -52,6 +53,8 @@ func reportingFailures(_ body: () async throws -> Void) async throws {
         try fail(error.description)
     } catch let error as SimulatorError {
         try fail(error.description)
+    } catch let error as AppStoreServerAPIError {
+        try fail("\(error.errorCode.map { "api-\($0)" } ?? error.kind.rawValue): \(error.detail)")
     }
 }
 

@@ -27,10 +27,13 @@ struct CLI {
         return shared.appendingPathComponent("conformance/apple-signed")
     }
 
-    static func run(_ arguments: [String], stdin: String? = nil) throws -> Output {
+    static func blockingRun(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:]) throws -> Output {
         let process = Process()
         process.executableURL = binary
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         let out = Pipe()
         let err = Pipe()
         process.standardOutput = out
@@ -50,6 +53,17 @@ struct CLI {
         )
     }
 
+    /// Runs the binary on a thread of its own, so that waiting for it does not block Swift's concurrency pool
+    /// (which an in-process server in the same test needs).
+    static func runDetached(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:]) async throws -> Output {
+        try await withCheckedThrowingContinuation { continuation in
+            let thread = Thread {
+                continuation.resume(with: Result { try CLI.blockingRun(arguments, stdin: stdin, environment: environment) })
+            }
+            thread.start()
+        }
+    }
+
     static func json(_ text: String) throws -> [String: Any] {
         try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
     }
@@ -58,9 +72,9 @@ struct CLI {
 @Suite("storekeeper CLI")
 struct CLITests {
     @Test("verify prints the verified notification with nested data decoded in place, and exits 0")
-    func verifyNotification() throws {
+    func verifyNotification() async throws {
         let file = CLI.corpus.appendingPathComponent("notification-DID_RENEW-sandbox-03.jws").path
-        let output = try CLI.run([
+        let output = try await CLI.runDetached([
             "verify", "--environment", "Sandbox", "--bundle-id", "com.loki-project.loki-messenger", "@\(file)",
         ])
         #expect(output.status == 0, "\(output.stderr)")
@@ -81,13 +95,13 @@ struct CLITests {
     }
 
     @Test("verify says which checks it skipped, reads standard input, and honours --at")
-    func verifySkipsAndStdin() throws {
+    func verifySkipsAndStdin() async throws {
         let jws = try String(contentsOf: CLI.corpus.appendingPathComponent("notification-DID_RENEW-sandbox-01.jws"), encoding: .utf8)
-        let now = try CLI.run(["verify", "-"], stdin: jws + "\n")
+        let now = try await CLI.runDetached(["verify", "-"], stdin: jws + "\n")
         #expect(now.status == 1)
         #expect(now.stderr.hasPrefix("error: certificate-expired: "))
         #expect(now.stderr.contains("no signedDate"))
-        let then = try CLI.run(["verify", "--at", "2022-03-04T09:43:28Z", "-"], stdin: jws)
+        let then = try await CLI.runDetached(["verify", "--at", "2022-03-04T09:43:28Z", "-"], stdin: jws)
         #expect(then.status == 0, "\(then.stderr)")
         let checks = try #require(try CLI.json(then.stdout)["checks"] as? [String: String])
         #expect(checks["bundleId"] == "not checked (no --bundle-id)")
@@ -103,17 +117,17 @@ struct CLITests {
         (["--at", "yesterday", "transaction-autorenew-sandbox-01.jws"], "error: invalid-option: "),
         (["--root", "/nonexistent.cer", "transaction-autorenew-sandbox-01.jws"], "error: unreadable-input: "),
     ])
-    func verifyFailures(arguments: [String], prefix: String) throws {
+    func verifyFailures(arguments: [String], prefix: String) async throws {
         var arguments = arguments
         arguments[arguments.count - 1] = "@" + CLI.corpus.appendingPathComponent(arguments[arguments.count - 1]).path
-        let output = try CLI.run(["verify"] + arguments)
+        let output = try await CLI.runDetached(["verify"] + arguments)
         #expect(output.status == 1)
         #expect(output.stderr.hasPrefix(prefix), "\(output.stderr)")
         #expect(output.stdout.isEmpty)
     }
 
     @Test("verify with --root trusts only the given roots")
-    func customRoot() throws {
+    func customRoot() async throws {
         let authority = try TestCertificateAuthority.generate()
         let signer = try authority.makeSigner()
         var renewal = RenewalInfoFixture.make()
@@ -122,35 +136,35 @@ struct CLITests {
         let rootFile = FileManager.default.temporaryDirectory.appendingPathComponent("root-\(UUID()).pem")
         try authority.rootCertificate.serializeAsPEM().pemString.write(to: rootFile, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(at: rootFile) }
-        let trusted = try CLI.run(["verify", "--root", rootFile.path, "--environment", "sandbox", jws])
+        let trusted = try await CLI.runDetached(["verify", "--root", rootFile.path, "--environment", "sandbox", jws])
         #expect(trusted.status == 0, "\(trusted.stderr)")
         #expect(try CLI.json(trusted.stdout)["kind"] as? String == "renewal-info")
-        let untrusted = try CLI.run(["verify", jws])
+        let untrusted = try await CLI.runDetached(["verify", jws])
         #expect(untrusted.stderr.hasPrefix("error: untrusted-root: "))
     }
 
     @Test("decode prints header and payload marked unverified, even for a tampered JWS")
-    func decode() throws {
+    func decode() async throws {
         let file = CLI.corpus.appendingPathComponent("negative-tampered-payload-01.jws").path
-        let output = try CLI.run(["decode", "@\(file)"])
+        let output = try await CLI.runDetached(["decode", "@\(file)"])
         #expect(output.status == 0)
         let json = try CLI.json(output.stdout)
         #expect(json["verified"] as? Bool == false)
         #expect((json["warning"] as? String)?.hasPrefix("UNVERIFIED") == true)
         #expect((json["header"] as? [String: Any])?["alg"] as? String == "ES256")
         #expect((json["payload"] as? [String: Any])?["productId"] as? String == "com.getsession.org.pro_sub")
-        let bad = try CLI.run(["decode", "not-a-jws"])
+        let bad = try await CLI.runDetached(["decode", "not-a-jws"])
         #expect(bad.status == 1)
         #expect(bad.stderr.hasPrefix("error: malformed-jws: "))
     }
 
     @Test("token prints a JWT signed with the .p8 key, and never echoes the key on failure")
-    func token() throws {
+    func token() async throws {
         let key = P256.Signing.PrivateKey()
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("AuthKey_TEST\(UUID()).p8")
         try key.pemRepresentation.write(to: file, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(at: file) }
-        let output = try CLI.run([
+        let output = try await CLI.runDetached([
             "token", "--issuer-id", "57246542-96fe-1a63-e053-0824d011072a", "--key-id", "2X9R4HXF34",
             "--bundle-id", "com.example.app", "--private-key", file.path,
         ])
@@ -166,7 +180,7 @@ struct CLITests {
 
         let broken = key.pemRepresentation.replacingOccurrences(of: "M", with: "N")
         try broken.write(to: file, atomically: true, encoding: .utf8)
-        let failed = try CLI.run(["token", "--issuer-id", "i", "--key-id", "k", "--bundle-id", "b", "--private-key", file.path])
+        let failed = try await CLI.runDetached(["token", "--issuer-id", "i", "--key-id", "k", "--bundle-id", "b", "--private-key", file.path])
         #expect(failed.status == 1)
         #expect(failed.stderr.hasPrefix("error: invalid-private-key: "))
         let body = broken.split(separator: "\n")[1]
@@ -174,8 +188,8 @@ struct CLITests {
     }
 
     @Test("bench verify prints one JSON object with the four rates")
-    func benchVerify() throws {
-        let output = try CLI.run(["bench", "verify", "--seconds", "0.05"])
+    func benchVerify() async throws {
+        let output = try await CLI.runDetached(["bench", "verify", "--seconds", "0.05"])
         #expect(output.status == 0, "\(output.stderr)")
         let json = try CLI.json(output.stdout)
         for key in ["outerNotificationWarmCache", "outerNotificationNoCache", "fullNotificationWarmCache", "rawP256Verify"] {
@@ -185,8 +199,8 @@ struct CLITests {
     }
 
     @Test("demo signs a lifecycle, verifies it, refuses the forgeries and exits 0")
-    func demo() throws {
-        let output = try CLI.run(["demo"])
+    func demo() async throws {
+        let output = try await CLI.runDetached(["demo"])
         #expect(output.status == 0, "\(output.stderr)")
         #expect(output.stdout.contains("✓ SUBSCRIBED/INITIAL_BUY"))
         #expect(output.stdout.contains("✓ EXPIRED/VOLUNTARY"))

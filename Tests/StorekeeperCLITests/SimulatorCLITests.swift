@@ -1,5 +1,6 @@
 import AppStoreModels
 import AppStoreSigning
+import AppStoreSimulator
 import Foundation
 import Hummingbird
 import HummingbirdTesting
@@ -30,14 +31,14 @@ struct SimulatorCLITests {
     func initAndRun() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sim-cli-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let initialized = try CLI.run(["simulator", "init", dir])
+        let initialized = try await CLI.runDetached(["simulator", "init", dir])
         #expect(initialized.status == 0, "\(initialized.stderr)")
         #expect(initialized.stdout.contains("key ID:"))
-        #expect(try CLI.run(["simulator", "init", dir]).stderr.hasPrefix("error: conflict: "))
+        #expect(try await CLI.runDetached(["simulator", "init", dir]).stderr.hasPrefix("error: conflict: "))
 
         let sink = NotificationSink()
         try await sink.serve { url in
-            let run = try CLI.run(["simulator", "run", "--dir", dir, "--notify-url", url, "subscriber-lifecycle"])
+            let run = try await CLI.runDetached(["simulator", "run", "--dir", dir, "--notify-url", url, "subscriber-lifecycle"])
             #expect(run.status == 0, "\(run.stderr)")
             #expect(run.stdout.contains("EXPIRED/VOLUNTARY"))
             #expect(run.stdout.contains("→ SUCCESS"))
@@ -56,19 +57,63 @@ struct SimulatorCLITests {
         }
         #expect(types.first == "SUBSCRIBED" && types.last == "EXPIRED")
 
-        let verify = try CLI.run(["verify", "--root", dir + "/ca/root.pem", "--environment", "Sandbox", "--bundle-id", "com.example.storekeeper",
+        let verify = try await CLI.runDetached(["verify", "--root", dir + "/ca/root.pem", "--environment", "Sandbox", "--bundle-id", "com.example.storekeeper",
                                   try JSONDecoder().decode(NotificationRequestBody.self, from: Data(bodies[0].utf8)).signedPayload])
         #expect(verify.status == 0, "\(verify.stderr)")
 
-        let bad = try CLI.run(["simulator", "run", "--dir", dir, "no-such-scenario"])
+        let bad = try await CLI.runDetached(["simulator", "run", "--dir", dir, "no-such-scenario"])
         #expect(bad.status == 1 && bad.stderr.hasPrefix("error: unreadable-input: "))
-        let both = try CLI.run(["simulator", "run", "--dir", dir, "--url", "http://127.0.0.1:1", "refunds"])
+        let both = try await CLI.runDetached(["simulator", "run", "--dir", dir, "--url", "http://127.0.0.1:1", "refunds"])
         #expect(both.status != 0)
     }
 
+    @Test("api commands call a served simulator with APPSTORE_* credentials and print verified, decoded JSON")
+    func apiCommands() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sim-api-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let directory = try SimulatorDirectory.initialize(at: dir)
+        let simulator = try Simulator(directory: directory)
+        _ = try await simulator.perform { (engine) throws(SimulatorError) in
+            try engine.createCustomer(id: "alice")
+            return try engine.purchase(.init(customerId: "alice", productId: "pro.monthly"))
+        }
+        let key = try directory.loadAPIKeyInfo()
+        let app = Application(router: SimulatorApplication.buildRouter(simulator: simulator))
+        try await app.test(.live) { client in
+            let environment = [
+                "APPSTORE_ISSUER_ID": key.issuerId, "APPSTORE_KEY_ID": key.keyId, "APPSTORE_BUNDLE_ID": "com.example.storekeeper",
+                "APPSTORE_PRIVATE_KEY": directory.apiPrivateKeyFile(keyId: key.keyId).path,
+                "APPSTORE_BASE_URL": "http://127.0.0.1:\(client.port!)", "APPSTORE_ENVIRONMENT": "Sandbox",
+            ]
+            let root = directory.rootCertificateFile.path
+            let info = try await CLI.runDetached(["api", "transaction", "2000000000000001", "--root", root], environment: environment)
+            #expect(info.status == 0, "\(info.stderr)")
+            let signed = try #require(try CLI.json(info.stdout)["signedTransactionInfo"] as? [String: Any])
+            #expect(signed["verified"] as? Bool == true)
+            #expect((signed["payload"] as? [String: Any])?["productId"] as? String == "pro.monthly")
+            let statuses = try await CLI.runDetached(["api", "statuses", "2000000000000001", "--root", root, "--status", "1"], environment: environment)
+            #expect(statuses.status == 0 && statuses.stdout.contains("\"autoRenewStatus\" : 1"), "\(statuses.stderr)")
+            let history = try await CLI.runDetached(["api", "history", "2000000000000001", "--raw"], environment: environment)
+            #expect(history.status == 0 && history.stdout.contains("signedTransactions"))
+            let missing = try await CLI.runDetached(["api", "transaction", "42", "--no-retry"], environment: environment)
+            #expect(missing.status == 1 && missing.stderr.hasPrefix("error: api-4040010: HTTP 404"), "\(missing.stderr)")
+            let invalid = try await CLI.runDetached(["api", "extend", "2000000000000001", "--days", "120", "--reason", "1"], environment: environment)
+            #expect(invalid.stderr.hasPrefix("error: invalid-request: extendByDays is 120"))
+            let extended = try await CLI.runDetached(["api", "extend", "2000000000000001", "--days", "3", "--reason", "3"], environment: environment)
+            #expect(extended.status == 0 && extended.stdout.contains("\"success\" : true"), "\(extended.stderr)")
+            var noKey = environment
+            noKey["APPSTORE_KEY_ID"] = ""
+            let unconfigured = try await CLI.runDetached(["api", "transaction", "1"], environment: noKey)
+            #expect(unconfigured.stderr.hasPrefix("error: missing-credential: give --key-id or set APPSTORE_KEY_ID"))
+            for output in [info, statuses, history, missing, invalid, extended] {
+                #expect(!output.stderr.contains("BEGIN PRIVATE KEY") && !output.stdout.contains("Bearer"))
+            }
+        }
+    }
+
     @Test("scenarios lists every shipped scenario")
-    func scenarios() throws {
-        let output = try CLI.run(["simulator", "scenarios"])
+    func scenarios() async throws {
+        let output = try await CLI.runDetached(["simulator", "scenarios"])
         #expect(output.status == 0)
         for name in ["subscriber-lifecycle", "billing-retry", "refunds", "family-sharing", "price-increase"] {
             #expect(output.stdout.contains(name))
