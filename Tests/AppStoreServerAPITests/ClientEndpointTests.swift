@@ -176,3 +176,34 @@ struct ClientEndpointTests {
         }
     }
 }
+
+@Suite("API client: signed fields returned verified")
+struct ClientVerifiedTests {
+    typealias L = LiveSimulator
+
+    @Test("verified transactions, history pages, statuses, refunds, app transaction and notifications")
+    func verified() async throws {
+        let live = try L(setUp: ClientEndpointTests.customerWithHistory)
+        let verifier = live.verifier
+        try await live.serve { url in
+            let client = live.client(url)
+            #expect(try await client.transaction("2000000000000004", verifier: verifier).payload.productId == "coins.100")
+            let pages = try await client.transactions("2000000000000001", verifier: verifier).all()
+            #expect(pages.flatMap { $0 }.count == 44)
+            #expect(Set(pages.flatMap { $0 }.map(\.payload.transactionId)).count == 44)
+            let statuses = try await client.subscriptionStatuses("2000000000000001", verifier: verifier)
+            #expect(statuses.map(\.renewalInfo.payload.autoRenewProductId) == ["pro.monthly"])
+            #expect(try await client.refunds("2000000000000001", verifier: verifier).all().flatMap { $0 }.count == 3)
+            #expect(try await client.appTransaction("2000000000000001", verifier: verifier).payload.bundleId == L.bundleID)
+            let window = NotificationHistoryRequest(startDate: L.start.addingTimeInterval(-3600), endDate: L.start.addingTimeInterval(86_400), transactionId: "2000000000000044")
+            let notifications = try await client.notifications(window, verifier: verifier).all().flatMap { $0 }
+            #expect(notifications.count == 47)
+
+            // A verifier that does not trust the simulator's root: every call fails as a verification error.
+            let apple = SignedDataVerifier(configuration: .unsafeSkippingClaimChecks())
+            let error = await #expect(throws: AppStoreServerAPIError.self) { try await client.transaction("2000000000000004", verifier: apple) }
+            #expect(error?.kind == .verification)
+            #expect((error?.underlying as? VerificationError)?.code == .untrustedRoot)
+        }
+    }
+}

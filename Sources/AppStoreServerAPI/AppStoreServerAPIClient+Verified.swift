@@ -1,0 +1,137 @@
+public import AppStoreModels
+public import AppStoreSigning
+
+/// Signed fields returned verified: each call checks every JWS in the answer with a ``SignedDataVerifier`` (its
+/// chain, signature, bundle ID and environment) and returns the decoded payloads. A value that fails verification
+/// fails the call with ``AppStoreServerAPIError/Kind/verification``.
+extension AppStoreServerAPIClient {
+    /// A subscription from Get All Subscription Statuses, verified.
+    public struct VerifiedSubscriptionStatus: Sendable {
+        public var subscriptionGroupIdentifier: String
+        public var status: SubscriptionStatus
+        public var transaction: VerifiedSignedData<TransactionInfo>
+        public var renewalInfo: VerifiedSignedData<RenewalInfo>
+    }
+
+    /// A notification from Get Notification History, verified, with its delivery attempts.
+    public struct VerifiedNotificationRecord: Sendable {
+        public var notification: VerifiedNotification
+        public var sendAttempts: [SendAttemptItem]
+    }
+
+    /// Get Transaction Info, verified.
+    public func transaction(
+        _ transactionId: String,
+        verifier: SignedDataVerifier
+    ) async throws(AppStoreServerAPIError) -> VerifiedSignedData<TransactionInfo> {
+        let response = try await transactionInfo(transactionId)
+        return try await Self.verify("signedTransactionInfo") { () async throws(VerificationError) in
+            try await verifier.verifyTransaction(response.signedTransactionInfo)
+        }
+    }
+
+    /// Get Transaction History, every page verified.
+    public func transactions(
+        _ transactionId: String,
+        query: TransactionHistoryQuery = .init(),
+        version: HistoryVersion = .v2,
+        verifier: SignedDataVerifier
+    ) throws(AppStoreServerAPIError) -> Paginated<[VerifiedSignedData<TransactionInfo>]> {
+        let pages = try transactionHistory(transactionId, query: query, version: version)
+        return Paginated { (token) async throws(AppStoreServerAPIError) in
+            let (page, next) = try await pages.fetch(token)
+            return (try await Self.verifyTransactions(page.signedTransactions, verifier), next)
+        }
+    }
+
+    /// Get Refund History, every page verified.
+    public func refunds(
+        _ transactionId: String,
+        verifier: SignedDataVerifier
+    ) throws(AppStoreServerAPIError) -> Paginated<[VerifiedSignedData<TransactionInfo>]> {
+        let pages = try refundHistory(transactionId)
+        return Paginated { (token) async throws(AppStoreServerAPIError) in
+            let (page, next) = try await pages.fetch(token)
+            return (try await Self.verifyTransactions(page.signedTransactions, verifier), next)
+        }
+    }
+
+    /// Get All Subscription Statuses, verified.
+    public func subscriptionStatuses(
+        _ transactionId: String,
+        status: [SubscriptionStatus] = [],
+        verifier: SignedDataVerifier
+    ) async throws(AppStoreServerAPIError) -> [VerifiedSubscriptionStatus] {
+        let response = try await allSubscriptionStatuses(transactionId, status: status)
+        var result: [VerifiedSubscriptionStatus] = []
+        for group in response.data {
+            for item in group.lastTransactions {
+                let transaction = try await Self.verify("signedTransactionInfo") { () async throws(VerificationError) in
+                    try await verifier.verifyTransaction(item.signedTransactionInfo)
+                }
+                let renewal = try await Self.verify("signedRenewalInfo") { () async throws(VerificationError) in
+                    try await verifier.verifyRenewalInfo(item.signedRenewalInfo)
+                }
+                result.append(.init(
+                    subscriptionGroupIdentifier: group.subscriptionGroupIdentifier, status: item.status,
+                    transaction: transaction, renewalInfo: renewal
+                ))
+            }
+        }
+        return result
+    }
+
+    /// Get App Transaction Info, verified.
+    public func appTransaction(
+        _ transactionId: String,
+        verifier: SignedDataVerifier
+    ) async throws(AppStoreServerAPIError) -> VerifiedSignedData<AppTransaction> {
+        let response = try await appTransactionInfo(transactionId)
+        return try await Self.verify("signedAppTransactionInfo") { () async throws(VerificationError) in
+            try await verifier.verifyAppTransaction(response.signedAppTransactionInfo)
+        }
+    }
+
+    /// Get Notification History, every page verified (with nested data).
+    public func notifications(
+        _ request: NotificationHistoryRequest,
+        verifier: SignedDataVerifier
+    ) throws(AppStoreServerAPIError) -> Paginated<[VerifiedNotificationRecord]> {
+        let pages = try notificationHistory(request)
+        return Paginated { (token) async throws(AppStoreServerAPIError) in
+            let (page, next) = try await pages.fetch(token)
+            var records: [VerifiedNotificationRecord] = []
+            for item in page.notificationHistory {
+                let notification = try await Self.verify("signedPayload") { () async throws(VerificationError) in
+                    try await verifier.verifyNotification(item.signedPayload)
+                }
+                records.append(.init(notification: notification, sendAttempts: item.sendAttempts ?? []))
+            }
+            return (records, next)
+        }
+    }
+
+    static func verifyTransactions(
+        _ signed: [String],
+        _ verifier: SignedDataVerifier
+    ) async throws(AppStoreServerAPIError) -> [VerifiedSignedData<TransactionInfo>] {
+        var result: [VerifiedSignedData<TransactionInfo>] = []
+        for jws in signed {
+            result.append(try await verify("signedTransactions") { () async throws(VerificationError) in
+                try await verifier.verifyTransaction(jws)
+            })
+        }
+        return result
+    }
+
+    static func verify<T>(
+        _ field: String,
+        _ body: () async throws(VerificationError) -> T
+    ) async throws(AppStoreServerAPIError) -> T {
+        do {
+            return try await body()
+        } catch {
+            throw AppStoreServerAPIError(kind: .verification, message: "\(field) did not verify: \(error)", underlying: error)
+        }
+    }
+}
