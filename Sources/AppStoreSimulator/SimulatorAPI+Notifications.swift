@@ -86,20 +86,8 @@ extension SimulatorAPI {
         var onlyFailures: Bool?
     }
 
-    struct NotificationHistoryResponse: Encodable {
-        var notificationHistory: [NotificationHistoryItem]
-        var hasMore: Bool
-        var paginationToken: String?
-    }
-
-    struct NotificationHistoryItem: Encodable {
-        struct Attempt: Encodable {
-            var attemptDate: Date
-            var sendAttemptResult: String
-        }
-        var signedPayload: String
-        var sendAttempts: [Attempt]
-        var firstSendAttemptResult: String?
+    static func attempts(_ record: NotificationRecord) -> [SendAttemptItem] {
+        record.sendAttempts.map { .init(attemptDate: $0.attemptDate, sendAttemptResult: .init(rawValue: $0.sendAttemptResult)) }
     }
 
     func notificationHistory(_ request: Request, _ context: some RequestContext, _ bundleId: String) async throws -> Response {
@@ -161,15 +149,14 @@ extension SimulatorAPI {
             let page = Array(records.prefix(Self.pageSize))
             let token = page.last.map { PageToken(date: $0.element.createdAt.epochMilliseconds, id: String($0.offset), filters: fingerprint) }
             return NotificationHistoryResponse(
-                notificationHistory: page.map { _, record in
-                    NotificationHistoryItem(
-                        signedPayload: record.signedPayload,
-                        sendAttempts: record.sendAttempts.map { .init(attemptDate: $0.attemptDate, sendAttemptResult: $0.sendAttemptResult) },
-                        firstSendAttemptResult: record.sendAttempts.first?.sendAttemptResult
-                    )
-                },
+                paginationToken: records.count > page.count ? token?.encoded() : nil,
                 hasMore: records.count > page.count,
-                paginationToken: records.count > page.count ? token?.encoded() : nil
+                notificationHistory: page.map { _, record in
+                    NotificationHistoryResponseItem(
+                        signedPayload: record.signedPayload, sendAttempts: Self.attempts(record),
+                        firstSendAttemptResult: record.sendAttempts.first.map { .init(rawValue: $0.sendAttemptResult) }
+                    )
+                }
             )
         }
         return try Self.json(response)
@@ -182,7 +169,7 @@ extension SimulatorAPI {
         let token = try await simulator.perform { (engine) throws(SimulatorError) in
             try engine.requestTestNotification(bundleId: bundleId)
         }
-        return try Self.json(["testNotificationToken": token])
+        return try Self.json(SendTestNotificationResponse(testNotificationToken: token))
     }
 
     func testNotificationStatus(_ context: some RequestContext, _ bundleId: String) async throws -> Response {
@@ -195,10 +182,9 @@ extension SimulatorAPI {
             throw token.contains("_") ? AppStoreAPIError.testNotificationNotFound : AppStoreAPIError.invalidTestNotificationToken
         }
         guard !record.sendAttempts.isEmpty else { throw AppStoreAPIError.testNotificationNotFound }
-        return try Self.json(NotificationHistoryItem(
-            signedPayload: record.signedPayload,
-            sendAttempts: record.sendAttempts.map { .init(attemptDate: $0.attemptDate, sendAttemptResult: $0.sendAttemptResult) },
-            firstSendAttemptResult: record.sendAttempts.first?.sendAttemptResult
+        return try Self.json(CheckTestNotificationResponse(
+            signedPayload: record.signedPayload, sendAttempts: Self.attempts(record),
+            firstSendAttemptResult: record.sendAttempts.first.map { .init(rawValue: $0.sendAttemptResult) }
         ))
     }
 }

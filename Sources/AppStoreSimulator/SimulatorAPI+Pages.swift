@@ -23,15 +23,6 @@ struct PageToken: Codable {
 extension SimulatorAPI {
     // MARK: - Transaction history
 
-    struct HistoryResponse: Encodable {
-        var revision: String
-        var hasMore: Bool
-        var bundleId: String
-        var appAppleId: Int64
-        var environment: String
-        var signedTransactions: [String]
-    }
-
     func history(_ request: Request, _ context: some RequestContext, _ bundleId: String, version: Int) async throws -> Response {
         let id = try Self.transactionId(context)
         let query = request.uri.queryParameters
@@ -68,7 +59,7 @@ extension SimulatorAPI {
                 ?? after ?? PageToken(date: descending ? Int64.max : 0, id: descending ? "~" : "", filters: filters.fingerprint)
             return HistoryResponse(
                 revision: last.encoded(), hasMore: records.count > page.count, bundleId: bundleId,
-                appAppleId: engine.catalog.app(bundleId)?.appAppleId ?? 0, environment: engine.state.environment.rawValue,
+                appAppleId: engine.catalog.app(bundleId)?.appAppleId, environment: engine.state.environment,
                 signedTransactions: try page.map { (record) throws(SimulatorError) in try engine.signTransaction(record.info.transactionId) }
             )
         }
@@ -143,20 +134,12 @@ extension SimulatorAPI {
 
     // MARK: - Refund history
 
-    struct RefundHistoryResponse: Encodable { var signedTransactions: [String]; var revision: String; var hasMore: Bool }
     struct MassExtendBody: Decodable {
         var requestIdentifier: String?
         var extendByDays: Int?
         var extendReasonCode: Int?
         var productId: String?
         var storefrontCountryCodes: [String]?
-    }
-    struct MassExtendStatusResponse: Encodable {
-        var requestIdentifier: String
-        var complete: Bool
-        var completeDate: Date?
-        var succeededCount: Int64?
-        var failedCount: Int64?
     }
 
     func refundHistory(_ request: Request, _ context: some RequestContext, _ bundleId: String) async throws -> Response {
@@ -197,7 +180,7 @@ extension SimulatorAPI {
                 .prefix(50)
             return try refunds.map { (record) throws(SimulatorError) in try engine.signTransaction(record.info.transactionId) }
         }
-        return try Self.json(["signedTransactions": signed])
+        return try Self.json(RefundLookupResponse(signedTransactions: signed))
     }
 
     // MARK: - Mass extension
@@ -222,7 +205,7 @@ extension SimulatorAPI {
                 storefronts: body.storefrontCountryCodes
             )
         }
-        return try Self.json(["requestIdentifier": requestId])
+        return try Self.json(MassExtendRenewalDateResponse(requestIdentifier: requestId))
     }
 
     func massExtendStatus(_ context: some RequestContext, _ bundleId: String) async throws -> Response {
@@ -236,7 +219,7 @@ extension SimulatorAPI {
             request.bundleId == bundleId
         else { throw AppStoreAPIError.statusRequestNotFound }
         let complete = request.completeDate != nil
-        return try Self.json(MassExtendStatusResponse(
+        return try Self.json(MassExtendRenewalDateStatusResponse(
             requestIdentifier: requestId, complete: complete, completeDate: request.completeDate,
             succeededCount: complete ? request.succeededCount : nil, failedCount: complete ? request.failedCount : nil
         ))

@@ -175,7 +175,7 @@ public struct SimulatorAPI: Sendable {
         }
         guard let signed else { throw AppStoreAPIError.transactionIdNotFound }
         guard !signed.isEmpty else { throw AppStoreAPIError.appTransactionIdNotSupported }
-        return try Self.json(["signedTransactionInfo": signed])
+        return try Self.json(TransactionInfoResponse(signedTransactionInfo: signed))
     }
 
     func getAppTransaction(_ context: some RequestContext, _ bundleId: String) async throws -> Response {
@@ -187,7 +187,7 @@ public struct SimulatorAPI: Sendable {
         guard let signed else {
             throw AppStoreAPIError.appTransactionDoesNotExist
         }
-        return try Self.json(["signedAppTransactionInfo": signed])
+        return try Self.json(AppTransactionInfoResponse(signedAppTransactionInfo: signed))
     }
 
     func finishTransaction(_ context: some RequestContext, _ bundleId: String) async throws -> Response {
@@ -236,19 +236,19 @@ public struct SimulatorAPI: Sendable {
         }
         let customer = try await customer(of: id, bundleId)
         let response = try await simulator.read { (engine) throws(SimulatorError) -> StatusResponse in
-            var groups: [String: [StatusResponse.Item]] = [:]
+            var groups: [String: [StatusResponse.LastTransactionsItem]] = [:]
             for subscription in engine.subscriptions(customerId: customer, bundleId: bundleId)
             where wanted?.contains(subscription.status.rawValue) ?? true {
                 groups[subscription.groupId, default: []].append(
                     .init(
-                        status: subscription.status.rawValue, originalTransactionId: subscription.originalTransactionId,
+                        status: subscription.status, originalTransactionId: subscription.originalTransactionId,
                         signedTransactionInfo: try engine.signTransaction(subscription.latestTransactionId),
                         signedRenewalInfo: try engine.signedRenewalInfo(originalTransactionId: subscription.originalTransactionId)
                     )
                 )
             }
             return StatusResponse(
-                environment: engine.state.environment.rawValue, bundleId: bundleId,
+                environment: engine.state.environment, bundleId: bundleId,
                 appAppleId: engine.catalog.app(bundleId)?.appAppleId ?? 0,
                 data: groups.keys.sorted().map { .init(subscriptionGroupIdentifier: $0, lastTransactions: groups[$0]!) }
             )
@@ -256,32 +256,9 @@ public struct SimulatorAPI: Sendable {
         return try Self.json(response)
     }
 
+    /// Request bodies as clients send them, every field optional so that a missing one gets Apple's error code.
     struct AppAccountTokenBody: Decodable { var appAccountToken: String? }
-    struct OrderLookupResponse: Encodable { var status: Int; var signedTransactions: [String]? }
     struct ExtendBody: Decodable { var extendByDays: Int?; var extendReasonCode: Int?; var requestIdentifier: String? }
-    struct ExtendResponse: Encodable {
-        var originalTransactionId: String
-        var webOrderLineItemId: String?
-        var success: Bool
-        var effectiveDate: Date
-    }
-
-    struct StatusResponse: Encodable {
-        struct Group: Encodable {
-            var subscriptionGroupIdentifier: String
-            var lastTransactions: [Item]
-        }
-        struct Item: Encodable {
-            var status: Int
-            var originalTransactionId: String
-            var signedTransactionInfo: String
-            var signedRenewalInfo: String
-        }
-        var environment: String
-        var bundleId: String
-        var appAppleId: Int64
-        var data: [Group]
-    }
 
     func lookUpOrder(_ context: some RequestContext, _ bundleId: String) async throws -> Response {
         guard let orderId = context.parameters.get("orderId"), !orderId.isEmpty else { throw AppStoreAPIError.generalBadRequest }
@@ -318,7 +295,10 @@ public struct SimulatorAPI: Sendable {
             try engine.extendRenewalDate(originalTransactionId: id, days: days)
         }
         return try Self.json(
-            ExtendResponse(originalTransactionId: id, webOrderLineItemId: result.webOrderLineItemId, success: true, effectiveDate: result.effectiveDate)
+            ExtendRenewalDateResponse(
+                originalTransactionId: id, webOrderLineItemId: result.webOrderLineItemId, success: true,
+                effectiveDate: result.effectiveDate
+            )
         )
     }
 }

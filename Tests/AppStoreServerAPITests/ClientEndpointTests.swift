@@ -160,7 +160,7 @@ struct ClientEndpointTests {
             ("must be 0 when", { try await client.sendConsumptionInformation("1", .init(customerConsented: true, deliveryStatus: .undeliveredOther, sampleContentProvided: false, consumptionPercentage: 5)) }),
             ("not both", { _ = try client.notificationHistory(.init(startDate: Date(), endDate: Date().addingTimeInterval(9), notificationType: .refund, transactionId: "1")) }),
             ("needs notificationType", { _ = try client.notificationHistory(.init(startDate: Date(), endDate: Date().addingTimeInterval(9), notificationSubtype: .voluntary)) }),
-            ("before endDate", { _ = try client.notificationHistory(.init(startDate: Date(), endDate: Date())) }),
+            ("before endDate", { _ = try client.notificationHistory(.init(startDate: L.start, endDate: L.start)) }),
             ("letters and digits", { _ = try await client.lookUpOrder("../etc") }),
             ("is not 1-5", { _ = try await client.allSubscriptionStatuses("1", status: [.init(rawValue: 9)]) }),
         ]

@@ -35,6 +35,13 @@ public struct ExtendRenewalDateResponse: Codable, Hashable, Sendable {
     public var success: Bool?
     /// The new expiry.
     public var effectiveDate: Date?
+
+    public init(originalTransactionId: String? = nil, webOrderLineItemId: String? = nil, success: Bool? = nil, effectiveDate: Date? = nil) {
+        self.originalTransactionId = originalTransactionId
+        self.webOrderLineItemId = webOrderLineItemId
+        self.success = success
+        self.effectiveDate = effectiveDate
+    }
 }
 
 /// Extend Subscription Renewal Dates for All Active Subscribers' body.
@@ -62,6 +69,10 @@ public struct MassExtendRenewalDateRequest: Codable, Hashable, Sendable {
 /// The mass extension's answer.
 public struct MassExtendRenewalDateResponse: Codable, Hashable, Sendable {
     public var requestIdentifier: String
+
+    public init(requestIdentifier: String) {
+        self.requestIdentifier = requestIdentifier
+    }
 }
 
 /// Get Status of Subscription Renewal Date Extensions.
@@ -72,4 +83,12 @@ public struct MassExtendRenewalDateStatusResponse: Codable, Hashable, Sendable {
     public var completeDate: Date?
     public var succeededCount: Int64?
     public var failedCount: Int64?
+
+    public init(requestIdentifier: String? = nil, complete: Bool? = nil, completeDate: Date? = nil, succeededCount: Int64? = nil, failedCount: Int64? = nil) {
+        self.requestIdentifier = requestIdentifier
+        self.complete = complete
+        self.completeDate = completeDate
+        self.succeededCount = succeededCount
+        self.failedCount = failedCount
+    }
 }

@@ -51,6 +51,11 @@ public struct NotificationHistoryRequest: Codable, Hashable, Sendable {
 public struct SendAttemptItem: Codable, Hashable, Sendable {
     public var attemptDate: Date?
     public var sendAttemptResult: SendAttemptResult?
+
+    public init(attemptDate: Date? = nil, sendAttemptResult: SendAttemptResult? = nil) {
+        self.attemptDate = attemptDate
+        self.sendAttemptResult = sendAttemptResult
+    }
 }
 
 /// One notification in the history: as it was when sent, with its attempts.
@@ -58,6 +63,12 @@ public struct NotificationHistoryResponseItem: Codable, Hashable, Sendable {
     public var signedPayload: String
     public var sendAttempts: [SendAttemptItem]?
     public var firstSendAttemptResult: SendAttemptResult?
+
+    public init(signedPayload: String, sendAttempts: [SendAttemptItem]? = nil, firstSendAttemptResult: SendAttemptResult? = nil) {
+        self.signedPayload = signedPayload
+        self.sendAttempts = sendAttempts
+        self.firstSendAttemptResult = firstSendAttemptResult
+    }
 }
 
 /// Get Notification History: one page.
@@ -65,11 +76,21 @@ public struct NotificationHistoryResponse: Codable, Hashable, Sendable {
     public var paginationToken: String?
     public var hasMore: Bool
     public var notificationHistory: [NotificationHistoryResponseItem]
+
+    public init(paginationToken: String? = nil, hasMore: Bool, notificationHistory: [NotificationHistoryResponseItem]) {
+        self.paginationToken = paginationToken
+        self.hasMore = hasMore
+        self.notificationHistory = notificationHistory
+    }
 }
 
 /// Request a Test Notification's answer.
 public struct SendTestNotificationResponse: Codable, Hashable, Sendable {
     public var testNotificationToken: String
+
+    public init(testNotificationToken: String) {
+        self.testNotificationToken = testNotificationToken
+    }
 }
 
 /// Get Test Notification Status's answer.
@@ -77,4 +98,10 @@ public struct CheckTestNotificationResponse: Codable, Hashable, Sendable {
     public var signedPayload: String?
     public var sendAttempts: [SendAttemptItem]?
     public var firstSendAttemptResult: SendAttemptResult?
+
+    public init(signedPayload: String? = nil, sendAttempts: [SendAttemptItem]? = nil, firstSendAttemptResult: SendAttemptResult? = nil) {
+        self.signedPayload = signedPayload
+        self.sendAttempts = sendAttempts
+        self.firstSendAttemptResult = firstSendAttemptResult
+    }
 }
