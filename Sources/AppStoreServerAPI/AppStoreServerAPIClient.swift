@@ -40,7 +40,7 @@ public final class AppStoreServerAPIClient: Sendable {
 
     /// How requests are spaced.
     public enum RateLimiting: Sendable, Hashable {
-        /// Apple's limits for the endpoint's environment (sandbox 10 %).
+        /// Apple's limits for the endpoint's environment (sandbox 10 %), less 10 % headroom for network jitter.
         case apple
         /// No client-side limiting.
         case disabled
@@ -77,7 +77,7 @@ public final class AppStoreServerAPIClient: Sendable {
         self.httpClient = httpClient
         self.logger = logger
         switch configuration.rateLimiting {
-        case .apple: limiter = RequestRateLimiter(sandbox: configuration.endpoint.environment != .production)
+        case .apple: limiter = RequestRateLimiter(sandbox: configuration.endpoint.environment != .production, scale: 0.9)
         case .disabled: limiter = nil
         case .custom(let rates): limiter = RequestRateLimiter(rates: rates)
         }

@@ -1,9 +1,12 @@
 import Foundation
 
-/// Apple's per-endpoint rate limits (APPSTORE-SPEC §1.2), per app, per second; sandbox gets 10 %.
+/// Apple's per-endpoint rate limits (APPSTORE-SPEC §1.2): requests per second per app and endpoint family, which
+/// Apple "enforces on an hourly basis"; sandbox gets 10 %. Modelled as a token bucket per family that refills at
+/// the limit and holds one second's worth, so a sustained rate above the limit is refused while a short bunching of
+/// requests (network or scheduling jitter) is not.
 struct RateLimiter: Sendable {
     /// Requests per second in production, by endpoint family.
-    static func limit(method: String, path: String) -> (family: String, perSecond: Int) {
+    static func limit(method: String, path: String) -> (family: String, perSecond: Double) {
         if path.hasPrefix("/inApps/v1/subscriptions/extend/mass") { return ("mass-extend", 1) }
         if path.hasPrefix("/inApps/v1/notifications/test") { return ("test-notification", 1) }
         if path.hasPrefix("/inApps/v1/subscriptions/extend/") || path.hasSuffix("/appAccountToken") { return ("extend", 20) }
@@ -11,17 +14,23 @@ struct RateLimiter: Sendable {
         return ("general", 50)
     }
 
-    private var windows: [String: (second: Int64, count: Int)] = [:]
+    private var buckets: [String: (tokens: Double, updated: Date)] = [:]
 
     /// Counts a request; returns the time (epoch ms) after which the caller may retry, if over the limit.
     mutating func admit(bundleId: String, method: String, path: String, sandbox: Bool, now: Date) -> Int64? {
         let (family, production) = Self.limit(method: method, path: path)
-        let perSecond = max(1, sandbox ? production / 10 : production)
+        let rate = sandbox ? production / 10 : production
+        let capacity = max(1, rate)
         let key = bundleId + "|" + family
-        let second = Int64(now.timeIntervalSince1970)
-        var window: (second: Int64, count: Int) = windows[key].flatMap { $0.second == second ? $0 : nil } ?? (second, 0)
-        window.count += 1
-        windows[key] = window
-        return window.count > perSecond ? (second + 1) * 1000 : nil
+        var bucket = buckets[key] ?? (capacity, now)
+        bucket.tokens = min(capacity, bucket.tokens + max(0, now.timeIntervalSince(bucket.updated)) * rate)
+        bucket.updated = now
+        defer { buckets[key] = bucket }
+        if bucket.tokens >= 1 {
+            bucket.tokens -= 1
+            return nil
+        }
+        let wait = (1 - bucket.tokens) / rate
+        return Int64(((now.timeIntervalSince1970 + wait) * 1000).rounded(.up))
     }
 }

@@ -118,13 +118,20 @@ struct ClientResilienceTests {
         try await live.setFaults { $0.rateLimitsEnabled = true }
         try await live.serve { url in
             let client = live.client(url, retry: .none, rateLimiting: .disabled)
-            var limited = 0
-            for _ in 0..<80 {
-                do throws(AppStoreServerAPIError) {
-                    _ = try await client.transactionHistory("2000000000000001").all()
-                } catch {
-                    if error.errorCode == 4_290_000 { limited += 1 }
+            let limited = await withTaskGroup(of: Bool.self) { group in
+                for _ in 0..<150 {
+                    group.addTask {
+                        do throws(AppStoreServerAPIError) {
+                            _ = try await client.transactionHistory("2000000000000001").all()
+                            return false
+                        } catch {
+                            return error.errorCode == 4_290_000
+                        }
+                    }
                 }
+                var count = 0
+                for await wasLimited in group where wasLimited { count += 1 }
+                return count
             }
             #expect(limited > 0)
         }
