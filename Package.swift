@@ -82,6 +82,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "StorekeeperCore",
+            dependencies: ["AppStoreModels", "AppStoreSigning"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "StorekeeperBenchmarks",
             dependencies: [
                 "AppStoreModels",
@@ -138,6 +143,11 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "StorekeeperCoreTests",
+            dependencies: ["AppStoreModels", "AppStoreSigning", "AppStoreSimulator", "StorekeeperCore"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

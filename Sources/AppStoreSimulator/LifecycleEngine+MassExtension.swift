@@ -40,7 +40,7 @@ extension LifecycleEngine {
             try engine.enqueue(
                 NotificationPayload(
                     notificationType: .renewalExtension, subtype: .summary, notificationUUID: UUID().uuidString.lowercased(),
-                    signedDate: engine.state.now,
+                    signedDate: engine.nextSigningDate(),
                     summary: NotificationSummary(
                         environment: engine.state.environment, appAppleId: app?.appAppleId, bundleId: bundleId,
                         productId: productId, requestIdentifier: requestIdentifier, storefrontCountryCodes: storefronts,

@@ -116,15 +116,24 @@ public struct LifecycleEngine: Sendable {
         }
     }
 
-    /// The transaction as Apple would sign it now.
-    func signedTransaction(_ id: String) throws(SimulatorError) -> String {
+    /// The transaction as Apple would sign it now (or at `signedDate`).
+    func signedTransaction(_ id: String, signedDate: Date? = nil) throws(SimulatorError) -> String {
         var info = try transactionRecord(id).info
-        info.signedDate = state.now
+        info.signedDate = signedDate ?? state.now
         return try sign(info)
     }
 
-    /// The renewal info of a subscription as of now.
-    func renewalInfo(for subscription: SubscriptionRecord) -> RenewalInfo {
+    /// The moment a notification is signed: now, but always at least a millisecond after the previous one, so two
+    /// notifications about the same purchase never share a `signedDate` even when they happen at the same virtual
+    /// instant (at Apple, signing takes time).
+    mutating func nextSigningDate() -> Date {
+        let date = max(state.now, (state.lastSignedDate ?? .distantPast).addingTimeInterval(0.001))
+        state.lastSignedDate = date
+        return date
+    }
+
+    /// The renewal info of a subscription as of now (or signed at `signedDate`).
+    func renewalInfo(for subscription: SubscriptionRecord, signedDate: Date? = nil) -> RenewalInfo {
         var info = RenewalInfo(originalTransactionId: subscription.originalTransactionId)
         info.productId = subscription.productId
         info.autoRenewProductId = subscription.autoRenewProductId
@@ -142,7 +151,7 @@ public struct LifecycleEngine: Sendable {
             info.offerDiscountType = pending.offer.discountType
             info.offerPeriod = pending.offer.period.rawValue
         }
-        info.signedDate = state.now
+        info.signedDate = signedDate ?? state.now
         info.environment = state.environment
         info.recentSubscriptionStartDate = subscription.recentSubscriptionStartDate
         info.renewalDate = subscription.expiresDate
@@ -176,20 +185,23 @@ public struct LifecycleEngine: Sendable {
     ) throws(SimulatorError) {
         let record = try transactionRecord(transactionId)
         let subscription = state.subscriptions[record.info.originalTransactionId]
+        let signedDate = nextSigningDate()
         let data = NotificationData(
             appAppleId: state.environment == .production ? catalog.app(record.info.bundleId)?.appAppleId : nil,
             bundleId: record.info.bundleId,
             bundleVersion: "1",
             environment: state.environment,
-            signedTransactionInfo: try signedTransaction(transactionId),
-            signedRenewalInfo: try subscription.map { (subscription) throws(SimulatorError) in try sign(renewalInfo(for: subscription)) },
+            signedTransactionInfo: try signedTransaction(transactionId, signedDate: signedDate),
+            signedRenewalInfo: try subscription.map { (subscription) throws(SimulatorError) in
+                try sign(renewalInfo(for: subscription, signedDate: signedDate))
+            },
             status: subscription?.status,
             consumptionRequestReason: consumptionRequestReason
         )
         try enqueue(
             NotificationPayload(
                 notificationType: type, subtype: subtype, notificationUUID: UUID().uuidString.lowercased(),
-                signedDate: state.now, data: data
+                signedDate: signedDate, data: data
             ),
             bundleId: record.info.bundleId, customerId: record.customerId,
             originalTransactionId: record.info.originalTransactionId, transactionId: transactionId
@@ -225,7 +237,7 @@ public struct LifecycleEngine: Sendable {
         )
         try enqueue(
             NotificationPayload(
-                notificationType: .test, notificationUUID: UUID().uuidString.lowercased(), signedDate: state.now, data: data
+                notificationType: .test, notificationUUID: UUID().uuidString.lowercased(), signedDate: nextSigningDate(), data: data
             ),
             bundleId: bundleId, customerId: nil, testNotificationToken: token
         )

@@ -12,6 +12,8 @@ public struct SimulatorState: Codable, Sendable {
     public var renewalRate: RenewalRate
     /// The virtual clock: it moves only when told.
     public var now: Date
+    /// When the last notification was signed (signing dates only increase).
+    public var lastSignedDate: Date?
     public var customers: [String: Customer] = [:]
     public var transactions: [String: TransactionRecord] = [:]
     /// Subscriptions by original transaction ID (purchased ones and family-shared copies).

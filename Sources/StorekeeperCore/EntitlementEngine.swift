@@ -1,0 +1,152 @@
+public import AppStoreModels
+public import Foundation
+
+/// Which entitlements products grant, and the rules that decide access (DESIGN rule 6).
+public struct EntitlementConfiguration: Codable, Hashable, Sendable {
+    /// Entitlement names each product grants, e.g. `pro.monthly` → `["pro"]`.
+    public var productEntitlements: [String: [String]]
+    /// Service level per auto-renewable product within its group (1 is the highest).
+    public var subscriptionLevels: [String: Int]
+    /// How long a non-renewing subscription lasts, in seconds.
+    public var nonRenewingDurations: [String: TimeInterval]
+    /// Whether billing retry (after any grace period) still grants access. StoreKit 2 says no by default.
+    public var billingRetryGrantsAccess: Bool
+
+    public init(
+        productEntitlements: [String: [String]] = [:], subscriptionLevels: [String: Int] = [:],
+        nonRenewingDurations: [String: TimeInterval] = [:], billingRetryGrantsAccess: Bool = false
+    ) {
+        self.productEntitlements = productEntitlements
+        self.subscriptionLevels = subscriptionLevels
+        self.nonRenewingDurations = nonRenewingDurations
+        self.billingRetryGrantsAccess = billingRetryGrantsAccess
+    }
+}
+
+/// One thing a customer is entitled to now, and why (DESIGN rule 7).
+public struct Entitlement: Codable, Hashable, Sendable {
+    public var entitlement: String
+    public var productId: String
+    public var productType: ProductType
+    public var ownership: InAppOwnershipType
+    public var expiresDate: Date?
+    public var willRenew: Bool?
+    public var inGracePeriod: Bool
+    public var inBillingRetry: Bool
+    /// The transaction that grants it, and what delivered that transaction (a notification UUID or `app`).
+    public var transactionId: String
+    public var originalTransactionId: String
+    public var source: String
+}
+
+/// A customer's state: entitlements, subscriptions, non-consumables and consumable balances.
+public struct CustomerState: Codable, Hashable, Sendable {
+    public var customerId: String
+    public var environment: AppStoreEnvironment
+    public var entitlements: [Entitlement]
+    /// Product IDs the customer is entitled to (one per subscription group, the highest level), sorted.
+    public var entitledProductIds: [String]
+    /// Units of each consumable bought and not refunded.
+    public var consumableBalance: [String: Int]
+}
+
+/// Computes what a customer is entitled to at a moment, from the ledger alone.
+public struct EntitlementEngine: Sendable {
+    public var configuration: EntitlementConfiguration
+
+    public init(configuration: EntitlementConfiguration) {
+        self.configuration = configuration
+    }
+
+    /// StoreKit 2's `currentEntitlements`: auto-renewables active or in Billing Grace Period (billing retry if
+    /// configured) with the highest level per group, purchased or family-shared; non-consumables not revoked;
+    /// non-renewing subscriptions within their configured duration. Consumables count as balances.
+    public func state(of customerId: String, in ledger: Ledger, environment: AppStoreEnvironment, at now: Date) -> CustomerState {
+        let transactions = ledger.transactions(of: customerId, environment: environment)
+        var products: [(level: Int, group: String?, entitlement: Entitlement)] = []
+        var balance: [String: Int] = [:]
+
+        // Auto-renewables: the latest transaction of each subscription decides.
+        let byOriginal = Dictionary(grouping: transactions.filter { $0.info.type == .autoRenewable }) { $0.info.originalTransactionId }
+        for (original, group) in byOriginal {
+            guard let latest = group.max(by: { ($0.info.purchaseDate, $0.info.transactionId) < ($1.info.purchaseDate, $1.info.transactionId) }),
+                latest.info.revocationDate == nil
+            else { continue }
+            let subscription = ledger.subscriptions[LedgerKey(environment, original)]
+            let renewal = subscription?.renewalInfo
+            let active = (latest.info.expiresDate ?? .distantPast) > now
+            let inGrace = !active && (renewal?.gracePeriodExpiresDate ?? .distantPast) > now
+                && (renewal?.isInBillingRetryPeriod ?? false) && subscription?.status != .expired
+            let inRetry = !active && !inGrace && (renewal?.isInBillingRetryPeriod ?? false)
+                && subscription?.status == .billingRetry
+            guard active || inGrace || (inRetry && configuration.billingRetryGrantsAccess) else { continue }
+            products.append((
+                configuration.subscriptionLevels[latest.info.productId] ?? Int.max,
+                latest.info.subscriptionGroupIdentifier,
+                entitlement(for: latest, expires: latest.info.expiresDate, willRenew: renewal.map { $0.autoRenewStatus == .on },
+                            grace: inGrace, retry: inRetry)
+            ))
+        }
+        for transaction in transactions where transaction.info.revocationDate == nil {
+            let info = transaction.info
+            switch info.type {
+            case .nonConsumable:
+                products.append((0, nil, entitlement(for: transaction, expires: nil, willRenew: nil, grace: false, retry: false)))
+            case .nonRenewing:
+                guard let duration = configuration.nonRenewingDurations[info.productId] else { continue }
+                let end = info.purchaseDate.addingTimeInterval(duration)
+                if end > now {
+                    products.append((0, nil, entitlement(for: transaction, expires: end, willRenew: nil, grace: false, retry: false)))
+                }
+            case .consumable:
+                balance[info.productId, default: 0] += info.quantity ?? 1
+            default:
+                break
+            }
+        }
+        // The highest level per subscription group; purchased before family-shared at the same level.
+        var best: [String: (level: Int, entitlement: Entitlement)] = [:]
+        var others: [Entitlement] = []
+        for (level, group, entitlement) in products {
+            guard let group else {
+                if !others.contains(where: { $0.productId == entitlement.productId }) { others.append(entitlement) }
+                continue
+            }
+            if let current = best[group], current.level < level
+                || (current.level == level && (current.entitlement.ownership == .purchased || current.entitlement.transactionId > entitlement.transactionId))
+            {
+                continue
+            }
+            best[group] = (level, entitlement)
+        }
+        let chosen = (best.values.map(\.entitlement) + others)
+        var entitlements: [Entitlement] = []
+        for product in chosen {
+            for name in configuration.productEntitlements[product.productId] ?? [product.productId] {
+                var copy = product
+                copy.entitlement = name
+                entitlements.append(copy)
+            }
+        }
+        entitlements.sort { ($0.entitlement, $0.productId) < ($1.entitlement, $1.productId) }
+        return CustomerState(
+            customerId: customerId, environment: environment, entitlements: entitlements,
+            entitledProductIds: Set(chosen.map(\.productId)).sorted(), consumableBalance: balance
+        )
+    }
+
+    private func entitlement(
+        for transaction: LedgerTransaction,
+        expires: Date?,
+        willRenew: Bool?,
+        grace: Bool,
+        retry: Bool
+    ) -> Entitlement {
+        Entitlement(
+            entitlement: transaction.info.productId, productId: transaction.info.productId, productType: transaction.info.type,
+            ownership: transaction.info.inAppOwnershipType ?? .purchased, expiresDate: expires, willRenew: willRenew,
+            inGracePeriod: grace, inBillingRetry: retry, transactionId: transaction.info.transactionId,
+            originalTransactionId: transaction.info.originalTransactionId, source: transaction.source
+        )
+    }
+}

@@ -1,0 +1,134 @@
+public import AppStoreModels
+public import AppStoreSigning
+public import Foundation
+
+/// What Storekeeper knows about every purchase, as one value: the reference model of the ledger that storage
+/// backends persist, with the rules that make it a faithful cache of the App Store (DESIGN rules 2-5):
+///
+/// - a notification is applied once (by `notificationUUID`);
+/// - each transaction, status and renewal info keeps its newest signed version: older data never overwrites newer
+///   data, and ties are broken on the content, so any order of the same inputs gives the same ledger;
+/// - every record is keyed by environment and ID; sandbox never touches production;
+/// - customers are linked through `appAccountToken` or an explicit submission from the app.
+public struct Ledger: Codable, Hashable, Sendable {
+    public var transactions: [LedgerKey: LedgerTransaction] = [:]
+    public var subscriptions: [LedgerKey: LedgerSubscription] = [:]
+    public var notifications: [String: LedgerNotification] = [:]
+    /// Customer of a transaction's original transaction ID, when the app linked it explicitly.
+    public var explicitLinks: [LedgerKey: String] = [:]
+    /// Customer of an app account token.
+    public var tokenOwners: [LowercaseUUID: String] = [:]
+
+    public init() {}
+
+    // MARK: - Applying verified data
+
+    /// Applies a verified notification and what it carries. Returns `false` for a duplicate (nothing changes).
+    @discardableResult
+    public mutating func apply(_ notification: VerifiedNotification) -> Bool {
+        let payload = notification.payload
+        guard notifications[payload.notificationUUID] == nil else { return false }
+        let environment = payload.data?.environment ?? payload.summary?.environment ?? payload.appData?.environment
+        var outcome = "recorded"
+        if let transaction = notification.transaction {
+            apply(transaction.payload, jws: transaction.jws, source: payload.notificationUUID)
+            outcome = "applied"
+        }
+        if let renewal = notification.renewalInfo {
+            apply(renewal.payload, jws: renewal.jws, bundleId: payload.data?.bundleId ?? "")
+            outcome = "applied"
+        }
+        if let status = payload.data?.status, let transaction = notification.transaction?.payload,
+            let environment = transaction.environment
+        {
+            let key = LedgerKey(environment, transaction.originalTransactionId)
+            var subscription = subscriptions[key] ?? LedgerSubscription(key: key, bundleId: transaction.bundleId)
+            let incoming = (payload.signedDate ?? .distantPast, payload.notificationUUID)
+            let current = (subscription.statusSignedDate ?? .distantPast, subscription.statusNotificationUUID ?? "")
+            if subscription.status == nil || incoming > current {
+                subscription.status = status
+                subscription.statusSignedDate = payload.signedDate
+                subscription.statusNotificationUUID = payload.notificationUUID
+            }
+            subscriptions[key] = subscription
+        }
+        notifications[payload.notificationUUID] = LedgerNotification(
+            notificationUUID: payload.notificationUUID, notificationType: payload.notificationType, subtype: payload.subtype,
+            signedDate: payload.signedDate, environment: environment, outcome: outcome,
+            signedPayload: notification.notification.jws
+        )
+        return true
+    }
+
+    /// Applies a verified transaction (from a notification, the app, or the API), keeping the newest version.
+    public mutating func apply(_ info: TransactionInfo, jws: String, source: String) {
+        guard let environment = info.environment else { return }
+        let key = LedgerKey(environment, info.transactionId)
+        let signedDate = info.signedDate ?? .distantPast
+        if let existing = transactions[key], !Self.isNewer((signedDate, jws), than: (existing.signedDate, existing.jws)) {
+            return
+        }
+        transactions[key] = LedgerTransaction(info: info, signedDate: signedDate, source: source, jws: jws)
+        if info.type == .autoRenewable, subscriptions[LedgerKey(environment, info.originalTransactionId)] == nil {
+            let subscriptionKey = LedgerKey(environment, info.originalTransactionId)
+            subscriptions[subscriptionKey] = LedgerSubscription(key: subscriptionKey, bundleId: info.bundleId)
+        }
+    }
+
+    /// Applies a verified renewal info, keeping the newest version.
+    public mutating func apply(_ info: RenewalInfo, jws: String, bundleId: String) {
+        guard let environment = info.environment else { return }
+        let key = LedgerKey(environment, info.originalTransactionId)
+        var subscription = subscriptions[key] ?? LedgerSubscription(key: key, bundleId: bundleId)
+        let signedDate = info.signedDate ?? .distantPast
+        if subscription.renewalInfo == nil
+            || Self.isNewer((signedDate, jws), than: (subscription.renewalSignedDate ?? .distantPast, subscription.renewalJWS ?? ""))
+        {
+            subscription.renewalInfo = info
+            subscription.renewalSignedDate = signedDate
+            subscription.renewalJWS = jws
+        }
+        subscriptions[key] = subscription
+    }
+
+    /// Links a transaction (and its whole subscription or purchase) to a customer, as the app submitting it does,
+    /// and remembers its app account token as theirs.
+    public mutating func link(_ info: TransactionInfo, to customerId: String) {
+        guard let environment = info.environment else { return }
+        explicitLinks[LedgerKey(environment, info.originalTransactionId)] = customerId
+        if let token = info.appAccountToken { tokenOwners[token] = customerId }
+    }
+
+    /// Newer signed date wins; on a tie, the larger content, so the result does not depend on arrival order.
+    static func isNewer(_ incoming: (Date, String), than existing: (Date, String)) -> Bool {
+        incoming.0 != existing.0 ? incoming.0 > existing.0 : incoming.1 > existing.1
+    }
+
+    // MARK: - Reading
+
+    /// The customer a transaction belongs to: an explicit link of its original transaction, else the owner of its
+    /// (or its subscription's) app account token.
+    public func customer(of transaction: LedgerTransaction) -> String? {
+        let info = transaction.info
+        let original = LedgerKey(transaction.info.environment ?? .production, info.originalTransactionId)
+        if let linked = explicitLinks[original] { return linked }
+        if let token = info.appAccountToken, let owner = tokenOwners[token] { return owner }
+        for other in transactions.values where other.info.originalTransactionId == info.originalTransactionId
+            && other.info.environment == info.environment {
+            if let token = other.info.appAccountToken, let owner = tokenOwners[token] { return owner }
+        }
+        if let token = subscriptions[original]?.renewalInfo?.appAccountToken, let owner = tokenOwners[token] { return owner }
+        return nil
+    }
+
+    /// A customer's transactions in an environment.
+    public func transactions(of customerId: String, environment: AppStoreEnvironment) -> [LedgerTransaction] {
+        transactions.values.filter { $0.info.environment == environment && customer(of: $0) == customerId }
+            .sorted { ($0.info.purchaseDate, $0.info.transactionId) < ($1.info.purchaseDate, $1.info.transactionId) }
+    }
+
+    /// Registers an app account token as a customer's (the app creates the token and tells the server).
+    public mutating func assign(token: LowercaseUUID, to customerId: String) {
+        tokenOwners[token] = customerId
+    }
+}

@@ -1,0 +1,60 @@
+public import AppStoreModels
+public import Foundation
+
+/// Identifies a record within one environment: sandbox and production never mix (DESIGN rule 4).
+public struct LedgerKey: Codable, Hashable, Sendable, Comparable, CustomStringConvertible {
+    public var environment: AppStoreEnvironment
+    public var id: String
+
+    public init(_ environment: AppStoreEnvironment, _ id: String) {
+        self.environment = environment
+        self.id = id
+    }
+
+    public var description: String { "\(environment.rawValue)/\(id)" }
+
+    public static func < (lhs: LedgerKey, rhs: LedgerKey) -> Bool {
+        (lhs.environment.rawValue, lhs.id) < (rhs.environment.rawValue, rhs.id)
+    }
+}
+
+/// A transaction as the ledger keeps it: the newest signed version seen, and where it came from.
+public struct LedgerTransaction: Codable, Hashable, Sendable {
+    public var info: TransactionInfo
+    /// The `signedDate` of the version kept; an older version never replaces it (DESIGN rule 3).
+    public var signedDate: Date
+    /// What delivered this version: a notification UUID, or `app` for a submission from the app.
+    public var source: String
+    /// The raw JWS of the version kept.
+    public var jws: String
+}
+
+/// An auto-renewable subscription: the newest status and renewal info seen, each versioned by its own signed date.
+public struct LedgerSubscription: Codable, Hashable, Sendable {
+    public var key: LedgerKey
+    public var bundleId: String
+    /// `data.status` of the newest notification about it (1 active, 2 expired, 3 billing retry, 4 grace, 5 revoked).
+    public var status: SubscriptionStatus?
+    public var statusSignedDate: Date?
+    public var statusNotificationUUID: String?
+    public var renewalInfo: RenewalInfo?
+    public var renewalSignedDate: Date?
+    public var renewalJWS: String?
+
+    public init(key: LedgerKey, bundleId: String) {
+        self.key = key
+        self.bundleId = bundleId
+    }
+}
+
+/// A notification as received, kept for audit.
+public struct LedgerNotification: Codable, Hashable, Sendable {
+    public var notificationUUID: String
+    public var notificationType: NotificationType
+    public var subtype: NotificationSubtype?
+    public var signedDate: Date?
+    public var environment: AppStoreEnvironment?
+    /// What the ledger did with it: `applied`, `duplicate`, `recorded` (no purchase data).
+    public var outcome: String
+    public var signedPayload: String
+}
