@@ -26,6 +26,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
     ],
     targets: [
         .target(
@@ -84,6 +85,16 @@ let package = Package(
         .target(
             name: "StorekeeperCore",
             dependencies: ["AppStoreModels", "AppStoreSigning"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "StorekeeperSQLite",
+            dependencies: [
+                "AppStoreModels",
+                "AppStoreSigning",
+                "StorekeeperCore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -147,7 +158,7 @@ let package = Package(
         ),
         .testTarget(
             name: "StorekeeperCoreTests",
-            dependencies: ["AppStoreModels", "AppStoreSigning", "AppStoreSimulator", "StorekeeperCore"],
+            dependencies: ["AppStoreModels", "AppStoreSigning", "AppStoreSimulator", "StorekeeperCore", "StorekeeperSQLite"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

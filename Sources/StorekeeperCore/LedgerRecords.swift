@@ -27,6 +27,13 @@ public struct LedgerTransaction: Codable, Hashable, Sendable {
     public var source: String
     /// The raw JWS of the version kept.
     public var jws: String
+
+    public init(info: TransactionInfo, signedDate: Date, source: String, jws: String) {
+        self.info = info
+        self.signedDate = signedDate
+        self.source = source
+        self.jws = jws
+    }
 }
 
 /// An auto-renewable subscription: the newest status and renewal info seen, each versioned by its own signed date.

@@ -1,0 +1,52 @@
+public import AppStoreModels
+public import AppStoreSigning
+public import Foundation
+
+/// Why storage failed. The webhook answers 5xx for it, so Apple retries.
+public struct StorageError: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    public var underlying: (any Error & Sendable)?
+
+    public init(_ message: String, underlying: (any Error & Sendable)? = nil) {
+        self.message = message
+        self.underlying = underlying
+    }
+
+    public var description: String { "storage: \(message)" }
+}
+
+/// What applying a notification did.
+public enum ApplyOutcome: String, Codable, Sendable {
+    /// Its purchase data changed the ledger (or confirmed it).
+    case applied
+    /// Seen before (same `notificationUUID`): acknowledged, nothing changed.
+    case duplicate
+    /// Kept for audit; it carried no purchase data (e.g. `TEST`, an unknown type, a summary).
+    case recorded
+}
+
+/// Where the ledger lives, shaped by the domain (not a SQL facade): SQLite embedded by default, PostgreSQL to scale
+/// out. Every method is one atomic unit: it commits completely or not at all.
+public protocol LedgerStore: Sendable {
+    /// Applies a verified notification and everything it carries in one transaction, under the ``Ledger`` rules
+    /// (once per `notificationUUID`; newest signed version wins).
+    func apply(_ notification: VerifiedNotification) async throws(StorageError) -> ApplyOutcome
+
+    /// Keeps a notification that was refused (unverifiable or malformed), for audit.
+    func recordRejected(signedPayload: String, reason: String, at date: Date) async throws(StorageError)
+
+    /// Applies a transaction the app submitted and links it (and its subscription) to the customer.
+    func submit(_ transaction: VerifiedSignedData<TransactionInfo>, customerId: String) async throws(StorageError)
+
+    /// Whether the customer exists: they submitted a transaction or own an app account token.
+    func customerExists(_ customerId: String) async throws(StorageError) -> Bool
+
+    /// The part of the ledger that concerns one customer: their transactions, subscriptions, links and tokens.
+    func ledger(for customerId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger
+
+    /// How many notifications are kept, by outcome (for audit and tests).
+    func notificationCounts() async throws(StorageError) -> [String: Int]
+
+    /// Throws when the database cannot be reached.
+    func checkHealth() async throws(StorageError)
+}

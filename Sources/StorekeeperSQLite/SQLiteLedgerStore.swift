@@ -1,0 +1,300 @@
+public import AppStoreModels
+public import AppStoreSigning
+public import Foundation
+import GRDB
+public import StorekeeperCore
+
+/// The embedded ledger: one SQLite file in WAL mode with `synchronous = FULL`, so an acknowledged notification
+/// survives a crash or power loss. Schema migrations run when the store opens.
+///
+/// Each write loads the rows it touches into a ``Ledger``, applies the same rules as the in-memory ledger, and
+/// writes back what changed, all inside one write transaction (SQLite serializes writers), so the database and the
+/// reference model cannot disagree.
+public final class SQLiteLedgerStore: LedgerStore {
+    let pool: DatabasePool
+    /// A test seam that runs inside write transactions at named points; throwing from it rolls the write back.
+    let unsafeFaultInjection: (@Sendable (String) throws -> Void)?
+
+    /// Opens (and creates or migrates) the database at `path`.
+    public init(path: String, unsafeFaultInjection: (@Sendable (String) throws -> Void)? = nil) throws(StorageError) {
+        var configuration = Configuration()
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+        }
+        configuration.busyMode = .timeout(10)
+        do {
+            try FileManager.default.createDirectory(
+                at: URL(fileURLWithPath: path).deletingLastPathComponent(), withIntermediateDirectories: true
+            )
+            pool = try DatabasePool(path: path, configuration: configuration)
+            try Self.migrator.migrate(pool)
+        } catch {
+            throw StorageError("cannot open the SQLite database at \(path): \(error)", underlying: error)
+        }
+        self.unsafeFaultInjection = unsafeFaultInjection
+    }
+
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1: ledger") { db in
+            try db.execute(sql: """
+                CREATE TABLE notifications (
+                    uuid TEXT PRIMARY KEY, type TEXT NOT NULL, subtype TEXT, signed_date INTEGER, environment TEXT,
+                    outcome TEXT NOT NULL, signed_payload TEXT NOT NULL, received_at INTEGER NOT NULL);
+                CREATE TABLE rejected_notifications (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT, received_at INTEGER NOT NULL, reason TEXT NOT NULL,
+                    signed_payload TEXT NOT NULL);
+                CREATE TABLE transactions (
+                    environment TEXT NOT NULL, transaction_id TEXT NOT NULL, original_transaction_id TEXT NOT NULL,
+                    product_id TEXT NOT NULL, app_account_token TEXT, signed_date INTEGER NOT NULL, jws TEXT NOT NULL,
+                    source TEXT NOT NULL, info TEXT NOT NULL, PRIMARY KEY (environment, transaction_id));
+                CREATE INDEX transactions_by_original ON transactions (environment, original_transaction_id);
+                CREATE INDEX transactions_by_token ON transactions (app_account_token);
+                CREATE TABLE subscriptions (
+                    environment TEXT NOT NULL, original_transaction_id TEXT NOT NULL, bundle_id TEXT NOT NULL,
+                    status INTEGER, status_signed_date INTEGER, status_notification_uuid TEXT,
+                    renewal_info TEXT, renewal_signed_date INTEGER, renewal_jws TEXT,
+                    PRIMARY KEY (environment, original_transaction_id));
+                CREATE TABLE customer_links (
+                    environment TEXT NOT NULL, original_transaction_id TEXT NOT NULL, customer_id TEXT NOT NULL,
+                    PRIMARY KEY (environment, original_transaction_id));
+                CREATE INDEX customer_links_by_customer ON customer_links (customer_id);
+                CREATE TABLE tokens (token TEXT PRIMARY KEY, customer_id TEXT NOT NULL);
+                CREATE INDEX tokens_by_customer ON tokens (customer_id);
+                """)
+        }
+        return migrator
+    }
+
+    // MARK: - Writes
+
+    public func apply(_ notification: VerifiedNotification) async throws(StorageError) -> ApplyOutcome {
+        try await write { db in
+            let uuid = notification.payload.notificationUUID
+            if try Bool.fetchOne(db, sql: "SELECT 1 FROM notifications WHERE uuid = ?", arguments: [uuid]) == true {
+                return .duplicate
+            }
+            var ledger = try self.load(db, touching: notification)
+            let before = ledger
+            ledger.apply(notification)
+            try self.unsafeFaultInjection?("after-apply")
+            try self.save(db, ledger, comparedTo: before)
+            let record = ledger.notifications[uuid]!
+            try db.execute(
+                sql: """
+                    INSERT INTO notifications (uuid, type, subtype, signed_date, environment, outcome, signed_payload, received_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    uuid, record.notificationType.rawValue, record.subtype?.rawValue,
+                    record.signedDate?.epochMilliseconds, record.environment?.rawValue, record.outcome,
+                    record.signedPayload, Date().epochMilliseconds,
+                ]
+            )
+            try self.unsafeFaultInjection?("before-commit")
+            return record.outcome == "applied" ? .applied : .recorded
+        }
+    }
+
+    public func recordRejected(signedPayload: String, reason: String, at date: Date) async throws(StorageError) {
+        try await write { db in
+            try db.execute(
+                sql: "INSERT INTO rejected_notifications (received_at, reason, signed_payload) VALUES (?, ?, ?)",
+                arguments: [date.epochMilliseconds, reason, signedPayload]
+            )
+        }
+    }
+
+    public func submit(_ transaction: VerifiedSignedData<TransactionInfo>, customerId: String) async throws(StorageError) {
+        try await write { db in
+            let info = transaction.payload
+            guard let environment = info.environment else { return }
+            var ledger = Ledger()
+            try self.loadTransactions(db, environment: environment, originalTransactionId: info.originalTransactionId, into: &ledger)
+            try self.loadSubscription(db, LedgerKey(environment, info.originalTransactionId), into: &ledger)
+            let before = ledger
+            ledger.apply(info, jws: transaction.jws, source: "app")
+            ledger.link(info, to: customerId)
+            try self.save(db, ledger, comparedTo: before)
+        }
+    }
+
+    // MARK: - Reads
+
+    public func customerExists(_ customerId: String) async throws(StorageError) -> Bool {
+        try await read { db in
+            try Bool.fetchOne(db, sql: """
+                SELECT EXISTS (SELECT 1 FROM customer_links WHERE customer_id = ?)
+                    OR EXISTS (SELECT 1 FROM tokens WHERE customer_id = ?)
+                """, arguments: [customerId, customerId]) ?? false
+        }
+    }
+
+    public func ledger(for customerId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger {
+        try await read { db in
+            var ledger = Ledger()
+            let tokens = try String.fetchAll(db, sql: "SELECT token FROM tokens WHERE customer_id = ?", arguments: [customerId])
+            for token in tokens { if let uuid = LowercaseUUID(uuidString: token) { ledger.tokenOwners[uuid] = customerId } }
+            var originals = Set(try String.fetchAll(
+                db, sql: "SELECT original_transaction_id FROM customer_links WHERE customer_id = ? AND environment = ?",
+                arguments: [customerId, environment.rawValue]
+            ))
+            for original in originals { ledger.explicitLinks[LedgerKey(environment, original)] = customerId }
+            if !tokens.isEmpty {
+                let marks = tokens.map { _ in "?" }.joined(separator: ",")
+                let byToken = try String.fetchAll(
+                    db, sql: "SELECT DISTINCT original_transaction_id FROM transactions WHERE environment = ? AND app_account_token IN (\(marks))",
+                    arguments: StatementArguments([environment.rawValue] + tokens)
+                )
+                originals.formUnion(byToken)
+            }
+            for original in originals.sorted() {
+                try self.loadTransactions(db, environment: environment, originalTransactionId: original, into: &ledger)
+                try self.loadSubscription(db, LedgerKey(environment, original), into: &ledger)
+            }
+            return ledger
+        }
+    }
+
+    public func notificationCounts() async throws(StorageError) -> [String: Int] {
+        try await read { db in
+            var counts: [String: Int] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT outcome, COUNT(*) AS n FROM notifications GROUP BY outcome") {
+                counts[row["outcome"]] = row["n"]
+            }
+            counts["rejected"] = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM rejected_notifications") ?? 0
+            return counts
+        }
+    }
+
+    public func checkHealth() async throws(StorageError) {
+        _ = try await read { db in try Int.fetchOne(db, sql: "SELECT 1") }
+    }
+
+    // MARK: - Rows
+
+    /// The rows a notification touches: its transaction, its subscription's transactions and the subscription.
+    private func load(_ db: Database, touching notification: VerifiedNotification) throws -> Ledger {
+        var ledger = Ledger()
+        if let transaction = notification.transaction?.payload, let environment = transaction.environment {
+            try loadTransactions(db, environment: environment, originalTransactionId: transaction.originalTransactionId, into: &ledger)
+            try loadSubscription(db, LedgerKey(environment, transaction.originalTransactionId), into: &ledger)
+        }
+        if let renewal = notification.renewalInfo?.payload, let environment = renewal.environment {
+            try loadSubscription(db, LedgerKey(environment, renewal.originalTransactionId), into: &ledger)
+        }
+        return ledger
+    }
+
+    private func loadTransactions(_ db: Database, environment: AppStoreEnvironment, originalTransactionId: String, into ledger: inout Ledger) throws {
+        let rows = try Row.fetchAll(
+            db, sql: "SELECT * FROM transactions WHERE environment = ? AND original_transaction_id = ?",
+            arguments: [environment.rawValue, originalTransactionId]
+        )
+        let decoder = AppStoreJSON.makeDecoder()
+        for row in rows {
+            let info = try decoder.decode(TransactionInfo.self, from: Data((row["info"] as String).utf8))
+            ledger.transactions[LedgerKey(environment, row["transaction_id"])] = LedgerTransaction(
+                info: info, signedDate: Date(epochMilliseconds: row["signed_date"]), source: row["source"], jws: row["jws"]
+            )
+        }
+        if let customer = try String.fetchOne(
+            db, sql: "SELECT customer_id FROM customer_links WHERE environment = ? AND original_transaction_id = ?",
+            arguments: [environment.rawValue, originalTransactionId]
+        ) {
+            ledger.explicitLinks[LedgerKey(environment, originalTransactionId)] = customer
+        }
+    }
+
+    private func loadSubscription(_ db: Database, _ key: LedgerKey, into ledger: inout Ledger) throws {
+        guard let row = try Row.fetchOne(
+            db, sql: "SELECT * FROM subscriptions WHERE environment = ? AND original_transaction_id = ?",
+            arguments: [key.environment.rawValue, key.id]
+        ) else { return }
+        var subscription = LedgerSubscription(key: key, bundleId: row["bundle_id"])
+        subscription.status = (row["status"] as Int?).map(SubscriptionStatus.init(rawValue:))
+        subscription.statusSignedDate = (row["status_signed_date"] as Int64?).map(Date.init(epochMilliseconds:))
+        subscription.statusNotificationUUID = row["status_notification_uuid"]
+        if let json = row["renewal_info"] as String? {
+            subscription.renewalInfo = try AppStoreJSON.makeDecoder().decode(RenewalInfo.self, from: Data(json.utf8))
+        }
+        subscription.renewalSignedDate = (row["renewal_signed_date"] as Int64?).map(Date.init(epochMilliseconds:))
+        subscription.renewalJWS = row["renewal_jws"]
+        ledger.subscriptions[key] = subscription
+    }
+
+    /// Writes the records that differ from `before`.
+    private func save(_ db: Database, _ ledger: Ledger, comparedTo before: Ledger) throws {
+        let encoder = AppStoreJSON.makeEncoder()
+        for (key, transaction) in ledger.transactions where before.transactions[key] != transaction {
+            try db.execute(
+                sql: """
+                    INSERT INTO transactions (environment, transaction_id, original_transaction_id, product_id,
+                        app_account_token, signed_date, jws, source, info)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (environment, transaction_id) DO UPDATE SET
+                        original_transaction_id = excluded.original_transaction_id, product_id = excluded.product_id,
+                        app_account_token = excluded.app_account_token, signed_date = excluded.signed_date,
+                        jws = excluded.jws, source = excluded.source, info = excluded.info
+                    """,
+                arguments: [
+                    key.environment.rawValue, key.id, transaction.info.originalTransactionId, transaction.info.productId,
+                    transaction.info.appAccountToken?.description, transaction.signedDate.epochMilliseconds, transaction.jws,
+                    transaction.source, String(decoding: try encoder.encode(transaction.info), as: UTF8.self),
+                ]
+            )
+        }
+        for (key, subscription) in ledger.subscriptions where before.subscriptions[key] != subscription {
+            try db.execute(
+                sql: """
+                    INSERT INTO subscriptions (environment, original_transaction_id, bundle_id, status, status_signed_date,
+                        status_notification_uuid, renewal_info, renewal_signed_date, renewal_jws)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (environment, original_transaction_id) DO UPDATE SET
+                        bundle_id = excluded.bundle_id, status = excluded.status, status_signed_date = excluded.status_signed_date,
+                        status_notification_uuid = excluded.status_notification_uuid, renewal_info = excluded.renewal_info,
+                        renewal_signed_date = excluded.renewal_signed_date, renewal_jws = excluded.renewal_jws
+                    """,
+                arguments: [
+                    key.environment.rawValue, key.id, subscription.bundleId, subscription.status?.rawValue,
+                    subscription.statusSignedDate?.epochMilliseconds, subscription.statusNotificationUUID,
+                    try subscription.renewalInfo.map { String(decoding: try encoder.encode($0), as: UTF8.self) },
+                    subscription.renewalSignedDate?.epochMilliseconds, subscription.renewalJWS,
+                ]
+            )
+        }
+        for (key, customer) in ledger.explicitLinks where before.explicitLinks[key] != customer {
+            try db.execute(
+                sql: """
+                    INSERT INTO customer_links (environment, original_transaction_id, customer_id) VALUES (?, ?, ?)
+                    ON CONFLICT (environment, original_transaction_id) DO UPDATE SET customer_id = excluded.customer_id
+                    """,
+                arguments: [key.environment.rawValue, key.id, customer]
+            )
+        }
+        for (token, customer) in ledger.tokenOwners where before.tokenOwners[token] != customer {
+            try db.execute(
+                sql: "INSERT INTO tokens (token, customer_id) VALUES (?, ?) ON CONFLICT (token) DO UPDATE SET customer_id = excluded.customer_id",
+                arguments: [token.description, customer]
+            )
+        }
+    }
+
+    // MARK: - Plumbing
+
+    private func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(StorageError) -> T {
+        do {
+            return try await pool.write(body)
+        } catch {
+            throw StorageError("write failed: \(error)", underlying: error)
+        }
+    }
+
+    private func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(StorageError) -> T {
+        do {
+            return try await pool.read(body)
+        } catch {
+            throw StorageError("read failed: \(error)", underlying: error)
+        }
+    }
+}
