@@ -98,6 +98,37 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "StorekeeperServer",
+            dependencies: [
+                "AppStoreModels",
+                "AppStoreSigning",
+                "StorekeeperCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "StorekeeperDemo",
+            dependencies: [
+                "AppStoreModels",
+                "AppStoreSigning",
+                "AppStoreSimulator",
+                "StorekeeperCore",
+                "StorekeeperServer",
+                "StorekeeperSQLite",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "StorekeeperBenchmarks",
             dependencies: [
                 "AppStoreModels",
@@ -115,6 +146,10 @@ let package = Package(
                 "StorekeeperBenchmarks",
                 "AppStoreSimulator",
                 "AppStoreServerAPI",
+                "StorekeeperCore",
+                "StorekeeperServer",
+                "StorekeeperSQLite",
+                "StorekeeperDemo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),

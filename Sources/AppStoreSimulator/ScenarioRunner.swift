@@ -40,7 +40,8 @@ public struct ScenarioRunner: Sendable {
         return events
     }
 
-    static func apply(_ step: Scenario.Step, to engine: inout LifecycleEngine) throws(SimulatorError) -> String {
+    /// Plays one step on an engine; returns what it did, for a timeline.
+    public static func apply(_ step: Scenario.Step, to engine: inout LifecycleEngine) throws(SimulatorError) -> String {
         let a = step.arguments
         switch step.verb {
         case "customer":

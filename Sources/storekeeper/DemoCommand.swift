@@ -2,20 +2,42 @@ import AppStoreModels
 import AppStoreSigning
 import ArgumentParser
 import Foundation
+import StorekeeperDemo
 import X509
 
-/// `storekeeper demo`: what Storekeeper can do today, with nothing to set up.
-///
-/// This release has the signed-data layer: it signs a subscriber's lifecycle the way the App Store does (with a
-/// fresh Apple-shaped test CA), verifies every notification and its nested data as a server would, and shows that
-/// forged and misdirected data is refused. The simulator and server join the demo in later releases.
+/// `storekeeper demo`: Storekeeper's main job with nothing to set up: the simulator and the server in one process,
+/// the shipped scenarios played, and Storekeeper's entitlements compared with the simulator's ground truth.
+/// `--signed-data` shows only the signed-data layer: signing like the App Store, verifying, refusing forgeries.
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
-        abstract: "Sign a subscription lifecycle like the App Store, verify it like the server, and reject forgeries."
+        abstract: "Run the simulator and the server on loopback, play the shipped scenarios, and compare with the ground truth."
     )
 
+    @Flag(name: .customLong("signed-data"), help: "Only sign a lifecycle like the App Store, verify it, and refuse forgeries.")
+    var signedDataOnly = false
+
     func run() async throws {
+        if signedDataOnly { return try await runSignedData() }
+        let rows = try await DemoRunner(print: { Swift.print($0) }).run()
+        let width = max(10, rows.map(\.customerId.count).max() ?? 0)
+        print("customer".padding(toLength: width, withPad: " ", startingAt: 0) + "  storekeeper                      simulator ground truth           match")
+        for row in rows {
+            let mine = row.storekeeper.isEmpty ? "(none)" : row.storekeeper.joined(separator: ", ")
+            let truth = row.groundTruth.isEmpty ? "(none)" : row.groundTruth.joined(separator: ", ")
+            print(row.customerId.padding(toLength: width, withPad: " ", startingAt: 0) + "  "
+                + mine.padding(toLength: 32, withPad: " ", startingAt: 0) + " "
+                + truth.padding(toLength: 32, withPad: " ", startingAt: 0) + " " + (row.matches ? "✓" : "✗"))
+        }
+        let mismatches = rows.filter { !$0.matches }.count
+        guard mismatches == 0 else {
+            print("\n\(mismatches) customer(s) differ from the ground truth")
+            throw ExitCode.failure
+        }
+        print("\nevery customer matches the simulator's ground truth")
+    }
+
+    private func runSignedData() async throws {
         let authority = try TestCertificateAuthority.generate()
         let signer = try authority.makeSigner()
         let bundleID = "com.example.storekeeper.demo"

@@ -1,0 +1,169 @@
+import AppStoreModels
+import AppStoreSigning
+import Foundation
+import Hummingbird
+import Logging
+import StorekeeperCore
+
+/// The app API (API keys with scope `app`, for one app; `admin` keys for any):
+/// `POST /v1/customers/{id}/transactions` with `{"signedTransaction"}` and `GET /v1/customers/{id}`.
+struct CustomerAPI: Sendable {
+    let store: any LedgerStore
+    let configuration: ServerConfiguration
+    let verifiers: [VerifierKey: SignedDataVerifier]
+    let logger: Logger
+    let now: @Sendable () -> Date
+
+    struct SubmitBody: Decodable { var signedTransaction: String? }
+
+    func addRoutes(to router: Router<BasicRequestContext>) {
+        router.post("/v1/customers/:customerId/transactions") { request, context in
+            await submit(request, customerId: context.parameters.get("customerId") ?? "")
+        }
+        router.get("/v1/customers/:customerId") { request, context in
+            await read(request, customerId: context.parameters.get("customerId") ?? "")
+        }
+    }
+
+    /// The app a request's key may act for (`nil` for admin keys: any), or an error answer.
+    enum Authorization {
+        /// Allowed, for one app (`nil`: any app).
+        case allowed(String?)
+        case denied(Response)
+    }
+
+    func authorize(_ request: Request) -> Authorization {
+        guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else {
+            return .denied(StorekeeperApplication.errorResponse(.unauthorized, "unauthorized", "an API key is required (Authorization: Bearer <key>)"))
+        }
+        let hash = ServerConfiguration.hash(apiKey: String(header.dropFirst("Bearer ".count)))
+        guard let key = configuration.apiKeys.first(where: { $0.sha256 == hash }) else {
+            return .denied(StorekeeperApplication.errorResponse(.unauthorized, "unauthorized", "unknown API key"))
+        }
+        return .allowed(key.scope == .admin ? nil : key.bundleId)
+    }
+
+    static func validCustomerId(_ id: String) -> Bool {
+        !id.isEmpty && id.count <= 128 && id.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_.@:".contains($0)) }
+    }
+
+    func submit(_ request: Request, customerId: String) async -> Response {
+        let app: String?
+        switch authorize(request) {
+        case .denied(let response): return response
+        case .allowed(let bundle): app = bundle
+        }
+        guard Self.validCustomerId(customerId) else {
+            return StorekeeperApplication.errorResponse(.badRequest, "invalid-customer-id", "customer IDs are 1-128 letters, digits and -_.@:")
+        }
+        guard let buffer = await StorekeeperApplication.collectBody(request) else {
+            return StorekeeperApplication.errorResponse(.contentTooLarge, "body-too-large", "the body is over 1 MiB")
+        }
+        guard let body = try? JSONDecoder().decode(SubmitBody.self, from: Data(buffer.readableBytesView)),
+            let jws = body.signedTransaction, !jws.isEmpty
+        else {
+            return StorekeeperApplication.errorResponse(.badRequest, "malformed-body", #"the body must be JSON {"signedTransaction": "<JWS>"}"#)
+        }
+        let candidates = verifiers.filter { app == nil || $0.key.bundleId == app }.sorted { $0.key.environment.rawValue < $1.key.environment.rawValue }
+        var lastError: VerificationError? = nil
+        for (_, verifier) in candidates {
+            do {
+                let verified = try await verifier.verifyTransaction(jws)
+                try await store.submit(verified, customerId: customerId)
+                logger.info("transaction submitted", metadata: ["transaction.id": .string(verified.payload.transactionId), "customer.id": .string(customerId)])
+                return await state(customerId, bundleId: verified.payload.bundleId, environment: verified.payload.environment ?? .production)
+            } catch let error as VerificationError {
+                lastError = error
+            } catch {
+                return StorekeeperApplication.errorResponse(.serviceUnavailable, "storage-unavailable", "the transaction could not be stored; retry")
+            }
+        }
+        let status: HTTPResponse.Status = [.bundleIDMismatch, .environmentMismatch].contains(lastError?.code) ? .forbidden : .badRequest
+        return StorekeeperApplication.errorResponse(status, lastError?.code.rawValue ?? "unverifiable", lastError?.description ?? "no app accepts this transaction")
+    }
+
+    func read(_ request: Request, customerId: String) async -> Response {
+        let app: String?
+        switch authorize(request) {
+        case .denied(let response): return response
+        case .allowed(let bundle): app = bundle
+        }
+        guard let bundleId = app ?? request.uri.queryParameters.get("bundleId") ?? configuration.apps.first?.bundleId,
+            let appConfiguration = configuration.apps.first(where: { $0.bundleId == bundleId })
+        else {
+            return StorekeeperApplication.errorResponse(.badRequest, "unknown-app", "give bundleId for an admin key")
+        }
+        let requested = request.uri.queryParameters.get("environment").map(AppStoreEnvironment.init(rawValue:))
+        let environment = requested ?? (appConfiguration.environments.contains(.production) ? .production : .sandbox)
+        guard appConfiguration.environments.contains(environment) else {
+            return StorekeeperApplication.errorResponse(.badRequest, "unknown-environment", "app '\(bundleId)' does not accept \(environment)")
+        }
+        return await state(customerId, bundleId: bundleId, environment: environment)
+    }
+
+    /// The customer's state in one app and environment, or 404 when the app has no data for them.
+    func state(_ customerId: String, bundleId: String, environment: AppStoreEnvironment) async -> Response {
+        do {
+            var ledger = try await store.ledger(for: customerId, environment: environment)
+            ledger.transactions = ledger.transactions.filter { $0.value.info.bundleId == bundleId }
+            guard !ledger.transactions.isEmpty || ledger.tokenOwners.values.contains(customerId) else {
+                return StorekeeperApplication.errorResponse(.notFound, "unknown-customer", "no customer '\(customerId)' for \(bundleId) in \(environment)")
+            }
+            let engine = EntitlementEngine(configuration: configuration.entitlements)
+            return StorekeeperApplication.jsonResponse(CustomerView(
+                state: engine.state(of: customerId, in: ledger, environment: environment, at: now()), ledger: ledger, bundleId: bundleId
+            ))
+        } catch {
+            return StorekeeperApplication.errorResponse(.serviceUnavailable, "storage-unavailable", "the ledger could not be read")
+        }
+    }
+}
+
+/// What `GET /v1/customers/{id}` answers.
+struct CustomerView: Encodable {
+    struct Subscription: Encodable {
+        var originalTransactionId: String
+        var productId: String
+        var status: Int?
+        var expiresDate: Date?
+        var autoRenew: Bool?
+        var autoRenewProductId: String?
+        var gracePeriodExpiresDate: Date?
+        var isInBillingRetryPeriod: Bool?
+        var ownership: String
+        var statusFromNotification: String?
+    }
+
+    var customerId: String
+    var bundleId: String
+    var environment: String
+    var entitlements: [Entitlement]
+    var subscriptions: [Subscription]
+    var nonConsumables: [String]
+    var consumableBalance: [String: Int]
+
+    init(state: CustomerState, ledger: Ledger, bundleId: String) {
+        customerId = state.customerId
+        self.bundleId = bundleId
+        environment = state.environment.rawValue
+        entitlements = state.entitlements
+        consumableBalance = state.consumableBalance
+        nonConsumables = Set(ledger.transactions.values.filter {
+            $0.info.type == .nonConsumable && $0.info.revocationDate == nil
+        }.map(\.info.productId)).sorted()
+        let latest = Dictionary(grouping: ledger.transactions.values.filter { $0.info.type == .autoRenewable }) { $0.info.originalTransactionId }
+            .compactMapValues { $0.max { ($0.info.purchaseDate, $0.info.transactionId) < ($1.info.purchaseDate, $1.info.transactionId) } }
+        subscriptions = latest.sorted { $0.key < $1.key }.map { original, transaction in
+            let subscription = ledger.subscriptions[LedgerKey(state.environment, original)]
+            return Subscription(
+                originalTransactionId: original, productId: transaction.info.productId, status: subscription?.status?.rawValue,
+                expiresDate: transaction.info.expiresDate, autoRenew: subscription?.renewalInfo?.autoRenewStatus.map { $0 == .on },
+                autoRenewProductId: subscription?.renewalInfo?.autoRenewProductId,
+                gracePeriodExpiresDate: subscription?.renewalInfo?.gracePeriodExpiresDate,
+                isInBillingRetryPeriod: subscription?.renewalInfo?.isInBillingRetryPeriod,
+                ownership: transaction.info.inAppOwnershipType?.rawValue ?? "PURCHASED",
+                statusFromNotification: subscription?.statusNotificationUUID
+            )
+        }
+    }
+}

@@ -1,0 +1,42 @@
+import ArgumentParser
+import Foundation
+import Hummingbird
+import Logging
+import StorekeeperCore
+import StorekeeperServer
+import StorekeeperSQLite
+
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Serve the notification webhook and the app API on an embedded SQLite ledger."
+    )
+
+    @Option(help: "The configuration file (JSON; see config.example.json).") var config: String
+    @Option(help: "Port on --host (0: any free port).") var port: Int = 8080
+    @Option(help: "Address to listen on.") var host: String = "127.0.0.1"
+    @Option(help: "SQLite database file (created, and migrated, at start).") var database: String = "storekeeper.sqlite"
+
+    func run() async throws {
+        do {
+            let configuration = try ServerConfiguration.load(path: config)
+            let store = try SQLiteLedgerStore(path: database)
+            var logger = Logger(label: "storekeeper")
+            logger.logLevel = .info
+            let app = StorekeeperApplication.build(
+                store: store, configuration: configuration, verifiers: try configuration.makeVerifiers(),
+                host: host, port: port, logger: logger,
+                onServerRunning: { port in
+                    print("Storekeeper on http://\(host):\(port) (webhook: /appstore/notifications, app API: /v1/customers/…)")
+                }
+            )
+            try await app.runService()
+        } catch let error as ConfigurationError {
+            FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+            throw ExitCode.failure
+        } catch let error as StorageError {
+            FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+            throw ExitCode.failure
+        }
+    }
+}
