@@ -197,6 +197,22 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "StorekeeperServerTests",
+            dependencies: [
+                "AppStoreModels",
+                "AppStoreSigning",
+                "AppStoreSimulator",
+                "StorekeeperCore",
+                "StorekeeperServer",
+                "StorekeeperSQLite",
+                "StorekeeperDemo",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "AppStoreServerAPITests",
             dependencies: [
                 "AppStoreModels",

@@ -198,9 +198,18 @@ struct CLITests {
         #expect(json["warmCacheToRawRatio"] is Double)
     }
 
-    @Test("demo signs a lifecycle, verifies it, refuses the forgeries and exits 0")
-    func demo() async throws {
+    @Test("demo runs simulator and server, and every customer matches the ground truth")
+    func fullDemo() async throws {
         let output = try await CLI.runDetached(["demo"])
+        #expect(output.status == 0, "\(output.stderr)")
+        #expect(output.stdout.contains("── subscriber-lifecycle"))
+        #expect(output.stdout.contains("every customer matches the simulator's ground truth"))
+        #expect(!output.stdout.contains("✗"))
+    }
+
+    @Test("demo --signed-data signs a lifecycle, verifies it, refuses the forgeries and exits 0")
+    func demo() async throws {
+        let output = try await CLI.runDetached(["demo", "--signed-data"])
         #expect(output.status == 0, "\(output.stderr)")
         #expect(output.stdout.contains("✓ SUBSCRIBED/INITIAL_BUY"))
         #expect(output.stdout.contains("✓ EXPIRED/VOLUNTARY"))

@@ -1,0 +1,31 @@
+import ArgumentParser
+import Crypto
+import Foundation
+import StorekeeperServer
+
+struct APIKeyCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "api-key",
+        abstract: "Make a new API key for the app API; prints the key (give it to the app) and the sha256 for the configuration."
+    )
+
+    @Option(help: "app (one app's customers) or admin (any).") var scope: String = "app"
+    @Option(name: .customLong("bundle-id"), help: "For app keys: the app.") var bundleID: String?
+    @Option(help: "A name for the key.") var name: String = "app key"
+
+    func run() throws {
+        guard let parsed = ServerConfiguration.APIKey.Scope(rawValue: scope) else {
+            throw ValidationError("--scope must be app or admin")
+        }
+        if parsed == .app && bundleID == nil { throw ValidationError("an app key needs --bundle-id") }
+        let bytes = SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) }
+        let key = "sk_" + bytes.base64EncodedString().replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        let entry = ServerConfiguration.APIKey(name: name, sha256: ServerConfiguration.hash(apiKey: key), scope: parsed, bundleId: bundleID)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        print("key (shown once; the server keeps only its hash): \(key)")
+        print("configuration entry for \"apiKeys\":")
+        print(String(decoding: try encoder.encode(entry), as: UTF8.self))
+    }
+}

@@ -1,0 +1,79 @@
+import AppStoreModels
+import AppStoreSigning
+import AppStoreSimulator
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import StorekeeperDemo
+import Testing
+
+@Suite("Storekeeper server: app API")
+struct CustomerAPITests {
+    typealias T = ServerTestbed
+
+    static func body(_ jws: String) -> String { #"{"signedTransaction":"\#(jws)"}"# }
+
+    @Test("an app submits a transaction, reads the customer's state; submission is idempotent")
+    func submitAndRead() async throws {
+        var testbed = try T()
+        try testbed.engine.createCustomer(id: "alice")
+        let purchase = try testbed.engine.purchase(.init(customerId: "alice", productId: "pro.monthly"))
+        try await testbed.withClient { client in
+            let submitted = try await client.send(.post, "/v1/customers/user-42/transactions", body: Self.body(purchase.signedTransaction), key: T.appKey)
+            #expect(submitted.status == 200, "\(submitted.json)")
+            let entitlements = try #require(submitted.json["entitlements"] as? [[String: Any]])
+            #expect(entitlements.map { $0["entitlement"] as? String } == ["pro"])
+            #expect(entitlements.first?["source"] as? String == "app")
+            let again = try await client.send(.post, "/v1/customers/user-42/transactions", body: Self.body(purchase.signedTransaction), key: T.appKey)
+            #expect(again.status == 200)
+            let read = try await client.send(.get, "/v1/customers/user-42?environment=Sandbox", key: T.appKey)
+            #expect(read.status == 200)
+            #expect((read.json["subscriptions"] as? [[String: Any]])?.count == 1)
+            #expect(try await client.send(.get, "/v1/customers/nobody?environment=Sandbox", key: T.appKey).status == 404)
+        }
+    }
+
+    @Test("auth is required; one app's key cannot read or change another app's customers")
+    func authorization() async throws {
+        var testbed = try T()
+        try testbed.engine.createCustomer(id: "alice")
+        let purchase = try testbed.engine.purchase(.init(customerId: "alice", productId: "pro.monthly"))
+        try await testbed.withClient { client in
+            #expect(try await client.send(.get, "/v1/customers/user-42").status == 401)
+            #expect(try await client.send(.get, "/v1/customers/user-42", key: "wrong").status == 401)
+            _ = try await client.send(.post, "/v1/customers/user-42/transactions", body: Self.body(purchase.signedTransaction), key: T.appKey)
+            let foreign = try await client.send(.get, "/v1/customers/user-42?environment=Sandbox", key: T.otherAppKey)
+            #expect(foreign.status == 404)
+            let foreignSubmit = try await client.send(.post, "/v1/customers/user-43/transactions", body: Self.body(purchase.signedTransaction), key: T.otherAppKey)
+            #expect(foreignSubmit.status == 403 && foreignSubmit.errorCode == "bundle-id-mismatch")
+            let admin = try await client.send(.get, "/v1/customers/user-42?environment=Sandbox&bundleId=com.example.storekeeper", key: T.adminKey)
+            #expect(admin.status == 200)
+            #expect(try await client.send(.post, "/v1/customers/bad%20id/transactions", body: Self.body(purchase.signedTransaction), key: T.appKey).status == 400)
+            #expect(try await client.send(.post, "/v1/customers/u/transactions", body: #"{"signedTransaction":"x.y.z"}"#, key: T.appKey).status == 400)
+        }
+    }
+}
+
+@Suite("Storekeeper demo")
+struct DemoTests {
+    @Test("the demo plays every scenario through simulator and server, and every customer matches the ground truth")
+    func demo() async throws {
+        let lines = LineCollector()
+        let rows = try await DemoRunner(print: { lines.add($0) }).run()
+        #expect(rows.count == 6)
+        let mismatched = rows.filter { !$0.matches }.map(\.customerId)
+        #expect(mismatched.isEmpty, "\(mismatched)")
+        #expect(rows.contains { $0.customerId == "carol" && $0.groundTruth == ["coins.100 ×3"] })
+        let text = lines.all.joined(separator: "\n")
+        #expect(text.contains("notification DID_FAIL_TO_RENEW/GRACE_PERIOD → SUCCESS"))
+        #expect(text.contains("delivered the held notifications, newest first"))
+    }
+}
+
+final class LineCollector: Sendable {
+    private let lines = Mutex<[String]>([])
+    func add(_ line: String) { lines.withLock { $0.append(line) } }
+    var all: [String] { lines.withLock { $0 } }
+}
+
+import Synchronization

@@ -1,0 +1,183 @@
+import AppStoreModels
+import AppStoreSigning
+import AppStoreSimulator
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import StorekeeperCore
+import StorekeeperDemo
+import StorekeeperServer
+import StorekeeperSQLite
+import Synchronization
+import Testing
+
+/// A server over a fresh SQLite file, trusting a simulator engine's CA, with two apps and their keys.
+struct ServerTestbed {
+    static let start = Date(timeIntervalSince1970: 1_780_000_000)
+    static let appKey = "app-key-\(UUID())"
+    static let otherAppKey = "other-key-\(UUID())"
+    static let adminKey = "admin-key-\(UUID())"
+
+    var engine: LifecycleEngine
+    let rootFile: String
+    let store: SQLiteLedgerStore
+    /// Signs like the simulator (same CA).
+    let signer: JWSSigner
+
+    init(failure: (@Sendable (String) throws -> Void)? = nil) throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("server-\(UUID())")
+        let simulatorDirectory = try SimulatorDirectory.initialize(at: directory.appendingPathComponent("sim"), now: Self.start)
+        let authority = try simulatorDirectory.loadAuthority()
+        signer = try authority.makeSigner()
+        engine = try LifecycleEngine(
+            catalog: try simulatorDirectory.loadCatalog(), state: try simulatorDirectory.loadState(), signer: try authority.makeSigner()
+        )
+        rootFile = simulatorDirectory.rootCertificateFile.path
+        store = try SQLiteLedgerStore(path: directory.appendingPathComponent("db.sqlite").path, unsafeFaultInjection: failure)
+    }
+
+    var configuration: ServerConfiguration {
+        ServerConfiguration(
+            apps: [
+                .init(bundleId: "com.example.storekeeper", appAppleId: 6_450_000_001, environments: [.sandbox], trustedRoots: [rootFile]),
+                .init(bundleId: "com.example.other", appAppleId: 1, environments: [.sandbox], trustedRoots: [rootFile]),
+            ],
+            entitlements: EntitlementConfiguration(productEntitlements: ["pro.monthly": ["pro"]], subscriptionLevels: ["pro.monthly": 2]),
+            apiKeys: [
+                .init(name: "app", sha256: ServerConfiguration.hash(apiKey: Self.appKey), scope: .app, bundleId: "com.example.storekeeper"),
+                .init(name: "other", sha256: ServerConfiguration.hash(apiKey: Self.otherAppKey), scope: .app, bundleId: "com.example.other"),
+                .init(name: "admin", sha256: ServerConfiguration.hash(apiKey: Self.adminKey), scope: .admin, bundleId: nil),
+            ]
+        )
+    }
+
+    func withClient(_ body: @Sendable (any TestClientProtocol) async throws -> Void) async throws {
+        let now = engine.state.now
+        let router = StorekeeperApplication.buildRouter(
+            store: store, configuration: configuration, verifiers: try configuration.makeVerifiers(),
+            logger: Logger(label: "test"), now: { now }
+        )
+        try await Application(router: router).test(.router, body)
+    }
+}
+
+struct Answer: Sendable {
+    var status: Int
+    var json: [String: any Sendable]
+    var errorCode: String? { (json["error"] as? [String: Any])?["code"] as? String }
+}
+
+extension TestClientProtocol {
+    func send(_ method: HTTPRequest.Method, _ path: String, body: String? = nil, key: String? = nil) async throws -> Answer {
+        var headers: HTTPFields = [.contentType: "application/json"]
+        if let key { headers[.authorization] = "Bearer " + key }
+        return try await execute(uri: path, method: method, headers: headers, body: body.map { ByteBuffer(string: $0) }) { response in
+            let object = (try? JSONSerialization.jsonObject(with: Data(String(buffer: response.body).utf8))) as? [String: Any] ?? [:]
+            return Answer(status: Int(response.status.code), json: object.mapValues { $0 as! (any Sendable) })
+        }
+    }
+}
+
+@Suite("Storekeeper server: webhook")
+struct WebhookTests {
+    typealias T = ServerTestbed
+
+    static func body(_ jws: String) -> String { #"{"signedPayload":"\#(jws)"}"# }
+
+    @Test("a verified notification is applied and answered 200 after commit; its duplicate is acknowledged")
+    func applyAndDuplicate() async throws {
+        var testbed = try T()
+        try testbed.engine.createCustomer(id: "alice")
+        _ = try testbed.engine.purchase(.init(customerId: "alice", productId: "pro.monthly"))
+        let jws = testbed.engine.state.notifications[0].signedPayload
+        try await testbed.withClient { client in
+            let first = try await client.send(.post, "/appstore/notifications", body: Self.body(jws))
+            #expect(first.status == 200 && first.json["outcome"] as? String == "applied")
+            let again = try await client.send(.post, "/appstore/notifications", body: Self.body(jws))
+            #expect(again.status == 200 && again.json["outcome"] as? String == "duplicate")
+            #expect(try await client.send(.get, "/health").status == 200)
+        }
+        #expect(try await testbed.store.notificationCounts()["applied"] == 1)
+    }
+
+    @Test("bad input is refused with a JSON error and changes nothing", arguments: [
+        ("not json", 400, "malformed-body"),
+        (#"{"other":1}"#, 400, "malformed-body"),
+        (#"{"signedPayload":""}"#, 400, "malformed-body"),
+        (#"{"signedPayload":"a.b"}"#, 400, "malformed-jws"),
+    ])
+    func badInput(body: String, status: Int, code: String) async throws {
+        let testbed = try T()
+        try await testbed.withClient { client in
+            let answer = try await client.send(.post, "/appstore/notifications", body: body)
+            #expect(answer.status == status && answer.errorCode == code, "\(answer.json)")
+        }
+        #expect(try await testbed.store.notificationCounts()["applied"] == nil)
+    }
+
+    @Test("forged, tampered, misdirected, oversized and unknown notifications")
+    func refusals() async throws {
+        var testbed = try T()
+        try testbed.engine.createCustomer(id: "alice")
+        _ = try testbed.engine.purchase(.init(customerId: "alice", productId: "coins.100"))
+        let genuine = testbed.engine.state.notifications[0].signedPayload
+        let impostor = try TestCertificateAuthority.generate().makeSigner()
+        let forged = try impostor.sign(NotificationPayload(
+            notificationType: .oneTimeCharge, notificationUUID: UUID().uuidString,
+            data: NotificationData(bundleId: "com.example.storekeeper", environment: .sandbox)
+        ))
+        var parts = genuine.split(separator: ".").map(String.init)
+        parts[1] = String(parts[1].reversed())
+        let tampered = parts.joined(separator: ".")
+        let production = try impostor.sign(NotificationPayload(
+            notificationType: .test, notificationUUID: UUID().uuidString,
+            data: NotificationData(bundleId: "com.example.storekeeper", environment: .production)
+        ))
+        let unknownApp = try impostor.sign(NotificationPayload(
+            notificationType: .test, notificationUUID: UUID().uuidString, data: NotificationData(bundleId: "com.unknown", environment: .sandbox)
+        ))
+        // An unknown type from the simulator's own CA: verified, recorded, acknowledged.
+        let unknownJWS = try testbed.signer.sign(NotificationPayload(
+            notificationType: "SOMETHING_NEW", notificationUUID: UUID().uuidString, signedDate: T.start,
+            data: NotificationData(bundleId: "com.example.storekeeper", environment: .sandbox)
+        ))
+        try await testbed.withClient { client in
+            #expect(try await client.send(.post, "/appstore/notifications", body: Self.body(forged)).errorCode == "untrusted-root")
+            let tamperedAnswer = try await client.send(.post, "/appstore/notifications", body: Self.body(tampered))
+            #expect(tamperedAnswer.status == 400)
+            let misdirected = try await client.send(.post, "/appstore/notifications", body: Self.body(production))
+            #expect(misdirected.status == 403 && misdirected.errorCode == "unknown-app-or-environment")
+            #expect(try await client.send(.post, "/appstore/notifications", body: Self.body(unknownApp)).status == 403)
+            let huge = try await client.send(.post, "/appstore/notifications", body: Self.body(String(repeating: "A", count: 2 << 20)))
+            #expect(huge.status == 413)
+            let unknown = try await client.send(.post, "/appstore/notifications", body: Self.body(unknownJWS))
+            #expect(unknown.status == 200 && unknown.json["outcome"] as? String == "recorded")
+        }
+        let counts = try await testbed.store.notificationCounts()
+        #expect(counts["applied"] == nil && counts["recorded"] == 1)
+        #expect(counts["rejected"] == 4)
+    }
+
+    @Test("a storage failure answers 503 and changes nothing; Apple's retry then applies fully")
+    func storageFailure() async throws {
+        let fired = Mutex(false)
+        var testbed = try T(failure: { point in
+            guard point == "before-commit" else { return }
+            if fired.withLock({ fired in defer { fired = true }; return !fired }) { throw FailureInjected() }
+        })
+        try testbed.engine.createCustomer(id: "alice")
+        _ = try testbed.engine.purchase(.init(customerId: "alice", productId: "pro.monthly"))
+        let jws = testbed.engine.state.notifications[0].signedPayload
+        let store = testbed.store
+        try await testbed.withClient { client in
+            let failed = try await client.send(.post, "/appstore/notifications", body: Self.body(jws))
+            #expect(failed.status == 503 && failed.errorCode == "storage-unavailable")
+            #expect(try await store.notificationCounts()["applied"] == nil)
+            let retried = try await client.send(.post, "/appstore/notifications", body: Self.body(jws))
+            #expect(retried.status == 200 && retried.json["outcome"] as? String == "applied")
+        }
+    }
+}
+
+struct FailureInjected: Error {}
