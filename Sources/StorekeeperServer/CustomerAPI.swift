@@ -13,6 +13,19 @@ struct CustomerAPI: Sendable {
     let verifiers: [VerifierKey: SignedDataVerifier]
     let logger: Logger
     let now: @Sendable () -> Date
+    let keysByHash: [String: ServerConfiguration.APIKey]
+
+    init(
+        store: any LedgerStore, configuration: ServerConfiguration, verifiers: [VerifierKey: SignedDataVerifier],
+        logger: Logger, now: @escaping @Sendable () -> Date
+    ) {
+        self.store = store
+        self.configuration = configuration
+        self.verifiers = verifiers
+        self.logger = logger
+        self.now = now
+        self.keysByHash = Dictionary(configuration.apiKeys.map { ($0.sha256.lowercased(), $0) }) { first, _ in first }
+    }
 
     struct SubmitBody: Decodable { var signedTransaction: String? }
 
@@ -37,7 +50,7 @@ struct CustomerAPI: Sendable {
             return .denied(StorekeeperApplication.errorResponse(.unauthorized, "unauthorized", "an API key is required (Authorization: Bearer <key>)"))
         }
         let hash = ServerConfiguration.hash(apiKey: String(header.dropFirst("Bearer ".count)))
-        guard let key = configuration.apiKeys.first(where: { $0.sha256 == hash }) else {
+        guard let key = keysByHash[hash] else {
             return .denied(StorekeeperApplication.errorResponse(.unauthorized, "unauthorized", "unknown API key"))
         }
         return .allowed(key.scope == .admin ? nil : key.bundleId)

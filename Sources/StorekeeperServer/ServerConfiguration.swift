@@ -117,7 +117,14 @@ public struct ServerConfiguration: Codable, Sendable {
 
     /// The lowercase hex SHA-256 of an API key, as stored in the configuration.
     public static func hash(apiKey: String) -> String {
-        SHA256.hash(data: Data(apiKey.utf8)).map { String(format: "%02x", $0) }.joined()
+        let digits = Array("0123456789abcdef".utf8)
+        var hex: [UInt8] = []
+        hex.reserveCapacity(64)
+        for byte in SHA256.hash(data: Data(apiKey.utf8)) {
+            hex.append(digits[Int(byte >> 4)])
+            hex.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: hex, as: UTF8.self)
     }
 }
 

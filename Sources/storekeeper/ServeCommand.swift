@@ -27,7 +27,10 @@ struct ServeCommand: AsyncParsableCommand {
                 store: store, configuration: configuration, verifiers: try configuration.makeVerifiers(),
                 host: host, port: port, logger: logger,
                 onServerRunning: { port in
-                    print("Storekeeper on http://\(host):\(port) (webhook: /appstore/notifications, app API: /v1/customers/…)")
+                    // Written unbuffered, so a supervisor reading the pipe learns the port at once.
+                    FileHandle.standardOutput.write(Data(
+                        "Storekeeper on http://\(host):\(port) (webhook: /appstore/notifications, app API: /v1/customers/…)\n".utf8
+                    ))
                 }
             )
             try await app.runService()

@@ -198,6 +198,21 @@ struct CLITests {
         #expect(json["warmCacheToRawRatio"] is Double)
     }
 
+    @Test("bench ingest and bench entitlements print throughput and latency for both runs, with no failures")
+    func serverBenchmarks() async throws {
+        for arguments in [["bench", "ingest", "--count", "60", "--concurrency", "4"], ["bench", "entitlements", "--count", "200", "--customers", "20", "--concurrency", "4"]] {
+            let output = try await CLI.runDetached(arguments)
+            #expect(output.status == 0, "\(output.stderr)")
+            let json = try CLI.json(output.stdout)
+            for run in ["fullSpeed", "halfRate"] {
+                let figures = try #require(json[run] as? [String: Any])
+                #expect((figures["throughput"] as? Double ?? 0) > 0)
+                #expect(figures["failures"] as? Int == 0)
+                #expect(figures["p99Milliseconds"] is Double)
+            }
+        }
+    }
+
     @Test("demo runs simulator and server, and every customer matches the ground truth")
     func fullDemo() async throws {
         let output = try await CLI.runDetached(["demo"])

@@ -1,0 +1,220 @@
+import AppStoreModels
+import AppStoreSigning
+import AppStoreSimulator
+import AsyncHTTPClient
+public import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import NIOHTTP1
+import StorekeeperCore
+import StorekeeperServer
+import StorekeeperSQLite
+import SwiftASN1
+import X509
+
+/// `storekeeper bench ingest` and `storekeeper bench entitlements`: the server over SQLite with durable commits,
+/// driven over HTTP on loopback by concurrent clients.
+public enum ServerBenchmark {
+    /// One measured run.
+    public struct Run: Codable, Sendable {
+        public var requests: Int
+        public var concurrency: Int
+        /// Requests per second the clients aimed at; `nil` for as fast as possible.
+        public var targetRate: Double?
+        public var seconds: Double
+        public var throughput: Double
+        public var p50Milliseconds: Double
+        public var p99Milliseconds: Double
+        public var maxMilliseconds: Double
+        public var failures: Int
+    }
+
+    /// What `bench ingest` / `bench entitlements` print.
+    public struct Result: Codable, Sendable {
+        public var benchmark: String
+        public var storage = "SQLite (WAL, synchronous=FULL), temporary file"
+        public var fullSpeed: Run
+        /// At half the full-speed throughput (the issue's latency target is stated there).
+        public var halfRate: Run
+    }
+
+    /// Posts `count` distinct notifications (one-time purchases and subscriptions, signed by an Apple-shaped test
+    /// CA) to a fresh server.
+    public static func ingest(count: Int, concurrency: Int) async throws -> Result {
+        let bodies = try makeNotifications(count: count * 3 / 2 + 10)
+        return try await withServer { base, _ in
+            let full = try await drive(Array(bodies.prefix(count)), concurrency: concurrency, rate: nil) { body in
+                try await post("\(base)/appstore/notifications", body: body)
+            }
+            let half = try await drive(Array(bodies.dropFirst(count).prefix(count / 2)), concurrency: concurrency, rate: full.throughput / 2) { body in
+                try await post("\(base)/appstore/notifications", body: body)
+            }
+            return Result(benchmark: "ingest", fullSpeed: full, halfRate: half)
+        }
+    }
+
+    /// Reads `count` customer states from a server holding `customers` customers.
+    public static func entitlements(count: Int, customers: Int, concurrency: Int) async throws -> Result {
+        return try await withServer { base, key in
+            let purchases = try makePurchases(customers: customers)
+            for (customer, jws) in purchases {
+                try await post("\(base)/v1/customers/\(customer)/transactions", body: #"{"signedTransaction":"\#(jws)"}"#, key: key)
+            }
+            let ids = (0..<count).map { "customer-\($0 % customers)" }
+            let full = try await drive(ids, concurrency: concurrency, rate: nil) { id in
+                try await get("\(base)/v1/customers/\(id)?environment=Sandbox", key: key)
+            }
+            let half = try await drive(Array(ids.prefix(count / 2)), concurrency: concurrency, rate: full.throughput / 2) { id in
+                try await get("\(base)/v1/customers/\(id)?environment=Sandbox", key: key)
+            }
+            return Result(benchmark: "entitlements", fullSpeed: full, halfRate: half)
+        }
+    }
+
+    // MARK: - Set-up
+
+    static let authority: TestCertificateAuthority = {
+        var options = TestCertificateAuthority.Options()
+        options.validity = Date(timeIntervalSince1970: 1_577_836_800)...Date(timeIntervalSince1970: 2_208_988_800)
+        return try! TestCertificateAuthority.generate(options: options)
+    }()
+
+    static func engine() throws -> LifecycleEngine {
+        try LifecycleEngine(
+            catalog: .sample, state: SimulatorState(environment: .sandbox, renewalRate: .realTime, now: Date()),
+            signer: try authority.makeSigner()
+        )
+    }
+
+    static func makeNotifications(count: Int) throws -> [String] {
+        var engine = try engine()
+        var bodies: [String] = []
+        var index = 0
+        while bodies.count < count {
+            let customer = "customer-\(index)"
+            try engine.createCustomer(id: customer)
+            _ = try engine.purchase(.init(customerId: customer, productId: index % 2 == 0 ? "coins.100" : "pro.monthly"))
+            index += 1
+            bodies = engine.state.notifications.map { #"{"signedPayload":"\#($0.signedPayload)"}"# }
+        }
+        return Array(bodies.prefix(count))
+    }
+
+    static func makePurchases(customers: Int) throws -> [(String, String)] {
+        var engine = try engine()
+        return try (0..<customers).map { index in
+            let customer = "customer-\(index)"
+            try engine.createCustomer(id: customer)
+            let result = try engine.purchase(.init(customerId: customer, productId: index % 2 == 0 ? "unlock.lifetime" : "pro.monthly"))
+            return (customer, result.signedTransaction)
+        }
+    }
+
+    /// A server over a temporary SQLite file on a loopback port, trusting the benchmark CA.
+    static func withServer<T: Sendable>(_ body: @Sendable @escaping (String, String) async throws -> T) async throws -> T {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("storekeeper-bench-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let rootFile = directory.appendingPathComponent("root.pem")
+        try authority.rootCertificate.serializeAsPEM().pemString.write(to: rootFile, atomically: true, encoding: .utf8)
+        let key = UUID().uuidString
+        let configuration = ServerConfiguration(
+            apps: [.init(bundleId: "com.example.storekeeper", appAppleId: 6_450_000_001, environments: [.sandbox], trustedRoots: [rootFile.path])],
+            entitlements: EntitlementConfiguration(subscriptionLevels: ["pro.monthly": 2]),
+            apiKeys: [.init(name: "bench", sha256: ServerConfiguration.hash(apiKey: key), scope: .app, bundleId: "com.example.storekeeper")]
+        )
+        let store = try SQLiteLedgerStore(path: directory.appendingPathComponent("bench.sqlite").path)
+        var logger = Logger(label: "bench")
+        logger.logLevel = .critical
+        let ports = AsyncStream<Int>.makeStream()
+        let app = Application(
+            router: StorekeeperApplication.buildRouter(store: store, configuration: configuration, verifiers: try configuration.makeVerifiers(), logger: logger),
+            configuration: .init(address: .hostname("127.0.0.1", port: 0), serverName: "bench"),
+            onServerRunning: { channel in ports.continuation.yield(channel.localAddress?.port ?? 0) }, logger: logger
+        )
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask {
+                try await app.runService(gracefulShutdownSignals: [])
+                return nil
+            }
+            var iterator = ports.stream.makeAsyncIterator()
+            guard let port = await iterator.next() else { throw VerifyBenchmark.BenchmarkError(message: "the server did not start") }
+            let result = try await body("http://127.0.0.1:\(port)", key)
+            group.cancelAll()
+            return result
+        }!
+    }
+
+    // MARK: - Load
+
+    /// Sends every item with `concurrency` workers (optionally paced at `rate` per second); latencies per request.
+    static func drive<Item: Sendable>(
+        _ items: [Item],
+        concurrency: Int,
+        rate: Double?,
+        _ send: @Sendable @escaping (Item) async throws -> Void
+    ) async throws -> Run {
+        let clock = ContinuousClock()
+        let start = clock.now
+        let results = try await withThrowingTaskGroup(of: [(Double, Bool)].self) { group in
+            for worker in 0..<concurrency {
+                group.addTask {
+                    var measured: [(Double, Bool)] = []
+                    var index = worker
+                    while index < items.count {
+                        if let rate {
+                            let due = start + .milliseconds(Int64(Double(index) / rate * 1000))
+                            if due > clock.now { try await Task.sleep(until: due, clock: .continuous) }
+                        }
+                        let began = clock.now
+                        var ok = true
+                        do { try await send(items[index]) } catch { ok = false }
+                        let elapsed = clock.now - began
+                        measured.append((Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000, ok))
+                        index += concurrency
+                    }
+                    return measured
+                }
+            }
+            var all: [(Double, Bool)] = []
+            for try await part in group { all += part }
+            return all
+        }
+        let total = clock.now - start
+        let seconds = Double(total.components.seconds) + Double(total.components.attoseconds) / 1e18
+        let latencies = results.map(\.0).sorted()
+        func percentile(_ p: Double) -> Double {
+            guard !latencies.isEmpty else { return 0 }
+            return (latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] * 100).rounded() / 100
+        }
+        return Run(
+            requests: items.count, concurrency: concurrency, targetRate: rate.map { ($0 * 10).rounded() / 10 },
+            seconds: (seconds * 100).rounded() / 100, throughput: (Double(items.count) / seconds).rounded(),
+            p50Milliseconds: percentile(0.5), p99Milliseconds: percentile(0.99), maxMilliseconds: percentile(1),
+            failures: results.filter { !$0.1 }.count
+        )
+    }
+
+    struct Failed: Error {}
+
+    static func post(_ url: String, body: String, key: String? = nil) async throws {
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        if let key { request.headers.add(name: "Authorization", value: "Bearer \(key)") }
+        request.body = .bytes(ByteBuffer(string: body))
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        _ = try await response.body.collect(upTo: 1 << 20)
+        guard response.status == .ok else { throw Failed() }
+    }
+
+    static func get(_ url: String, key: String) async throws {
+        var request = HTTPClientRequest(url: url)
+        request.headers.add(name: "Authorization", value: "Bearer \(key)")
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        _ = try await response.body.collect(upTo: 1 << 20)
+        guard response.status == .ok else { throw Failed() }
+    }
+}
+

@@ -1,0 +1,104 @@
+import AppStoreModels
+import AppStoreSigning
+import AppStoreSimulator
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import StorekeeperCore
+import StorekeeperSQLite
+import Testing
+
+/// `storekeeper serve` as a child process that a test can kill with SIGKILL.
+final class ServerProcess: @unchecked Sendable {
+    // Safety: `process` and `port` are set once in `start` before the object is shared and only read afterwards.
+    let process = Process()
+    private(set) var port = 0
+
+    init(config: String, database: String) throws {
+        process.executableURL = CLI.binary
+        process.arguments = ["serve", "--config", config, "--database", database, "--port", "0"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // The first line names the port.
+        var line = Data()
+        while !line.contains(UInt8(ascii: "\n")) {
+            let chunk = output.fileHandleForReading.availableData
+            guard !chunk.isEmpty else { break }
+            line.append(chunk)
+        }
+        let text = String(decoding: line, as: UTF8.self)
+        guard let range = text.range(of: "127.0.0.1:"), let port = Int(text[range.upperBound...].prefix { $0.isNumber }) else {
+            process.terminate()
+            throw CLIError(message: "the server did not report its port: \(text)")
+        }
+        self.port = port
+    }
+
+    func kill() {
+        Foundation.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    struct CLIError: Error { var message: String }
+}
+
+@Suite("Crash recovery")
+struct CrashRecoveryTests {
+    @Test("a server killed with SIGKILL during a burst, restarted and fed the simulator's retries, loses nothing and applies nothing twice")
+    func sigkillDuringBurst() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("crash-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let simulatorDirectory = try SimulatorDirectory.initialize(at: directory.appendingPathComponent("sim"), environment: .production)
+        let simulator = try Simulator(directory: simulatorDirectory)
+        let config = directory.appendingPathComponent("config.json").path
+        try """
+            {"apps": [{"bundleId": "com.example.storekeeper", "appAppleId": 6450000001, "environments": ["Production"],
+                       "trustedRoots": ["\(simulatorDirectory.rootCertificateFile.path)"]}],
+             "entitlements": {"productEntitlements": {}, "subscriptionLevels": {}, "nonRenewingDurations": {}, "billingRetryGrantsAccess": false},
+             "apiKeys": []}
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+        let database = directory.appendingPathComponent("ledger.sqlite").path
+
+        // A burst of 60 notifications.
+        _ = try await simulator.perform { (engine) throws(SimulatorError) in
+            for index in 0..<60 {
+                try engine.createCustomer(id: "c\(index)")
+                _ = try engine.purchase(.init(customerId: "c\(index)", productId: index % 2 == 0 ? "coins.100" : "pro.monthly"))
+            }
+        }
+        let total = await simulator.state.notifications.count
+        var server = try await Task.detached { try ServerProcess(config: config, database: database) }.value
+        _ = try await simulator.perform { engine in engine.setNotificationURL("http://127.0.0.1:\(server.port)/appstore/notifications") }
+        let deliverer = NotificationDeliverer(simulator: simulator, client: .shared, logger: Logger(label: "test"), timeout: .seconds(2))
+
+        // Kill the server partway through the burst.
+        async let delivered = deliverer.deliverDue()
+        while await simulator.state.notifications.filter({ !$0.sendAttempts.isEmpty }).count < 15 {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        server.kill()
+        _ = await delivered
+        let afterCrash = await simulator.state.notifications
+        let failed = afterCrash.filter { $0.sendAttempts.last?.sendAttemptResult != "SUCCESS" }.count
+        #expect(failed > 0, "the kill came too late to interrupt the burst")
+
+        // Restart on the same database; Apple's retry comes an hour later.
+        server = try await Task.detached { try ServerProcess(config: config, database: database) }.value
+        _ = try await simulator.perform { (engine) throws(SimulatorError) in
+            engine.setNotificationURL("http://127.0.0.1:\(server.port)/appstore/notifications")
+            try engine.advance(by: 3600)
+        }
+        await deliverer.deliverDue()
+        server.kill()
+
+        let final = await simulator.state.notifications
+        #expect(final.count == total)
+        #expect(final.allSatisfy { $0.sendAttempts.last?.sendAttemptResult == "SUCCESS" })
+        let store = try SQLiteLedgerStore(path: database)
+        let counts = try await store.notificationCounts()
+        #expect(counts["applied"] == total, "\(counts)")  // every notification applied exactly once
+    }
+}
