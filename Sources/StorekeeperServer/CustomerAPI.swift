@@ -12,13 +12,15 @@ struct CustomerAPI: Sendable {
     let configuration: ServerConfiguration
     let verifiers: [VerifierKey: SignedDataVerifier]
     let logger: Logger
+    let metrics: ServerMetrics
     let now: @Sendable () -> Date
     let keysByHash: [String: ServerConfiguration.APIKey]
 
     init(
         store: any LedgerStore, configuration: ServerConfiguration, verifiers: [VerifierKey: SignedDataVerifier],
-        logger: Logger, now: @escaping @Sendable () -> Date
+        logger: Logger, metrics: ServerMetrics, now: @escaping @Sendable () -> Date
     ) {
+        self.metrics = metrics
         self.store = store
         self.configuration = configuration
         self.verifiers = verifiers
@@ -91,6 +93,7 @@ struct CustomerAPI: Sendable {
                 return StorekeeperApplication.errorResponse(.serviceUnavailable, "storage-unavailable", "the transaction could not be stored; retry")
             }
         }
+        metrics.recordVerificationFailure(code: lastError?.code.rawValue ?? "unverifiable")
         let status: HTTPResponse.Status = [.bundleIDMismatch, .environmentMismatch].contains(lastError?.code) ? .forbidden : .badRequest
         return StorekeeperApplication.errorResponse(status, lastError?.code.rawValue ?? "unverifiable", lastError?.description ?? "no app accepts this transaction")
     }

@@ -12,6 +12,7 @@ struct NotificationWebhook: Sendable {
     let store: any LedgerStore
     let verifiers: [VerifierKey: SignedDataVerifier]
     let logger: Logger
+    let metrics: ServerMetrics
 
     struct Outcome: Encodable { var outcome: String; var notificationUUID: String }
 
@@ -21,6 +22,7 @@ struct NotificationWebhook: Sendable {
 
     func receive(_ request: Request) async -> Response {
         guard let buffer = await StorekeeperApplication.collectBody(request) else {
+            metrics.recordNotification(type: "unverified", outcome: "rejected")
             return StorekeeperApplication.errorResponse(.contentTooLarge, "body-too-large", "the body is over 1 MiB")
         }
         guard let body = try? JSONDecoder().decode(NotificationRequestBody.self, from: Data(buffer.readableBytesView)) else {
@@ -33,6 +35,7 @@ struct NotificationWebhook: Sendable {
         do {
             decoded = try UnverifiedJWS.unsafeDecode(body.signedPayload)
         } catch {
+            metrics.recordVerificationFailure(code: error.code.rawValue)
             return await reject(body.signedPayload, code: error.code.rawValue, message: error.message)
         }
         let (bundleId, environment) = Self.claims(decoded.payload)
@@ -53,6 +56,7 @@ struct NotificationWebhook: Sendable {
         do {
             verified = try await verifier.verifyNotification(body.signedPayload)
         } catch {
+            metrics.recordVerificationFailure(code: error.code.rawValue)
             let misdirected = [VerificationError.Code.bundleIDMismatch, .appAppleIDMismatch, .environmentMismatch].contains(error.code)
             if misdirected {
                 logger.error("notification refused: \(error.code)", metadata: ["app.bundle_id": .string(bundleId)])
@@ -64,6 +68,7 @@ struct NotificationWebhook: Sendable {
         let uuid = verified.payload.notificationUUID
         do {
             let outcome = try await store.apply(verified)
+            metrics.recordNotification(type: verified.payload.notificationType.rawValue, outcome: outcome.rawValue)
             logger.info(
                 "notification \(outcome.rawValue)",
                 metadata: [
@@ -74,6 +79,7 @@ struct NotificationWebhook: Sendable {
             )
             return StorekeeperApplication.jsonResponse(Outcome(outcome: outcome.rawValue, notificationUUID: uuid))
         } catch {
+            metrics.recordNotification(type: verified.payload.notificationType.rawValue, outcome: "storage_failure")
             logger.error("notification not stored; Apple will retry", metadata: ["notification.uuid": .string(uuid), "error": .string(error.message)])
             return StorekeeperApplication.errorResponse(.serviceUnavailable, "storage-unavailable", "the notification could not be stored; retry later")
         }
@@ -81,6 +87,7 @@ struct NotificationWebhook: Sendable {
 
     /// Keeps refused input for audit (when there is any) and answers 4xx.
     private func reject(_ payload: String?, code: String, message: String, status: HTTPResponse.Status = .badRequest) async -> Response {
+        metrics.recordNotification(type: "unverified", outcome: "rejected")
         if let payload {
             try? await store.recordRejected(signedPayload: payload, reason: "\(code): \(message)", at: Date())
         }

@@ -16,11 +16,20 @@ public enum StorekeeperApplication {
         configuration: ServerConfiguration,
         verifiers: [VerifierKey: SignedDataVerifier],
         logger: Logger,
+        metrics: ServerMetrics = ServerMetrics(),
         now: @escaping @Sendable () -> Date = { Date() }
     ) -> Router<BasicRequestContext> {
         let router = Router(context: BasicRequestContext.self)
-        NotificationWebhook(store: store, verifiers: verifiers, logger: logger).addRoutes(to: router)
-        CustomerAPI(store: store, configuration: configuration, verifiers: verifiers, logger: logger, now: now).addRoutes(to: router)
+        router.add(middleware: RequestMetricsMiddleware(metrics: metrics))
+        NotificationWebhook(store: store, verifiers: verifiers, logger: logger, metrics: metrics).addRoutes(to: router)
+        CustomerAPI(store: store, configuration: configuration, verifiers: verifiers, logger: logger, metrics: metrics, now: now)
+            .addRoutes(to: router)
+        router.get("/metrics") { _, _ -> Response in
+            Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(string: metrics.render()))
+            )
+        }
         router.get("/health") { _, _ -> Response in
             do {
                 try await store.checkHealth()

@@ -52,11 +52,11 @@ struct ServerTestbed {
         )
     }
 
-    func withClient(_ body: @Sendable (any TestClientProtocol) async throws -> Void) async throws {
+    func withClient(metrics: ServerMetrics = ServerMetrics(), _ body: @Sendable (any TestClientProtocol) async throws -> Void) async throws {
         let now = engine.state.now
         let router = StorekeeperApplication.buildRouter(
             store: store, configuration: configuration, verifiers: try configuration.makeVerifiers(),
-            logger: Logger(label: "test"), now: { now }
+            logger: Logger(label: "test"), metrics: metrics, now: { now }
         )
         try await Application(router: router).test(.router, body)
     }
