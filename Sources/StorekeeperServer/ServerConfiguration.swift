@@ -18,12 +18,18 @@ public struct ServerConfiguration: Codable, Sendable {
         /// PEM or DER root certificate files trusted for this app's signed data; `["apple"]` (the default) means
         /// the bundled Apple Root CA - G3. A simulator's `ca/root.pem` for testing.
         public var trustedRoots: [String]?
+        /// App Store Server API credentials by environment name (`Production`, `Sandbox`).
+        public var serverAPI: [String: ServerAPICredentials]?
 
-        public init(bundleId: String, appAppleId: Int64?, environments: [AppStoreEnvironment], trustedRoots: [String]? = nil) {
+        public init(
+            bundleId: String, appAppleId: Int64?, environments: [AppStoreEnvironment], trustedRoots: [String]? = nil,
+            serverAPI: [String: ServerAPICredentials]? = nil
+        ) {
             self.bundleId = bundleId
             self.appAppleId = appAppleId
             self.environments = environments
             self.trustedRoots = trustedRoots
+            self.serverAPI = serverAPI
         }
     }
 
@@ -132,6 +138,11 @@ public struct ServerConfiguration: Codable, Sendable {
 public struct VerifierKey: Hashable, Sendable {
     public var bundleId: String
     public var environment: AppStoreEnvironment
+
+    public init(bundleId: String, environment: AppStoreEnvironment) {
+        self.bundleId = bundleId
+        self.environment = environment
+    }
 }
 
 /// A configuration problem, named.
@@ -139,4 +150,60 @@ public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
     public var message: String
     public init(_ message: String) { self.message = message }
     public var description: String { "configuration: \(message)" }
+}
+
+/// App Store Server API credentials of one app in one environment (a key from App Store Connect → Users and Access →
+/// Integrations → In-App Purchase). Only the path of the private key is kept in the configuration.
+public struct ServerAPICredentials: Codable, Sendable {
+    /// The issuer ID (a UUID) from App Store Connect.
+    public var issuerId: String
+    /// The key's ID, e.g. `2X9R4HXF34`.
+    public var keyId: String
+    /// Path of the `.p8` file (PKCS #8 PEM, P-256).
+    public var privateKeyFile: String
+    /// Another base URL (the simulator's, e.g. `http://127.0.0.1:8090`); Apple's for the environment when absent.
+    public var baseURL: String?
+
+    public init(issuerId: String, keyId: String, privateKeyFile: String, baseURL: String? = nil) {
+        self.issuerId = issuerId
+        self.keyId = keyId
+        self.privateKeyFile = privateKeyFile
+        self.baseURL = baseURL
+    }
+}
+
+extension ServerConfiguration {
+    /// The App Store Server API key of each app and environment that has credentials, loaded and checked; errors
+    /// name the app, the environment and the file, never the key.
+    public func makeServerAPIKeys() throws -> [VerifierKey: (key: AppStoreAPIKey, baseURL: String?)] {
+        var keys: [VerifierKey: (key: AppStoreAPIKey, baseURL: String?)] = [:]
+        for app in apps {
+            for (name, credentials) in app.serverAPI ?? [:] {
+                let environment = AppStoreEnvironment(rawValue: name)
+                guard app.environments.contains(environment) else {
+                    throw ConfigurationError("app '\(app.bundleId)': serverAPI credentials for '\(name)', an environment the app does not accept")
+                }
+                guard UUID(uuidString: credentials.issuerId) != nil else {
+                    throw ConfigurationError("app '\(app.bundleId)' (\(name)): serverAPI issuerId must be a UUID")
+                }
+                guard !credentials.keyId.isEmpty else {
+                    throw ConfigurationError("app '\(app.bundleId)' (\(name)): serverAPI keyId is empty")
+                }
+                if let base = credentials.baseURL, URL(string: base)?.scheme?.hasPrefix("http") != true {
+                    throw ConfigurationError("app '\(app.bundleId)' (\(name)): serverAPI baseURL '\(base)' is not an http(s) URL")
+                }
+                let key: AppStoreAPIKey
+                do {
+                    key = try AppStoreAPIKey(
+                        issuerID: credentials.issuerId, keyID: credentials.keyId, bundleID: app.bundleId,
+                        privateKeyFile: credentials.privateKeyFile
+                    )
+                } catch {
+                    throw ConfigurationError("app '\(app.bundleId)' (\(name)): serverAPI privateKeyFile '\(credentials.privateKeyFile)': \(error)")
+                }
+                keys[VerifierKey(bundleId: app.bundleId, environment: environment)] = (key, credentials.baseURL)
+            }
+        }
+        return keys
+    }
 }

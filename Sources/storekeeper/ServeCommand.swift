@@ -1,3 +1,5 @@
+import AppStoreModels
+import AppStoreSigning
 import ArgumentParser
 import Foundation
 import Hummingbird
@@ -20,9 +22,19 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         do {
             let configuration = try ServerConfiguration.load(path: config)
-            let store = try SQLiteLedgerStore(path: database)
             var logger = Logger(label: "storekeeper")
             logger.logLevel = .info
+            // Credentials are loaded and checked at start so that a wrong key file fails now, not at the first call.
+            for (which, credentials) in try configuration.makeServerAPIKeys().sorted(by: { "\($0.key)" < "\($1.key)" }) {
+                logger.info(
+                    "App Store Server API credentials loaded",
+                    metadata: [
+                        "app.bundle_id": .string(which.bundleId), "app.environment": .string(which.environment.rawValue),
+                        "key.id": .string(credentials.key.keyID),
+                    ]
+                )
+            }
+            let store = try SQLiteLedgerStore(path: database)
             let app = StorekeeperApplication.build(
                 store: store, configuration: configuration, verifiers: try configuration.makeVerifiers(),
                 host: host, port: port, logger: logger,

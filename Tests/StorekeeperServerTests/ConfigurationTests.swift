@@ -1,0 +1,74 @@
+import AppStoreModels
+import AppStoreSigning
+import AppStoreSimulator
+import Foundation
+import StorekeeperCore
+import StorekeeperServer
+import Testing
+
+@Suite("Storekeeper server: configuration")
+struct ConfigurationTests {
+    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    @Test("config.example.json is a valid configuration; its key files are named when they cannot be read")
+    func example() throws {
+        let configuration = try ServerConfiguration.load(path: Self.repository.appendingPathComponent("config.example.json").path)
+        #expect(configuration.apps.first?.serverAPI?.keys.sorted() == ["Production", "Sandbox"])
+        #expect(configuration.entitlements.productEntitlements["pro.yearly"] == ["pro"])
+        #expect(throws: ConfigurationError.self) { try configuration.makeServerAPIKeys() }
+        do {
+            _ = try configuration.makeServerAPIKeys()
+        } catch {
+            #expect("\(error)".contains("/etc/storekeeper/SubscriptionKey_2X9R4HXF34.p8"))
+            #expect("\(error)".contains("com.example.storekeeper"))
+        }
+    }
+
+    @Test("App Store Server API credentials load per environment and every mistake is named, never the key")
+    func serverAPICredentials() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let simulator = try SimulatorDirectory.initialize(at: directory)
+        let info = try simulator.loadAPIKeyInfo()
+        let keyFile = simulator.apiPrivateKeyFile(keyId: info.keyId).path
+        let keyText = try String(contentsOfFile: keyFile, encoding: .utf8)
+        func configuration(_ credentials: [String: ServerAPICredentials]) -> ServerConfiguration {
+            ServerConfiguration(
+                apps: [.init(bundleId: "com.example.storekeeper", appAppleId: 1, environments: [.sandbox], serverAPI: credentials)],
+                entitlements: .init(), apiKeys: []
+            )
+        }
+        let good = ServerAPICredentials(issuerId: info.issuerId, keyId: info.keyId, privateKeyFile: keyFile, baseURL: "http://127.0.0.1:8090")
+        let keys = try configuration(["Sandbox": good]).makeServerAPIKeys()
+        let loaded = try #require(keys[VerifierKey(bundleId: "com.example.storekeeper", environment: .sandbox)])
+        #expect(loaded.key.keyID == info.keyId && loaded.key.bundleID == "com.example.storekeeper" && loaded.baseURL == "http://127.0.0.1:8090")
+
+        let notAKey = directory.appendingPathComponent("not-a-key.p8").path
+        try "hello".write(toFile: notAKey, atomically: true, encoding: .utf8)
+        var wrongIssuer = good
+        wrongIssuer.issuerId = "issuer"
+        var badURL = good
+        badURL.baseURL = "ftp://example"
+        var unreadable = good
+        unreadable.privateKeyFile = directory.appendingPathComponent("missing.p8").path
+        var garbage = good
+        garbage.privateKeyFile = notAKey
+        let cases: [([String: ServerAPICredentials], String)] = [
+            (["Production": good], "an environment the app does not accept"),
+            (["Sandbox": wrongIssuer], "issuerId must be a UUID"),
+            (["Sandbox": badURL], "is not an http(s) URL"),
+            (["Sandbox": unreadable], "missing.p8"),
+            (["Sandbox": garbage], "not-a-key.p8"),
+        ]
+        for (credentials, expected) in cases {
+            do {
+                _ = try configuration(credentials).makeServerAPIKeys()
+                Issue.record("accepted \(credentials)")
+            } catch {
+                #expect("\(error)".contains(expected), "\(error)")
+                let showsKey = "\(error)".contains(keyText.split(separator: "\n")[1])  // no key material in the message
+                #expect(!showsKey, "the error shows key material")
+            }
+        }
+    }
+}
