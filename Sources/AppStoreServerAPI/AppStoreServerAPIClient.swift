@@ -153,7 +153,7 @@ public final class AppStoreServerAPIClient: Sendable {
                 metadata: [
                     "api.path": .string(path), "api.attempt": .stringConvertible(attempt),
                     "api.error": .string(failure.errorCode.map(String.init) ?? failure.kind.rawValue),
-                    "api.wait_ms": .stringConvertible(Int(RetryPolicy.seconds(wait) * 1000)),
+                    "api.wait_ms": .stringConvertible(Int(wait / .milliseconds(1))),
                 ]
             )
             do {
@@ -189,7 +189,7 @@ public final class AppStoreServerAPIClient: Sendable {
         let headers: HTTPHeaders
         let bytes: ByteBuffer
         do {
-            let response = try await httpClient.execute(request, timeout: .milliseconds(Int64(RetryPolicy.seconds(timeout) * 1000)))
+            let response = try await httpClient.execute(request, timeout: .milliseconds(Int64(timeout / .milliseconds(1))))
             status = Int(response.status.code)
             headers = response.headers
             bytes = try await response.body.collect(upTo: 32 << 20)

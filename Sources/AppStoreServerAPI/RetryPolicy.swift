@@ -36,12 +36,8 @@ public struct RetryPolicy: Sendable, Hashable {
     /// The wait before retry number `retry` (1-based): a random duration up to the capped exponential backoff.
     func backoff(retry: Int) -> Duration {
         let exponent = Double(1 << min(retry - 1, 20))
-        let cap = min(Self.seconds(initialBackoff) * exponent, Self.seconds(maximumBackoff))
+        let cap = min(initialBackoff / .seconds(1) * exponent, maximumBackoff / .seconds(1))
         return .milliseconds(Int64(Double.random(in: 0...cap) * 1000))
-    }
-
-    static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     /// Reads `Retry-After`: Apple documents a UNIX time in milliseconds; a UNIX time in seconds and a number of

@@ -30,6 +30,17 @@ public struct UnverifiedJWS: Sendable {
         return UnverifiedJWS(header: header, payload: payload)
     }
 
+    /// Only the payload of a compact JWS, decoded **without any verification** and without decoding the header
+    /// (whose `x5c` is most of its bytes): for routing a request to the verifier that will then check everything.
+    public static func unsafeDecodePayload(_ text: String) throws(VerificationError) -> JSONValue {
+        let jws = try CompactJWS(parsing: text, checkingSignatureLength: false)
+        do {
+            return try JSONDecoder().decode(JSONValue.self, from: Data(jws.payloadBytes))
+        } catch {
+            throw VerificationError(.malformedPayload, "payload is not JSON")
+        }
+    }
+
     /// What kind of App Store signed data the payload looks like, judged from its fields.
     public var apparentKind: SignedDataKind? {
         guard case .object(let fields) = payload else { return nil }

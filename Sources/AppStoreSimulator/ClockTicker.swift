@@ -23,7 +23,7 @@ public struct ClockTicker: Service {
                 let elapsed = now - last
                 last = now
                 guard await simulator.state.clockRunning else { continue }
-                let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+                let seconds = elapsed / .seconds(1)
                 _ = try? await simulator.perform { (engine) throws(SimulatorError) in try engine.advance(by: seconds) }
                 await deliverer.deliverDue()
             }

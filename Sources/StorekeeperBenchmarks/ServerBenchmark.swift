@@ -89,16 +89,14 @@ public enum ServerBenchmark {
 
     static func makeNotifications(count: Int) throws -> [String] {
         var engine = try engine()
-        var bodies: [String] = []
         var index = 0
-        while bodies.count < count {
+        while engine.state.notifications.count < count {
             let customer = "customer-\(index)"
             try engine.createCustomer(id: customer)
             _ = try engine.purchase(.init(customerId: customer, productId: index % 2 == 0 ? "coins.100" : "pro.monthly"))
             index += 1
-            bodies = engine.state.notifications.map { #"{"signedPayload":"\#($0.signedPayload)"}"# }
         }
-        return Array(bodies.prefix(count))
+        return engine.state.notifications.prefix(count).map { #"{"signedPayload":"\#($0.signedPayload)"}"# }
     }
 
     static func makePurchases(customers: Int) throws -> [(String, String)] {
@@ -170,8 +168,7 @@ public enum ServerBenchmark {
                         let began = clock.now
                         var ok = true
                         do { try await send(items[index]) } catch { ok = false }
-                        let elapsed = clock.now - began
-                        measured.append((Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000, ok))
+                        measured.append(((clock.now - began) / .milliseconds(1), ok))
                         index += concurrency
                     }
                     return measured
@@ -181,8 +178,7 @@ public enum ServerBenchmark {
             for try await part in group { all += part }
             return all
         }
-        let total = clock.now - start
-        let seconds = Double(total.components.seconds) + Double(total.components.attoseconds) / 1e18
+        let seconds = (clock.now - start) / .seconds(1)
         let latencies = results.map(\.0).sorted()
         func percentile(_ p: Double) -> Double {
             guard !latencies.isEmpty else { return 0 }

@@ -79,7 +79,7 @@ public enum VerifyBenchmark {
             count += 32
             elapsed = clock.now - start
         } while elapsed < limit
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = elapsed / .seconds(1)
         return (Double(count) / seconds).rounded()
     }
 

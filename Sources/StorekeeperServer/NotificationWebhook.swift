@@ -31,14 +31,15 @@ struct NotificationWebhook: Sendable {
         guard !body.signedPayload.isEmpty else {
             return await reject(nil, code: "malformed-body", message: "signedPayload is empty")
         }
-        let decoded: UnverifiedJWS
+        // Only the payload is read here, to pick the verifier; the header is left to the verifier's memo.
+        let payload: JSONValue
         do {
-            decoded = try UnverifiedJWS.unsafeDecode(body.signedPayload)
+            payload = try UnverifiedJWS.unsafeDecodePayload(body.signedPayload)
         } catch {
             metrics.recordVerificationFailure(code: error.code.rawValue)
             return await reject(body.signedPayload, code: error.code.rawValue, message: error.message)
         }
-        let (bundleId, environment) = Self.claims(decoded.payload)
+        let (bundleId, environment) = Self.claims(payload)
         guard let bundleId, let environment,
             let verifier = verifiers[VerifierKey(bundleId: bundleId, environment: AppStoreEnvironment(rawValue: environment))]
         else {

@@ -116,8 +116,9 @@ struct RequestMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 
     private func record(_ request: Request, _ context: Context, status: Int, since start: ContinuousClock.Instant) {
-        let elapsed = ContinuousClock.now - start
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        metrics.recordRequest(route: context.endpointPath ?? "unmatched", method: request.method.rawValue, status: status, seconds: seconds)
+        metrics.recordRequest(
+            route: context.endpointPath ?? "unmatched", method: request.method.rawValue, status: status,
+            seconds: (ContinuousClock.now - start) / .seconds(1)
+        )
     }
 }
