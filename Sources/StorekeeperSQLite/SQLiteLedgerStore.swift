@@ -110,8 +110,7 @@ public final class SQLiteLedgerStore: LedgerStore {
             let info = transaction.payload
             guard let environment = info.environment else { return }
             var ledger = Ledger()
-            try self.loadTransactions(db, environment: environment, originalTransactionId: info.originalTransactionId, into: &ledger)
-            try self.loadSubscription(db, LedgerKey(environment, info.originalTransactionId), into: &ledger)
+            try self.loadSubscriptionFamily(db, LedgerKey(environment, info.originalTransactionId), into: &ledger)
             let before = ledger
             ledger.apply(info, jws: transaction.jws, source: "app")
             ledger.link(info, to: customerId)
@@ -149,8 +148,7 @@ public final class SQLiteLedgerStore: LedgerStore {
                 originals.formUnion(byToken)
             }
             for original in originals.sorted() {
-                try self.loadTransactions(db, environment: environment, originalTransactionId: original, into: &ledger)
-                try self.loadSubscription(db, LedgerKey(environment, original), into: &ledger)
+                try self.loadSubscriptionFamily(db, LedgerKey(environment, original), into: &ledger)
             }
             return ledger
         }
@@ -177,13 +175,18 @@ public final class SQLiteLedgerStore: LedgerStore {
     private func load(_ db: Database, touching notification: VerifiedNotification) throws -> Ledger {
         var ledger = Ledger()
         if let transaction = notification.transaction?.payload, let environment = transaction.environment {
-            try loadTransactions(db, environment: environment, originalTransactionId: transaction.originalTransactionId, into: &ledger)
-            try loadSubscription(db, LedgerKey(environment, transaction.originalTransactionId), into: &ledger)
+            try loadSubscriptionFamily(db, LedgerKey(environment, transaction.originalTransactionId), into: &ledger)
         }
         if let renewal = notification.renewalInfo?.payload, let environment = renewal.environment {
             try loadSubscription(db, LedgerKey(environment, renewal.originalTransactionId), into: &ledger)
         }
         return ledger
+    }
+
+    /// Every transaction of one original transaction ID, its customer link and its subscription record.
+    private func loadSubscriptionFamily(_ db: Database, _ key: LedgerKey, into ledger: inout Ledger) throws {
+        try loadTransactions(db, environment: key.environment, originalTransactionId: key.id, into: &ledger)
+        try loadSubscription(db, key, into: &ledger)
     }
 
     private func loadTransactions(_ db: Database, environment: AppStoreEnvironment, originalTransactionId: String, into ledger: inout Ledger) throws {
