@@ -1,7 +1,6 @@
 import AppStoreModels
 import AppStoreSigning
 import AppStoreSimulator
-import AsyncHTTPClient
 public import Foundation
 import Hummingbird
 import Logging
@@ -37,38 +36,33 @@ public enum ServerBenchmark {
         public var fullSpeed: Run
         /// At half the full-speed throughput (the issue's latency target is stated there).
         public var halfRate: Run
+        /// What the server did besides (entitlement reads only).
+        public var server: ServerFigures? = nil
+    }
+
+    /// The server's side of an entitlement-read run.
+    public struct ServerFigures: Codable, Sendable {
+        /// Customers the answer cache may hold (0: off).
+        public var cacheCapacity: Int
+        /// Reads answered from the cache and from the ledger, over both runs.
+        public var cacheHits: Int
+        public var cacheMisses: Int
+        /// Notifications applied while the clients read (each changed one customer's answer).
+        public var writesDuringReads: Int
+        public var writeRate: Double
     }
 
     /// Posts `count` distinct notifications (one-time purchases and subscriptions, signed by an Apple-shaped test
     /// CA) to a fresh server.
     public static func ingest(count: Int, concurrency: Int) async throws -> Result {
         let bodies = try makeNotifications(count: count * 3 / 2 + 10)
-        return try await withServer { base, _ in
-            let full = try await drive(Array(bodies.prefix(count)), concurrency: concurrency, rate: nil) { body in
-                try await post("\(base)/appstore/notifications", body: body)
+        return try await withServer { port, _ in
+            let send: @Sendable (LoadConnection, String) async throws -> UInt = { connection, body in
+                try await connection.send(.POST, "/appstore/notifications", headers: [("Content-Type", "application/json")], body: ByteBuffer(string: body))
             }
-            let half = try await drive(Array(bodies.dropFirst(count).prefix(count / 2)), concurrency: concurrency, rate: full.throughput / 2) { body in
-                try await post("\(base)/appstore/notifications", body: body)
-            }
+            let full = try await drive(Array(bodies.prefix(count)), port: port, concurrency: concurrency, rate: nil, send)
+            let half = try await drive(Array(bodies.dropFirst(count).prefix(count / 2)), port: port, concurrency: concurrency, rate: full.throughput / 2, send)
             return Result(benchmark: "ingest", fullSpeed: full, halfRate: half)
-        }
-    }
-
-    /// Reads `count` customer states from a server holding `customers` customers.
-    public static func entitlements(count: Int, customers: Int, concurrency: Int) async throws -> Result {
-        return try await withServer { base, key in
-            let purchases = try makePurchases(customers: customers)
-            for (customer, jws) in purchases {
-                try await post("\(base)/v1/customers/\(customer)/transactions", body: #"{"signedTransaction":"\#(jws)"}"#, key: key)
-            }
-            let ids = (0..<count).map { "customer-\($0 % customers)" }
-            let full = try await drive(ids, concurrency: concurrency, rate: nil) { id in
-                try await get("\(base)/v1/customers/\(id)?environment=Sandbox", key: key)
-            }
-            let half = try await drive(Array(ids.prefix(count / 2)), concurrency: concurrency, rate: full.throughput / 2) { id in
-                try await get("\(base)/v1/customers/\(id)?environment=Sandbox", key: key)
-            }
-            return Result(benchmark: "entitlements", fullSpeed: full, halfRate: half)
         }
     }
 
@@ -99,35 +93,31 @@ public enum ServerBenchmark {
         return engine.state.notifications.prefix(count).map { #"{"signedPayload":"\#($0.signedPayload)"}"# }
     }
 
-    static func makePurchases(customers: Int) throws -> [(String, String)] {
-        var engine = try engine()
-        return try (0..<customers).map { index in
-            let customer = "customer-\(index)"
-            try engine.createCustomer(id: customer)
-            let result = try engine.purchase(.init(customerId: customer, productId: index % 2 == 0 ? "unlock.lifetime" : "pro.monthly"))
-            return (customer, result.signedTransaction)
-        }
-    }
-
     /// A server over a temporary SQLite file on a loopback port, trusting the benchmark CA.
-    static func withServer<T: Sendable>(_ body: @Sendable @escaping (String, String) async throws -> T) async throws -> T {
+    static func withServer<T: Sendable>(
+        apiKey: String? = nil, cacheCapacity: Int = 10_000, metrics: ServerMetrics = ServerMetrics(),
+        _ body: @Sendable @escaping (Int, String) async throws -> T
+    ) async throws -> T {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("storekeeper-bench-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let rootFile = directory.appendingPathComponent("root.pem")
         try authority.rootCertificate.serializeAsPEM().pemString.write(to: rootFile, atomically: true, encoding: .utf8)
-        let key = UUID().uuidString
+        let key = apiKey ?? UUID().uuidString
         let configuration = ServerConfiguration(
             apps: [.init(bundleId: "com.example.storekeeper", appAppleId: 6_450_000_001, environments: [.sandbox], trustedRoots: [rootFile.path])],
             entitlements: EntitlementConfiguration(subscriptionLevels: ["pro.monthly": 2]),
-            apiKeys: [.init(name: "bench", sha256: ServerConfiguration.hash(apiKey: key), scope: .app, bundleId: "com.example.storekeeper")]
+            apiKeys: [.init(name: "bench", sha256: ServerConfiguration.hash(apiKey: key), scope: .app, bundleId: "com.example.storekeeper")],
+            customerCache: .init(capacity: cacheCapacity)
         )
         let store = try SQLiteLedgerStore(path: directory.appendingPathComponent("bench.sqlite").path)
         var logger = Logger(label: "bench")
         logger.logLevel = .critical
         let ports = AsyncStream<Int>.makeStream()
         let app = Application(
-            router: StorekeeperApplication.buildRouter(store: store, configuration: configuration, verifiers: try configuration.makeVerifiers(), logger: logger),
+            router: StorekeeperApplication.buildRouter(
+                store: store, configuration: configuration, verifiers: try configuration.makeVerifiers(), logger: logger, metrics: metrics
+            ),
             configuration: .init(address: .hostname("127.0.0.1", port: 0), serverName: "bench"),
             onServerRunning: { channel in ports.continuation.yield(channel.localAddress?.port ?? 0) }, logger: logger
         )
@@ -138,7 +128,7 @@ public enum ServerBenchmark {
             }
             var iterator = ports.stream.makeAsyncIterator()
             guard let port = await iterator.next() else { throw VerifyBenchmark.BenchmarkError(message: "the server did not start") }
-            let result = try await body("http://127.0.0.1:\(port)", key)
+            let result = try await body(port, key)
             group.cancelAll()
             return result
         }!
@@ -146,19 +136,25 @@ public enum ServerBenchmark {
 
     // MARK: - Load
 
-    /// Sends every item with `concurrency` workers (optionally paced at `rate` per second); latencies per request.
+    /// Sends every item with `concurrency` workers, each on its own keep-alive connection (optionally paced at
+    /// `rate` per second); latencies per request. A request fails on a transport error or a status other than 200.
     static func drive<Item: Sendable>(
         _ items: [Item],
+        port: Int,
         concurrency: Int,
         rate: Double?,
-        _ send: @Sendable @escaping (Item) async throws -> Void
+        _ send: @Sendable @escaping (LoadConnection, Item) async throws -> UInt
     ) async throws -> Run {
+        var connections: [LoadConnection] = []
+        for _ in 0..<concurrency { connections.append(try await LoadConnection.connect(host: "127.0.0.1", port: port)) }
         let clock = ContinuousClock()
         let start = clock.now
         let results = try await withThrowingTaskGroup(of: [(Double, Bool)].self) { group in
-            for worker in 0..<concurrency {
+            for (worker, initial) in connections.enumerated() {
                 group.addTask {
+                    var connection = initial
                     var measured: [(Double, Bool)] = []
+                    measured.reserveCapacity(items.count / concurrency + 1)
                     var index = worker
                     while index < items.count {
                         if let rate {
@@ -167,10 +163,17 @@ public enum ServerBenchmark {
                         }
                         let began = clock.now
                         var ok = true
-                        do { try await send(items[index]) } catch { ok = false }
+                        do {
+                            ok = try await send(connection, items[index]) == 200
+                        } catch {
+                            ok = false
+                            await connection.close()
+                            connection = try await LoadConnection.connect(host: "127.0.0.1", port: port)
+                        }
                         measured.append(((clock.now - began) / .milliseconds(1), ok))
                         index += concurrency
                     }
+                    await connection.close()
                     return measured
                 }
             }
@@ -191,26 +194,4 @@ public enum ServerBenchmark {
             failures: results.filter { !$0.1 }.count
         )
     }
-
-    struct Failed: Error {}
-
-    static func post(_ url: String, body: String, key: String? = nil) async throws {
-        var request = HTTPClientRequest(url: url)
-        request.method = .POST
-        request.headers.add(name: "Content-Type", value: "application/json")
-        if let key { request.headers.add(name: "Authorization", value: "Bearer \(key)") }
-        request.body = .bytes(ByteBuffer(string: body))
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
-        _ = try await response.body.collect(upTo: 1 << 20)
-        guard response.status == .ok else { throw Failed() }
-    }
-
-    static func get(_ url: String, key: String) async throws {
-        var request = HTTPClientRequest(url: url)
-        request.headers.add(name: "Authorization", value: "Bearer \(key)")
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
-        _ = try await response.body.collect(upTo: 1 << 20)
-        guard response.status == .ok else { throw Failed() }
-    }
 }
-

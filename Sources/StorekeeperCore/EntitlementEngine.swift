@@ -150,3 +150,27 @@ public struct EntitlementEngine: Sendable {
         )
     }
 }
+
+extension EntitlementEngine {
+    /// The first moment after `now` at which the passage of time alone can change the customer's state (an
+    /// expiry, the end of a grace period or of a non-renewing subscription), or `nil` if none is ahead. Until then
+    /// ``state(of:in:environment:at:)`` gives the same answer for the same ledger, so it can be cached.
+    public func nextChange(of customerId: String, in ledger: Ledger, environment: AppStoreEnvironment, after now: Date) -> Date? {
+        var next: Date? = nil
+        func consider(_ date: Date?) {
+            guard let date, date > now else { return }
+            next = min(next ?? date, date)
+        }
+        for transaction in ledger.transactions(of: customerId, environment: environment) {
+            let info = transaction.info
+            consider(info.expiresDate)
+            if info.type == .nonRenewing, let duration = configuration.nonRenewingDurations[info.productId] {
+                consider(info.purchaseDate.addingTimeInterval(duration))
+            }
+            if info.type == .autoRenewable {
+                consider(ledger.subscriptions[LedgerKey(environment, info.originalTransactionId)]?.renewalInfo?.gracePeriodExpiresDate)
+            }
+        }
+        return next
+    }
+}

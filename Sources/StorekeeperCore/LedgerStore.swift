@@ -28,6 +28,9 @@ public enum ApplyOutcome: String, Codable, Sendable {
 /// Where the ledger lives, shaped by the domain (not a SQL facade): SQLite embedded by default, PostgreSQL to scale
 /// out. Every method is one atomic unit: it commits completely or not at all.
 public protocol LedgerStore: Sendable {
+    /// Where the store announces, after each commit, the customers a write may have changed (for read caches).
+    var changes: LedgerChangeFeed { get }
+
     /// Applies a verified notification and everything it carries in one transaction, under the ``Ledger`` rules
     /// (once per `notificationUUID`; newest signed version wins).
     func apply(_ notification: VerifiedNotification) async throws(StorageError) -> ApplyOutcome

@@ -14,6 +14,7 @@ public final class SQLiteLedgerStore: LedgerStore {
     let pool: DatabasePool
     /// A test seam that runs inside write transactions at named points; throwing from it rolls the write back.
     let unsafeFaultInjection: (@Sendable (String) throws -> Void)?
+    public let changes = LedgerChangeFeed()
 
     /// Opens (and creates or migrates) the database at `path`.
     public init(path: String, unsafeFaultInjection: (@Sendable (String) throws -> Void)? = nil) throws(StorageError) {
@@ -69,12 +70,15 @@ public final class SQLiteLedgerStore: LedgerStore {
     // MARK: - Writes
 
     public func apply(_ notification: VerifiedNotification) async throws(StorageError) -> ApplyOutcome {
-        try await write { db in
+        let (outcome, affected) = try await write { db -> (ApplyOutcome, Set<String>) in
             let uuid = notification.payload.notificationUUID
             if try Bool.fetchOne(db, sql: "SELECT 1 FROM notifications WHERE uuid = ?", arguments: [uuid]) == true {
-                return .duplicate
+                return (.duplicate, [])
             }
             var ledger = try self.load(db, touching: notification)
+            try self.loadTokenOwners(db, into: &ledger, also: [
+                notification.transaction?.payload.appAccountToken, notification.renewalInfo?.payload.appAccountToken,
+            ])
             let before = ledger
             ledger.apply(notification)
             try self.unsafeFaultInjection?("after-apply")
@@ -92,8 +96,10 @@ public final class SQLiteLedgerStore: LedgerStore {
                 ]
             )
             try self.unsafeFaultInjection?("before-commit")
-            return record.outcome == "applied" ? .applied : .recorded
+            return (record.outcome == "applied" ? .applied : .recorded, ledger.customersAffected(since: before))
         }
+        changes.publish(affected)
+        return outcome
     }
 
     public func recordRejected(signedPayload: String, reason: String, at date: Date) async throws(StorageError) {
@@ -106,16 +112,19 @@ public final class SQLiteLedgerStore: LedgerStore {
     }
 
     public func submit(_ transaction: VerifiedSignedData<TransactionInfo>, customerId: String) async throws(StorageError) {
-        try await write { db in
+        let affected = try await write { db -> Set<String> in
             let info = transaction.payload
-            guard let environment = info.environment else { return }
+            guard let environment = info.environment else { return [] }
             var ledger = Ledger()
             try self.loadSubscriptionFamily(db, LedgerKey(environment, info.originalTransactionId), into: &ledger)
+            try self.loadTokenOwners(db, into: &ledger, also: [info.appAccountToken])
             let before = ledger
             ledger.apply(info, jws: transaction.jws, source: "app")
             ledger.link(info, to: customerId)
             try self.save(db, ledger, comparedTo: before)
+            return ledger.customersAffected(since: before)
         }
+        changes.publish(affected)
     }
 
     // MARK: - Reads
@@ -132,10 +141,10 @@ public final class SQLiteLedgerStore: LedgerStore {
     public func ledger(for customerId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger {
         try await read { db in
             var ledger = Ledger()
-            let tokens = try String.fetchAll(db, sql: "SELECT token FROM tokens WHERE customer_id = ?", arguments: [customerId])
+            let tokens = try String.fetchAll(db.cachedStatement(sql: "SELECT token FROM tokens WHERE customer_id = ?"), arguments: [customerId])
             for token in tokens { if let uuid = LowercaseUUID(uuidString: token) { ledger.tokenOwners[uuid] = customerId } }
             var originals = Set(try String.fetchAll(
-                db, sql: "SELECT original_transaction_id FROM customer_links WHERE customer_id = ? AND environment = ?",
+                db.cachedStatement(sql: "SELECT original_transaction_id FROM customer_links WHERE customer_id = ? AND environment = ?"),
                 arguments: [customerId, environment.rawValue]
             ))
             for original in originals { ledger.explicitLinks[LedgerKey(environment, original)] = customerId }
@@ -183,6 +192,19 @@ public final class SQLiteLedgerStore: LedgerStore {
         return ledger
     }
 
+    /// The owners of every app account token the loaded rows carry, and of `extra` tokens (the incoming data's).
+    private func loadTokenOwners(_ db: Database, into ledger: inout Ledger, also extra: [LowercaseUUID?]) throws {
+        let tokens = ledger.appAccountTokens.union(extra.compactMap { $0 })
+        guard !tokens.isEmpty else { return }
+        let marks = tokens.map { _ in "?" }.joined(separator: ",")
+        for row in try Row.fetchAll(
+            db, sql: "SELECT token, customer_id FROM tokens WHERE token IN (\(marks))",
+            arguments: StatementArguments(tokens.map(\.description))
+        ) {
+            if let token = LowercaseUUID(uuidString: row["token"]) { ledger.tokenOwners[token] = row["customer_id"] }
+        }
+    }
+
     /// Every transaction of one original transaction ID, its customer link and its subscription record.
     private func loadSubscriptionFamily(_ db: Database, _ key: LedgerKey, into ledger: inout Ledger) throws {
         try loadTransactions(db, environment: key.environment, originalTransactionId: key.id, into: &ledger)
@@ -191,7 +213,7 @@ public final class SQLiteLedgerStore: LedgerStore {
 
     private func loadTransactions(_ db: Database, environment: AppStoreEnvironment, originalTransactionId: String, into ledger: inout Ledger) throws {
         let rows = try Row.fetchAll(
-            db, sql: "SELECT * FROM transactions WHERE environment = ? AND original_transaction_id = ?",
+            db.cachedStatement(sql: "SELECT * FROM transactions WHERE environment = ? AND original_transaction_id = ?"),
             arguments: [environment.rawValue, originalTransactionId]
         )
         let decoder = AppStoreJSON.makeDecoder()
@@ -202,7 +224,7 @@ public final class SQLiteLedgerStore: LedgerStore {
             )
         }
         if let customer = try String.fetchOne(
-            db, sql: "SELECT customer_id FROM customer_links WHERE environment = ? AND original_transaction_id = ?",
+            db.cachedStatement(sql: "SELECT customer_id FROM customer_links WHERE environment = ? AND original_transaction_id = ?"),
             arguments: [environment.rawValue, originalTransactionId]
         ) {
             ledger.explicitLinks[LedgerKey(environment, originalTransactionId)] = customer
@@ -211,7 +233,7 @@ public final class SQLiteLedgerStore: LedgerStore {
 
     private func loadSubscription(_ db: Database, _ key: LedgerKey, into ledger: inout Ledger) throws {
         guard let row = try Row.fetchOne(
-            db, sql: "SELECT * FROM subscriptions WHERE environment = ? AND original_transaction_id = ?",
+            db.cachedStatement(sql: "SELECT * FROM subscriptions WHERE environment = ? AND original_transaction_id = ?"),
             arguments: [key.environment.rawValue, key.id]
         ) else { return }
         var subscription = LedgerSubscription(key: key, bundleId: row["bundle_id"])

@@ -15,11 +15,16 @@ struct CustomerAPI: Sendable {
     let metrics: ServerMetrics
     let now: @Sendable () -> Date
     let keysByHash: [String: ServerConfiguration.APIKey]
+    /// Encoded answers by customer, app and environment, dropped by the store's change feed.
+    let cache: CustomerCache<ByteBuffer>
 
     init(
         store: any LedgerStore, configuration: ServerConfiguration, verifiers: [VerifierKey: SignedDataVerifier],
         logger: Logger, metrics: ServerMetrics, now: @escaping @Sendable () -> Date
     ) {
+        let cache = configuration.makeCustomerCache(of: ByteBuffer.self)
+        store.changes.subscribe { customers in cache.invalidate(customers) }
+        self.cache = cache
         self.metrics = metrics
         self.store = store
         self.configuration = configuration
@@ -117,8 +122,17 @@ struct CustomerAPI: Sendable {
         return await state(customerId, bundleId: bundleId, environment: environment)
     }
 
-    /// The customer's state in one app and environment, or 404 when the app has no data for them.
+    /// The customer's state in one app and environment, or 404 when the app has no data for them. Answers come
+    /// from the cache while no write has changed the customer and nothing has expired since they were computed.
     func state(_ customerId: String, bundleId: String, environment: AppStoreEnvironment) async -> Response {
+        let variant = "\(bundleId) \(environment.rawValue)"
+        let started = now()
+        if let body = cache.value(customer: customerId, variant: variant, now: started) {
+            metrics.recordCustomerCache(hit: true)
+            return StorekeeperApplication.jsonResponse(encoded: body)
+        }
+        metrics.recordCustomerCache(hit: false)
+        let ticket = cache.ticket()
         do {
             var ledger = try await store.ledger(for: customerId, environment: environment)
             ledger.transactions = ledger.transactions.filter { $0.value.info.bundleId == bundleId }
@@ -126,11 +140,19 @@ struct CustomerAPI: Sendable {
                 return StorekeeperApplication.errorResponse(.notFound, "unknown-customer", "no customer '\(customerId)' for \(bundleId) in \(environment)")
             }
             let engine = EntitlementEngine(configuration: configuration.entitlements)
-            return StorekeeperApplication.jsonResponse(CustomerView(
-                state: engine.state(of: customerId, in: ledger, environment: environment, at: now()), ledger: ledger, bundleId: bundleId
-            ))
-        } catch {
+            let at = now()
+            let view = CustomerView(state: engine.state(of: customerId, in: ledger, environment: environment, at: at), ledger: ledger, bundleId: bundleId)
+            let body = ByteBuffer(bytes: try AppStoreJSON.makeEncoder().encode(view))
+            cache.store(
+                body, customer: customerId, variant: variant,
+                validUntil: engine.nextChange(of: customerId, in: ledger, environment: environment, after: at), now: at, ticket: ticket
+            )
+            return StorekeeperApplication.jsonResponse(encoded: body)
+        } catch let error as StorageError {
+            logger.error("customer read failed", metadata: ["customer.id": .string(customerId), "error": .string(error.message)])
             return StorekeeperApplication.errorResponse(.serviceUnavailable, "storage-unavailable", "the ledger could not be read")
+        } catch {
+            return StorekeeperApplication.errorResponse(.internalServerError, "encoding-failed", "the customer's state could not be encoded")
         }
     }
 }

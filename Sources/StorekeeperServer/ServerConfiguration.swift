@@ -51,15 +51,32 @@ public struct ServerConfiguration: Codable, Sendable {
         }
     }
 
+    /// The cache of customer answers (`GET /v1/customers/{id}`), dropped per customer by the writes that change
+    /// them and at the customer's next expiry.
+    public struct CustomerCacheSettings: Codable, Sendable {
+        /// Customers remembered; 0 turns the cache off. Default 10,000.
+        public var capacity: Int?
+        /// The longest an answer is reused, in seconds, whatever else. Default 60.
+        public var maxAgeSeconds: Double?
+
+        public init(capacity: Int? = nil, maxAgeSeconds: Double? = nil) {
+            self.capacity = capacity
+            self.maxAgeSeconds = maxAgeSeconds
+        }
+    }
+
     public var apps: [App]
     /// Product → entitlement names, levels, non-renewing durations, billing-retry policy.
     public var entitlements: EntitlementConfiguration
     public var apiKeys: [APIKey]
+    /// Optional; the defaults when absent.
+    public var customerCache: CustomerCacheSettings?
 
-    public init(apps: [App], entitlements: EntitlementConfiguration, apiKeys: [APIKey]) {
+    public init(apps: [App], entitlements: EntitlementConfiguration, apiKeys: [APIKey], customerCache: CustomerCacheSettings? = nil) {
         self.apps = apps
         self.entitlements = entitlements
         self.apiKeys = apiKeys
+        self.customerCache = customerCache
     }
 
     /// Reads and checks a configuration file; errors name the file and the faulty entry.
@@ -85,6 +102,14 @@ public struct ServerConfiguration: Codable, Sendable {
                 throw ConfigurationError("app '\(app.bundleId)' accepts Production but has no appAppleId")
             }
         }
+        if let cache = customerCache {
+            if let capacity = cache.capacity, capacity < 0 {
+                throw ConfigurationError("customerCache.capacity must be 0 (off) or more, not \(capacity)")
+            }
+            if let age = cache.maxAgeSeconds, !(age > 0 && age <= 86_400) {
+                throw ConfigurationError("customerCache.maxAgeSeconds must be more than 0 and at most 86400, not \(age)")
+            }
+        }
         for key in apiKeys {
             guard key.sha256.count == 64, key.sha256.allSatisfy(\.isHexDigit) else {
                 throw ConfigurationError("API key '\(key.name)': sha256 must be 64 hex digits")
@@ -95,6 +120,11 @@ public struct ServerConfiguration: Codable, Sendable {
                 }
             }
         }
+    }
+
+    /// The customer cache these settings describe.
+    public func makeCustomerCache<Value: Sendable>(of _: Value.Type = Value.self) -> CustomerCache<Value> {
+        CustomerCache(capacity: customerCache?.capacity ?? 10_000, maxAge: customerCache?.maxAgeSeconds ?? 60)
     }
 
     /// A verifier for each app and environment it accepts.

@@ -8,7 +8,9 @@ import Synchronization
 ///   `rejected`, `storage_failure`);
 /// - `storekeeper_verification_failures_total{code}`: refused signed data by the verifier's error code;
 /// - `storekeeper_http_request_duration_seconds{route,method,status}`: a histogram of request latency by route
-///   pattern (never by customer ID, so the label set stays small).
+///   pattern (never by customer ID, so the label set stays small);
+/// - `storekeeper_customer_cache_requests_total{result}`: customer reads answered from the cache (`hit`) or the
+///   ledger (`miss`).
 public final class ServerMetrics: Sendable {
     /// Upper bounds of the latency buckets, in seconds.
     static let buckets: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]
@@ -26,6 +28,8 @@ public final class ServerMetrics: Sendable {
         var notifications: [NotificationKey: UInt64] = [:]
         var verificationFailures: [String: UInt64] = [:]
         var requests: [RequestKey: Histogram] = [:]
+        var cacheHits: UInt64 = 0
+        var cacheMisses: UInt64 = 0
     }
 
     private let state = Mutex(State())
@@ -38,6 +42,17 @@ public final class ServerMetrics: Sendable {
 
     package func recordVerificationFailure(code: String) {
         state.withLock { $0.verificationFailures[code, default: 0] += 1 }
+    }
+
+    package func recordCustomerCache(hit: Bool) {
+        state.withLock { state in
+            if hit { state.cacheHits += 1 } else { state.cacheMisses += 1 }
+        }
+    }
+
+    /// Customer reads answered from the cache and from the ledger so far.
+    package var customerCacheCounts: (hits: Int, misses: Int) {
+        state.withLock { (Int($0.cacheHits), Int($0.cacheMisses)) }
     }
 
     package func recordRequest(route: String, method: String, status: Int, seconds: Double) {
@@ -66,6 +81,10 @@ public final class ServerMetrics: Sendable {
         for (code, value) in snapshot.verificationFailures.sorted(by: { $0.key < $1.key }) {
             text += "storekeeper_verification_failures_total{code=\(Self.label(code))} \(value)\n"
         }
+        text += "# HELP storekeeper_customer_cache_requests_total Customer reads answered from the cache (hit) or the ledger (miss).\n"
+        text += "# TYPE storekeeper_customer_cache_requests_total counter\n"
+        text += "storekeeper_customer_cache_requests_total{result=\"hit\"} \(snapshot.cacheHits)\n"
+        text += "storekeeper_customer_cache_requests_total{result=\"miss\"} \(snapshot.cacheMisses)\n"
         text += "# HELP storekeeper_http_request_duration_seconds Time from request to response, by route, method and status.\n"
         text += "# TYPE storekeeper_http_request_duration_seconds histogram\n"
         let requests = snapshot.requests.sorted { ($0.key.route, $0.key.method, $0.key.status) < ($1.key.route, $1.key.method, $1.key.status) }

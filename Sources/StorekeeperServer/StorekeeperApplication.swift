@@ -65,6 +65,11 @@ public enum StorekeeperApplication {
         return Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 
+    /// A JSON answer already encoded.
+    static func jsonResponse(encoded body: ByteBuffer) -> Response {
+        Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: body))
+    }
+
     /// `{"error": {"code", "message"}}`.
     static func errorResponse(_ status: HTTPResponse.Status, _ code: String, _ message: String) -> Response {
         struct Body: Encodable { var error: Inner; struct Inner: Encodable { var code: String; var message: String } }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import StorekeeperBenchmarks
 
 struct BenchCommand: AsyncParsableCommand {
@@ -46,9 +47,32 @@ struct BenchCommand: AsyncParsableCommand {
         @Option(help: "Reads at full speed (half as many at half the rate).") var count: Int = 20000
         @Option(help: "Customers in the ledger.") var customers: Int = 1000
         @Option(help: "Concurrent clients.") var concurrency: Int = 16
+        @Option(help: "The server's customer-cache capacity (0: every read goes to the ledger).") var cacheCapacity: Int = 10_000
+        @Option(help: "Notifications per second posted during the reads, each changing one customer's answer.") var writeRate: Double = 0
+        @Option(help: ArgumentHelp(
+            "Before measuring, keep the seeded server up this many seconds for another load generator (e.g. wrk); "
+                + "its API key is read from STOREKEEPER_BENCH_API_KEY.",
+            valueName: "seconds"
+        ))
+        var externalLoad: Double?
+
+        func validate() throws {
+            guard count > 0, customers > 0, concurrency > 0 else { throw ValidationError("--count, --customers and --concurrency must be positive") }
+            guard cacheCapacity >= 0, writeRate >= 0 else { throw ValidationError("--cache-capacity and --write-rate cannot be negative") }
+            if externalLoad != nil, ProcessInfo.processInfo.environment["STOREKEEPER_BENCH_API_KEY"]?.isEmpty ?? true {
+                throw ValidationError("--external-load needs the API key for the other load generator in STOREKEEPER_BENCH_API_KEY")
+            }
+        }
 
         func run() async throws {
-            try JSONOutput.print(try await ServerBenchmark.entitlements(count: count, customers: customers, concurrency: concurrency))
+            var options = ServerBenchmark.EntitlementOptions()
+            options.count = count
+            options.customers = customers
+            options.concurrency = concurrency
+            options.cacheCapacity = cacheCapacity
+            options.writesPerSecond = writeRate
+            options.externalLoad = externalLoad.map { ($0, ProcessInfo.processInfo.environment["STOREKEEPER_BENCH_API_KEY"] ?? "") }
+            try JSONOutput.print(try await ServerBenchmark.entitlements(options))
         }
     }
 }

@@ -52,11 +52,15 @@ struct ServerTestbed {
         )
     }
 
-    func withClient(metrics: ServerMetrics = ServerMetrics(), _ body: @Sendable (any TestClientProtocol) async throws -> Void) async throws {
-        let now = engine.state.now
+    func withClient(
+        metrics: ServerMetrics = ServerMetrics(), configuration: ServerConfiguration? = nil, now: (@Sendable () -> Date)? = nil,
+        _ body: @Sendable (any TestClientProtocol) async throws -> Void
+    ) async throws {
+        let start = engine.state.now
+        let configuration = configuration ?? self.configuration
         let router = StorekeeperApplication.buildRouter(
             store: store, configuration: configuration, verifiers: try configuration.makeVerifiers(),
-            logger: Logger(label: "test"), metrics: metrics, now: { now }
+            logger: Logger(label: "test"), metrics: metrics, now: now ?? { start }
         )
         try await Application(router: router).test(.router, body)
     }

@@ -1,0 +1,121 @@
+import AppStoreSimulator
+public import Foundation
+import NIOCore
+import NIOHTTP1
+import StorekeeperServer
+
+extension ServerBenchmark {
+    /// How `bench entitlements` runs.
+    public struct EntitlementOptions: Sendable {
+        /// Reads at full speed (half as many at half the rate).
+        public var count = 20_000
+        /// Customers in the ledger, read round-robin.
+        public var customers = 1_000
+        public var concurrency = 16
+        /// The server's customer-cache capacity (0: every read goes to the ledger).
+        public var cacheCapacity = 10_000
+        /// Notifications per second posted while the clients read; each turns one subscriber's auto-renew off or
+        /// on, so the next read of that customer must see the change.
+        public var writesPerSecond: Double = 0
+        /// Before measuring, keep the seeded server up this long for another load generator, with this API key.
+        public var externalLoad: (seconds: Double, apiKey: String)? = nil
+
+        public init() {}
+    }
+
+    /// Reads customer states over HTTP from a server holding `options.customers` customers, at full speed and then
+    /// at half that rate, optionally while notifications change some of them.
+    public static func entitlements(_ options: EntitlementOptions) async throws -> Result {
+        let metrics = ServerMetrics()
+        let (purchases, changes) = try makeSubscribers(customers: options.customers, changes: options.writesPerSecond > 0)
+        return try await withServer(apiKey: options.externalLoad?.apiKey, cacheCapacity: options.cacheCapacity, metrics: metrics) { port, key in
+            let seeding = try await LoadConnection.connect(host: "127.0.0.1", port: port)
+            for (customer, jws) in purchases {
+                let status = try await seeding.send(
+                    .POST, "/v1/customers/\(customer)/transactions", headers: [("Authorization", "Bearer \(key)"), ("Content-Type", "application/json")],
+                    body: ByteBuffer(string: #"{"signedTransaction":"\#(jws)"}"#)
+                )
+                guard status == 200 else { throw VerifyBenchmark.BenchmarkError(message: "seeding \(customer) answered \(status)") }
+            }
+            if let external = options.externalLoad {
+                FileHandle.standardError.write(Data("""
+                    serving \(options.customers) customers at http://127.0.0.1:\(port) for \(external.seconds) s: \
+                    GET /v1/customers/customer-<0..\(options.customers - 1)>?environment=Sandbox with the key in STOREKEEPER_BENCH_API_KEY
+
+                    """.utf8))
+                try await Task.sleep(for: .seconds(external.seconds))
+            }
+            let before = metrics.customerCacheCounts
+            let ids = (0..<options.count).map { "customer-\($0 % options.customers)" }
+            let send: @Sendable (LoadConnection, String) async throws -> UInt = { connection, id in
+                try await connection.send(.GET, "/v1/customers/\(id)?environment=Sandbox", headers: [("Authorization", "Bearer \(key)")])
+            }
+            let (full, fullWrites) = try await withWrites(changes, rate: options.writesPerSecond, over: seeding) {
+                try await drive(ids, port: port, concurrency: options.concurrency, rate: nil, send)
+            }
+            let (half, halfWrites) = try await withWrites(Array(changes.dropFirst(fullWrites)), rate: options.writesPerSecond, over: seeding) {
+                try await drive(Array(ids.prefix(options.count / 2)), port: port, concurrency: options.concurrency, rate: full.throughput / 2, send)
+            }
+            await seeding.close()
+            let after = metrics.customerCacheCounts
+            return Result(
+                benchmark: "entitlements", fullSpeed: full, halfRate: half,
+                server: ServerFigures(
+                    cacheCapacity: options.cacheCapacity, cacheHits: after.hits - before.hits, cacheMisses: after.misses - before.misses,
+                    writesDuringReads: fullWrites + halfWrites, writeRate: options.writesPerSecond
+                )
+            )
+        }
+    }
+
+    /// Runs `reads` while posting `notifications` at `rate` per second on `connection`; how many were applied.
+    static func withWrites(
+        _ notifications: [String], rate: Double, over connection: LoadConnection, _ reads: @Sendable @escaping () async throws -> Run
+    ) async throws -> (Run, Int) {
+        guard rate > 0, !notifications.isEmpty else { return (try await reads(), 0) }
+        return try await withThrowingTaskGroup(of: (Run?, Int).self) { group in
+            group.addTask {
+                let clock = ContinuousClock()
+                let start = clock.now
+                var applied = 0
+                for (index, body) in notifications.enumerated() {
+                    do {
+                        try await Task.sleep(until: start + .milliseconds(Int64(Double(index) / rate * 1000)), clock: .continuous)
+                    } catch {
+                        break
+                    }
+                    let status = try await connection.send(.POST, "/appstore/notifications", headers: [("Content-Type", "application/json")], body: ByteBuffer(string: body))
+                    guard status == 200 else { throw VerifyBenchmark.BenchmarkError(message: "a notification during the reads answered \(status)") }
+                    applied += 1
+                }
+                return (nil, applied)
+            }
+            let run = try await reads()
+            group.cancelAll()
+            var applied = 0
+            for try await (_, count) in group { applied += count }
+            return (run, applied)
+        }
+    }
+
+    /// One purchase per customer (even: a lifetime unlock, odd: a monthly subscription), as the app submits it; and,
+    /// if asked, notifications that turn each subscriber's auto-renew off and then on again.
+    static func makeSubscribers(customers: Int, changes: Bool) throws -> (purchases: [(String, String)], changes: [String]) {
+        var engine = try engine()
+        var purchases: [(String, String)] = []
+        var subscriptions: [String] = []
+        for index in 0..<customers {
+            let customer = "customer-\(index)"
+            try engine.createCustomer(id: customer)
+            let result = try engine.purchase(.init(customerId: customer, productId: index % 2 == 0 ? "unlock.lifetime" : "pro.monthly"))
+            purchases.append((customer, result.signedTransaction))
+            if index % 2 == 1 { subscriptions.append(result.originalTransactionId) }
+        }
+        guard changes else { return (purchases, []) }
+        let first = engine.state.notifications.count
+        for enabled in [false, true] {
+            for original in subscriptions { try engine.setAutoRenew(originalTransactionId: original, enabled: enabled) }
+        }
+        return (purchases, engine.state.notifications.dropFirst(first).map { #"{"signedPayload":"\#($0.signedPayload)"}"# })
+    }
+}

@@ -1,0 +1,123 @@
+import AppStoreModels
+import AppStoreSigning
+import AppStoreSimulator
+import Foundation
+import StorekeeperCore
+import Synchronization
+import Testing
+
+/// The change feed is what lets a read cache be exact: after each committed write, every customer whose view of
+/// the ledger changed must be among the customers announced. And the engine's `nextChange` must bound how long a
+/// computed state stays true as time passes.
+@Suite("Ledger stores: change feed and state validity")
+struct LedgerChangeFeedTests {
+    typealias H = LedgerHarness
+
+    /// One write to a store.
+    enum Write {
+        case notification(VerifiedNotification)
+        case submission(VerifiedSignedData<TransactionInfo>, String)
+
+        var date: Date? {
+            switch self {
+            case .notification(let notification): notification.payload.signedDate
+            case .submission(let transaction, _): transaction.payload.signedDate
+            }
+        }
+    }
+
+    /// Collects what a store announces.
+    final class Announcements: Sendable {
+        private let sets = Mutex<[Set<String>]>([])
+        func add(_ customers: Set<String>) { sets.withLock { $0.append(customers) } }
+        func drain() -> Set<String> { sets.withLock { sets in defer { sets = [] }; return sets.reduce([], { $0.union($1) }) } }
+    }
+
+    /// Applies the writes one by one; after each, every customer whose ledger (or computed state) changed must have
+    /// been announced, and each customer's state must hold until its `nextChange`.
+    static func check(_ writes: [Write], customers: [String], backend: Backend, until end: Date) async throws -> Int {
+        let store = try backend.makeStore()
+        let announcements = Announcements()
+        store.changes.subscribe { announcements.add($0) }
+        let engine = EntitlementEngine(configuration: H.configuration)
+        var views: [String: Ledger] = [:]
+        for customer in customers { views[customer] = try await store.ledger(for: customer, environment: .sandbox) }
+        var changes = 0
+        for (index, write) in writes.enumerated() {
+            switch write {
+            case .notification(let notification): _ = try await store.apply(notification)
+            case .submission(let transaction, let customer): try await store.submit(transaction, customerId: customer)
+            }
+            let announced = announcements.drain()
+            let at = write.date ?? end
+            for customer in customers {
+                let view = try await store.ledger(for: customer, environment: .sandbox)
+                if view != views[customer] {
+                    changes += 1
+                    #expect(announced.contains(customer), "write \(index): \(customer) changed but was not announced (announced \(announced.sorted()))")
+                }
+                views[customer] = view
+                try checkValidity(engine, customer, view, at: at)
+            }
+        }
+        return changes
+    }
+
+    /// The state at `at` is the state at every sampled moment before `nextChange`, which comes no later than any
+    /// expiry ahead.
+    static func checkValidity(_ engine: EntitlementEngine, _ customer: String, _ ledger: Ledger, at: Date) throws {
+        let state = engine.state(of: customer, in: ledger, environment: .sandbox, at: at)
+        let next = engine.nextChange(of: customer, in: ledger, environment: .sandbox, after: at)
+        for entitlement in state.entitlements {
+            if let expiry = entitlement.expiresDate, expiry > at {
+                #expect(next != nil && next! <= expiry, "\(customer): \(entitlement.productId) expires \(expiry), next change \(String(describing: next))")
+            }
+        }
+        let horizon = next ?? at.addingTimeInterval(400 * 86_400)
+        let span = horizon.timeIntervalSince(at)
+        for fraction in [0.000_001, 0.25, 0.5, 0.75, 0.999_999] {
+            let moment = at.addingTimeInterval(span * fraction)
+            let later = engine.state(of: customer, in: ledger, environment: .sandbox, at: moment)
+            #expect(later == state, "\(customer): state changed at \(moment), before the next change \(String(describing: next))")
+        }
+    }
+
+    static func writes(of harness: H) async throws -> (notifications: [Write], submissions: [Write]) {
+        let notifications = try await harness.verifiedNotifications().map(Write.notification)
+        let submissions = try await LedgerStoreContractTests.appSubmissions(harness).map { Write.submission($0.0, $0.1) }
+        return (notifications, submissions)
+    }
+
+    @Test("every change a write makes to a customer's ledger is announced (shipped scenarios, both orders)", arguments: Backend.allCases, ShippedScenarios.all.map(\.name))
+    func scenarios(backend: Backend, name: String) async throws {
+        var harness = try H()
+        try await harness.play(name)
+        let (notifications, submissions) = try await Self.writes(of: harness)
+        let customers = harness.engine.groundTruth().map(\.customerId) + ["nobody"]
+        let end = harness.engine.state.now
+        let late = try await Self.check(notifications + submissions + notifications.reversed(), customers: customers, backend: backend, until: end)
+        let early = try await Self.check(submissions + notifications, customers: customers, backend: backend, until: end)
+        #expect(late > 0 && early > 0, "the scenario changed no customer's view")
+    }
+
+    @Test("customers linked only by an app account token are announced, and both owners when a token changes hands", arguments: Backend.allCases)
+    func tokens(backend: Backend) async throws {
+        var harness = try H()
+        let token = LowercaseUUID(UUID())
+        for customer in ["tina", "ursula"] { try harness.engine.createCustomer(id: customer) }
+        let coins = try harness.engine.purchase(.init(customerId: "tina", productId: "coins.100", appAccountToken: token))
+        let consumedBefore = harness.engine.state.notifications.count
+        _ = try harness.engine.purchase(.init(customerId: "tina", productId: "pro.monthly", appAccountToken: token))
+        try harness.engine.advance(by: 40 * 86_400)
+        let unlock = try harness.engine.purchase(.init(customerId: "ursula", productId: "unlock.lifetime", appAccountToken: token))
+        let verifier = harness.verifier
+        let verify = { (jws: String) in try await verifier.verifyTransaction(jws) }
+        let notifications = try await harness.verifiedNotifications().dropFirst(consumedBefore).map(Write.notification)
+        // tina's app submits the coins (claiming the token); the subscription arrives only by notification, linked
+        // by the token; then ursula's app submits a purchase with the same token, which moves it to her.
+        let writes = [Write.submission(try await verify(coins.signedTransaction), "tina")] + notifications
+            + [Write.submission(try await verify(unlock.signedTransaction), "ursula")]
+        let changes = try await Self.check(writes, customers: ["tina", "ursula"], backend: backend, until: harness.engine.state.now)
+        #expect(changes >= 3)
+    }
+}
