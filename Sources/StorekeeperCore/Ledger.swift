@@ -1,6 +1,6 @@
 public import AppStoreModels
 public import AppStoreSigning
-public import Foundation
+import Foundation
 
 /// What Storekeeper knows about every purchase, as one value: the reference model of the ledger that storage
 /// backends persist, with the rules that make it a faithful cache of the App Store (DESIGN rules 2-5):
