@@ -13,7 +13,7 @@ struct CustomerCacheTests {
         #expect(cache.value(customer: "c", variant: "x", now: now.addingTimeInterval(29)) == "a")
         #expect(cache.value(customer: "c", variant: "x", now: now.addingTimeInterval(30)) == nil)
         #expect(cache.value(customer: "c", variant: "y", now: now) == nil)
-        cache.store("b", customer: "d", variant: "x", validUntil: nil, now: now, ticket: cache.ticket())
+        cache.put("b", "d", cache.ticket())
         #expect(cache.value(customer: "d", variant: "x", now: now.addingTimeInterval(59)) == "b")
         #expect(cache.value(customer: "d", variant: "x", now: now.addingTimeInterval(61)) == nil)
         #expect(!cache.store("late", customer: "e", variant: "x", validUntil: now, now: now, ticket: cache.ticket()))
@@ -32,37 +32,41 @@ struct CustomerCacheTests {
         #expect(cache.value(customer: "d", variant: "x", now: now) == "dx")
     }
 
-    @Test("a read that began before a write's invalidation cannot store what it computed")
-    func race() {
-        let cache = CustomerCache<String>(capacity: 10, maxAge: 60)
+    /// A cache, and a ticket taken just before customer `c` was invalidated.
+    static func ticketBeforeInvalidation(capacity: Int) -> (CustomerCache<String>, CustomerCache<String>.Ticket) {
+        let cache = CustomerCache<String>(capacity: capacity, maxAge: 60)
         let early = cache.ticket()
         cache.invalidate(["c"])
-        #expect(!cache.store("stale", customer: "c", variant: "x", validUntil: nil, now: now, ticket: early))
+        return (cache, early)
+    }
+
+    @Test("a read that began before a write's invalidation cannot store what it computed")
+    func race() {
+        let (cache, early) = Self.ticketBeforeInvalidation(capacity: 10)
+        #expect(!cache.put("stale", "c", early))
         #expect(cache.value(customer: "c", variant: "x", now: now) == nil)
         // Another customer's invalidation does not hold back this one's read.
-        #expect(cache.store("fresh", customer: "d", variant: "x", validUntil: nil, now: now, ticket: early))
+        #expect(cache.put("fresh", "d", early))
         let late = cache.ticket()
-        #expect(cache.store("fresh", customer: "c", variant: "x", validUntil: nil, now: now, ticket: late))
+        #expect(cache.put("fresh", "c", late))
         #expect(cache.value(customer: "c", variant: "x", now: now) == "fresh")
     }
 
     @Test("evicting a customer's invalidation stamp still refuses reads that began before it")
     func eviction() {
-        let cache = CustomerCache<String>(capacity: 8, maxAge: 60)
-        let early = cache.ticket()
-        cache.invalidate(["c"])
+        let (cache, early) = Self.ticketBeforeInvalidation(capacity: 8)
         for index in 0..<40 {
-            cache.store("v", customer: "filler-\(index)", variant: "x", validUntil: nil, now: now, ticket: cache.ticket())
+            cache.put("v", "filler-\(index)", cache.ticket())
         }
         #expect(cache.statistics.customers <= 8)
-        #expect(!cache.store("stale", customer: "c", variant: "x", validUntil: nil, now: now, ticket: early))
-        #expect(cache.store("fresh", customer: "c", variant: "x", validUntil: nil, now: now, ticket: cache.ticket()))
+        #expect(!cache.put("stale", "c", early))
+        #expect(cache.put("fresh", "c", cache.ticket()))
     }
 
     @Test("capacity 0 turns the cache off")
     func off() {
         let cache = CustomerCache<String>(capacity: 0, maxAge: 60)
-        #expect(!cache.store("a", customer: "c", variant: "x", validUntil: nil, now: now, ticket: cache.ticket()))
+        #expect(!cache.put("a", "c", cache.ticket()))
         #expect(cache.value(customer: "c", variant: "x", now: now) == nil)
         cache.invalidate(["c"])
         #expect(cache.statistics.customers == 0)
@@ -95,7 +99,7 @@ struct CustomerCacheTests {
                         let ticket = cache.ticket()
                         let version = versions.current(customer)
                         await Task.yield()  // let writes land between the read and the store
-                        cache.store(version, customer: customer, variant: "x", validUntil: nil, now: now, ticket: ticket)
+                        cache.put(version, customer, ticket)
                     }
                 }
             }
@@ -104,6 +108,14 @@ struct CustomerCacheTests {
 }
 
 import Synchronization
+
+extension CustomerCache {
+    /// Stores a value without an expiry of its own, variant `x`, at the tests' fixed moment.
+    @discardableResult
+    func put(_ value: Value, _ customer: String, _ ticket: Ticket) -> Bool {
+        store(value, customer: customer, variant: "x", validUntil: nil, now: Date(timeIntervalSince1970: 1_780_000_000), ticket: ticket)
+    }
+}
 
 /// Per customer: the version a write has committed, and the version whose invalidation has completed.
 final class VersionBoard: Sendable {
