@@ -27,6 +27,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
     ],
     targets: [
         .target(
@@ -68,6 +69,7 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "HashTreeCollections", package: "swift-collections"),
             ],
             resources: [
                 .embedInCode("Scenarios/subscriber-lifecycle.scenario"),
@@ -114,6 +116,7 @@ let package = Package(
         .target(
             name: "StorekeeperDemo",
             dependencies: [
+                .product(name: "HashTreeCollections", package: "swift-collections"),
                 "AppStoreModels",
                 "AppStoreSigning",
                 "AppStoreSimulator",
@@ -190,6 +193,7 @@ let package = Package(
         .testTarget(
             name: "AppStoreSimulatorTests",
             dependencies: [
+                .product(name: "HashTreeCollections", package: "swift-collections"),
                 "AppStoreModels",
                 "AppStoreSigning",
                 "AppStoreSimulator",
@@ -204,12 +208,14 @@ let package = Package(
         ),
         .testTarget(
             name: "StorekeeperCoreTests",
-            dependencies: ["AppStoreModels", "AppStoreSigning", "AppStoreSimulator", "StorekeeperCore", "StorekeeperSQLite"],
+            dependencies: [
+                .product(name: "HashTreeCollections", package: "swift-collections"),"AppStoreModels", "AppStoreSigning", "AppStoreSimulator", "StorekeeperCore", "StorekeeperSQLite"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "StorekeeperServerTests",
             dependencies: [
+                .product(name: "HashTreeCollections", package: "swift-collections"),
                 "AppStoreModels",
                 "AppStoreSigning",
                 "AppStoreSimulator",
@@ -226,6 +232,7 @@ let package = Package(
         .testTarget(
             name: "AppStoreServerAPITests",
             dependencies: [
+                .product(name: "HashTreeCollections", package: "swift-collections"),
                 "AppStoreModels",
                 "AppStoreSigning",
                 "AppStoreSimulator",

@@ -1,5 +1,6 @@
 public import AppStoreModels
 public import Foundation
+import HashTreeCollections
 
 /// What a customer should be entitled to now, by the App Store's own state: the answer Storekeeper must match.
 ///

@@ -1,5 +1,6 @@
 public import AppStoreModels
 import Foundation
+import HashTreeCollections
 
 extension LifecycleEngine {
     /// A purchase as a StoreKit 2 app makes it.

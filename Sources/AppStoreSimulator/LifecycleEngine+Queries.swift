@@ -1,5 +1,6 @@
 public import AppStoreModels
 import Foundation
+import HashTreeCollections
 
 extension LifecycleEngine {
     /// The customer a transaction ID, original transaction ID or app transaction ID belongs to, within one app.

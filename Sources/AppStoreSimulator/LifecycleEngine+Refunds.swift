@@ -1,5 +1,6 @@
 public import AppStoreModels
 import Foundation
+import HashTreeCollections
 
 extension LifecycleEngine {
     /// The App Store grants a refund: `REFUND` with the revocation fields; a subscription moves to status 5 and its

@@ -1,5 +1,6 @@
 import AppStoreModels
 public import Foundation
+import HashTreeCollections
 
 extension LifecycleEngine {
     // MARK: - The clock

@@ -1,6 +1,7 @@
 import AppStoreModels
 public import AppStoreSigning
 public import Foundation
+import HashTreeCollections
 
 /// The simulated App Store's rules: sells, renews, fails billing, refunds, shares with families and records the
 /// notifications Apple would send, each signed with the simulator's certificate chain (APPSTORE-SPEC §2.3-§2.4, §4).
@@ -27,10 +28,21 @@ public struct LifecycleEngine: Sendable {
     mutating func transaction<Result>(
         _ change: (inout LifecycleEngine) throws(SimulatorError) -> Result
     ) throws(SimulatorError) -> Result {
-        var copy = self
-        let result = try change(&copy)
-        self = copy
-        return result
+        // The dictionaries are persistent tries, so keeping the old state costs O(1) and each change after it
+        // O(log n). The notification log is append-only within an action: it is left out of the backup (sharing its
+        // buffer would copy it on the first append) and rolled back by truncation.
+        let logLength = state.notifications.count
+        var backup = self
+        backup.state.notifications = []
+        do {
+            return try change(&self)
+        } catch {
+            var log = state.notifications
+            self = backup
+            log.removeSubrange(logLength...)
+            state.notifications = log
+            throw error
+        }
     }
 
     // MARK: - Customers and families

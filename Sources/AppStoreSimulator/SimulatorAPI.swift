@@ -1,6 +1,7 @@
 import AppStoreModels
 import AppStoreSigning
 import Foundation
+import HashTreeCollections
 public import Hummingbird
 
 /// The App Store Server API at Apple's paths (APPSTORE-SPEC §1.3), served by the simulator: JWT checked like

@@ -1,5 +1,6 @@
 public import AppStoreModels
 public import Foundation
+public import HashTreeCollections
 
 /// Everything the simulator knows, as one value: saved to `state.json` after every change and loaded at start.
 public struct SimulatorState: Codable, Sendable {
@@ -14,10 +15,15 @@ public struct SimulatorState: Codable, Sendable {
     public var now: Date
     /// When the last notification was signed (signing dates only increase).
     public var lastSignedDate: Date?
-    public var customers: [String: Customer] = [:]
-    public var transactions: [String: TransactionRecord] = [:]
+    // The growing collections are persistent hash tries (encoded exactly like dictionaries): the engine keeps the
+    // state before each action to roll back to, and with a trie a change after that costs O(log n) instead of a
+    // copy of the whole collection.
+    public var customers: TreeDictionary<String, Customer> = [:]
+    public var transactions: TreeDictionary<String, TransactionRecord> = [:]
     /// Subscriptions by original transaction ID (purchased ones and family-shared copies).
-    public var subscriptions: [String: SubscriptionRecord] = [:]
+    public var subscriptions: TreeDictionary<String, SubscriptionRecord> = [:]
+    /// Every notification, oldest first. Actions only append to it (delivery attempts are recorded outside actions),
+    /// which is how the engine rolls it back cheaply.
     public var notifications: [NotificationRecord] = []
     /// Products no longer for sale: their subscriptions expire at the next renewal.
     public var removedFromSale: Set<String> = []

@@ -3,13 +3,14 @@ import AppStoreSigning
 public import AppStoreSimulator
 import AsyncHTTPClient
 import Foundation
+import HashTreeCollections
 import Hummingbird
 import Logging
 import NIOCore
 import NIOHTTP1
 import StorekeeperCore
-import StorekeeperServer
 import StorekeeperSQLite
+import StorekeeperServer
 import Synchronization
 
 /// `storekeeper demo`: the simulator and the server in one process on loopback ports, with a temporary SQLite file.

@@ -3,6 +3,7 @@ import AppStoreServerAPI
 import AppStoreSigning
 import AppStoreSimulator
 import Foundation
+import HashTreeCollections
 import Logging
 import Testing
 

@@ -3,6 +3,7 @@ import AppStoreSigning
 @testable import AppStoreSimulator
 import AsyncHTTPClient
 import Foundation
+import HashTreeCollections
 import Hummingbird
 import HummingbirdTesting
 import Logging

@@ -2,6 +2,7 @@ import AppStoreModels
 import AppStoreSigning
 @testable import AppStoreSimulator
 import Foundation
+import HashTreeCollections
 import Testing
 
 @Suite("Simulator: refunds, family sharing, one-time products, notifications")

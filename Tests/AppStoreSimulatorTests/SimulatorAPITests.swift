@@ -3,6 +3,7 @@ import AppStoreSigning
 @testable import AppStoreSimulator
 import Crypto
 import Foundation
+import HashTreeCollections
 import Hummingbird
 import HummingbirdTesting
 import Testing

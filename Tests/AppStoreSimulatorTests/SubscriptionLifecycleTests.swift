@@ -2,6 +2,7 @@ import AppStoreModels
 import AppStoreSigning
 @testable import AppStoreSimulator
 import Foundation
+import HashTreeCollections
 import Testing
 
 @Suite("Simulator: subscription lifecycles")
@@ -280,14 +281,19 @@ struct SubscriptionLifecycleTests {
         #expect(seen[2].transaction?.expiresDate == before.addingTimeInterval(97 * 86_400))
     }
 
-    @Test("a failed action changes nothing")
-    func atomicity() throws {
+    /// alice subscribed to pro.monthly, and the state's JSON (keys sorted) at that point.
+    static func subscriberAndSnapshot() throws -> (H, JSONEncoder, Data) {
         var h = H()
         try h.customer("alice")
         try h.buy("alice", "pro.monthly")
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
-        let before = try encoder.encode(h.engine.state)
+        return (h, encoder, try encoder.encode(h.engine.state))
+    }
+
+    @Test("a failed action changes nothing")
+    func atomicity() throws {
+        var (h, encoder, before) = try Self.subscriberAndSnapshot()
         #expect(throws: SimulatorError.self) { try h.buy("alice", "no.such.product") }
         #expect(throws: SimulatorError.self) { try h.buy("nobody", "pro.monthly") }
         #expect(throws: SimulatorError.self) { try h.buy("alice", "coins.100", quantity: 11) }
@@ -296,6 +302,27 @@ struct SubscriptionLifecycleTests {
         #expect(throws: SimulatorError.self) { try h.engine.createCustomer(id: "alice") }
         #expect(throws: SimulatorError.self) { try h.engine.createCustomer(id: "carol", storefront: "XXX") }
         #expect(try encoder.encode(h.engine.state) == before)
+    }
+
+    @Test("an action that fails after changing the state and sending notifications rolls all of it back")
+    func rollbackAfterChanges() throws {
+        var (h, encoder, before) = try Self.subscriberAndSnapshot()
+        let sent = h.engine.state.notifications.count
+        let failure = #expect(throws: SimulatorError.self) {
+            try h.engine.transaction { (engine) throws(SimulatorError) -> Void in
+                try engine.createCustomer(id: "bob")
+                _ = try engine.purchase(.init(customerId: "bob", productId: "coins.100"))
+                _ = try engine.purchase(.init(customerId: "alice", productId: "unlock.lifetime"))
+                #expect(engine.state.notifications.count == sent + 2)
+                throw SimulatorError(.conflict, "injected after the changes")
+            }
+        }
+        #expect(failure?.message == "injected after the changes")
+        #expect(try encoder.encode(h.engine.state) == before)
+        // The engine goes on from the old state: the next purchase is the next notification, bob does not exist.
+        try h.buy("alice", "coins.100")
+        #expect(h.engine.state.notifications.count == sent + 1)
+        #expect(h.engine.state.customers["bob"] == nil)
     }
 
     @Test("sandbox at an accelerated rate renews 12 times, then turns auto-renew off")

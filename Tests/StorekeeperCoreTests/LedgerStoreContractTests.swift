@@ -2,6 +2,7 @@ import AppStoreModels
 import AppStoreSigning
 import AppStoreSimulator
 import Foundation
+import HashTreeCollections
 import StorekeeperCore
 import StorekeeperSQLite
 import Testing

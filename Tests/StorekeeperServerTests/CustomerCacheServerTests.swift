@@ -1,6 +1,7 @@
 import AppStoreModels
 import AppStoreSimulator
 import Foundation
+import HashTreeCollections
 import Hummingbird
 import HummingbirdTesting
 import StorekeeperServer
