@@ -77,6 +77,73 @@ struct CustomerCacheServerTests {
         }
     }
 
+    @Test("reads racing notifications: once the writes are done, every answer equals a read without the cache")
+    func racingReads() async throws {
+        var testbed = try T()
+        var customers: [String] = []
+        var submissions: [(String, String)] = []
+        var originals: [String] = []
+        for index in 0..<12 {
+            let customer = "racer-\(index)"
+            try testbed.engine.createCustomer(id: customer)
+            let purchase = try testbed.engine.purchase(.init(customerId: customer, productId: "pro.monthly"))
+            customers.append(customer)
+            submissions.append((customer, #"{"signedTransaction":"\#(purchase.signedTransaction)"}"#))
+            originals.append(purchase.originalTransactionId)
+        }
+        let subscribed = testbed.engine.state.notifications.map { #"{"signedPayload":"\#($0.signedPayload)"}"# }
+        for enabled in [false, true, false] {
+            for original in originals { try testbed.engine.setAutoRenew(originalTransactionId: original, enabled: enabled) }
+        }
+        let changes = testbed.engine.state.notifications.dropFirst(subscribed.count).map { #"{"signedPayload":"\#($0.signedPayload)"}"# }
+        let readers = customers
+        let bodies = submissions
+        let cached = Answers()
+        try await testbed.withClient { client in
+            for (customer, body) in bodies {
+                #expect(try await client.send(.post, "/v1/customers/\(customer)/transactions", body: body, key: T.appKey).status == 200)
+            }
+            for body in subscribed { #expect(try await client.send(.post, "/appstore/notifications", body: body).status == 200) }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for body in changes {
+                        let status = try await client.send(.post, "/appstore/notifications", body: body).status
+                        #expect(status == 200)
+                    }
+                }
+                for _ in 0..<4 {
+                    group.addTask {
+                        for _ in 0..<20 {
+                            for customer in readers.shuffled() {
+                                _ = try await client.send(.get, "/v1/customers/\(customer)?environment=Sandbox", key: T.appKey)
+                            }
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            for customer in readers {
+                cached.set(customer, try await client.send(.get, "/v1/customers/\(customer)?environment=Sandbox", key: T.appKey).json)
+            }
+        }
+        var plain = testbed.configuration
+        plain.customerCache = .init(capacity: 0)
+        try await testbed.withClient(configuration: plain) { client in
+            for customer in readers {
+                let fresh = try await client.send(.get, "/v1/customers/\(customer)?environment=Sandbox", key: T.appKey)
+                #expect(Self.entitlement(fresh)?["willRenew"] as? Bool == false)
+                #expect(NSDictionary(dictionary: fresh.json) == NSDictionary(dictionary: cached.get(customer)), "\(customer)")
+            }
+        }
+    }
+
+    /// Answers by customer, shared between tasks.
+    final class Answers: Sendable {
+        private let answers = Mutex<[String: [String: any Sendable]]>([:])
+        func set(_ customer: String, _ json: [String: any Sendable]) { answers.withLock { $0[customer] = json } }
+        func get(_ customer: String) -> [String: any Sendable] { answers.withLock { $0[customer] ?? [:] } }
+    }
+
     static func entitlement(_ answer: Answer) -> [String: Any]? {
         (answer.json["entitlements"] as? [[String: Any]])?.first { $0["entitlement"] as? String == "pro" }
     }
