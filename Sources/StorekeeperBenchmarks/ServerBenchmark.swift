@@ -50,13 +50,27 @@ public enum ServerBenchmark {
         /// Notifications applied while the clients read (each changed one customer's answer).
         public var writesDuringReads: Int
         public var writeRate: Double
+        /// A cache miss taken apart, without HTTP, one read at a time.
+        public var missPath: MissPath
+    }
+
+    /// The average time of each part of answering a customer from the ledger.
+    public struct MissPath: Codable, Sendable {
+        /// `LedgerStore.ledger(for:environment:)`: a read transaction on a pooled SQLite connection, its queries,
+        /// decoding the stored records, and the hops to the connection's queue and back.
+        public var ledgerReadMicroseconds: Double
+        /// `EntitlementEngine.state` alone.
+        public var entitlementStateMicroseconds: Double
+        /// The whole answer from the loaded ledger: the state again, the subscriptions view, the next change and the
+        /// JSON encoding.
+        public var answerMicroseconds: Double
     }
 
     /// Posts `count` distinct notifications (one-time purchases and subscriptions, signed by an Apple-shaped test
     /// CA) to a fresh server.
     public static func ingest(count: Int, concurrency: Int) async throws -> Result {
         let bodies = try makeNotifications(count: count * 3 / 2 + 10)
-        return try await withServer { port, _ in
+        return try await withServer { port, _, _ in
             let send: @Sendable (LoadConnection, String) async throws -> UInt = { connection, body in
                 try await connection.send(.POST, "/appstore/notifications", headers: [("Content-Type", "application/json")], body: ByteBuffer(string: body))
             }
@@ -96,7 +110,7 @@ public enum ServerBenchmark {
     /// A server over a temporary SQLite file on a loopback port, trusting the benchmark CA.
     static func withServer<T: Sendable>(
         apiKey: String? = nil, cacheCapacity: Int = 10_000, metrics: ServerMetrics = ServerMetrics(),
-        _ body: @Sendable @escaping (Int, String) async throws -> T
+        _ body: @Sendable @escaping (_ port: Int, _ apiKey: String, _ store: any LedgerStore) async throws -> T
     ) async throws -> T {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("storekeeper-bench-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -128,7 +142,7 @@ public enum ServerBenchmark {
             }
             var iterator = ports.stream.makeAsyncIterator()
             guard let port = await iterator.next() else { throw VerifyBenchmark.BenchmarkError(message: "the server did not start") }
-            let result = try await body(port, key)
+            let result = try await body(port, key, store)
             group.cancelAll()
             return result
         }!

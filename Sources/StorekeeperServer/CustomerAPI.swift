@@ -1,9 +1,9 @@
-import AppStoreModels
+package import AppStoreModels
 import AppStoreSigning
-import Foundation
-import Hummingbird
+package import Foundation
+package import Hummingbird
 import Logging
-import StorekeeperCore
+package import StorekeeperCore
 
 /// The app API (API keys with scope `app`, for one app; `admin` keys for any):
 /// `POST /v1/customers/{id}/transactions` with `{"signedTransaction"}` and `GET /v1/customers/{id}`.
@@ -139,15 +139,12 @@ struct CustomerAPI: Sendable {
             guard !ledger.transactions.isEmpty || ledger.tokenOwners.values.contains(customerId) else {
                 return StorekeeperApplication.errorResponse(.notFound, "unknown-customer", "no customer '\(customerId)' for \(bundleId) in \(environment)")
             }
-            let engine = EntitlementEngine(configuration: configuration.entitlements)
             let at = now()
-            let view = CustomerView(state: engine.state(of: customerId, in: ledger, environment: environment, at: at), ledger: ledger, bundleId: bundleId)
-            let body = ByteBuffer(bytes: try AppStoreJSON.makeEncoder().encode(view))
-            cache.store(
-                body, customer: customerId, variant: variant,
-                validUntil: engine.nextChange(of: customerId, in: ledger, environment: environment, after: at), now: at, ticket: ticket
+            let answer = try CustomerView.answer(
+                for: customerId, in: ledger, bundleId: bundleId, environment: environment, configuration: configuration.entitlements, at: at
             )
-            return StorekeeperApplication.jsonResponse(encoded: body)
+            cache.store(answer.body, customer: customerId, variant: variant, validUntil: answer.validUntil, now: at, ticket: ticket)
+            return StorekeeperApplication.jsonResponse(encoded: answer.body)
         } catch let error as StorageError {
             logger.error("customer read failed", metadata: ["customer.id": .string(customerId), "error": .string(error.message)])
             return StorekeeperApplication.errorResponse(.serviceUnavailable, "storage-unavailable", "the ledger could not be read")
@@ -158,7 +155,18 @@ struct CustomerAPI: Sendable {
 }
 
 /// What `GET /v1/customers/{id}` answers.
-struct CustomerView: Encodable {
+package struct CustomerView: Encodable {
+    /// The encoded answer for a customer from their ledger (narrowed to one app) at `now`, and until when it holds
+    /// (the engine's next change).
+    package static func answer(
+        for customerId: String, in ledger: Ledger, bundleId: String, environment: AppStoreEnvironment,
+        configuration: EntitlementConfiguration, at now: Date
+    ) throws -> (body: ByteBuffer, validUntil: Date?) {
+        let engine = EntitlementEngine(configuration: configuration)
+        let view = CustomerView(state: engine.state(of: customerId, in: ledger, environment: environment, at: now), ledger: ledger, bundleId: bundleId)
+        return (ByteBuffer(bytes: try AppStoreJSON.makeEncoder().encode(view)), engine.nextChange(of: customerId, in: ledger, environment: environment, after: now))
+    }
+
     struct Subscription: Encodable {
         var originalTransactionId: String
         var productId: String
