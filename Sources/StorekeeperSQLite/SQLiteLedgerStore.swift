@@ -180,15 +180,19 @@ public final class SQLiteLedgerStore: LedgerStore {
 
     // MARK: - Rows
 
-    /// The rows a notification touches: its transaction, its subscription's transactions and the subscription.
+    /// The rows a notification touches: for the subscription or purchase of its transaction and of its renewal
+    /// info, every transaction, the customer link and the subscription record (the link and the transactions' app
+    /// account tokens name the customers a change concerns, even when only the renewal info changes).
     private func load(_ db: Database, touching notification: VerifiedNotification) throws -> Ledger {
         var ledger = Ledger()
+        var families = Set<LedgerKey>()
         if let transaction = notification.transaction?.payload, let environment = transaction.environment {
-            try loadSubscriptionFamily(db, LedgerKey(environment, transaction.originalTransactionId), into: &ledger)
+            families.insert(LedgerKey(environment, transaction.originalTransactionId))
         }
         if let renewal = notification.renewalInfo?.payload, let environment = renewal.environment {
-            try loadSubscription(db, LedgerKey(environment, renewal.originalTransactionId), into: &ledger)
+            families.insert(LedgerKey(environment, renewal.originalTransactionId))
         }
+        for family in families.sorted() { try loadSubscriptionFamily(db, family, into: &ledger) }
         return ledger
     }
 

@@ -120,4 +120,23 @@ struct LedgerChangeFeedTests {
         let changes = try await Self.check(writes, customers: ["tina", "ursula"], backend: backend, until: harness.engine.state.now)
         #expect(changes >= 3)
     }
+
+    @Test("a notification carrying only renewal info announces the customer of its subscription", arguments: Backend.allCases)
+    func renewalInfoOnly(backend: Backend) async throws {
+        var harness = try H()
+        try harness.engine.createCustomer(id: "alice")
+        let purchase = try harness.engine.purchase(.init(customerId: "alice", productId: "pro.monthly"))
+        try harness.engine.setAutoRenew(originalTransactionId: purchase.originalTransactionId, enabled: false)
+        let notifications = try await harness.verifiedNotifications()
+        // The auto-renew change, signed again without its transaction (Apple's data may carry either).
+        var payload = try #require(notifications.last).payload
+        payload.notificationUUID = UUID().uuidString
+        payload.data?.signedTransactionInfo = nil
+        let renewalOnly = try await harness.verifier.verifyNotification(try H.authority.makeSigner().sign(payload))
+        #expect(renewalOnly.transaction == nil && renewalOnly.renewalInfo != nil)
+        let submission = Write.submission(try await harness.verifier.verifyTransaction(purchase.signedTransaction), "alice")
+        let writes = [submission, .notification(notifications[0]), .notification(renewalOnly)]
+        let changes = try await Self.check(writes, customers: ["alice"], backend: backend, until: harness.engine.state.now)
+        #expect(changes == 3)
+    }
 }
