@@ -18,7 +18,18 @@ public actor NotificationDeliverer: Service {
     let timeout: TimeAmount
     private var delivering = false
 
-    public init(simulator: Simulator, client: HTTPClient, logger: Logger, timeout: TimeAmount = .seconds(10)) {
+    /// The client deliverers use unless given another: a refused connection fails the attempt at once (a pooled
+    /// client's default is to keep trying until the attempt's timeout, which made every control action wait 10 s
+    /// per notification while the receiver was down), and connecting may take at most 2 s. Lives as long as the
+    /// process, like `HTTPClient.shared`.
+    public static let sharedClient: HTTPClient = {
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool.retryConnectionEstablishment = false
+        configuration.timeout.connect = .seconds(2)
+        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+    }()
+
+    public init(simulator: Simulator, client: HTTPClient = NotificationDeliverer.sharedClient, logger: Logger, timeout: TimeAmount = .seconds(10)) {
         self.simulator = simulator
         self.client = client
         self.logger = logger

@@ -21,6 +21,21 @@ public struct EntitlementConfiguration: Codable, Hashable, Sendable {
         self.nonRenewingDurations = nonRenewingDurations
         self.billingRetryGrantsAccess = billingRetryGrantsAccess
     }
+
+    private enum CodingKeys: String, CodingKey {
+        case productEntitlements, subscriptionLevels, nonRenewingDurations, billingRetryGrantsAccess
+    }
+
+    /// Every field may be left out of a configuration file; it then takes the default above.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            productEntitlements: try container.decodeIfPresent([String: [String]].self, forKey: .productEntitlements) ?? [:],
+            subscriptionLevels: try container.decodeIfPresent([String: Int].self, forKey: .subscriptionLevels) ?? [:],
+            nonRenewingDurations: try container.decodeIfPresent([String: TimeInterval].self, forKey: .nonRenewingDurations) ?? [:],
+            billingRetryGrantsAccess: try container.decodeIfPresent(Bool.self, forKey: .billingRetryGrantsAccess) ?? false
+        )
+    }
 }
 
 /// One thing a customer is entitled to now, and why (DESIGN rule 7).

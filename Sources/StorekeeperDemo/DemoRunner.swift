@@ -78,7 +78,7 @@ public struct DemoRunner: Sendable {
             _ = try await simulator.perform { engine in engine.setNotificationURL(base + "/appstore/notifications") }
             let session = DemoSession(
                 simulator: simulator, base: base, apiKey: apiKey, clock: clock, print: print,
-                deliverer: NotificationDeliverer(simulator: simulator, client: .shared, logger: logger)
+                deliverer: NotificationDeliverer(simulator: simulator, logger: logger)
             )
             for (scenario, faults) in Self.plan {
                 try await session.play(scenario, faults: faults)

@@ -79,6 +79,20 @@ public struct ServerConfiguration: Codable, Sendable {
         self.customerCache = customerCache
     }
 
+    private enum CodingKeys: String, CodingKey { case apps, entitlements, apiKeys, customerCache }
+
+    /// `apps` is required; `entitlements` (each product grants an entitlement named after it), `apiKeys` (none: the
+    /// app API refuses every request) and `customerCache` take their defaults when left out.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            apps: try container.decode([App].self, forKey: .apps),
+            entitlements: try container.decodeIfPresent(EntitlementConfiguration.self, forKey: .entitlements) ?? EntitlementConfiguration(),
+            apiKeys: try container.decodeIfPresent([APIKey].self, forKey: .apiKeys) ?? [],
+            customerCache: try container.decodeIfPresent(CustomerCacheSettings.self, forKey: .customerCache)
+        )
+    }
+
     /// Reads and checks a configuration file; errors name the file and the faulty entry.
     public static func load(path: String) throws -> ServerConfiguration {
         guard let data = FileManager.default.contents(atPath: path) else {

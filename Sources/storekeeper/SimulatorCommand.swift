@@ -127,7 +127,7 @@ struct SimulatorServe: AsyncParsableCommand {
             }
             var logger = Logger(label: "simulator")
             logger.logLevel = .info
-            let deliverer = NotificationDeliverer(simulator: simulator, client: .shared, logger: logger)
+            let deliverer = NotificationDeliverer(simulator: simulator, logger: logger)
             let app = SimulatorApplication.build(
                 simulator: simulator, deliverer: deliverer, port: port, logger: logger,
                 onServerRunning: { port in
@@ -174,7 +174,7 @@ struct SimulatorRun: AsyncParsableCommand {
                 return
             }
             let simulator = try await DirectoryOptions(dir: dir!).load(notifyURL: notifyURL)
-            let deliverer = NotificationDeliverer(simulator: simulator, client: .shared, logger: Logger(label: "simulator"))
+            let deliverer = NotificationDeliverer(simulator: simulator, logger: Logger(label: "simulator"))
             let before = await simulator.state.notifications.count
             let parsed = try Scenario(name: name, text: text)
             let events = try await ScenarioRunner(simulator: simulator, afterStep: { await deliverer.deliverDue() }).run(parsed)

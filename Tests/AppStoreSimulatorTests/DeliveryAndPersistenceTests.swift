@@ -48,7 +48,7 @@ struct DeliveryAndPersistenceTests {
         try harness.customer("alice")
         try harness.buy("alice", "pro.monthly")
         let simulator = Simulator(engine: harness.engine)
-        let deliverer = NotificationDeliverer(simulator: simulator, client: .shared, logger: Logger(label: "test"))
+        let deliverer = NotificationDeliverer(simulator: simulator, logger: Logger(label: "test"))
         try await receiver.serve { url in
             _ = try await simulator.perform { engine in engine.state.notificationURL = url }
             #expect(await deliverer.deliverDue() == 1)
@@ -80,7 +80,7 @@ struct DeliveryAndPersistenceTests {
             engine.state.faults.duplicateNextNotifications = 1
             engine.state.faults.reorderNotifications = true
         }
-        let deliverer = NotificationDeliverer(simulator: simulator, client: .shared, logger: Logger(label: "test"))
+        let deliverer = NotificationDeliverer(simulator: simulator, logger: Logger(label: "test"))
         try await receiver.serve { url in
             _ = try await simulator.perform { engine in engine.state.notificationURL = url }
             #expect(await deliverer.deliverDue() == 3)
@@ -96,7 +96,10 @@ struct DeliveryAndPersistenceTests {
         try unreachable.buy("bob", "coins.100")
         let lonely = Simulator(engine: unreachable.engine)
         _ = try await lonely.perform { engine in engine.state.notificationURL = "http://127.0.0.1:1/nothing" }
-        await NotificationDeliverer(simulator: lonely, client: .shared, logger: Logger(label: "test"), timeout: .seconds(2)).deliverDue()
+        // Nobody listens: the attempt fails at once instead of retrying the connection until the 10 s timeout.
+        let began = ContinuousClock.now
+        await NotificationDeliverer(simulator: lonely, logger: Logger(label: "test")).deliverDue()
+        #expect(ContinuousClock.now - began < .seconds(5))
         #expect(await lonely.state.notifications[0].sendAttempts.first?.sendAttemptResult == "NO_RESPONSE")
     }
 
@@ -137,7 +140,7 @@ struct DeliveryAndPersistenceTests {
         try harness.buy("alice", "pro.monthly")
         let simulator = Simulator(engine: harness.engine)
         let start = await simulator.state.now
-        let deliverer = NotificationDeliverer(simulator: simulator, client: .shared, logger: Logger(label: "test"))
+        let deliverer = NotificationDeliverer(simulator: simulator, logger: Logger(label: "test"))
         let ticker = ClockTicker(simulator: simulator, deliverer: deliverer, interval: .milliseconds(20))
         let task = Task { try await ticker.run() }
         try await Task.sleep(for: .milliseconds(200))

@@ -24,6 +24,23 @@ struct ConfigurationTests {
         }
     }
 
+    @Test("a minimal configuration (apps only) takes the defaults; a missing apps list is named")
+    func minimal() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let minimal = directory.appendingPathComponent("minimal.json")
+        try #"{"apps": [{"bundleId": "com.example.app", "environments": ["Sandbox"]}], "entitlements": {"subscriptionLevels": {"pro.monthly": 1}}}"#
+            .write(to: minimal, atomically: true, encoding: .utf8)
+        let configuration = try ServerConfiguration.load(path: minimal.path)
+        #expect(configuration.apiKeys.isEmpty && configuration.customerCache == nil)
+        #expect(configuration.entitlements == EntitlementConfiguration(subscriptionLevels: ["pro.monthly": 1]))
+        let noApps = directory.appendingPathComponent("no-apps.json")
+        try #"{"apiKeys": []}"#.write(to: noApps, atomically: true, encoding: .utf8)
+        let error = #expect(throws: ConfigurationError.self) { try ServerConfiguration.load(path: noApps.path) }
+        #expect(error?.message.contains("apps") == true, "\(String(describing: error))")
+    }
+
     @Test("App Store Server API credentials load per environment and every mistake is named, never the key")
     func serverAPICredentials() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID())")
