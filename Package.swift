@@ -96,6 +96,7 @@ let package = Package(
                 "AppStoreSigning",
                 "StorekeeperCore",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
