@@ -3,6 +3,7 @@ public import AppStoreSigning
 public import Foundation
 import GRDB
 import NIOPosix
+import Synchronization
 public import StorekeeperCore
 
 /// The embedded ledger: one SQLite file in WAL mode with `synchronous = FULL`, so an acknowledged notification
@@ -71,7 +72,7 @@ public final class SQLiteLedgerStore: LedgerStore {
     // MARK: - Writes
 
     public func apply(_ notification: VerifiedNotification) async throws(StorageError) -> ApplyOutcome {
-        let (outcome, affected) = try await write { db -> (ApplyOutcome, Set<String>) in
+        try await writeAnnouncing { db -> (ApplyOutcome, Set<String>) in
             let uuid = notification.payload.notificationUUID
             if try Bool.fetchOne(db, sql: "SELECT 1 FROM notifications WHERE uuid = ?", arguments: [uuid]) == true {
                 return (.duplicate, [])
@@ -99,8 +100,6 @@ public final class SQLiteLedgerStore: LedgerStore {
             try self.unsafeFaultInjection?("before-commit")
             return (record.outcome == "applied" ? .applied : .recorded, ledger.customersAffected(since: before))
         }
-        changes.publish(affected)
-        return outcome
     }
 
     public func recordRejected(signedPayload: String, reason: String, at date: Date) async throws(StorageError) {
@@ -113,9 +112,9 @@ public final class SQLiteLedgerStore: LedgerStore {
     }
 
     public func submit(_ transaction: VerifiedSignedData<TransactionInfo>, customerId: String) async throws(StorageError) {
-        let affected = try await write { db -> Set<String> in
+        try await writeAnnouncing { db -> ((), Set<String>) in
             let info = transaction.payload
-            guard let environment = info.environment else { return [] }
+            guard let environment = info.environment else { return ((), []) }
             var ledger = Ledger()
             try self.loadSubscriptionFamily(db, LedgerKey(environment, info.originalTransactionId), into: &ledger)
             try self.loadTokenOwners(db, into: &ledger, also: [info.appAccountToken])
@@ -123,9 +122,8 @@ public final class SQLiteLedgerStore: LedgerStore {
             ledger.apply(info, jws: transaction.jws, source: "app")
             ledger.link(info, to: customerId)
             try self.save(db, ledger, comparedTo: before)
-            return ledger.customersAffected(since: before)
+            return ((), ledger.customersAffected(since: before))
         }
-        changes.publish(affected)
     }
 
     // MARK: - Reads
@@ -311,6 +309,28 @@ public final class SQLiteLedgerStore: LedgerStore {
     }
 
     // MARK: - Plumbing
+
+    /// A write whose body also names the customers it may change; they are announced on ``changes`` after the
+    /// commit, and also when the write fails after the body finished (it may have committed: a cancellation or an
+    /// I/O error can surface after the commit), since dropping a cached answer needlessly is harmless and keeping
+    /// a stale one is not.
+    private func writeAnnouncing<T: Sendable>(
+        _ body: @escaping @Sendable (Database) throws -> (T, Set<String>)
+    ) async throws(StorageError) -> T {
+        let computed = Mutex<Set<String>>([])
+        do {
+            let (result, affected) = try await write { db in
+                let (result, affected) = try body(db)
+                computed.withLock { $0 = affected }
+                return (result, affected)
+            }
+            changes.publish(affected)
+            return result
+        } catch {
+            changes.publish(computed.withLock { $0 })
+            throw error
+        }
+    }
 
     private func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(StorageError) -> T {
         do {
