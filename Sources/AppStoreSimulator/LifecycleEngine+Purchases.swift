@@ -107,8 +107,8 @@ extension LifecycleEngine {
 
     /// The customer's unrevoked transaction for a non-consumable, if any.
     func ownedNonConsumable(_ customerId: String, _ productId: String) -> String? {
-        state.transactions.values.first {
-            $0.customerId == customerId && $0.info.productId == productId && $0.info.revocationDate == nil
+        state.transactions.records(of: customerId).first {
+            $0.info.productId == productId && $0.info.revocationDate == nil
         }?.info.transactionId
     }
 
@@ -121,8 +121,8 @@ extension LifecycleEngine {
         offer: Catalog.Offer?
     ) throws(SimulatorError) -> PurchaseResult {
         let groupId = product.subscriptionGroupId!
-        let existing = state.subscriptions.values.first {
-            $0.customerId == customer.id && $0.groupId == groupId && $0.ownership == .purchased
+        let existing = state.subscriptions.records(of: customer.id).first {
+            $0.groupId == groupId && $0.ownership == .purchased
         }
         if let offer {
             try checkEligibility(offer, product: product, existing: existing)

@@ -16,12 +16,12 @@ extension LifecycleEngine {
 
     /// A customer's transactions in one app.
     public func transactions(customerId: String, bundleId: String) -> [TransactionRecord] {
-        state.transactions.values.filter { $0.customerId == customerId && $0.info.bundleId == bundleId }
+        state.transactions.records(of: customerId).filter { $0.info.bundleId == bundleId }
     }
 
     /// A customer's auto-renewable subscriptions in one app (purchased and family-shared).
     public func subscriptions(customerId: String, bundleId: String) -> [SubscriptionRecord] {
-        state.subscriptions.values.filter { $0.customerId == customerId && $0.bundleId == bundleId }
+        state.subscriptions.records(of: customerId).filter { $0.bundleId == bundleId }
             .sorted { $0.originalTransactionId < $1.originalTransactionId }
     }
 
@@ -40,7 +40,7 @@ extension LifecycleEngine {
         guard let app = catalog.app(bundleId), let customer = state.customers[customerId],
             let appTransactionId = customer.appTransactionIds[bundleId]
         else { return nil }
-        let first = state.transactions.values.filter { $0.customerId == customerId && $0.info.bundleId == bundleId }
+        let first = state.transactions.records(of: customerId).filter { $0.info.bundleId == bundleId }
             .map(\.info.purchaseDate).min() ?? state.now
         var info = AppTransaction(bundleId: bundleId)
         info.receiptType = state.environment

@@ -219,9 +219,7 @@ extension LifecycleEngine {
     mutating func shareSubscription(_ originalTransactionId: String, with member: String) throws(SimulatorError) {
         var purchaser = try subscription(originalTransactionId)
         let copyId = try shareCopy(of: purchaser.latestTransactionId, with: member)
-        let previous = state.subscriptions.values.first {
-            $0.customerId == member && $0.sharedFrom == originalTransactionId
-        }
+        let previous = state.subscriptions.records(of: member).first { $0.sharedFrom == originalTransactionId }
         var copy = SubscriptionRecord(
             originalTransactionId: copyId, customerId: member, bundleId: purchaser.bundleId, groupId: purchaser.groupId,
             productId: purchaser.productId, autoRenewProductId: purchaser.autoRenewProductId,

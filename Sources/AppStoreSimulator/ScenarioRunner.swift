@@ -160,8 +160,8 @@ public struct ScenarioRunner: Sendable {
     /// The customer's subscription in the product's group.
     static func subscription(_ customer: String, _ product: String, _ engine: LifecycleEngine) throws(SimulatorError) -> String {
         let group = engine.catalog.product(product)?.subscriptionGroupId
-        guard let subscription = engine.state.subscriptions.values.first(where: {
-            $0.customerId == customer && $0.groupId == group && $0.ownership == .purchased
+        guard let subscription = engine.state.subscriptions.records(of: customer).first(where: {
+            $0.groupId == group && $0.ownership == .purchased
         }) else { throw SimulatorError(.notFound, "\(customer) has no subscription in \(product)'s group") }
         return subscription.originalTransactionId
     }
@@ -169,8 +169,8 @@ public struct ScenarioRunner: Sendable {
     /// The customer's latest transaction of the product (for subscriptions: the current period's).
     static func transaction(_ customer: String, _ product: String, _ engine: LifecycleEngine, revoked: Bool = false) throws(SimulatorError) -> String {
         let group = engine.catalog.product(product)?.subscriptionGroupId
-        let candidates = engine.state.transactions.values.filter { record in
-            record.customerId == customer && record.info.inAppOwnershipType != .familyShared
+        let candidates = engine.state.transactions.records(of: customer).filter { record in
+            record.info.inAppOwnershipType != .familyShared
                 && (record.info.productId == product || (group != nil && record.info.subscriptionGroupIdentifier == group))
                 && (record.info.revocationDate != nil) == revoked
         }

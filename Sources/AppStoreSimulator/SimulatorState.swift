@@ -19,9 +19,9 @@ public struct SimulatorState: Codable, Sendable {
     // state before each action to roll back to, and with a trie a change after that costs O(log n) instead of a
     // copy of the whole collection.
     public var customers: TreeDictionary<String, Customer> = [:]
-    public var transactions: TreeDictionary<String, TransactionRecord> = [:]
+    public var transactions = RecordTable<TransactionRecord>()
     /// Subscriptions by original transaction ID (purchased ones and family-shared copies).
-    public var subscriptions: TreeDictionary<String, SubscriptionRecord> = [:]
+    public var subscriptions = RecordTable<SubscriptionRecord>()
     /// Every notification, oldest first. Actions only append to it (delivery attempts are recorded outside actions),
     /// which is how the engine rolls it back cheaply.
     public var notifications: [NotificationRecord] = []
