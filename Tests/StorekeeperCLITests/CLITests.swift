@@ -213,6 +213,24 @@ struct CLITests {
         }
     }
 
+    @Test("bench entitlements reports the cache's hits and misses, writes during the reads, and the miss path")
+    func entitlementBenchmarkServerFigures() async throws {
+        let output = try await CLI.runDetached([
+            "bench", "entitlements", "--count", "200", "--customers", "30", "--concurrency", "4", "--cache-capacity", "10", "--write-rate", "50",
+        ])
+        #expect(output.status == 0, "\(output.stderr)")
+        let server = try #require(try CLI.json(output.stdout)["server"] as? [String: Any])
+        // Every read is a hit or a miss: 200 at full speed, 100 at half rate; 30 customers do not fit in 10.
+        let hits = try #require(server["cacheHits"] as? Int), misses = try #require(server["cacheMisses"] as? Int)
+        #expect(hits + misses == 300 && misses > 0, "\(server)")
+        #expect(server["cacheCapacity"] as? Int == 10 && server["writeRate"] as? Double == 50)
+        let missPath = try #require(server["missPath"] as? [String: Double])
+        #expect((missPath["ledgerReadMicroseconds"] ?? 0) > 0 && (missPath["answerMicroseconds"] ?? 0) > 0)
+
+        let refused = try await CLI.runDetached(["bench", "entitlements", "--external-load", "1"], environment: ["STOREKEEPER_BENCH_API_KEY": ""])
+        #expect(refused.status != 0 && refused.stderr.contains("STOREKEEPER_BENCH_API_KEY"), "\(refused.stderr)")
+    }
+
     @Test("demo runs simulator and server, and every customer matches the ground truth")
     func fullDemo() async throws {
         let output = try await CLI.runDetached(["demo"])
