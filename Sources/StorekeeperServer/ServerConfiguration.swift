@@ -136,9 +136,14 @@ public struct ServerConfiguration: Codable, Sendable {
         }
     }
 
+    /// The customer cache's capacity and longest age, defaults applied (10,000 customers, 60 s).
+    public var customerCacheLimits: (capacity: Int, maxAgeSeconds: Double) {
+        (customerCache?.capacity ?? 10_000, customerCache?.maxAgeSeconds ?? 60)
+    }
+
     /// The customer cache these settings describe.
     public func makeCustomerCache<Value: Sendable>(of _: Value.Type = Value.self) -> CustomerCache<Value> {
-        CustomerCache(capacity: customerCache?.capacity ?? 10_000, maxAge: customerCache?.maxAgeSeconds ?? 60)
+        CustomerCache(capacity: customerCacheLimits.capacity, maxAge: customerCacheLimits.maxAgeSeconds)
     }
 
     /// A verifier for each app and environment it accepts.

@@ -34,6 +34,14 @@ struct ServeCommand: AsyncParsableCommand {
                     ]
                 )
             }
+            if configuration.apiKeys.isEmpty {
+                logger.warning("no API keys configured: the app API (/v1/customers/…) refuses every request")
+            }
+            let cache = configuration.customerCacheLimits
+            logger.info(
+                cache.capacity == 0 ? "customer cache off" : "customer cache on",
+                metadata: ["cache.capacity": .stringConvertible(cache.capacity), "cache.max_age_seconds": .stringConvertible(cache.maxAgeSeconds)]
+            )
             let store = try SQLiteLedgerStore(path: database)
             let app = StorekeeperApplication.build(
                 store: store, configuration: configuration, verifiers: try configuration.makeVerifiers(),
