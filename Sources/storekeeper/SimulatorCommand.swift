@@ -234,6 +234,13 @@ struct ControlOptions: ParsableArguments {
         let response: HTTPClientResponse
         do {
             response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        } catch let error as HTTPClientError where error == .deadlineExceeded {
+            throw CLIError(
+                code: "timeout",
+                message: "the simulator at \(url) did not answer within 30 s: it answers a control action after delivering "
+                    + "the notifications it caused, so a notification receiver that accepts connections but does not answer "
+                    + "holds it up to 10 s per notification"
+            )
         } catch {
             throw CLIError(code: "unreachable", message: "no simulator answered at \(url): \(error)")
         }
