@@ -14,6 +14,9 @@ extension ServerBenchmark {
         /// Customers in the ledger, read round-robin.
         public var customers = 1_000
         public var concurrency = 16
+        /// Months of renewals each subscriber has before the reads (their notifications are applied while seeding), so
+        /// that a read loads and decodes that many more transactions.
+        public var renewals = 0
         /// The server's customer-cache capacity (0: every read goes to the ledger).
         public var cacheCapacity = 10_000
         /// Notifications per second posted while the clients read; each turns one subscriber's auto-renew off or
@@ -29,7 +32,9 @@ extension ServerBenchmark {
     /// at half that rate, optionally while notifications change some of them.
     public static func entitlements(_ options: EntitlementOptions) async throws -> Result {
         let metrics = ServerMetrics()
-        let (purchases, changes) = try makeSubscribers(customers: options.customers, changes: options.writesPerSecond > 0)
+        let (purchases, history, changes) = try makeSubscribers(
+            customers: options.customers, renewals: options.renewals, changes: options.writesPerSecond > 0
+        )
         return try await withServer(apiKey: options.externalLoad?.apiKey, cacheCapacity: options.cacheCapacity, metrics: metrics) { port, key, store in
             let seeding = try await LoadConnection.connect(host: "127.0.0.1", port: port)
             for (customer, jws) in purchases {
@@ -39,6 +44,10 @@ extension ServerBenchmark {
                 )
                 guard status == 200 else { throw VerifyBenchmark.BenchmarkError(message: "seeding \(customer) answered \(status)") }
             }
+            let seeded = try await drive(history, port: port, concurrency: 8, rate: nil) { connection, body in
+                try await connection.send(.POST, "/appstore/notifications", headers: [("Content-Type", "application/json")], body: ByteBuffer(string: body))
+            }
+            guard seeded.failures == 0 else { throw VerifyBenchmark.BenchmarkError(message: "\(seeded.failures) renewal notifications failed") }
             if let external = options.externalLoad {
                 FileHandle.standardError.write(Data("""
                     serving \(options.customers) customers at http://127.0.0.1:\(port) for \(external.seconds) s: \
@@ -65,7 +74,8 @@ extension ServerBenchmark {
                 benchmark: "entitlements", fullSpeed: full, halfRate: half,
                 server: ServerFigures(
                     cacheCapacity: options.cacheCapacity, cacheHits: after.hits - before.hits, cacheMisses: after.misses - before.misses,
-                    writesDuringReads: fullWrites + halfWrites, writeRate: options.writesPerSecond, missPath: missPath
+                    writesDuringReads: fullWrites + halfWrites, writeRate: options.writesPerSecond,
+                    renewalNotificationsSeeded: history.count, missPath: missPath
                 )
             )
         }
@@ -129,9 +139,12 @@ extension ServerBenchmark {
         }
     }
 
-    /// One purchase per customer (even: a lifetime unlock, odd: a monthly subscription), as the app submits it; and,
-    /// if asked, notifications that turn each subscriber's auto-renew off and then on again.
-    static func makeSubscribers(customers: Int, changes: Bool) throws -> (purchases: [(String, String)], changes: [String]) {
+    /// One purchase per customer (even: a lifetime unlock, odd: a monthly subscription), as the app submits it; the
+    /// notifications of `renewals` months of renewals; and, if asked, notifications that turn each subscriber's
+    /// auto-renew off and then on again.
+    static func makeSubscribers(
+        customers: Int, renewals: Int, changes: Bool
+    ) throws -> (purchases: [(String, String)], history: [String], changes: [String]) {
         var engine = try engine()
         var purchases: [(String, String)] = []
         var subscriptions: [String] = []
@@ -142,11 +155,17 @@ extension ServerBenchmark {
             purchases.append((customer, result.signedTransaction))
             if index % 2 == 1 { subscriptions.append(result.originalTransactionId) }
         }
-        guard changes else { return (purchases, []) }
-        let first = engine.state.notifications.count
+        func bodies(since count: Int) -> [String] {
+            engine.state.notifications.dropFirst(count).map { #"{"signedPayload":"\#($0.signedPayload)"}"# }
+        }
+        let renewed = engine.state.notifications.count
+        for _ in 0..<renewals { try engine.advance(by: 30 * 86_400) }
+        let history = bodies(since: renewed)
+        guard changes else { return (purchases, history, []) }
+        let changed = engine.state.notifications.count
         for enabled in [false, true] {
             for original in subscriptions { try engine.setAutoRenew(originalTransactionId: original, enabled: enabled) }
         }
-        return (purchases, engine.state.notifications.dropFirst(first).map { #"{"signedPayload":"\#($0.signedPayload)"}"# })
+        return (purchases, history, bodies(since: changed))
     }
 }

@@ -50,6 +50,8 @@ public enum ServerBenchmark {
         /// Notifications applied while the clients read (each changed one customer's answer).
         public var writesDuringReads: Int
         public var writeRate: Double
+        /// Renewal notifications applied before the reads (`--renewals`).
+        public var renewalNotificationsSeeded: Int
         /// A cache miss taken apart, without HTTP, one read at a time.
         public var missPath: MissPath
     }

@@ -47,6 +47,7 @@ struct BenchCommand: AsyncParsableCommand {
         @Option(help: "Reads at full speed (half as many at half the rate).") var count: Int = 20000
         @Option(help: "Customers in the ledger.") var customers: Int = 1000
         @Option(help: "Concurrent clients.") var concurrency: Int = 16
+        @Option(help: "Months of renewals each subscriber has before the reads (more transactions per read).") var renewals: Int = 0
         @Option(help: "The server's customer-cache capacity (0: every read goes to the ledger).") var cacheCapacity: Int = 10_000
         @Option(help: "Notifications per second posted during the reads, each changing one customer's answer.") var writeRate: Double = 0
         @Option(help: ArgumentHelp(
@@ -58,7 +59,9 @@ struct BenchCommand: AsyncParsableCommand {
 
         func validate() throws {
             guard count > 0, customers > 0, concurrency > 0 else { throw ValidationError("--count, --customers and --concurrency must be positive") }
-            guard cacheCapacity >= 0, writeRate >= 0 else { throw ValidationError("--cache-capacity and --write-rate cannot be negative") }
+            guard cacheCapacity >= 0, writeRate >= 0, (0...120).contains(renewals) else {
+                throw ValidationError("--cache-capacity and --write-rate cannot be negative; --renewals is 0 to 120")
+            }
             if externalLoad != nil, ProcessInfo.processInfo.environment["STOREKEEPER_BENCH_API_KEY"]?.isEmpty ?? true {
                 throw ValidationError("--external-load needs the API key for the other load generator in STOREKEEPER_BENCH_API_KEY")
             }
@@ -70,6 +73,7 @@ struct BenchCommand: AsyncParsableCommand {
             options.customers = customers
             options.concurrency = concurrency
             options.cacheCapacity = cacheCapacity
+            options.renewals = renewals
             options.writesPerSecond = writeRate
             options.externalLoad = externalLoad.map { ($0, ProcessInfo.processInfo.environment["STOREKEEPER_BENCH_API_KEY"] ?? "") }
             try JSONOutput.print(try await ServerBenchmark.entitlements(options))
