@@ -1,5 +1,5 @@
 public import AppStoreModels
-public import Foundation
+import Foundation
 import NIOHTTP1
 
 extension AppStoreServerAPIClient {

@@ -1,5 +1,5 @@
 import AppStoreModels
-public import Foundation
+import Foundation
 
 /// A readable list of steps the simulator plays: customers buy, the clock moves, billing fails, refunds happen.
 ///

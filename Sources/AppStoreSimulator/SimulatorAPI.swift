@@ -119,7 +119,7 @@ public struct SimulatorAPI: Sendable {
         guard let authorization = request.headers[.authorization], authorization.hasPrefix("Bearer ") else {
             throw Unauthenticated()
         }
-        guard let key = await simulator.apiKey, let publicKey = await simulator.apiPublicKey else { throw Unauthenticated() }
+        guard let key = simulator.apiKey, let publicKey = simulator.apiPublicKey else { throw Unauthenticated() }
         let token = String(authorization.dropFirst("Bearer ".count))
         let claims = try APIAuthToken.verify(token, keyID: key.keyId, issuerID: key.issuerId, publicKey: publicKey)
         guard try await simulator.read({ $0.catalog.app(claims.bid) != nil }) else { throw Unauthenticated() }

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 /// The length of a subscription period, as App Store Connect offers them.
 public struct SubscriptionPeriod: RawRepresentable, Codable, Hashable, Sendable, CustomStringConvertible {

@@ -1,6 +1,6 @@
 import AppStoreModels
 import AppStoreSimulator
-public import Foundation
+import Foundation
 import NIOCore
 import NIOHTTP1
 import StorekeeperCore

@@ -1,7 +1,7 @@
 import AppStoreModels
 import AppStoreSigning
 import AppStoreSimulator
-public import Foundation
+import Foundation
 import Hummingbird
 import Logging
 import NIOCore

@@ -1,5 +1,5 @@
 import Foundation
-public import Hummingbird
+import Hummingbird
 import Synchronization
 
 /// The server's counters and latency histograms, exposed at `GET /metrics` in the Prometheus text format (0.0.4):
