@@ -210,7 +210,10 @@ let package = Package(
         .testTarget(
             name: "StorekeeperCoreTests",
             dependencies: [
-                .product(name: "HashTreeCollections", package: "swift-collections"),"AppStoreModels", "AppStoreSigning", "AppStoreSimulator", "StorekeeperCore", "StorekeeperSQLite"],
+                "AppStoreModels", "AppStoreSigning", "AppStoreSimulator", "StorekeeperCore", "StorekeeperSQLite",
+                .product(name: "HashTreeCollections", package: "swift-collections"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

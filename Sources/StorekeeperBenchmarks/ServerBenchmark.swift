@@ -58,8 +58,8 @@ public enum ServerBenchmark {
 
     /// The average time of each part of answering a customer from the ledger.
     public struct MissPath: Codable, Sendable {
-        /// `LedgerStore.ledger(for:environment:)`: a read transaction on a pooled SQLite connection, its queries,
-        /// decoding the stored records, and the hops to the connection's queue and back.
+        /// `LedgerStore.entitlementLedger(for:environment:)`: the hand-off to a pooled SQLite connection and back, a
+        /// read transaction, its queries, and decoding the stored records it needs.
         public var ledgerReadMicroseconds: Double
         /// `EntitlementEngine.state` alone.
         public var entitlementStateMicroseconds: Double

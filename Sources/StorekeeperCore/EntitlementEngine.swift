@@ -82,11 +82,8 @@ public struct EntitlementEngine: Sendable {
         var balance: [String: Int] = [:]
 
         // Auto-renewables: the latest transaction of each subscription decides.
-        let byOriginal = Dictionary(grouping: transactions.filter { $0.info.type == .autoRenewable }) { $0.info.originalTransactionId }
-        for (original, group) in byOriginal {
-            guard let latest = group.max(by: { ($0.info.purchaseDate, $0.info.transactionId) < ($1.info.purchaseDate, $1.info.transactionId) }),
-                latest.info.revocationDate == nil
-            else { continue }
+        for (original, latest) in Self.latestPerSubscription(transactions) {
+            guard latest.info.revocationDate == nil else { continue }
             let subscription = ledger.subscriptions[LedgerKey(environment, original)]
             let renewal = subscription?.renewalInfo
             let active = (latest.info.expiresDate ?? .distantPast) > now
@@ -150,6 +147,14 @@ public struct EntitlementEngine: Sendable {
         )
     }
 
+    /// The latest transaction (by purchase date, then ID) of each auto-renewable subscription, by original ID.
+    static func latestPerSubscription(_ transactions: [LedgerTransaction]) -> [String: LedgerTransaction] {
+        Dictionary(grouping: transactions.filter { $0.info.type == .autoRenewable }) { $0.info.originalTransactionId }
+            .compactMapValues { group in
+                group.max { ($0.info.purchaseDate, $0.info.transactionId) < ($1.info.purchaseDate, $1.info.transactionId) }
+            }
+    }
+
     private func entitlement(
         for transaction: LedgerTransaction,
         expires: Date?,
@@ -176,14 +181,15 @@ extension EntitlementEngine {
             guard let date, date > now else { return }
             next = min(next ?? date, date)
         }
-        for transaction in ledger.transactions(of: customerId, environment: environment) {
-            let info = transaction.info
-            consider(info.expiresDate)
-            if info.type == .nonRenewing, let duration = configuration.nonRenewingDurations[info.productId] {
-                consider(info.purchaseDate.addingTimeInterval(duration))
-            }
-            if info.type == .autoRenewable {
-                consider(ledger.subscriptions[LedgerKey(environment, info.originalTransactionId)]?.renewalInfo?.gracePeriodExpiresDate)
+        let transactions = ledger.transactions(of: customerId, environment: environment)
+        // As in `state`: an auto-renewable subscription is decided by its latest transaction alone.
+        for latest in Self.latestPerSubscription(transactions).values {
+            consider(latest.info.expiresDate)
+            consider(ledger.subscriptions[LedgerKey(environment, latest.info.originalTransactionId)]?.renewalInfo?.gracePeriodExpiresDate)
+        }
+        for transaction in transactions where transaction.info.type == .nonRenewing {
+            if let duration = configuration.nonRenewingDurations[transaction.info.productId] {
+                consider(transaction.info.purchaseDate.addingTimeInterval(duration))
             }
         }
         return next

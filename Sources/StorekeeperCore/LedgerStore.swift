@@ -47,9 +47,23 @@ public protocol LedgerStore: Sendable {
     /// The part of the ledger that concerns one customer: their transactions, subscriptions, links and tokens.
     func ledger(for customerId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger
 
+    /// What decides the customer's entitlements and their customer view, for fast reads: like
+    /// ``ledger(for:environment:)`` but with only the latest transaction (by purchase date) of each auto-renewable
+    /// subscription, which is all the ``EntitlementEngine`` and the customer view use, and an explicit link naming
+    /// the customer each such subscription is attributed to (the attribution the older transactions' app account
+    /// tokens would have given). The engine's state and next change are the same from either ledger.
+    func entitlementLedger(for customerId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger
+
     /// How many notifications are kept, by outcome (for audit and tests).
     func notificationCounts() async throws(StorageError) -> [String: Int]
 
     /// Throws when the database cannot be reached.
     func checkHealth() async throws(StorageError)
+}
+
+extension LedgerStore {
+    /// By default, the whole customer ledger (always correct, never faster).
+    public func entitlementLedger(for customerId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger {
+        try await ledger(for: customerId, environment: environment)
+    }
 }

@@ -66,6 +66,16 @@ public final class SQLiteLedgerStore: LedgerStore {
                 CREATE INDEX tokens_by_customer ON tokens (customer_id);
                 """)
         }
+        migrator.registerMigration("v2: transactions' purchase date and product type as columns") { db in
+            // What reads order and pick transactions by, without parsing each one's JSON.
+            try db.execute(sql: """
+                ALTER TABLE transactions ADD COLUMN purchase_date INTEGER;
+                ALTER TABLE transactions ADD COLUMN product_type TEXT;
+                UPDATE transactions SET purchase_date = json_extract(info, '$.purchaseDate'), product_type = json_extract(info, '$.type');
+                CREATE INDEX transactions_latest_first ON transactions (
+                    environment, original_transaction_id, purchase_date DESC, transaction_id DESC, product_type, app_account_token);
+                """)
+        }
         return migrator
     }
 
@@ -140,23 +150,53 @@ public final class SQLiteLedgerStore: LedgerStore {
     public func ledger(for customerId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger {
         try await read { db in
             var ledger = Ledger()
-            let tokens = try String.fetchAll(db.cachedStatement(sql: "SELECT token FROM tokens WHERE customer_id = ?"), arguments: [customerId])
+            let (tokens, originals) = try self.customerFamilies(db, customerId, environment)
             for token in tokens { if let uuid = LowercaseUUID(uuidString: token) { ledger.tokenOwners[uuid] = customerId } }
-            var originals = Set(try String.fetchAll(
-                db.cachedStatement(sql: "SELECT original_transaction_id FROM customer_links WHERE customer_id = ? AND environment = ?"),
-                arguments: [customerId, environment.rawValue]
-            ))
-            for original in originals { ledger.explicitLinks[LedgerKey(environment, original)] = customerId }
-            if !tokens.isEmpty {
-                let marks = tokens.map { _ in "?" }.joined(separator: ",")
-                let byToken = try String.fetchAll(
-                    db, sql: "SELECT DISTINCT original_transaction_id FROM transactions WHERE environment = ? AND app_account_token IN (\(marks))",
-                    arguments: StatementArguments([environment.rawValue] + tokens)
-                )
-                originals.formUnion(byToken)
-            }
             for original in originals.sorted() {
                 try self.loadSubscriptionFamily(db, LedgerKey(environment, original), into: &ledger)
+            }
+            return ledger
+        }
+    }
+
+    public func entitlementLedger(for customerId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger {
+        try await read { db in
+            var ledger = Ledger()
+            let (tokens, originals) = try self.customerFamilies(db, customerId, environment)
+            for token in tokens { if let uuid = LowercaseUUID(uuidString: token) { ledger.tokenOwners[uuid] = customerId } }
+            let decoder = AppStoreJSON.makeDecoder()
+            for original in originals.sorted() {
+                let key = LedgerKey(environment, original)
+                try self.loadSubscription(db, key, into: &ledger)
+                try self.loadLink(db, key, into: &ledger)
+                // The family's transactions, latest first, from an index that covers the query (no row is read).
+                // A subscription needs only its latest transaction decoded (and the others' tokens); any other
+                // purchase needs all of its transactions.
+                let order = try Row.fetchAll(
+                    db.cachedStatement(sql: """
+                        SELECT transaction_id, product_type, app_account_token FROM transactions
+                        WHERE environment = ? AND original_transaction_id = ?
+                        ORDER BY purchase_date DESC, transaction_id DESC
+                        """),
+                    arguments: [environment.rawValue, original]
+                )
+                guard let latest = order.first, (latest["product_type"] as String?) == ProductType.autoRenewable.rawValue else {
+                    try self.loadRows(db, key, into: &ledger)
+                    continue
+                }
+                if let row = try Row.fetchOne(
+                    db.cachedStatement(sql: "SELECT * FROM transactions WHERE environment = ? AND transaction_id = ?"),
+                    arguments: [environment.rawValue, latest["transaction_id"] as String]
+                ) {
+                    ledger.transactions[LedgerKey(environment, row["transaction_id"])] = try Self.transaction(row, decoder: decoder)
+                }
+                // Without a link, a subscription is the customer's when any of its transactions (or its renewal info)
+                // carries one of their tokens: what `Ledger.customer(of:)` finds in the whole ledger.
+                if ledger.explicitLinks[key] == nil {
+                    var carried = Set(order.compactMap { $0["app_account_token"] as String? })
+                    if let renewal = ledger.subscriptions[key]?.renewalInfo?.appAccountToken { carried.insert(renewal.description) }
+                    if !carried.isDisjoint(with: tokens) { ledger.explicitLinks[key] = customerId }
+                }
             }
             return ledger
         }
@@ -195,6 +235,24 @@ public final class SQLiteLedgerStore: LedgerStore {
         return ledger
     }
 
+    /// A customer's app account tokens, and the original transaction IDs of everything linked to them or carrying
+    /// one of their tokens.
+    private func customerFamilies(_ db: Database, _ customerId: String, _ environment: AppStoreEnvironment) throws -> (tokens: Set<String>, originals: Set<String>) {
+        let tokens = try String.fetchAll(db.cachedStatement(sql: "SELECT token FROM tokens WHERE customer_id = ?"), arguments: [customerId])
+        var originals = Set(try String.fetchAll(
+            db.cachedStatement(sql: "SELECT original_transaction_id FROM customer_links WHERE customer_id = ? AND environment = ?"),
+            arguments: [customerId, environment.rawValue]
+        ))
+        if !tokens.isEmpty {
+            let marks = tokens.map { _ in "?" }.joined(separator: ",")
+            originals.formUnion(try String.fetchAll(
+                db, sql: "SELECT DISTINCT original_transaction_id FROM transactions WHERE environment = ? AND app_account_token IN (\(marks))",
+                arguments: StatementArguments([environment.rawValue] + tokens)
+            ))
+        }
+        return (Set(tokens), originals)
+    }
+
     /// The owners of every app account token the loaded rows carry, and of `extra` tokens (the incoming data's).
     private func loadTokenOwners(_ db: Database, into ledger: inout Ledger, also extra: [LowercaseUUID?]) throws {
         let tokens = ledger.appAccountTokens.union(extra.compactMap { $0 })
@@ -215,23 +273,38 @@ public final class SQLiteLedgerStore: LedgerStore {
     }
 
     private func loadTransactions(_ db: Database, environment: AppStoreEnvironment, originalTransactionId: String, into ledger: inout Ledger) throws {
+        try loadRows(db, LedgerKey(environment, originalTransactionId), into: &ledger)
+        try loadLink(db, LedgerKey(environment, originalTransactionId), into: &ledger)
+    }
+
+    /// Every transaction of one original transaction ID, decoded.
+    private func loadRows(_ db: Database, _ key: LedgerKey, into ledger: inout Ledger) throws {
         let rows = try Row.fetchAll(
             db.cachedStatement(sql: "SELECT * FROM transactions WHERE environment = ? AND original_transaction_id = ?"),
-            arguments: [environment.rawValue, originalTransactionId]
+            arguments: [key.environment.rawValue, key.id]
         )
         let decoder = AppStoreJSON.makeDecoder()
         for row in rows {
-            let info = try decoder.decode(TransactionInfo.self, from: Data((row["info"] as String).utf8))
-            ledger.transactions[LedgerKey(environment, row["transaction_id"])] = LedgerTransaction(
-                info: info, signedDate: Date(epochMilliseconds: row["signed_date"]), source: row["source"], jws: row["jws"]
-            )
+            ledger.transactions[LedgerKey(key.environment, row["transaction_id"])] = try Self.transaction(row, decoder: decoder)
         }
+    }
+
+    /// The customer an original transaction ID is explicitly linked to, if any.
+    private func loadLink(_ db: Database, _ key: LedgerKey, into ledger: inout Ledger) throws {
         if let customer = try String.fetchOne(
             db.cachedStatement(sql: "SELECT customer_id FROM customer_links WHERE environment = ? AND original_transaction_id = ?"),
-            arguments: [environment.rawValue, originalTransactionId]
+            arguments: [key.environment.rawValue, key.id]
         ) {
-            ledger.explicitLinks[LedgerKey(environment, originalTransactionId)] = customer
+            ledger.explicitLinks[key] = customer
         }
+    }
+
+    /// A `transactions` row as the ledger keeps it.
+    private static func transaction(_ row: Row, decoder: JSONDecoder) throws -> LedgerTransaction {
+        LedgerTransaction(
+            info: try decoder.decode(TransactionInfo.self, from: Data((row["info"] as String).utf8)),
+            signedDate: Date(epochMilliseconds: row["signed_date"]), source: row["source"], jws: row["jws"]
+        )
     }
 
     private func loadSubscription(_ db: Database, _ key: LedgerKey, into ledger: inout Ledger) throws {
@@ -258,17 +331,19 @@ public final class SQLiteLedgerStore: LedgerStore {
             try db.execute(
                 sql: """
                     INSERT INTO transactions (environment, transaction_id, original_transaction_id, product_id,
-                        app_account_token, signed_date, jws, source, info)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        app_account_token, signed_date, jws, source, info, purchase_date, product_type)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT (environment, transaction_id) DO UPDATE SET
                         original_transaction_id = excluded.original_transaction_id, product_id = excluded.product_id,
                         app_account_token = excluded.app_account_token, signed_date = excluded.signed_date,
-                        jws = excluded.jws, source = excluded.source, info = excluded.info
+                        jws = excluded.jws, source = excluded.source, info = excluded.info,
+                        purchase_date = excluded.purchase_date, product_type = excluded.product_type
                     """,
                 arguments: [
                     key.environment.rawValue, key.id, transaction.info.originalTransactionId, transaction.info.productId,
                     transaction.info.appAccountToken?.description, transaction.signedDate.epochMilliseconds, transaction.jws,
                     transaction.source, String(decoding: try encoder.encode(transaction.info), as: UTF8.self),
+                    transaction.info.purchaseDate.epochMilliseconds, transaction.info.type.rawValue,
                 ]
             )
         }

@@ -134,7 +134,7 @@ struct CustomerAPI: Sendable {
         metrics.recordCustomerCache(hit: false)
         let ticket = cache.ticket()
         do {
-            var ledger = try await store.ledger(for: customerId, environment: environment)
+            var ledger = try await store.entitlementLedger(for: customerId, environment: environment)
             ledger.transactions = ledger.transactions.filter { $0.value.info.bundleId == bundleId }
             guard !ledger.transactions.isEmpty || ledger.tokenOwners.values.contains(customerId) else {
                 return StorekeeperApplication.errorResponse(.notFound, "unknown-customer", "no customer '\(customerId)' for \(bundleId) in \(environment)")

@@ -58,6 +58,17 @@ struct LedgerChangeFeedTests {
                 }
                 views[customer] = view
                 try checkValidity(engine, customer, view, at: at)
+                // The reduced ledger for reads decides the same state, and the same next change.
+                let reduced = try await store.entitlementLedger(for: customer, environment: .sandbox)
+                #expect(
+                    engine.state(of: customer, in: reduced, environment: .sandbox, at: at) == engine.state(of: customer, in: view, environment: .sandbox, at: at),
+                    "write \(index): \(customer)'s state differs between the entitlement ledger and the whole ledger"
+                )
+                #expect(
+                    engine.nextChange(of: customer, in: reduced, environment: .sandbox, after: at)
+                        == engine.nextChange(of: customer, in: view, environment: .sandbox, after: at),
+                    "write \(index): \(customer)'s next change differs"
+                )
             }
         }
         return changes
@@ -138,5 +149,33 @@ struct LedgerChangeFeedTests {
         let writes = [submission, .notification(notifications[0]), .notification(renewalOnly)]
         let changes = try await Self.check(writes, customers: ["alice"], backend: backend, until: harness.engine.state.now)
         #expect(changes == 3)
+    }
+
+    @Test("a subscription whose latest transaction no longer carries the customer's token stays theirs", arguments: Backend.allCases)
+    func tokenOnOlderTransactionsOnly(backend: Backend) async throws {
+        var harness = try H()
+        let token = LowercaseUUID(UUID())
+        try harness.engine.createCustomer(id: "tina")
+        let coins = try harness.engine.purchase(.init(customerId: "tina", productId: "coins.100", appAccountToken: token))
+        let consumed = harness.engine.state.notifications.count
+        let pro = try harness.engine.purchase(.init(customerId: "tina", productId: "pro.monthly", appAccountToken: token))
+        // The developer's server replaces the subscription's token (Set App Account Token): renewals carry the new one.
+        try harness.engine.setAppAccountToken(originalTransactionId: pro.originalTransactionId, token: LowercaseUUID(UUID()))
+        try harness.engine.advance(by: 35 * 86_400)
+        let notifications = try await harness.verifiedNotifications().dropFirst(consumed).map(Write.notification)
+        let writes = [Write.submission(try await harness.verifier.verifyTransaction(coins.signedTransaction), "tina")] + notifications
+        _ = try await Self.check(writes, customers: ["tina"], backend: backend, until: harness.engine.state.now)
+        let store = try backend.makeStore()
+        for write in writes {
+            switch write {
+            case .notification(let notification): _ = try await store.apply(notification)
+            case .submission(let transaction, let customer): try await store.submit(transaction, customerId: customer)
+            }
+        }
+        let engine = EntitlementEngine(configuration: H.configuration)
+        let reduced = try await store.entitlementLedger(for: "tina", environment: .sandbox)
+        let state = engine.state(of: "tina", in: reduced, environment: .sandbox, at: harness.engine.state.now)
+        #expect(state.entitledProductIds == ["pro.monthly"], "\(state.entitledProductIds)")
+        #expect(reduced.transactions.values.filter { $0.info.productId == "pro.monthly" }.count == 1)
     }
 }
