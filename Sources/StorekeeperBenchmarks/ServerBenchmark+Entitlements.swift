@@ -84,7 +84,7 @@ extension ServerBenchmark {
     /// The parts of answering from the ledger (a cache miss), timed one read at a time in this task, without HTTP,
     /// averaged over up to 2,000 customers read three times.
     static func measureMissPath(store: any LedgerStore, customers: Int) async throws -> MissPath {
-        let configuration = EntitlementConfiguration(subscriptionLevels: ["pro.monthly": 2])
+        let configuration = entitlementConfiguration
         let engine = EntitlementEngine(configuration: configuration)
         let clock = ContinuousClock()
         var read = Duration.zero, state = Duration.zero, answer = Duration.zero

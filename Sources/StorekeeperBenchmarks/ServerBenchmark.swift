@@ -109,6 +109,9 @@ public enum ServerBenchmark {
         return engine.state.notifications.prefix(count).map { #"{"signedPayload":"\#($0.signedPayload)"}"# }
     }
 
+    /// What the benchmark server's products grant.
+    static let entitlementConfiguration = EntitlementConfiguration(subscriptionLevels: ["pro.monthly": 2])
+
     /// A server over a temporary SQLite file on a loopback port, trusting the benchmark CA.
     static func withServer<T: Sendable>(
         apiKey: String? = nil, cacheCapacity: Int = 10_000, metrics: ServerMetrics = ServerMetrics(),
@@ -122,7 +125,7 @@ public enum ServerBenchmark {
         let key = apiKey ?? UUID().uuidString
         let configuration = ServerConfiguration(
             apps: [.init(bundleId: "com.example.storekeeper", appAppleId: 6_450_000_001, environments: [.sandbox], trustedRoots: [rootFile.path])],
-            entitlements: EntitlementConfiguration(subscriptionLevels: ["pro.monthly": 2]),
+            entitlements: entitlementConfiguration,
             apiKeys: [.init(name: "bench", sha256: ServerConfiguration.hash(apiKey: key), scope: .app, bundleId: "com.example.storekeeper")],
             customerCache: .init(capacity: cacheCapacity)
         )

@@ -77,7 +77,23 @@ public struct EntitlementEngine: Sendable {
     /// configured) with the highest level per group, purchased or family-shared; non-consumables not revoked;
     /// non-renewing subscriptions within their configured duration. Consumables count as balances.
     public func state(of customerId: String, in ledger: Ledger, environment: AppStoreEnvironment, at now: Date) -> CustomerState {
+        state(of: customerId, transactions: ledger.transactions(of: customerId, environment: environment), in: ledger, environment: environment, at: now)
+    }
+
+    /// The state and, from the same look-up of the customer's transactions, the next change after `now`.
+    public func evaluate(
+        _ customerId: String, in ledger: Ledger, environment: AppStoreEnvironment, at now: Date
+    ) -> (state: CustomerState, nextChange: Date?) {
         let transactions = ledger.transactions(of: customerId, environment: environment)
+        return (
+            state(of: customerId, transactions: transactions, in: ledger, environment: environment, at: now),
+            nextChange(transactions: transactions, in: ledger, environment: environment, after: now)
+        )
+    }
+
+    private func state(
+        of customerId: String, transactions: [LedgerTransaction], in ledger: Ledger, environment: AppStoreEnvironment, at now: Date
+    ) -> CustomerState {
         var products: [(level: Int, group: String?, entitlement: Entitlement)] = []
         var balance: [String: Int] = [:]
 
@@ -147,8 +163,9 @@ public struct EntitlementEngine: Sendable {
         )
     }
 
-    /// The latest transaction (by purchase date, then ID) of each auto-renewable subscription, by original ID.
-    static func latestPerSubscription(_ transactions: [LedgerTransaction]) -> [String: LedgerTransaction] {
+    /// The latest transaction (by purchase date, then ID) of each auto-renewable subscription, by original ID: the
+    /// one that decides the subscription's state.
+    public static func latestPerSubscription(_ transactions: [LedgerTransaction]) -> [String: LedgerTransaction] {
         Dictionary(grouping: transactions.filter { $0.info.type == .autoRenewable }) { $0.info.originalTransactionId }
             .compactMapValues { group in
                 group.max { ($0.info.purchaseDate, $0.info.transactionId) < ($1.info.purchaseDate, $1.info.transactionId) }
@@ -176,12 +193,15 @@ extension EntitlementEngine {
     /// expiry, the end of a grace period or of a non-renewing subscription), or `nil` if none is ahead. Until then
     /// ``state(of:in:environment:at:)`` gives the same answer for the same ledger, so it can be cached.
     public func nextChange(of customerId: String, in ledger: Ledger, environment: AppStoreEnvironment, after now: Date) -> Date? {
+        nextChange(transactions: ledger.transactions(of: customerId, environment: environment), in: ledger, environment: environment, after: now)
+    }
+
+    private func nextChange(transactions: [LedgerTransaction], in ledger: Ledger, environment: AppStoreEnvironment, after now: Date) -> Date? {
         var next: Date? = nil
         func consider(_ date: Date?) {
             guard let date, date > now else { return }
             next = min(next ?? date, date)
         }
-        let transactions = ledger.transactions(of: customerId, environment: environment)
         // As in `state`: an auto-renewable subscription is decided by its latest transaction alone.
         for latest in Self.latestPerSubscription(transactions).values {
             consider(latest.info.expiresDate)

@@ -18,6 +18,9 @@ public struct Ledger: Codable, Hashable, Sendable {
     public var explicitLinks: [LedgerKey: String] = [:]
     /// Customer of an app account token.
     public var tokenOwners: [LowercaseUUID: String] = [:]
+    /// For a partial ledger (``LedgerStore/entitlementLedger(for:environment:)``): the app account tokens carried by
+    /// transactions of a subscription that it leaves out. Attribution consults them as it does the held ones.
+    public var omittedTransactionTokens: [LedgerKey: Set<LowercaseUUID>] = [:]
 
     public init() {}
 
@@ -116,6 +119,9 @@ public struct Ledger: Codable, Hashable, Sendable {
         for other in transactions.values where other.info.originalTransactionId == info.originalTransactionId
             && other.info.environment == info.environment {
             if let token = other.info.appAccountToken, let owner = tokenOwners[token] { return owner }
+        }
+        for token in omittedTransactionTokens[original, default: []].sorted(by: { $0.description < $1.description }) {
+            if let owner = tokenOwners[token] { return owner }
         }
         if let token = subscriptions[original]?.renewalInfo?.appAccountToken, let owner = tokenOwners[token] { return owner }
         return nil

@@ -190,13 +190,9 @@ public final class SQLiteLedgerStore: LedgerStore {
                 ) {
                     ledger.transactions[LedgerKey(environment, row["transaction_id"])] = try Self.transaction(row, decoder: decoder)
                 }
-                // Without a link, a subscription is the customer's when any of its transactions (or its renewal info)
-                // carries one of their tokens: what `Ledger.customer(of:)` finds in the whole ledger.
-                if ledger.explicitLinks[key] == nil {
-                    var carried = Set(order.compactMap { $0["app_account_token"] as String? })
-                    if let renewal = ledger.subscriptions[key]?.renewalInfo?.appAccountToken { carried.insert(renewal.description) }
-                    if !carried.isDisjoint(with: tokens) { ledger.explicitLinks[key] = customerId }
-                }
+                // The older transactions decide nothing but whose the subscription is, through their tokens.
+                let omitted = Set(order.dropFirst().compactMap { ($0["app_account_token"] as String?).flatMap(LowercaseUUID.init(uuidString:)) })
+                if !omitted.isEmpty { ledger.omittedTransactionTokens[key] = omitted }
             }
             return ledger
         }

@@ -162,9 +162,9 @@ package struct CustomerView: Encodable {
         for customerId: String, in ledger: Ledger, bundleId: String, environment: AppStoreEnvironment,
         configuration: EntitlementConfiguration, at now: Date
     ) throws -> (body: ByteBuffer, validUntil: Date?) {
-        let engine = EntitlementEngine(configuration: configuration)
-        let view = CustomerView(state: engine.state(of: customerId, in: ledger, environment: environment, at: now), ledger: ledger, bundleId: bundleId)
-        return (ByteBuffer(bytes: try AppStoreJSON.makeEncoder().encode(view)), engine.nextChange(of: customerId, in: ledger, environment: environment, after: now))
+        let (state, nextChange) = EntitlementEngine(configuration: configuration).evaluate(customerId, in: ledger, environment: environment, at: now)
+        let view = CustomerView(state: state, ledger: ledger, bundleId: bundleId)
+        return (ByteBuffer(bytes: try AppStoreJSON.makeEncoder().encode(view)), nextChange)
     }
 
     struct Subscription: Encodable {
@@ -197,8 +197,7 @@ package struct CustomerView: Encodable {
         nonConsumables = Set(ledger.transactions.values.filter {
             $0.info.type == .nonConsumable && $0.info.revocationDate == nil
         }.map(\.info.productId)).sorted()
-        let latest = Dictionary(grouping: ledger.transactions.values.filter { $0.info.type == .autoRenewable }) { $0.info.originalTransactionId }
-            .compactMapValues { $0.max { ($0.info.purchaseDate, $0.info.transactionId) < ($1.info.purchaseDate, $1.info.transactionId) } }
+        let latest = EntitlementEngine.latestPerSubscription(Array(ledger.transactions.values))
         subscriptions = latest.sorted { $0.key < $1.key }.map { original, transaction in
             let subscription = ledger.subscriptions[LedgerKey(state.environment, original)]
             return Subscription(
