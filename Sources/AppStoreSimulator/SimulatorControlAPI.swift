@@ -73,36 +73,16 @@ public struct SimulatorControlAPI: Sendable {
                 return Self.ok
             }
         }
-        group.post("/transactions/:id/refund-decline") { request, context in
-            try await act(request, context) { (_: Empty, engine) throws(SimulatorError) in
-                try engine.declineRefund(transactionId: context.parameters.get("id") ?? "")
-                return Self.ok
-            }
-        }
-        group.post("/transactions/:id/refund-reversal") { request, context in
-            try await act(request, context) { (_: Empty, engine) throws(SimulatorError) in
-                try engine.reverseRefund(transactionId: context.parameters.get("id") ?? "")
-                return Self.ok
-            }
-        }
-        group.post("/transactions/:id/stop-sharing") { request, context in
-            try await act(request, context) { (_: Empty, engine) throws(SimulatorError) in
-                try engine.stopSharing(transactionId: context.parameters.get("id") ?? "")
-                return Self.ok
-            }
-        }
+        idAction(group, "/transactions/:id/refund-decline") { (engine, id) throws(SimulatorError) in try engine.declineRefund(transactionId: id) }
+        idAction(group, "/transactions/:id/refund-reversal") { (engine, id) throws(SimulatorError) in try engine.reverseRefund(transactionId: id) }
+        idAction(group, "/transactions/:id/stop-sharing") { (engine, id) throws(SimulatorError) in try engine.stopSharing(transactionId: id) }
         group.post("/families") { request, context in
             try await act(request, context) { (body: FamilyRequest, engine) throws(SimulatorError) in
                 try engine.formFamily(id: body.id, members: body.members)
                 return Self.ok
             }
         }
-        group.post("/customers/:id/leave-family") { request, context in
-            try await act(request, context) { (_: Empty, engine) throws(SimulatorError) in
-                try engine.leaveFamily(customerId: context.parameters.get("id") ?? "")
-                return Self.ok
-            }
-        }
+        idAction(group, "/customers/:id/leave-family") { (engine, id) throws(SimulatorError) in try engine.leaveFamily(customerId: id) }
         group.post("/products/:id/price-increase") { request, context in
             try await act(request, context) { (body: PriceIncreaseRequest, engine) throws(SimulatorError) in
                 try engine.announcePriceIncrease(
@@ -111,18 +91,8 @@ public struct SimulatorControlAPI: Sendable {
                 return Self.ok
             }
         }
-        group.post("/subscriptions/:id/price-consent") { request, context in
-            try await act(request, context) { (_: Empty, engine) throws(SimulatorError) in
-                try engine.consentToPriceIncrease(originalTransactionId: context.parameters.get("id") ?? "")
-                return Self.ok
-            }
-        }
-        group.post("/products/:id/remove-from-sale") { request, context in
-            try await act(request, context) { (_: Empty, engine) throws(SimulatorError) in
-                try engine.removeFromSale(productId: context.parameters.get("id") ?? "")
-                return Self.ok
-            }
-        }
+        idAction(group, "/subscriptions/:id/price-consent") { (engine, id) throws(SimulatorError) in try engine.consentToPriceIncrease(originalTransactionId: id) }
+        idAction(group, "/products/:id/remove-from-sale") { (engine, id) throws(SimulatorError) in try engine.removeFromSale(productId: id) }
         group.post("/subscriptions/:id/extend") { request, context in
             try await act(request, context) { (body: ExtendRequest, engine) throws(SimulatorError) in
                 let result = try engine.extendRenewalDate(originalTransactionId: context.parameters.get("id") ?? "", days: body.days)
@@ -212,6 +182,19 @@ public struct SimulatorControlAPI: Sendable {
     static let ok = ["ok": true]
 
     // MARK: - Plumbing
+
+    /// `POST path` (with an `:id` parameter and no body): `action` with the ID, answered `{"ok": true}`.
+    private func idAction(
+        _ group: RouterGroup<some RequestContext>, _ path: RouterPath,
+        _ action: @escaping @Sendable (inout LifecycleEngine, String) throws(SimulatorError) -> Void
+    ) {
+        group.post(path) { request, context in
+            try await act(request, context) { (_: Empty, engine) throws(SimulatorError) in
+                try action(&engine, context.parameters.get("id") ?? "")
+                return Self.ok
+            }
+        }
+    }
 
     private func act<Body: Decodable & Sendable, Result: Encodable & Sendable>(
         _ request: Request,
