@@ -62,12 +62,12 @@ public enum StorekeeperApplication {
     /// A JSON answer.
     static func jsonResponse(_ value: some Encodable, status: HTTPResponse.Status = .ok) -> Response {
         let data = (try? AppStoreJSON.makeEncoder().encode(value)) ?? Data("{}".utf8)
-        return Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        return jsonResponse(encoded: ByteBuffer(bytes: data), status: status)
     }
 
     /// A JSON answer already encoded.
-    static func jsonResponse(encoded body: ByteBuffer) -> Response {
-        Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: body))
+    static func jsonResponse(encoded body: ByteBuffer, status: HTTPResponse.Status = .ok) -> Response {
+        Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: body))
     }
 
     /// `{"error": {"code", "message"}}`.
