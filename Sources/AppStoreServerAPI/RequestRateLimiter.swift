@@ -1,5 +1,5 @@
 /// Keeps a client under Apple's per-endpoint rate limits (APPSTORE-SPEC §1.2): requests of each endpoint family
-/// are spaced at least `1 / rate` apart, so no second ever holds more than the limit (sandbox: 10 %).
+/// leave at least `1 / rate` apart, so no second ever holds more than the limit (sandbox: 10 %).
 public actor RequestRateLimiter {
     /// An endpoint family with its own limit.
     public enum Family: String, Sendable, CaseIterable {
@@ -23,27 +23,74 @@ public actor RequestRateLimiter {
         }
     }
 
-    private let rates: [Family: Double]
-    private var nextFree: [Family: ContinuousClock.Instant] = [:]
+    private struct Waiter {
+        let id: UInt64
+        let continuation: CheckedContinuation<Void, any Error>
+    }
+
+    /// The least time between two requests of a family; a family left out is not limited.
+    private let intervals: [Family: Duration]
+    private var waiting: [Family: [Waiter]] = [:]
+    private var lastLetGo: [Family: ContinuousClock.Instant] = [:]
+    private var pacing: Set<Family> = []
+    private var lastWaiterID: UInt64 = 0
 
     /// Apple's limits for production, or 10 % of them for sandbox; `scale` below 1 leaves headroom.
     public init(sandbox: Bool, scale: Double = 1) {
         var rates: [Family: Double] = [:]
         for family in Family.allCases { rates[family] = family.productionRate * (sandbox ? 0.1 : 1) * scale }
-        self.rates = rates
+        self.init(rates: rates)
     }
 
     /// Custom rates per family (requests per second); a family left out is not limited.
     public init(rates: [Family: Double]) {
-        self.rates = rates
+        intervals = rates.filter { $0.value > 0 }.mapValues { .nanoseconds(Int64((1_000_000_000 / $0).rounded(.up))) }
     }
 
-    /// Waits until a request of `family` may be sent.
+    /// Waits until a request of `family` may be sent; throws `CancellationError` at once if the task is cancelled.
+    ///
+    /// Requests are let go one at a time, in the order they asked, each at least `1 / rate` after the moment the one
+    /// before it was actually let go. No slot is reserved ahead: after a stall of the process (CPU starvation, a long
+    /// pause) the requests that were waiting leave one interval apart, not all at once in a burst over Apple's limit.
     public func acquire(_ family: Family) async throws {
-        guard let rate = rates[family], rate > 0 else { return }
+        guard let interval = intervals[family] else { return }
+        try Task.checkCancellation()
         let now = ContinuousClock.now
-        let slot = max(now, nextFree[family] ?? now)
-        nextFree[family] = slot + .milliseconds(Int64((1000 / rate).rounded(.up)))
-        if slot > now { try await Task.sleep(until: slot, clock: .continuous) }
+        if waiting[family, default: []].isEmpty, lastLetGo[family].map({ $0 + interval <= now }) ?? true {
+            lastLetGo[family] = now
+            return
+        }
+        lastWaiterID += 1
+        let id = lastWaiterID
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                if Task.isCancelled { return continuation.resume(throwing: CancellationError()) }
+                waiting[family, default: []].append(Waiter(id: id, continuation: continuation))
+                if pacing.insert(family).inserted {
+                    Task { await self.pace(family, interval: interval) }
+                }
+            }
+        } onCancel: {
+            Task { await self.withdraw(id, family) }
+        }
+    }
+
+    /// Lets the waiters of `family` go, one per interval, until none is left.
+    private func pace(_ family: Family, interval: Duration) async {
+        while waiting[family]?.isEmpty == false {
+            if let last = lastLetGo[family], last + interval > .now {
+                try? await Task.sleep(until: last + interval, clock: .continuous)
+                continue
+            }
+            let waiter = waiting[family]!.removeFirst()
+            lastLetGo[family] = .now
+            waiter.continuation.resume()
+        }
+        pacing.remove(family)
+    }
+
+    private func withdraw(_ id: UInt64, _ family: Family) {
+        guard let index = waiting[family]?.firstIndex(where: { $0.id == id }) else { return }
+        waiting[family]!.remove(at: index).continuation.resume(throwing: CancellationError())
     }
 }
