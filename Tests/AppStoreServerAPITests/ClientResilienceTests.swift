@@ -119,7 +119,7 @@ struct ClientResilienceTests {
         try await live.serve { url in
             let client = live.client(url, retry: .none, rateLimiting: .disabled)
             let limited = await withTaskGroup(of: Bool.self) { group in
-                for _ in 0..<150 {
+                for _ in 0..<500 {
                     group.addTask {
                         do throws(AppStoreServerAPIError) {
                             _ = try await client.transactionHistory("2000000000000001").all()
