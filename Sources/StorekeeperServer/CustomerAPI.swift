@@ -1,9 +1,9 @@
-package import AppStoreModels
+import AppStoreModels
 import AppStoreSigning
-package import Foundation
-package import Hummingbird
+import Foundation
+import Hummingbird
 import Logging
-package import StorekeeperCore
+import StorekeeperCore
 
 /// The app API (API keys with scope `app`, for one app; `admin` keys for any):
 /// `POST /v1/customers/{id}/transactions` with `{"signedTransaction"}` and `GET /v1/customers/{id}`.
@@ -133,82 +133,22 @@ struct CustomerAPI: Sendable {
         }
         metrics.recordCustomerCache(hit: false)
         let ticket = cache.ticket()
+        var ledger: Ledger
         do {
-            var ledger = try await store.entitlementLedger(for: customerId, environment: environment)
-            ledger.transactions = ledger.transactions.filter { $0.value.info.bundleId == bundleId }
-            guard !ledger.transactions.isEmpty || ledger.tokenOwners.values.contains(customerId) else {
-                return StorekeeperApplication.errorResponse(.notFound, "unknown-customer", "no customer '\(customerId)' for \(bundleId) in \(environment)")
-            }
-            let at = now()
-            let answer = try CustomerView.answer(
-                for: customerId, in: ledger, bundleId: bundleId, environment: environment, configuration: configuration.entitlements, at: at
-            )
-            cache.store(answer.body, customer: customerId, variant: variant, validUntil: answer.validUntil, now: at, ticket: ticket)
-            return StorekeeperApplication.jsonResponse(encoded: answer.body)
-        } catch let error as StorageError {
+            ledger = try await store.entitlementLedger(for: customerId, environment: environment)
+        } catch {
             logger.error("customer read failed", metadata: ["customer.id": .string(customerId), "error": .string(error.message)])
             return StorekeeperApplication.errorResponse(.serviceUnavailable, "storage-unavailable", "the ledger could not be read")
-        } catch {
-            return StorekeeperApplication.errorResponse(.internalServerError, "encoding-failed", "the customer's state could not be encoded")
         }
-    }
-}
-
-/// What `GET /v1/customers/{id}` answers.
-package struct CustomerView: Encodable {
-    /// The encoded answer for a customer from their ledger (narrowed to one app) at `now`, and until when it holds
-    /// (the engine's next change).
-    package static func answer(
-        for customerId: String, in ledger: Ledger, bundleId: String, environment: AppStoreEnvironment,
-        configuration: EntitlementConfiguration, at now: Date
-    ) throws -> (body: ByteBuffer, validUntil: Date?) {
-        let (state, nextChange) = EntitlementEngine(configuration: configuration).evaluate(customerId, in: ledger, environment: environment, at: now)
-        let view = CustomerView(state: state, ledger: ledger, bundleId: bundleId)
-        return (ByteBuffer(bytes: try AppStoreJSON.makeEncoder().encode(view)), nextChange)
-    }
-
-    struct Subscription: Encodable {
-        var originalTransactionId: String
-        var productId: String
-        var status: Int?
-        var expiresDate: Date?
-        var autoRenew: Bool?
-        var autoRenewProductId: String?
-        var gracePeriodExpiresDate: Date?
-        var isInBillingRetryPeriod: Bool?
-        var ownership: String
-        var statusFromNotification: String?
-    }
-
-    var customerId: String
-    var bundleId: String
-    var environment: String
-    var entitlements: [Entitlement]
-    var subscriptions: [Subscription]
-    var nonConsumables: [String]
-    var consumableBalance: [String: Int]
-
-    init(state: CustomerState, ledger: Ledger, bundleId: String) {
-        customerId = state.customerId
-        self.bundleId = bundleId
-        environment = state.environment.rawValue
-        entitlements = state.entitlements
-        consumableBalance = state.consumableBalance
-        nonConsumables = Set(ledger.transactions.values.filter {
-            $0.info.type == .nonConsumable && $0.info.revocationDate == nil
-        }.map(\.info.productId)).sorted()
-        let latest = EntitlementEngine.latestPerSubscription(Array(ledger.transactions.values))
-        subscriptions = latest.sorted { $0.key < $1.key }.map { original, transaction in
-            let subscription = ledger.subscriptions[LedgerKey(state.environment, original)]
-            return Subscription(
-                originalTransactionId: original, productId: transaction.info.productId, status: subscription?.status?.rawValue,
-                expiresDate: transaction.info.expiresDate, autoRenew: subscription?.renewalInfo?.autoRenewStatus.map { $0 == .on },
-                autoRenewProductId: subscription?.renewalInfo?.autoRenewProductId,
-                gracePeriodExpiresDate: subscription?.renewalInfo?.gracePeriodExpiresDate,
-                isInBillingRetryPeriod: subscription?.renewalInfo?.isInBillingRetryPeriod,
-                ownership: transaction.info.inAppOwnershipType?.rawValue ?? "PURCHASED",
-                statusFromNotification: subscription?.statusNotificationUUID
-            )
+        ledger.transactions = ledger.transactions.filter { $0.value.info.bundleId == bundleId }
+        guard !ledger.transactions.isEmpty || ledger.tokenOwners.values.contains(customerId) else {
+            return StorekeeperApplication.errorResponse(.notFound, "unknown-customer", "no customer '\(customerId)' for \(bundleId) in \(environment)")
         }
+        let at = now()
+        let answer = CustomerView.answer(
+            for: customerId, in: ledger, bundleId: bundleId, environment: environment, configuration: configuration.entitlements, at: at
+        )
+        cache.store(answer.body, customer: customerId, variant: variant, validUntil: answer.validUntil, now: at, ticket: ticket)
+        return StorekeeperApplication.jsonResponse(encoded: answer.body)
     }
 }

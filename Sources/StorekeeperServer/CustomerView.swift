@@ -1,0 +1,213 @@
+package import AppStoreModels
+package import Foundation
+package import Hummingbird
+package import StorekeeperCore
+
+/// What `GET /v1/customers/{id}` answers.
+package struct CustomerView: Encodable {
+    /// The encoded answer for a customer from their ledger (narrowed to one app) at `now`, and until when it holds
+    /// (the engine's next change).
+    package static func answer(
+        for customerId: String, in ledger: Ledger, bundleId: String, environment: AppStoreEnvironment,
+        configuration: EntitlementConfiguration, at now: Date
+    ) -> (body: ByteBuffer, validUntil: Date?) {
+        let (state, nextChange) = EntitlementEngine(configuration: configuration).evaluate(customerId, in: ledger, environment: environment, at: now)
+        let view = CustomerView(state: state, ledger: ledger, bundleId: bundleId)
+        return (view.json(), nextChange)
+    }
+
+    struct Subscription: Encodable {
+        var originalTransactionId: String
+        var productId: String
+        var status: Int?
+        var expiresDate: Date?
+        var autoRenew: Bool?
+        var autoRenewProductId: String?
+        var gracePeriodExpiresDate: Date?
+        var isInBillingRetryPeriod: Bool?
+        var ownership: String
+        var statusFromNotification: String?
+    }
+
+    var customerId: String
+    var bundleId: String
+    var environment: String
+    var entitlements: [Entitlement]
+    var subscriptions: [Subscription]
+    var nonConsumables: [String]
+    var consumableBalance: [String: Int]
+
+    package init(state: CustomerState, ledger: Ledger, bundleId: String) {
+        customerId = state.customerId
+        self.bundleId = bundleId
+        environment = state.environment.rawValue
+        entitlements = state.entitlements
+        consumableBalance = state.consumableBalance
+        nonConsumables = Set(ledger.transactions.values.filter {
+            $0.info.type == .nonConsumable && $0.info.revocationDate == nil
+        }.map(\.info.productId)).sorted()
+        let latest = EntitlementEngine.latestPerSubscription(Array(ledger.transactions.values))
+        subscriptions = latest.sorted { $0.key < $1.key }.map { original, transaction in
+            let subscription = ledger.subscriptions[LedgerKey(state.environment, original)]
+            return Subscription(
+                originalTransactionId: original, productId: transaction.info.productId, status: subscription?.status?.rawValue,
+                expiresDate: transaction.info.expiresDate, autoRenew: subscription?.renewalInfo?.autoRenewStatus.map { $0 == .on },
+                autoRenewProductId: subscription?.renewalInfo?.autoRenewProductId,
+                gracePeriodExpiresDate: subscription?.renewalInfo?.gracePeriodExpiresDate,
+                isInBillingRetryPeriod: subscription?.renewalInfo?.isInBillingRetryPeriod,
+                ownership: transaction.info.inAppOwnershipType?.rawValue ?? "PURCHASED",
+                statusFromNotification: subscription?.statusNotificationUUID
+            )
+        }
+    }
+}
+
+extension CustomerView {
+    /// The answer's JSON, written field by field: byte for byte what `AppStoreJSON.makeEncoder()` writes for the
+    /// `Encodable` conformance (keys sorted by their UTF-8 bytes, dates as epoch milliseconds, absent optionals left
+    /// out; `CustomerViewJSONTests` compares the two), without the encoder's machinery, which was 9 % of the
+    /// server's CPU on a cache miss (BENCHMARKS.md).
+    package func json() -> ByteBuffer {
+        var out = JSONWriter()
+        out.object { out in
+            out.field("bundleId", bundleId)
+            out.key("consumableBalance")
+            out.object { out in
+                for (productId, units) in consumableBalance.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) {
+                    out.field(productId, units)
+                }
+            }
+            out.field("customerId", customerId)
+            out.key("entitlements")
+            out.array(entitlements) { out, entitlement in
+                out.object { out in
+                    out.field("entitlement", entitlement.entitlement)
+                    out.field("expiresDate", entitlement.expiresDate)
+                    out.field("inBillingRetry", entitlement.inBillingRetry)
+                    out.field("inGracePeriod", entitlement.inGracePeriod)
+                    out.field("originalTransactionId", entitlement.originalTransactionId)
+                    out.field("ownership", entitlement.ownership.rawValue)
+                    out.field("productId", entitlement.productId)
+                    out.field("productType", entitlement.productType.rawValue)
+                    out.field("source", entitlement.source)
+                    out.field("transactionId", entitlement.transactionId)
+                    out.field("willRenew", entitlement.willRenew)
+                }
+            }
+            out.field("environment", environment)
+            out.key("nonConsumables")
+            out.array(nonConsumables) { out, productId in out.string(productId) }
+            out.key("subscriptions")
+            out.array(subscriptions) { out, subscription in
+                out.object { out in
+                    out.field("autoRenew", subscription.autoRenew)
+                    out.field("autoRenewProductId", subscription.autoRenewProductId)
+                    out.field("expiresDate", subscription.expiresDate)
+                    out.field("gracePeriodExpiresDate", subscription.gracePeriodExpiresDate)
+                    out.field("isInBillingRetryPeriod", subscription.isInBillingRetryPeriod)
+                    out.field("originalTransactionId", subscription.originalTransactionId)
+                    out.field("ownership", subscription.ownership)
+                    out.field("productId", subscription.productId)
+                    out.field("status", subscription.status)
+                    out.field("statusFromNotification", subscription.statusFromNotification)
+                }
+            }
+        }
+        return out.buffer
+    }
+}
+
+/// Compact JSON into a byte buffer, written as `JSONEncoder` writes it: strings escaped as it escapes them (`"`,
+/// `\\`, `/`, and control characters), integers in decimal, `nil` fields left out. The caller writes an object's keys
+/// in sorted order.
+struct JSONWriter {
+    private(set) var buffer = ByteBuffer()
+    private var afterValue = false
+
+    mutating func object(_ body: (inout JSONWriter) -> Void) {
+        open(UInt8(ascii: "{"))
+        body(&self)
+        close(UInt8(ascii: "}"))
+    }
+
+    mutating func array<Element>(_ elements: [Element], _ body: (inout JSONWriter, Element) -> Void) {
+        open(UInt8(ascii: "["))
+        for element in elements { body(&self, element) }
+        close(UInt8(ascii: "]"))
+    }
+
+    mutating func key(_ name: String) {
+        string(name)
+        buffer.writeInteger(UInt8(ascii: ":"))
+        afterValue = false
+    }
+
+    mutating func field(_ name: String, _ value: String?) {
+        guard let value else { return }
+        key(name)
+        string(value)
+    }
+
+    mutating func field(_ name: String, _ value: Int?) {
+        guard let value else { return }
+        key(name)
+        buffer.writeString(String(value))
+        afterValue = true
+    }
+
+    mutating func field(_ name: String, _ value: Date?) {
+        field(name, value.map { Int($0.epochMilliseconds) })
+    }
+
+    mutating func field(_ name: String, _ value: Bool?) {
+        guard let value else { return }
+        key(name)
+        buffer.writeStaticString(value ? "true" : "false")
+        afterValue = true
+    }
+
+    mutating func string(_ value: String) {
+        separate()
+        buffer.writeInteger(UInt8(ascii: "\""))
+        var plainFrom = value.utf8.startIndex
+        for index in value.utf8.indices {
+            let byte = value.utf8[index]
+            guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte == UInt8(ascii: "/") else { continue }
+            buffer.writeBytes(value.utf8[plainFrom..<index])
+            plainFrom = value.utf8.index(after: index)
+            switch byte {
+            case UInt8(ascii: "\""): buffer.writeStaticString("\\\"")
+            case UInt8(ascii: "\\"): buffer.writeStaticString("\\\\")
+            case UInt8(ascii: "/"): buffer.writeStaticString("\\/")
+            case 0x08: buffer.writeStaticString("\\b")
+            case 0x0C: buffer.writeStaticString("\\f")
+            case 0x0A: buffer.writeStaticString("\\n")
+            case 0x0D: buffer.writeStaticString("\\r")
+            case 0x09: buffer.writeStaticString("\\t")
+            default:
+                let hex: [UInt8] = Array("0123456789abcdef".utf8)
+                buffer.writeStaticString("\\u00")
+                buffer.writeInteger(hex[Int(byte >> 4)])
+                buffer.writeInteger(hex[Int(byte & 0x0F)])
+            }
+        }
+        buffer.writeBytes(value.utf8[plainFrom...])
+        buffer.writeInteger(UInt8(ascii: "\""))
+        afterValue = true
+    }
+
+    private mutating func open(_ bracket: UInt8) {
+        separate()
+        buffer.writeInteger(bracket)
+        afterValue = false
+    }
+
+    private mutating func close(_ bracket: UInt8) {
+        buffer.writeInteger(bracket)
+        afterValue = true
+    }
+
+    private mutating func separate() {
+        if afterValue { buffer.writeInteger(UInt8(ascii: ",")) }
+    }
+}
