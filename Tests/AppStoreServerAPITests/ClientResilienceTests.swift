@@ -79,7 +79,9 @@ struct ClientResilienceTests {
             #expect(error?.kind == .transport)
             #expect(error?.attempts == 2)
             try await live.setFaults { $0.apiLatencyMilliseconds = 0 }
-            _ = try await client.transactionInfo("2000000000000001")
+            // Without the latency the simulator answers (with the default per-attempt timeout: a loaded machine
+            // can take longer than 150 ms to answer even a quick request).
+            _ = try await live.client(url).transactionInfo("2000000000000001")
         }
     }
 

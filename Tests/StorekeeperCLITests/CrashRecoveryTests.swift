@@ -72,7 +72,7 @@ struct CrashRecoveryTests {
         let total = await simulator.state.notifications.count
         var server = try await Task.detached { try ServerProcess(config: config, database: database) }.value
         _ = try await simulator.perform { engine in engine.setNotificationURL("http://127.0.0.1:\(server.port)/appstore/notifications") }
-        let deliverer = NotificationDeliverer(simulator: simulator, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }), timeout: .milliseconds(500))
+        let deliverer = NotificationDeliverer(simulator: simulator, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }), timeout: .seconds(5))
 
         // Kill the server partway through the burst.
         async let delivered = deliverer.deliverDue()
