@@ -17,6 +17,9 @@ extension ServerBenchmark {
         /// Months of renewals each subscriber has before the reads (their notifications are applied while seeding), so
         /// that a read loads and decodes that many more transactions.
         public var renewals = 0
+        /// Each purchase carries an app account token (one per customer), as when the app links purchases with
+        /// `appAccountToken`; reads then also find the customer's subscriptions through their tokens.
+        public var appAccountTokens = false
         /// The server's customer-cache capacity (0: every read goes to the ledger).
         public var cacheCapacity = 10_000
         /// Notifications per second posted while the clients read; each turns one subscriber's auto-renew off or
@@ -33,7 +36,8 @@ extension ServerBenchmark {
     public static func entitlements(_ options: EntitlementOptions) async throws -> Result {
         let metrics = ServerMetrics()
         let (purchases, history, changes) = try makeSubscribers(
-            customers: options.customers, renewals: options.renewals, changes: options.writesPerSecond > 0
+            customers: options.customers, renewals: options.renewals, changes: options.writesPerSecond > 0,
+            appAccountTokens: options.appAccountTokens
         )
         return try await withServer(apiKey: options.externalLoad?.apiKey, cacheCapacity: options.cacheCapacity, metrics: metrics) { port, key, store in
             let seeding = try await LoadConnection.connect(host: "127.0.0.1", port: port)
@@ -75,7 +79,7 @@ extension ServerBenchmark {
                 server: ServerFigures(
                     cacheCapacity: options.cacheCapacity, cacheHits: after.hits - before.hits, cacheMisses: after.misses - before.misses,
                     writesDuringReads: fullWrites + halfWrites, writeRate: options.writesPerSecond,
-                    renewalNotificationsSeeded: history.count, missPath: missPath
+                    renewalNotificationsSeeded: history.count, appAccountTokens: options.appAccountTokens, missPath: missPath
                 )
             )
         }
@@ -139,11 +143,12 @@ extension ServerBenchmark {
         }
     }
 
-    /// One purchase per customer (even: a lifetime unlock, odd: a monthly subscription), as the app submits it; the
+    /// One purchase per customer (even: a lifetime unlock, odd: a monthly subscription; with the customer's app
+    /// account token if asked), as the app submits it; the
     /// notifications of `renewals` months of renewals; and, if asked, notifications that turn each subscriber's
     /// auto-renew off and then on again.
     static func makeSubscribers(
-        customers: Int, renewals: Int, changes: Bool
+        customers: Int, renewals: Int, changes: Bool, appAccountTokens: Bool = false
     ) throws -> (purchases: [(String, String)], history: [String], changes: [String]) {
         var engine = try engine()
         var purchases: [(String, String)] = []
@@ -151,7 +156,10 @@ extension ServerBenchmark {
         for index in 0..<customers {
             let customer = "customer-\(index)"
             try engine.createCustomer(id: customer)
-            let result = try engine.purchase(.init(customerId: customer, productId: index % 2 == 0 ? "unlock.lifetime" : "pro.monthly"))
+            let token = appAccountTokens ? LowercaseUUID(UUID()) : nil
+            let result = try engine.purchase(.init(
+                customerId: customer, productId: index % 2 == 0 ? "unlock.lifetime" : "pro.monthly", appAccountToken: token
+            ))
             purchases.append((customer, result.signedTransaction))
             if index % 2 == 1 { subscriptions.append(result.originalTransactionId) }
         }

@@ -52,6 +52,8 @@ public enum ServerBenchmark {
         public var writeRate: Double
         /// Renewal notifications applied before the reads (`--renewals`).
         public var renewalNotificationsSeeded: Int
+        /// Whether each purchase carried the customer's app account token (`--app-account-tokens`).
+        public var appAccountTokens: Bool
         /// A cache miss taken apart, without HTTP, one read at a time.
         public var missPath: MissPath
     }

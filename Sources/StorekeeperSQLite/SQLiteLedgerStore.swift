@@ -76,6 +76,15 @@ public final class SQLiteLedgerStore: LedgerStore {
                     environment, original_transaction_id, purchase_date DESC, transaction_id DESC, product_type, app_account_token);
                 """)
         }
+        migrator.registerMigration("v3: transactions by app account token, environment and family") { db in
+            // A read finds a customer's subscriptions through their app account tokens. With an index on the token
+            // alone, SQLite's planner preferred `transactions_latest_first` for `environment = ?` and scanned every
+            // transaction of the environment on each read (tested in SQLiteQueryPlanTests).
+            try db.execute(sql: """
+                DROP INDEX transactions_by_token;
+                CREATE INDEX transactions_by_token ON transactions (app_account_token, environment, original_transaction_id);
+                """)
+        }
         return migrator
     }
 
@@ -172,14 +181,7 @@ public final class SQLiteLedgerStore: LedgerStore {
                 // The family's transactions, latest first, from an index that covers the query (no row is read).
                 // A subscription needs only its latest transaction decoded (and the others' tokens); any other
                 // purchase needs all of its transactions.
-                let order = try Row.fetchAll(
-                    db.cachedStatement(sql: """
-                        SELECT transaction_id, product_type, app_account_token FROM transactions
-                        WHERE environment = ? AND original_transaction_id = ?
-                        ORDER BY purchase_date DESC, transaction_id DESC
-                        """),
-                    arguments: [environment.rawValue, original]
-                )
+                let order = try Row.fetchAll(db.cachedStatement(sql: Self.familyOrderSQL), arguments: [environment.rawValue, original])
                 guard let latest = order.first, (latest["product_type"] as String?) == ProductType.autoRenewable.rawValue else {
                     try self.loadRows(db, key, into: &ledger)
                     continue
@@ -232,22 +234,29 @@ public final class SQLiteLedgerStore: LedgerStore {
     }
 
     /// A customer's app account tokens, and the original transaction IDs of everything linked to them or carrying
-    /// one of their tokens.
+    /// one of their tokens: two cached statements whatever the number of tokens (a statement built for the tokens
+    /// at hand would be compiled on every read, which made a read of a customer with a token twice as slow).
     private func customerFamilies(_ db: Database, _ customerId: String, _ environment: AppStoreEnvironment) throws -> (tokens: Set<String>, originals: Set<String>) {
         let tokens = try String.fetchAll(db.cachedStatement(sql: "SELECT token FROM tokens WHERE customer_id = ?"), arguments: [customerId])
-        var originals = Set(try String.fetchAll(
-            db.cachedStatement(sql: "SELECT original_transaction_id FROM customer_links WHERE customer_id = ? AND environment = ?"),
-            arguments: [customerId, environment.rawValue]
-        ))
-        if !tokens.isEmpty {
-            let marks = tokens.map { _ in "?" }.joined(separator: ",")
-            originals.formUnion(try String.fetchAll(
-                db, sql: "SELECT DISTINCT original_transaction_id FROM transactions WHERE environment = ? AND app_account_token IN (\(marks))",
-                arguments: StatementArguments([environment.rawValue] + tokens)
-            ))
-        }
-        return (Set(tokens), originals)
+        let originals = try String.fetchAll(db.cachedStatement(sql: Self.customerFamiliesSQL), arguments: [customerId, environment.rawValue])
+        return (Set(tokens), Set(originals))
     }
+
+    /// The transactions of one family (environment `?1`, original transaction ID `?2`), latest first, with what
+    /// picks the ones to decode.
+    static let familyOrderSQL = """
+        SELECT transaction_id, product_type, app_account_token FROM transactions
+        WHERE environment = ?1 AND original_transaction_id = ?2
+        ORDER BY purchase_date DESC, transaction_id DESC
+        """
+
+    /// The original transaction IDs linked to customer `?1` in environment `?2` or carrying one of their tokens.
+    static let customerFamiliesSQL = """
+        SELECT original_transaction_id FROM customer_links WHERE customer_id = ?1 AND environment = ?2
+        UNION
+        SELECT original_transaction_id FROM transactions
+        WHERE environment = ?2 AND app_account_token IN (SELECT token FROM tokens WHERE customer_id = ?1)
+        """
 
     /// The owners of every app account token the loaded rows carry, and of `extra` tokens (the incoming data's).
     private func loadTokenOwners(_ db: Database, into ledger: inout Ledger, also extra: [LowercaseUUID?]) throws {

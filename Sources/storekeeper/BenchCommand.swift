@@ -49,6 +49,8 @@ struct BenchCommand: AsyncParsableCommand {
         @Option(help: "Concurrent clients.") var concurrency: Int = 16
         @Option(help: "Months of renewals each subscriber has before the reads (more transactions per read).") var renewals: Int = 0
         @Option(help: "The server's customer-cache capacity (0: every read goes to the ledger).") var cacheCapacity: Int = 10_000
+        @Flag(help: "Each purchase carries the customer's app account token (reads also look customers up by token).")
+        var appAccountTokens = false
         @Option(help: "Notifications per second posted during the reads, each changing one customer's answer.") var writeRate: Double = 0
         @Option(help: ArgumentHelp(
             "Before measuring, keep the seeded server up this many seconds for another load generator (e.g. wrk); "
@@ -74,6 +76,7 @@ struct BenchCommand: AsyncParsableCommand {
             options.concurrency = concurrency
             options.cacheCapacity = cacheCapacity
             options.renewals = renewals
+            options.appAccountTokens = appAccountTokens
             options.writesPerSecond = writeRate
             options.externalLoad = externalLoad.map { ($0, ProcessInfo.processInfo.environment["STOREKEEPER_BENCH_API_KEY"] ?? "") }
             try JSONOutput.print(try await ServerBenchmark.entitlements(options))
