@@ -234,12 +234,18 @@ public final class SQLiteLedgerStore: LedgerStore {
     }
 
     /// A customer's app account tokens, and the original transaction IDs of everything linked to them or carrying
-    /// one of their tokens: two cached statements whatever the number of tokens (a statement built for the tokens
-    /// at hand would be compiled on every read, which made a read of a customer with a token twice as slow).
+    /// one of their tokens, through cached statements whatever the number of tokens (a statement built for the
+    /// tokens at hand would be compiled on every read).
     private func customerFamilies(_ db: Database, _ customerId: String, _ environment: AppStoreEnvironment) throws -> (tokens: Set<String>, originals: Set<String>) {
         let tokens = try String.fetchAll(db.cachedStatement(sql: "SELECT token FROM tokens WHERE customer_id = ?"), arguments: [customerId])
-        let originals = try String.fetchAll(db.cachedStatement(sql: Self.customerFamiliesSQL), arguments: [customerId, environment.rawValue])
-        return (Set(tokens), Set(originals))
+        var originals = Set(try String.fetchAll(
+            db.cachedStatement(sql: "SELECT original_transaction_id FROM customer_links WHERE customer_id = ? AND environment = ?"),
+            arguments: [customerId, environment.rawValue]
+        ))
+        for token in tokens {
+            originals.formUnion(try String.fetchAll(db.cachedStatement(sql: Self.familiesByTokenSQL), arguments: [token, environment.rawValue]))
+        }
+        return (Set(tokens), originals)
     }
 
     /// The transactions of one family (environment `?1`, original transaction ID `?2`), latest first, with what
@@ -250,13 +256,8 @@ public final class SQLiteLedgerStore: LedgerStore {
         ORDER BY purchase_date DESC, transaction_id DESC
         """
 
-    /// The original transaction IDs linked to customer `?1` in environment `?2` or carrying one of their tokens.
-    static let customerFamiliesSQL = """
-        SELECT original_transaction_id FROM customer_links WHERE customer_id = ?1 AND environment = ?2
-        UNION
-        SELECT original_transaction_id FROM transactions
-        WHERE environment = ?2 AND app_account_token IN (SELECT token FROM tokens WHERE customer_id = ?1)
-        """
+    /// The original transaction IDs of the transactions carrying app account token `?1` in environment `?2`.
+    static let familiesByTokenSQL = "SELECT original_transaction_id FROM transactions WHERE app_account_token = ?1 AND environment = ?2"
 
     /// The owners of every app account token the loaded rows carry, and of `extra` tokens (the incoming data's).
     private func loadTokenOwners(_ db: Database, into ledger: inout Ledger, also extra: [LowercaseUUID?]) throws {
