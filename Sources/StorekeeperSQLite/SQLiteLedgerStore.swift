@@ -19,10 +19,18 @@ public final class SQLiteLedgerStore: LedgerStore {
     public let changes = LedgerChangeFeed()
 
     /// Opens (and creates or migrates) the database at `path`.
-    public init(path: String, unsafeFaultInjection: (@Sendable (String) throws -> Void)? = nil) throws(StorageError) {
+    public convenience init(path: String, unsafeFaultInjection: (@Sendable (String) throws -> Void)? = nil) throws(StorageError) {
+        try self.init(path: path, unsafeFaultInjection: unsafeFaultInjection, statementTrace: nil)
+    }
+
+    /// `statementTrace` sees the SQL of every statement any connection runs (tests check their query plans).
+    init(
+        path: String, unsafeFaultInjection: (@Sendable (String) throws -> Void)?, statementTrace: (@Sendable (String) -> Void)?
+    ) throws(StorageError) {
         var configuration = Configuration()
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = FULL")
+            if let statementTrace { db.trace { event in if case .statement(let statement) = event { statementTrace(statement.sql) } } }
         }
         configuration.busyMode = .timeout(10)
         do {

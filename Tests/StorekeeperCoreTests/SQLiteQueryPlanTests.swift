@@ -1,27 +1,87 @@
+import AppStoreModels
+import AppStoreSimulator
 import Foundation
 import GRDB
 @testable import StorekeeperSQLite
+import Synchronization
 import Testing
 
-@Suite("SQLite ledger: query plans of the read path")
+/// A read's cost must not grow with the ledger: every statement the store runs finds its rows through an index.
+@Suite("SQLite ledger: query plans")
 struct SQLiteQueryPlanTests {
-    /// What SQLite's planner will do for `sql` in a freshly migrated ledger, one line per step.
-    static func detail(_ sql: String, _ arguments: StatementArguments) async throws -> [String] {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("plan-\(UUID()).sqlite").path
-        defer { try? FileManager.default.removeItem(atPath: path) }
-        let store = try SQLiteLedgerStore(path: path)
-        return try await store.pool.read { db in try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: arguments).map { $0["detail"] as String } }
+    /// The SQL of every statement a store ran.
+    final class StatementLog: Sendable {
+        private let statements = Mutex<Set<String>>([])
+        func add(_ sql: String) { _ = statements.withLock { $0.insert(sql) } }
+        var all: Set<String> { statements.withLock { $0 } }
+    }
+
+    static func temporaryPath() -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("plan-\(UUID()).sqlite").path
+    }
+
+    /// What SQLite's planner does for `sql` in a migrated ledger, one line per step; each `?` or `?N` is bound to a
+    /// string (the plan of an equality does not depend on the value).
+    static func plan(_ sql: String, in store: SQLiteLedgerStore) async throws -> [String] {
+        let numbered = Set(sql.matches(of: /\?(\d+)/).map { $0.output.1 }).count
+        let count = numbered > 0 ? numbered : sql.filter { $0 == "?" }.count
+        let arguments = StatementArguments(Array(repeating: "x", count: count))
+        return try await store.pool.read { db in
+            try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: arguments).map { $0["detail"] as String }
+        }
+    }
+
+    /// Statements that are not the ledger's queries: transactions, pragmas, schema changes and GRDB's bookkeeping.
+    static func isLedgerQuery(_ sql: String) -> Bool {
+        let head = sql.trimmingCharacters(in: .whitespacesAndNewlines).uppercased()
+        let others = ["PRAGMA", "BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE", "CREATE", "ALTER", "DROP"]
+        return !others.contains { head.hasPrefix($0) } && !sql.contains("sqlite_") && !sql.contains("grdb_") && !sql.contains("json_extract")
+    }
+
+    @Test("no statement the store runs for the shipped scenarios and customers with tokens scans a table or searches transactions by environment alone")
+    func everyStatement() async throws {
+        let log = StatementLog()
+        for name in ShippedScenarios.all.map(\.name) + ["tokens"] {
+            var harness = try LedgerHarness()
+            if name == "tokens" {
+                let token = LowercaseUUID(UUID())
+                for customer in ["tina", "ursula"] { try harness.engine.createCustomer(id: customer) }
+                _ = try harness.engine.purchase(.init(customerId: "tina", productId: "pro.monthly", appAccountToken: token))
+                _ = try harness.engine.purchase(.init(customerId: "ursula", productId: "coins.100", appAccountToken: token))
+            } else {
+                try await harness.play(name)
+            }
+            let store = try SQLiteLedgerStore(path: Self.temporaryPath(), unsafeFaultInjection: nil, statementTrace: log.add)
+            try await LedgerStoreContractTests.submitAll(harness, to: store)
+            for notification in try await harness.verifiedNotifications() { _ = try await store.apply(notification) }
+            for customer in harness.engine.groundTruth().map(\.customerId) + ["nobody"] {
+                _ = try await store.customerExists(customer)
+                _ = try await store.ledger(for: customer, environment: .sandbox)
+                _ = try await store.entitlementLedger(for: customer, environment: .sandbox)
+            }
+        }
+        let queries = log.all.filter(Self.isLedgerQuery)
+        #expect(queries.count >= 10, "\(queries.sorted())")
+        #expect(queries.contains(SQLiteLedgerStore.familiesByTokenSQL) && queries.contains(SQLiteLedgerStore.familyOrderSQL))
+        let store = try SQLiteLedgerStore(path: Self.temporaryPath())
+        for sql in queries.sorted() {
+            let steps = try await Self.plan(sql, in: store)
+            #expect(!steps.contains { $0.hasPrefix("SCAN") && $0 != "SCAN CONSTANT ROW" }, "\(sql)\n\(steps)")
+            #expect(!steps.contains { $0.hasPrefix("SEARCH transactions") && $0.hasSuffix("(environment=?)") }, "\(sql)\n\(steps)")
+        }
     }
 
     @Test("a customer's subscriptions are found through their tokens by index, not by scanning the environment's transactions")
     func familiesByToken() async throws {
-        let steps = try await Self.detail(SQLiteLedgerStore.familiesByTokenSQL, ["00000000-0000-4000-8000-000000000001", "Sandbox"])
+        let store = try SQLiteLedgerStore(path: Self.temporaryPath())
+        let steps = try await Self.plan(SQLiteLedgerStore.familiesByTokenSQL, in: store)
         #expect(steps == ["SEARCH transactions USING COVERING INDEX transactions_by_token (app_account_token=? AND environment=?)"], "\(steps)")
     }
 
     @Test("a family's transactions are read latest first from the covering index, without sorting")
     func familyOrder() async throws {
-        let steps = try await Self.detail(SQLiteLedgerStore.familyOrderSQL, ["Sandbox", "2000000000000001"])
+        let store = try SQLiteLedgerStore(path: Self.temporaryPath())
+        let steps = try await Self.plan(SQLiteLedgerStore.familyOrderSQL, in: store)
         #expect(steps == ["SEARCH transactions USING COVERING INDEX transactions_latest_first (environment=? AND original_transaction_id=?)"], "\(steps)")
     }
 }
