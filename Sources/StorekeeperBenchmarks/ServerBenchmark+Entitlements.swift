@@ -144,9 +144,8 @@ extension ServerBenchmark {
     }
 
     /// One purchase per customer (even: a lifetime unlock, odd: a monthly subscription; with the customer's app
-    /// account token if asked), as the app submits it; the
-    /// notifications of `renewals` months of renewals; and, if asked, notifications that turn each subscriber's
-    /// auto-renew off and then on again.
+    /// account token if asked), as the app submits it; the notifications of `renewals` months of renewals; and, if
+    /// asked, notifications that turn each subscriber's auto-renew off and then on again.
     static func makeSubscribers(
         customers: Int, renewals: Int, changes: Bool, appAccountTokens: Bool = false
     ) throws -> (purchases: [(String, String)], history: [String], changes: [String]) {
