@@ -269,14 +269,13 @@ public final class SQLiteLedgerStore: LedgerStore {
 
     /// The owners of every app account token the loaded rows carry, and of `extra` tokens (the incoming data's).
     private func loadTokenOwners(_ db: Database, into ledger: inout Ledger, also extra: [LowercaseUUID?]) throws {
-        let tokens = ledger.appAccountTokens.union(extra.compactMap { $0 })
-        guard !tokens.isEmpty else { return }
-        let marks = tokens.map { _ in "?" }.joined(separator: ",")
-        for row in try Row.fetchAll(
-            db, sql: "SELECT token, customer_id FROM tokens WHERE token IN (\(marks))",
-            arguments: StatementArguments(tokens.map(\.description))
-        ) {
-            if let token = LowercaseUUID(uuidString: row["token"]) { ledger.tokenOwners[token] = row["customer_id"] }
+        // One cached statement per token: a statement built for the tokens at hand would be compiled on every write.
+        for token in ledger.appAccountTokens.union(extra.compactMap { $0 }) {
+            if let owner = try String.fetchOne(
+                db.cachedStatement(sql: "SELECT customer_id FROM tokens WHERE token = ?"), arguments: [token.description]
+            ) {
+                ledger.tokenOwners[token] = owner
+            }
         }
     }
 
