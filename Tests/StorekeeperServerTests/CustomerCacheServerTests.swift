@@ -77,7 +77,7 @@ struct CustomerCacheServerTests {
         }
     }
 
-    @Test("reads racing notifications: once the writes are done, every answer equals a read without the cache")
+    @Test("reads racing notifications (customers linked by purchase and by app account token): once the writes are done, every answer equals a read without the cache")
     func racingReads() async throws {
         var testbed = try T()
         var customers: [String] = []
@@ -86,10 +86,19 @@ struct CustomerCacheServerTests {
         for index in 0..<12 {
             let customer = "racer-\(index)"
             try testbed.engine.createCustomer(id: customer)
-            let purchase = try testbed.engine.purchase(.init(customerId: customer, productId: "pro.monthly"))
             customers.append(customer)
-            submissions.append((customer, #"{"signedTransaction":"\#(purchase.signedTransaction)"}"#))
-            originals.append(purchase.originalTransactionId)
+            if index.isMultiple(of: 2) {
+                // Linked only through an app account token: the app submits coins bought with the token; the
+                // subscription, bought with the same token, reaches the server by notification alone.
+                let token = LowercaseUUID(UUID())
+                let coins = try testbed.engine.purchase(.init(customerId: customer, productId: "coins.100", appAccountToken: token))
+                submissions.append((customer, #"{"signedTransaction":"\#(coins.signedTransaction)"}"#))
+                originals.append(try testbed.engine.purchase(.init(customerId: customer, productId: "pro.monthly", appAccountToken: token)).originalTransactionId)
+            } else {
+                let purchase = try testbed.engine.purchase(.init(customerId: customer, productId: "pro.monthly"))
+                submissions.append((customer, #"{"signedTransaction":"\#(purchase.signedTransaction)"}"#))
+                originals.append(purchase.originalTransactionId)
+            }
         }
         let subscribed = testbed.engine.state.notifications.map { #"{"signedPayload":"\#($0.signedPayload)"}"# }
         for enabled in [false, true, false] {
