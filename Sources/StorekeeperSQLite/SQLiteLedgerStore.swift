@@ -17,6 +17,8 @@ public final class SQLiteLedgerStore: LedgerStore {
     /// A test seam that runs inside write transactions at named points; throwing from it rolls the write back.
     let unsafeFaultInjection: (@Sendable (String) throws -> Void)?
     public let changes = LedgerChangeFeed()
+    /// The schema migrations this open applied, oldest first (empty when the database was up to date).
+    public let migrationsApplied: [String]
 
     /// Opens (and creates or migrates) the database at `path`.
     public convenience init(path: String, unsafeFaultInjection: (@Sendable (String) throws -> Void)? = nil) throws(StorageError) {
@@ -38,7 +40,10 @@ public final class SQLiteLedgerStore: LedgerStore {
                 at: URL(fileURLWithPath: path).deletingLastPathComponent(), withIntermediateDirectories: true
             )
             pool = try DatabasePool(path: path, configuration: configuration)
-            try Self.migrator.migrate(pool)
+            let migrator = Self.migrator
+            let before = try pool.read { db in try migrator.appliedIdentifiers(db) }
+            try migrator.migrate(pool)
+            migrationsApplied = migrator.migrations.filter { !before.contains($0) }
         } catch {
             throw StorageError("cannot open the SQLite database at \(path): \(error)", underlying: error)
         }

@@ -43,6 +43,10 @@ struct ServeCommand: AsyncParsableCommand {
                 metadata: ["cache.capacity": .stringConvertible(cache.capacity), "cache.max_age_seconds": .stringConvertible(cache.maxAgeSeconds)]
             )
             let store = try SQLiteLedgerStore(path: database)
+            logger.info(
+                store.migrationsApplied.isEmpty ? "database opened, schema up to date" : "database migrated",
+                metadata: ["database.path": .string(database), "database.migrations_applied": .array(store.migrationsApplied.map { .string($0) })]
+            )
             let app = StorekeeperApplication.build(
                 store: store, configuration: configuration, verifiers: try configuration.makeVerifiers(),
                 host: host, port: port, logger: logger,

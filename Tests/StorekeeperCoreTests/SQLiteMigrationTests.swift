@@ -47,5 +47,16 @@ struct SQLiteMigrationTests {
         let state = EntitlementEngine(configuration: LedgerHarness.configuration)
             .state(of: "alice", in: reduced, environment: .sandbox, at: harness.engine.state.now)
         #expect(state.entitledProductIds == ["pro.monthly"])
+        // The open says which migrations it applied; the next open applies none.
+        #expect(store.migrationsApplied == Array(SQLiteLedgerStore.migrator.migrations.dropFirst()))
+        #expect(store.migrationsApplied.count == 2)
+        #expect(try SQLiteLedgerStore(path: path).migrationsApplied.isEmpty)
+    }
+
+    @Test("a new database gets every migration at its first open")
+    func newDatabase() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-new-\(UUID()).sqlite").path
+        #expect(try SQLiteLedgerStore(path: path).migrationsApplied == SQLiteLedgerStore.migrator.migrations)
+        #expect(try SQLiteLedgerStore(path: path).migrationsApplied == [])
     }
 }
