@@ -3,6 +3,7 @@ import AppStoreSigning
 import Crypto
 import Foundation
 import SwiftASN1
+import StorekeeperSQLite
 import Testing
 import X509
 
@@ -185,6 +186,24 @@ struct CLITests {
         #expect(failed.stderr.hasPrefix("error: invalid-private-key: "))
         let body = broken.split(separator: "\n")[1]
         #expect(!failed.stderr.contains(body.prefix(12)))
+    }
+
+    @Test("backup copies a ledger and prints what the copy holds; it never overwrites a file")
+    func backup() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("backup-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let database = directory.appendingPathComponent("storekeeper.sqlite").path
+        let copy = directory.appendingPathComponent("copy.sqlite").path
+        let created = try SQLiteLedgerStore(path: database).migrationsApplied
+        let output = try await CLI.runDetached(["backup", "--database", database, "--to", copy])
+        #expect(output.status == 0, "\(output.stderr)")
+        let json = try CLI.json(output.stdout)
+        #expect(json["notifications"] as? Int == 0)
+        #expect(json["migrations"] as? [String] == created)
+        #expect(try SQLiteLedgerStore(path: copy).migrationsApplied.isEmpty)
+        let again = try await CLI.runDetached(["backup", "--database", database, "--to", copy])
+        #expect(again.status == 1)
+        #expect(again.stderr == "error: storage: \(copy) already exists; a backup never overwrites a file\n")
     }
 
     @Test("bench verify prints one JSON object with the four rates")

@@ -1,0 +1,54 @@
+public import Foundation
+import GRDB
+public import StorekeeperCore
+
+extension SQLiteLedgerStore {
+    /// What a backup copied.
+    public struct BackupSummary: Sendable, Codable, Equatable {
+        public var notifications: Int
+        public var transactions: Int
+        public var customers: Int
+        public var bytes: Int
+        /// The schema migrations the copy carries, oldest first.
+        public var migrations: [String]
+    }
+
+    /// Copies the ledger at `path`, as of one moment, into a new SQLite file at `destination`, while a server may
+    /// go on writing to it: SQLite's online backup reads one snapshot (WAL mode), so the copy is consistent and
+    /// the server is never blocked. The source is not migrated or changed; an existing `destination` is never
+    /// overwritten, and a failed backup leaves no file behind.
+    public static func backup(database path: String, to destination: String) throws(StorageError) -> BackupSummary {
+        let files = FileManager.default
+        guard files.fileExists(atPath: path) else { throw StorageError("no database at \(path)") }
+        guard !files.fileExists(atPath: destination) else {
+            throw StorageError("\(destination) already exists; a backup never overwrites a file")
+        }
+        do {
+            let source = try DatabasePool(path: path)
+            defer { try? source.close() }
+            let isLedger = try source.read { db in try db.tableExists("transactions") && db.tableExists("grdb_migrations") }
+            guard isLedger else { throw StorageError("\(path) is not a Storekeeper ledger (no transactions or migrations table)") }
+            let copy = try DatabaseQueue(path: destination)
+            try source.backup(to: copy)
+            let summary = try copy.read { db in
+                BackupSummary(
+                    notifications: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM notifications") ?? 0,
+                    transactions: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM transactions") ?? 0,
+                    customers: try Int.fetchOne(db, sql: """
+                        SELECT COUNT(*) FROM (SELECT customer_id FROM customer_links UNION SELECT customer_id FROM tokens)
+                        """) ?? 0,
+                    bytes: 0,
+                    migrations: try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY rowid")
+                )
+            }
+            try copy.close()
+            var result = summary
+            result.bytes = (try? files.attributesOfItem(atPath: destination)[.size] as? Int) ?? 0
+            return result
+        } catch {
+            for suffix in ["", "-wal", "-shm"] { try? files.removeItem(atPath: destination + suffix) }
+            if let error = error as? StorageError { throw error }
+            throw StorageError("backup of \(path) to \(destination) failed: \(error)", underlying: error)
+        }
+    }
+}
