@@ -42,8 +42,18 @@ public final class SQLiteLedgerStore: LedgerStore {
             pool = try DatabasePool(path: path, configuration: configuration)
             let migrator = Self.migrator
             let before = try pool.read { db in try migrator.appliedIdentifiers(db) }
+            // A ledger migrated by a newer Storekeeper may hold data this version would misread or leave stale.
+            let unknown = before.subtracting(migrator.migrations)
+            guard unknown.isEmpty else {
+                throw StorageError(
+                    "cannot open the SQLite database at \(path): it was migrated by a newer Storekeeper (migrations this version does not know: "
+                        + "\(unknown.sorted().joined(separator: ", "))); run that version, or restore a backup made with this one"
+                )
+            }
             try migrator.migrate(pool)
             migrationsApplied = migrator.migrations.filter { !before.contains($0) }
+        } catch let error as StorageError {
+            throw error
         } catch {
             throw StorageError("cannot open the SQLite database at \(path): \(error)", underlying: error)
         }

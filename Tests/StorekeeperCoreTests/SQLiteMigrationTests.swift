@@ -53,6 +53,19 @@ struct SQLiteMigrationTests {
         #expect(try SQLiteLedgerStore(path: path).migrationsApplied.isEmpty)
     }
 
+    @Test("a database migrated by a newer version is refused, named, and left unchanged")
+    func newerDatabase() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-newer-\(UUID()).sqlite").path
+        do {
+            let store = try SQLiteLedgerStore(path: path)
+            try await store.pool.write { db in try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v9: from the future')") }
+        }
+        let error = #expect(throws: StorageError.self) { try SQLiteLedgerStore(path: path) }
+        #expect(error?.message == "cannot open the SQLite database at \(path): it was migrated by a newer Storekeeper (migrations this version does not know: v9: from the future); run that version, or restore a backup made with this one")
+        let applied = try await DatabaseQueue(path: path).read { db in try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY rowid") }
+        #expect(applied == SQLiteLedgerStore.migrator.migrations + ["v9: from the future"])
+    }
+
     @Test("a new database gets every migration at its first open")
     func newDatabase() throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-new-\(UUID()).sqlite").path
