@@ -19,6 +19,10 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Address to listen on.") var host: String = "127.0.0.1"
     @Option(help: "SQLite database file (created, and migrated, at start).") var database: String = "storekeeper.sqlite"
 
+    func validate() throws {
+        guard (0...65_535).contains(port) else { throw ValidationError("--port must be 0 to 65535 (0: any free port), not \(port)") }
+    }
+
     func run() async throws {
         do {
             let configuration = try ServerConfiguration.load(path: config)

@@ -112,6 +112,10 @@ struct SimulatorServe: AsyncParsableCommand {
     @Option(help: "manual: the clock moves only when told; running: it follows real time (renewals at the saved renewal rate).")
     var clock: String?
 
+    func validate() throws {
+        guard (0...65_535).contains(port) else { throw ValidationError("--port must be 0 to 65535 (0: any free port), not \(port)") }
+    }
+
     func run() async throws {
         try await reportingFailures {
             let simulator = try await directory.load(notifyURL: notifyURL)

@@ -188,6 +188,15 @@ struct CLITests {
         #expect(!failed.stderr.contains(body.prefix(12)))
     }
 
+    @Test("a port outside 0-65535 is refused by serve and simulator serve (it used to wrap around to another port)")
+    func portRange() async throws {
+        for arguments in [["serve", "--config", "unused.json", "--port", "99999"], ["simulator", "serve", "--dir", "unused", "--port", "65536"]] {
+            let output = try await CLI.runDetached(arguments)
+            #expect(output.status == 64, "\(arguments)")
+            #expect(output.stderr.contains("--port must be 0 to 65535 (0: any free port), not \(arguments.last!)"), "\(output.stderr)")
+        }
+    }
+
     @Test("backup copies a ledger and prints what the copy holds; it never overwrites a file")
     func backup() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("backup-\(UUID())")
