@@ -38,11 +38,25 @@ struct CustomerAPI: Sendable {
 
     func addRoutes(to router: Router<BasicRequestContext>) {
         router.post("/v1/customers/:customerId/transactions") { request, context in
-            await submit(request, customerId: context.parameters.get("customerId") ?? "")
+            await submit(request, customerId: Self.customerId(context))
         }
         router.get("/v1/customers/:customerId") { request, context in
-            await read(request, customerId: context.parameters.get("customerId") ?? "")
+            await read(request, customerId: Self.customerId(context))
         }
+    }
+
+    /// The path's customer ID, percent-decoded: `a%40b` and `a@b` are the same customer, whichever way a client
+    /// encodes the path. A malformed escape is kept as it came, and then refused as an invalid ID.
+    static func customerId(_ context: BasicRequestContext) -> String {
+        let raw = context.parameters.get("customerId") ?? ""
+        return raw.removingPercentEncoding ?? raw
+    }
+
+    static func invalidCustomerId(_ id: String) -> Response {
+        let shown = id.count > 64 ? id.prefix(64) + "…" : Substring(id)
+        return StorekeeperApplication.errorResponse(
+            .badRequest, "invalid-customer-id", "customer ID '\(shown)' is not valid: customer IDs are 1-128 ASCII letters, digits and -_.@:"
+        )
     }
 
     /// The app a request's key may act for (`nil` for admin keys: any), or an error answer.
@@ -73,9 +87,7 @@ struct CustomerAPI: Sendable {
         case .denied(let response): return response
         case .allowed(let bundle): app = bundle
         }
-        guard Self.validCustomerId(customerId) else {
-            return StorekeeperApplication.errorResponse(.badRequest, "invalid-customer-id", "customer IDs are 1-128 letters, digits and -_.@:")
-        }
+        guard Self.validCustomerId(customerId) else { return Self.invalidCustomerId(customerId) }
         guard let buffer = await StorekeeperApplication.collectBody(request) else {
             return StorekeeperApplication.errorResponse(.contentTooLarge, "body-too-large", "the body is over 1 MiB")
         }
@@ -109,6 +121,7 @@ struct CustomerAPI: Sendable {
         case .denied(let response): return response
         case .allowed(let bundle): app = bundle
         }
+        guard Self.validCustomerId(customerId) else { return Self.invalidCustomerId(customerId) }
         guard let bundleId = app ?? request.uri.queryParameters.get("bundleId") ?? configuration.apps.first?.bundleId,
             let appConfiguration = configuration.apps.first(where: { $0.bundleId == bundleId })
         else {

@@ -52,6 +52,35 @@ struct CustomerAPITests {
             #expect(try await client.send(.post, "/v1/customers/u/transactions", body: #"{"signedTransaction":"x.y.z"}"#, key: T.appKey).status == 400)
         }
     }
+
+    @Test("customer IDs are percent-decoded (a%40b is a@b) and invalid ones are refused with the ID named, on both routes")
+    func customerIds() async throws {
+        var testbed = try T()
+        try testbed.engine.createCustomer(id: "alice")
+        let purchase = try testbed.engine.purchase(.init(customerId: "alice", productId: "pro.monthly"))
+        try await testbed.withClient { client in
+            let submitted = try await client.send(.post, "/v1/customers/alice%40example.com/transactions", body: Self.body(purchase.signedTransaction), key: T.appKey)
+            #expect(submitted.status == 200)
+            #expect(submitted.json["customerId"] as? String == "alice@example.com")
+            for path in ["alice@example.com", "alice%40example.com", "%61lice@example.com"] {
+                let read = try await client.send(.get, "/v1/customers/\(path)?environment=Sandbox", key: T.appKey)
+                #expect(read.status == 200, "\(path)")
+                #expect(read.json["customerId"] as? String == "alice@example.com", "\(path)")
+            }
+            for (path, shown) in [("bad%20id", "bad id"), ("%ZZ", "%ZZ"), ("caf%C3%A9", "café"), (String(repeating: "x", count: 129), String(repeating: "x", count: 64) + "…")] {
+                for answer in [
+                    try await client.send(.get, "/v1/customers/\(path)?environment=Sandbox", key: T.appKey),
+                    try await client.send(.post, "/v1/customers/\(path)/transactions", body: Self.body(purchase.signedTransaction), key: T.appKey),
+                ] {
+                    #expect(answer.status == 400 && answer.errorCode == "invalid-customer-id", "\(path)")
+                    #expect((answer.json["error"] as? [String: Any])?["message"] as? String
+                        == "customer ID '\(shown)' is not valid: customer IDs are 1-128 ASCII letters, digits and -_.@:", "\(path)")
+                }
+            }
+            // Without a key the answer is still 401, whatever the ID.
+            #expect(try await client.send(.get, "/v1/customers/%ZZ").status == 401)
+        }
+    }
 }
 
 @Suite("Storekeeper demo")
