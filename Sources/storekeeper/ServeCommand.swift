@@ -68,6 +68,12 @@ struct ServeCommand: AsyncParsableCommand {
         } catch let error as StorageError {
             FileHandle.standardError.write(Data("error: \(error)\n".utf8))
             throw ExitCode.failure
+        } catch let error as ExitCode {
+            throw error
+        } catch {
+            // E.g. a host that does not resolve, or a port in use.
+            FileHandle.standardError.write(Data("error: cannot serve on \(host):\(port): \(error)\n".utf8))
+            throw ExitCode.failure
         }
     }
 }

@@ -2,6 +2,7 @@ import AppStoreModels
 import AppStoreSigning
 import Crypto
 import Foundation
+import Glibc
 import SwiftASN1
 import StorekeeperSQLite
 import Testing
@@ -195,6 +196,35 @@ struct CLITests {
             #expect(output.status == 64, "\(arguments)")
             #expect(output.stderr.contains("--port must be 0 to 65535 (0: any free port), not \(arguments.last!)"), "\(output.stderr)")
         }
+    }
+
+    @Test("serve on a port already in use says where it could not serve, and exits 1")
+    func servePortInUse() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("serve-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let config = directory.appendingPathComponent("config.json").path
+        try #"{"apps": [{"bundleId": "com.example.storekeeper", "environments": ["Sandbox"], "trustedRoots": ["apple"]}]}"#
+            .write(toFile: config, atomically: true, encoding: .utf8)
+        // A listening socket on a port the OS chooses, held for the duration of the test.
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(socket) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+                bind(socket, raw, length) == 0 && listen(socket, 1) == 0 && getsockname(socket, raw, &length) == 0
+            }
+        }
+        try #require(bound)
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        let output = try await CLI.runDetached([
+            "serve", "--config", config, "--port", String(port), "--database", directory.appendingPathComponent("l.sqlite").path,
+        ])
+        #expect(output.status == 1)
+        #expect(output.stderr.contains("\nerror: cannot serve on 127.0.0.1:\(port): "), "\(output.stderr)")
+        #expect(output.stderr.contains("Address already in use"), "\(output.stderr)")
     }
 
     @Test("backup copies a ledger and prints what the copy holds; it never overwrites a file")
