@@ -110,8 +110,19 @@ public struct ServerConfiguration: Codable, Sendable {
 
     public func validate() throws {
         guard !apps.isEmpty else { throw ConfigurationError("no apps configured") }
+        var seen = Set<String>()
         for app in apps {
+            guard !app.bundleId.isEmpty else { throw ConfigurationError("an app has an empty bundleId") }
+            guard seen.insert(app.bundleId).inserted else { throw ConfigurationError("app '\(app.bundleId)' is configured twice") }
             guard !app.environments.isEmpty else { throw ConfigurationError("app '\(app.bundleId)' accepts no environment") }
+            for environment in app.environments where ![.sandbox, .production].contains(environment) {
+                throw ConfigurationError("app '\(app.bundleId)': environment '\(environment.rawValue)' is not Sandbox or Production")
+            }
+            if app.trustedRoots?.isEmpty == true {
+                throw ConfigurationError(
+                    "app '\(app.bundleId)' trusts no root certificate: give \"apple\" (Apple Root CA - G3) or a certificate file"
+                )
+            }
             if app.environments.contains(.production) && app.appAppleId == nil {
                 throw ConfigurationError("app '\(app.bundleId)' accepts Production but has no appAppleId")
             }
@@ -155,15 +166,24 @@ public struct ServerConfiguration: Codable, Sendable {
                 guard let data = FileManager.default.contents(atPath: root) else {
                     throw ConfigurationError("app '\(app.bundleId)': cannot read trusted root '\(root)'")
                 }
-                if let text = String(data: data, encoding: .utf8), text.contains("BEGIN CERTIFICATE") {
-                    return try Certificate(pemEncoded: text)
+                do {
+                    if let text = String(data: data, encoding: .utf8), text.contains("BEGIN CERTIFICATE") {
+                        return try Certificate(pemEncoded: text)
+                    }
+                    return try Certificate(derEncoded: Array(data))
+                } catch {
+                    throw ConfigurationError("app '\(app.bundleId)': trusted root '\(root)' is not a PEM or DER certificate: \(error)")
                 }
-                return try Certificate(derEncoded: Array(data))
             }
             for environment in app.environments {
-                let configuration = try SignedDataVerifier.Configuration(
-                    bundleID: app.bundleId, appAppleID: app.appAppleId, environment: environment, trustedRoots: roots
-                )
+                let configuration: SignedDataVerifier.Configuration
+                do {
+                    configuration = try SignedDataVerifier.Configuration(
+                        bundleID: app.bundleId, appAppleID: app.appAppleId, environment: environment, trustedRoots: roots
+                    )
+                } catch {
+                    throw ConfigurationError("app '\(app.bundleId)' (\(environment.rawValue)): \(error)")
+                }
                 verifiers[VerifierKey(bundleId: app.bundleId, environment: environment)] = SignedDataVerifier(configuration: configuration)
             }
         }

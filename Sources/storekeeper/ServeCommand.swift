@@ -26,6 +26,7 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         do {
             let configuration = try ServerConfiguration.load(path: config)
+            let verifiers = try configuration.makeVerifiers()
             var logger = Logger(label: "storekeeper")
             logger.logLevel = .info
             // Credentials are loaded and checked at start so that a wrong key file fails now, not at the first call.
@@ -52,7 +53,7 @@ struct ServeCommand: AsyncParsableCommand {
                 metadata: ["database.path": .string(database), "database.migrations_applied": .array(store.migrationsApplied.map { .string($0) })]
             )
             let app = StorekeeperApplication.build(
-                store: store, configuration: configuration, verifiers: try configuration.makeVerifiers(),
+                store: store, configuration: configuration, verifiers: verifiers,
                 host: host, port: port, logger: logger,
                 onServerRunning: { port in
                     // Written unbuffered, so a supervisor reading the pipe learns the port at once.

@@ -88,4 +88,32 @@ struct ConfigurationTests {
             }
         }
     }
+
+    @Test("mistakes in the apps list are named at load: unknown environment, duplicate app, no root, empty bundle ID, a root that is not a certificate", arguments: [
+        (#"[{"bundleId": "a.b", "environments": ["Sandbx"]}]"#, "app 'a.b': environment 'Sandbx' is not Sandbox or Production"),
+        (#"[{"bundleId": "a.b", "environments": ["Xcode"]}]"#, "app 'a.b': environment 'Xcode' is not Sandbox or Production"),
+        (#"[{"bundleId": "a.b", "environments": ["Sandbox"]}, {"bundleId": "a.b", "environments": ["Sandbox"]}]"#, "app 'a.b' is configured twice"),
+        (#"[{"bundleId": "a.b", "environments": ["Sandbox"], "trustedRoots": []}]"#,
+         #"app 'a.b' trusts no root certificate: give "apple" (Apple Root CA - G3) or a certificate file"#),
+        (#"[{"bundleId": "", "environments": ["Sandbox"]}]"#, "an app has an empty bundleId"),
+    ])
+    func appMistakes(apps: String, message: String) throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID()).json")
+        defer { try? FileManager.default.removeItem(at: file) }
+        try #"{"apps": \#(apps)}"#.write(to: file, atomically: true, encoding: .utf8)
+        let error = #expect(throws: ConfigurationError.self) { try ServerConfiguration.load(path: file.path) }
+        #expect(error.map { "\($0)" } == "configuration: \(message)")
+    }
+
+    @Test("a trusted root file that is not a certificate is named when the verifiers are made")
+    func rootNotACertificate() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("not-a-root-\(UUID()).pem")
+        defer { try? FileManager.default.removeItem(at: root) }
+        try "not a certificate".write(to: root, atomically: true, encoding: .utf8)
+        let configuration = ServerConfiguration(
+            apps: [.init(bundleId: "a.b", appAppleId: nil, environments: [.sandbox], trustedRoots: [root.path])], entitlements: .init(), apiKeys: []
+        )
+        let error = #expect(throws: ConfigurationError.self) { try configuration.makeVerifiers() }
+        #expect(error.map { "\($0)" }?.hasPrefix("configuration: app 'a.b': trusted root '\(root.path)' is not a PEM or DER certificate: ") == true)
+    }
 }
