@@ -21,6 +21,7 @@ public enum StorekeeperApplication {
     ) -> Router<BasicRequestContext> {
         let router = Router(context: BasicRequestContext.self)
         router.add(middleware: RequestMetricsMiddleware(metrics: metrics))
+        router.add(middleware: UnmatchedRouteMiddleware())
         NotificationWebhook(store: store, verifiers: verifiers, logger: logger, metrics: metrics).addRoutes(to: router)
         CustomerAPI(store: store, configuration: configuration, verifiers: verifiers, logger: logger, metrics: metrics, now: now)
             .addRoutes(to: router)
@@ -79,5 +80,37 @@ public enum StorekeeperApplication {
     /// Reads a body of at most 1 MiB; `nil` when it is larger.
     static func collectBody(_ request: Request) async -> ByteBuffer? {
         try? await request.body.collect(upTo: maximumBody)
+    }
+}
+
+/// A request no route matches gets a JSON error like every other refusal: 405 with `Allow` when the path is one of
+/// ours with another method (a browser's GET on the webhook URL says the URL is right), 404 otherwise.
+struct UnmatchedRouteMiddleware<Context: RequestContext>: RouterMiddleware {
+    /// The method each of our paths takes.
+    static func allowedMethod(for path: String) -> HTTPRequest.Method? {
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        switch (parts.count, parts.first, parts.dropFirst().first, parts.last) {
+        case (2, "appstore", "notifications", _): return .post
+        case (1, "metrics", _, _), (1, "health", _, _): return .get
+        case (3, "v1", "customers", let id?) where !id.isEmpty: return .get
+        case (4, "v1", "customers", "transactions") where !parts.dropFirst(2).first!.isEmpty: return .post
+        default: return nil
+        }
+    }
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as HTTPError where error.status == .notFound {
+            let path = request.uri.path
+            if let allowed = Self.allowedMethod(for: path), allowed != request.method {
+                var response = StorekeeperApplication.errorResponse(
+                    .methodNotAllowed, "method-not-allowed", "\(path) takes \(allowed.rawValue), not \(request.method.rawValue)"
+                )
+                response.headers[.allow] = allowed.rawValue
+                return response
+            }
+            return StorekeeperApplication.errorResponse(.notFound, "no-such-route", "nothing is served at \(request.method.rawValue) \(path)")
+        }
     }
 }

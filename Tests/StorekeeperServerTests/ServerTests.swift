@@ -69,6 +69,7 @@ struct ServerTestbed {
 struct Answer: Sendable {
     var status: Int
     var json: [String: any Sendable]
+    var allow: String? = nil
     var errorCode: String? { (json["error"] as? [String: Any])?["code"] as? String }
 }
 
@@ -78,7 +79,7 @@ extension TestClientProtocol {
         if let key { headers[.authorization] = "Bearer " + key }
         return try await execute(uri: path, method: method, headers: headers, body: body.map { ByteBuffer(string: $0) }) { response in
             let object = (try? JSONSerialization.jsonObject(with: Data(String(buffer: response.body).utf8))) as? [String: Any] ?? [:]
-            return Answer(status: Int(response.status.code), json: object.mapValues { $0 as! (any Sendable) })
+            return Answer(status: Int(response.status.code), json: object.mapValues { $0 as! (any Sendable) }, allow: response.headers[.allow])
         }
     }
 }
@@ -161,6 +162,21 @@ struct WebhookTests {
         let counts = try await testbed.store.notificationCounts()
         #expect(counts["applied"] == nil && counts["recorded"] == 1)
         #expect(counts["rejected"] == 4)
+    }
+
+    @Test("our paths with another method get 405 with Allow; unknown paths 404; both as JSON errors", arguments: [
+        (HTTPRequest.Method.get, "/appstore/notifications", 405, "POST"), (.put, "/v1/customers/alice", 405, "GET"),
+        (.get, "/v1/customers/alice/transactions", 405, "POST"), (.post, "/health", 405, "GET"), (.delete, "/metrics", 405, "GET"),
+        (.get, "/nope", 404, nil), (.get, "/v1/customers/", 404, nil), (.post, "/appstore/notifications/extra", 404, nil),
+    ] as [(HTTPRequest.Method, String, Int, String?)])
+    func unmatchedRoutes(method: HTTPRequest.Method, path: String, status: Int, allow: String?) async throws {
+        let testbed = try T()
+        try await testbed.withClient { client in
+            let answer = try await client.send(method, path, key: T.appKey)
+            #expect(answer.status == status)
+            #expect(answer.allow == allow)
+            #expect(answer.errorCode == (status == 405 ? "method-not-allowed" : "no-such-route"))
+        }
     }
 
     @Test("a storage failure answers 503 and changes nothing; Apple's retry then applies fully")
