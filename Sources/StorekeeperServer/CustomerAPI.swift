@@ -67,10 +67,11 @@ struct CustomerAPI: Sendable {
     }
 
     func authorize(_ request: Request) -> Authorization {
-        guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else {
+        // The scheme is case-insensitive (RFC 9110 §11.1).
+        guard let header = request.headers[.authorization], header.count > 7, header.prefix(7).lowercased() == "bearer " else {
             return .denied(StorekeeperApplication.errorResponse(.unauthorized, "unauthorized", "an API key is required (Authorization: Bearer <key>)"))
         }
-        let hash = ServerConfiguration.hash(apiKey: String(header.dropFirst("Bearer ".count)))
+        let hash = ServerConfiguration.hash(apiKey: header.dropFirst(7).trimmingCharacters(in: .whitespaces))
         guard let key = keysByHash[hash] else {
             return .denied(StorekeeperApplication.errorResponse(.unauthorized, "unauthorized", "unknown API key"))
         }

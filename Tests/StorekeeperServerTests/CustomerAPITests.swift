@@ -41,6 +41,13 @@ struct CustomerAPITests {
         try await testbed.withClient { client in
             #expect(try await client.send(.get, "/v1/customers/user-42").status == 401)
             #expect(try await client.send(.get, "/v1/customers/user-42", key: "wrong").status == 401)
+            // The scheme is case-insensitive; spaces around the key are ignored.
+            for header in ["bearer \(T.appKey)", "BEARER  \(T.appKey) ", "Bearer \(T.appKey)"] {
+                let answer = try await client.execute(uri: "/v1/customers/nobody?environment=Sandbox", method: .get, headers: [.authorization: header]) { $0.status }
+                #expect(answer == .notFound, "\(header.prefix(7))")
+            }
+            let unknownScheme = try await client.execute(uri: "/v1/customers/nobody", method: .get, headers: [.authorization: "Basic \(T.appKey)"]) { $0.status }
+            #expect(unknownScheme == .unauthorized)
             _ = try await client.send(.post, "/v1/customers/user-42/transactions", body: Self.body(purchase.signedTransaction), key: T.appKey)
             let foreign = try await client.send(.get, "/v1/customers/user-42?environment=Sandbox", key: T.otherAppKey)
             #expect(foreign.status == 404)
