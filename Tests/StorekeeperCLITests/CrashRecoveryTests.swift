@@ -47,10 +47,8 @@ final class ServerProcess: @unchecked Sendable {
 
 @Suite("Crash recovery")
 struct CrashRecoveryTests {
-    @Test("a server killed with SIGKILL during a burst, restarted and fed the simulator's retries, loses nothing and applies nothing twice")
-    func sigkillDuringBurst() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("crash-\(UUID())")
-        defer { try? FileManager.default.removeItem(at: directory) }
+    /// A production simulator, a configuration that trusts it, and where the ledger goes.
+    static func setUp(in directory: URL) throws -> (Simulator, config: String, database: String) {
         let simulatorDirectory = try SimulatorDirectory.initialize(at: directory.appendingPathComponent("sim"), environment: .production)
         let simulator = try Simulator(directory: simulatorDirectory)
         let config = directory.appendingPathComponent("config.json").path
@@ -60,7 +58,42 @@ struct CrashRecoveryTests {
              "entitlements": {"productEntitlements": {}, "subscriptionLevels": {}, "nonRenewingDurations": {}, "billingRetryGrantsAccess": false},
              "apiKeys": []}
             """.write(toFile: config, atomically: true, encoding: .utf8)
-        let database = directory.appendingPathComponent("ledger.sqlite").path
+        return (simulator, config, directory.appendingPathComponent("ledger.sqlite").path)
+    }
+
+    @Test("SIGTERM during a burst: the server finishes what it is answering and exits 0; every notification it acknowledged is in the ledger")
+    func sigtermDuringBurst() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("term-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (simulator, config, database) = try Self.setUp(in: directory)
+        _ = try await simulator.perform { (engine) throws(SimulatorError) in
+            for index in 0..<60 {
+                try engine.createCustomer(id: "c\(index)")
+                _ = try engine.purchase(.init(customerId: "c\(index)", productId: "pro.monthly"))
+            }
+        }
+        let server = try await Task.detached { try ServerProcess(config: config, database: database) }.value
+        _ = try await simulator.perform { engine in engine.setNotificationURL("http://127.0.0.1:\(server.port)/appstore/notifications") }
+        let deliverer = NotificationDeliverer(simulator: simulator, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }), timeout: .seconds(5))
+        async let delivered = deliverer.deliverDue()
+        while await simulator.state.notifications.filter({ !$0.sendAttempts.isEmpty }).count < 15 {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        server.process.terminate()  // SIGTERM
+        let status = await Task.detached { server.process.waitUntilExit(); return server.process.terminationStatus }.value
+        _ = await delivered
+        #expect(status == 0)
+        let acknowledged = await simulator.state.notifications.filter { $0.sendAttempts.last?.sendAttemptResult == "SUCCESS" }.count
+        #expect(acknowledged >= 15)
+        let counts = try await SQLiteLedgerStore(path: database).notificationCounts()
+        #expect((counts["applied"] ?? 0) >= acknowledged, "\(counts), \(acknowledged) acknowledged")
+    }
+
+    @Test("a server killed with SIGKILL during a burst, restarted and fed the simulator's retries, loses nothing and applies nothing twice")
+    func sigkillDuringBurst() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("crash-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (simulator, config, database) = try Self.setUp(in: directory)
 
         // A burst of 60 notifications.
         _ = try await simulator.perform { (engine) throws(SimulatorError) in
