@@ -20,6 +20,9 @@ extension ServerBenchmark {
         /// Each purchase carries an app account token (one per customer), as when the app links purchases with
         /// `appAccountToken`; reads then also find the customer's subscriptions through their tokens.
         public var appAccountTokens = false
+        /// Consumable purchases (`coins.100`) each customer makes besides, submitted by the app, so that a read
+        /// loads that many more purchases.
+        public var consumables = 0
         /// The server's customer-cache capacity (0: every read goes to the ledger).
         public var cacheCapacity = 10_000
         /// Notifications per second posted while the clients read; each turns one subscriber's auto-renew off or
@@ -37,7 +40,7 @@ extension ServerBenchmark {
         let metrics = ServerMetrics()
         let (purchases, history, changes) = try makeSubscribers(
             customers: options.customers, renewals: options.renewals, changes: options.writesPerSecond > 0,
-            appAccountTokens: options.appAccountTokens
+            appAccountTokens: options.appAccountTokens, consumables: options.consumables
         )
         return try await withServer(apiKey: options.externalLoad?.apiKey, cacheCapacity: options.cacheCapacity, metrics: metrics) { port, key, store in
             let seeding = try await LoadConnection.connect(host: "127.0.0.1", port: port)
@@ -79,7 +82,8 @@ extension ServerBenchmark {
                 server: ServerFigures(
                     cacheCapacity: options.cacheCapacity, cacheHits: after.hits - before.hits, cacheMisses: after.misses - before.misses,
                     writesDuringReads: fullWrites + halfWrites, writeRate: options.writesPerSecond,
-                    renewalNotificationsSeeded: history.count, appAccountTokens: options.appAccountTokens, missPath: missPath
+                    renewalNotificationsSeeded: history.count, appAccountTokens: options.appAccountTokens,
+                    consumablesPerCustomer: options.consumables, missPath: missPath
                 )
             )
         }
@@ -144,10 +148,10 @@ extension ServerBenchmark {
     }
 
     /// One purchase per customer (even: a lifetime unlock, odd: a monthly subscription; with the customer's app
-    /// account token if asked), as the app submits it; the notifications of `renewals` months of renewals; and, if
+    /// account token if asked) and `consumables` purchases of coins, as the app submits them; the notifications of `renewals` months of renewals; and, if
     /// asked, notifications that turn each subscriber's auto-renew off and then on again.
     static func makeSubscribers(
-        customers: Int, renewals: Int, changes: Bool, appAccountTokens: Bool = false
+        customers: Int, renewals: Int, changes: Bool, appAccountTokens: Bool = false, consumables: Int = 0
     ) throws -> (purchases: [(String, String)], history: [String], changes: [String]) {
         var engine = try engine()
         var purchases: [(String, String)] = []
@@ -160,6 +164,10 @@ extension ServerBenchmark {
                 customerId: customer, productId: index % 2 == 0 ? "unlock.lifetime" : "pro.monthly", appAccountToken: token
             ))
             purchases.append((customer, result.signedTransaction))
+            for _ in 0..<consumables {
+                let coins = try engine.purchase(.init(customerId: customer, productId: "coins.100", appAccountToken: token))
+                purchases.append((customer, coins.signedTransaction))
+            }
             if index % 2 == 1 { subscriptions.append(result.originalTransactionId) }
         }
         func bodies(since count: Int) -> [String] {

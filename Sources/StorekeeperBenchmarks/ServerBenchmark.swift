@@ -54,6 +54,8 @@ public enum ServerBenchmark {
         public var renewalNotificationsSeeded: Int
         /// Whether each purchase carried the customer's app account token (`--app-account-tokens`).
         public var appAccountTokens: Bool
+        /// Consumable purchases each customer made besides (`--consumables`).
+        public var consumablesPerCustomer: Int
         /// A cache miss taken apart, without HTTP, one read at a time.
         public var missPath: MissPath
     }

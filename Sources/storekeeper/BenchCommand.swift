@@ -51,6 +51,7 @@ struct BenchCommand: AsyncParsableCommand {
         @Option(help: "The server's customer-cache capacity (0: every read goes to the ledger).") var cacheCapacity: Int = 10_000
         @Flag(help: "Each purchase carries the customer's app account token (reads also look customers up by token).")
         var appAccountTokens = false
+        @Option(help: "Consumable purchases each customer makes besides (more purchases per read).") var consumables: Int = 0
         @Option(help: "Notifications per second posted during the reads, each changing one customer's answer.") var writeRate: Double = 0
         @Option(help: ArgumentHelp(
             "Before measuring, keep the seeded server up this many seconds for another load generator (e.g. wrk); "
@@ -61,8 +62,8 @@ struct BenchCommand: AsyncParsableCommand {
 
         func validate() throws {
             guard count > 0, customers > 0, concurrency > 0 else { throw ValidationError("--count, --customers and --concurrency must be positive") }
-            guard cacheCapacity >= 0, writeRate >= 0, (0...120).contains(renewals) else {
-                throw ValidationError("--cache-capacity and --write-rate cannot be negative; --renewals is 0 to 120")
+            guard cacheCapacity >= 0, writeRate >= 0, (0...120).contains(renewals), (0...10_000).contains(consumables) else {
+                throw ValidationError("--cache-capacity and --write-rate cannot be negative; --renewals is 0 to 120, --consumables 0 to 10000")
             }
             if externalLoad != nil, ProcessInfo.processInfo.environment["STOREKEEPER_BENCH_API_KEY"]?.isEmpty ?? true {
                 throw ValidationError("--external-load needs the API key for the other load generator in STOREKEEPER_BENCH_API_KEY")
@@ -77,6 +78,7 @@ struct BenchCommand: AsyncParsableCommand {
             options.cacheCapacity = cacheCapacity
             options.renewals = renewals
             options.appAccountTokens = appAccountTokens
+            options.consumables = consumables
             options.writesPerSecond = writeRate
             options.externalLoad = externalLoad.map { ($0, ProcessInfo.processInfo.environment["STOREKEEPER_BENCH_API_KEY"] ?? "") }
             try JSONOutput.print(try await ServerBenchmark.entitlements(options))
