@@ -66,6 +66,13 @@ struct CLI {
         }
     }
 
+    /// A new empty folder under the temporary directory.
+    static func temporaryDirectory(_ name: String) throws -> URL {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        return directory
+    }
+
     static func json(_ text: String) throws -> [String: Any] {
         try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
     }
@@ -200,8 +207,7 @@ struct CLITests {
 
     @Test("serve on a port already in use says where it could not serve, and exits 1")
     func servePortInUse() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("serve-\(UUID())")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let directory = try CLI.temporaryDirectory("serve")
         let config = directory.appendingPathComponent("config.json").path
         try #"{"apps": [{"bundleId": "com.example.storekeeper", "environments": ["Sandbox"], "trustedRoots": ["apple"]}]}"#
             .write(toFile: config, atomically: true, encoding: .utf8)
@@ -229,8 +235,7 @@ struct CLITests {
 
     @Test("backup copies a ledger and prints what the copy holds; it never overwrites a file")
     func backup() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("backup-\(UUID())")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let directory = try CLI.temporaryDirectory("backup")
         let database = directory.appendingPathComponent("storekeeper.sqlite").path
         let copy = directory.appendingPathComponent("copy.sqlite").path
         let created = try SQLiteLedgerStore(path: database).migrationsApplied

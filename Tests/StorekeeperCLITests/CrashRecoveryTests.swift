@@ -61,24 +61,34 @@ struct CrashRecoveryTests {
         return (simulator, config, directory.appendingPathComponent("ledger.sqlite").path)
     }
 
+    /// `count` customers each buy one product (their notifications wait in the simulator for delivery).
+    static func sell(_ count: Int, on simulator: Simulator, product: @escaping @Sendable (Int) -> String) async throws {
+        _ = try await simulator.perform { (engine) throws(SimulatorError) in
+            for index in 0..<count {
+                try engine.createCustomer(id: "c\(index)")
+                _ = try engine.purchase(.init(customerId: "c\(index)", productId: product(index)))
+            }
+        }
+    }
+
+    /// Returns once the simulator has tried to deliver at least `count` notifications.
+    static func waitForAttempts(on simulator: Simulator, atLeast count: Int) async throws {
+        while await simulator.state.notifications.filter({ !$0.sendAttempts.isEmpty }).count < count {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
     @Test("SIGTERM during a burst: the server finishes what it is answering and exits 0; every notification it acknowledged is in the ledger")
     func sigtermDuringBurst() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("term-\(UUID())")
         defer { try? FileManager.default.removeItem(at: directory) }
         let (simulator, config, database) = try Self.setUp(in: directory)
-        _ = try await simulator.perform { (engine) throws(SimulatorError) in
-            for index in 0..<60 {
-                try engine.createCustomer(id: "c\(index)")
-                _ = try engine.purchase(.init(customerId: "c\(index)", productId: "pro.monthly"))
-            }
-        }
+        try await Self.sell(60, on: simulator) { _ in "pro.monthly" }
         let server = try await Task.detached { try ServerProcess(config: config, database: database) }.value
         _ = try await simulator.perform { engine in engine.setNotificationURL("http://127.0.0.1:\(server.port)/appstore/notifications") }
         let deliverer = NotificationDeliverer(simulator: simulator, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }), timeout: .seconds(5))
         async let delivered = deliverer.deliverDue()
-        while await simulator.state.notifications.filter({ !$0.sendAttempts.isEmpty }).count < 15 {
-            try await Task.sleep(for: .milliseconds(5))
-        }
+        try await Self.waitForAttempts(on: simulator, atLeast: 15)
         server.process.terminate()  // SIGTERM
         let status = await Task.detached { server.process.waitUntilExit(); return server.process.terminationStatus }.value
         _ = await delivered
@@ -96,12 +106,7 @@ struct CrashRecoveryTests {
         let (simulator, config, database) = try Self.setUp(in: directory)
 
         // A burst of 60 notifications.
-        _ = try await simulator.perform { (engine) throws(SimulatorError) in
-            for index in 0..<60 {
-                try engine.createCustomer(id: "c\(index)")
-                _ = try engine.purchase(.init(customerId: "c\(index)", productId: index % 2 == 0 ? "coins.100" : "pro.monthly"))
-            }
-        }
+        try await Self.sell(60, on: simulator) { $0 % 2 == 0 ? "coins.100" : "pro.monthly" }
         let total = await simulator.state.notifications.count
         var server = try await Task.detached { try ServerProcess(config: config, database: database) }.value
         _ = try await simulator.perform { engine in engine.setNotificationURL("http://127.0.0.1:\(server.port)/appstore/notifications") }
@@ -109,9 +114,7 @@ struct CrashRecoveryTests {
 
         // Kill the server partway through the burst.
         async let delivered = deliverer.deliverDue()
-        while await simulator.state.notifications.filter({ !$0.sendAttempts.isEmpty }).count < 15 {
-            try await Task.sleep(for: .milliseconds(5))
-        }
+        try await Self.waitForAttempts(on: simulator, atLeast: 15)
         server.kill()
         _ = await delivered
         let afterCrash = await simulator.state.notifications

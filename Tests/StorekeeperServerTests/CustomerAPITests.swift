@@ -13,11 +13,16 @@ struct CustomerAPITests {
 
     static func body(_ jws: String) -> String { #"{"signedTransaction":"\#(jws)"}"# }
 
-    @Test("an app submits a transaction, reads the customer's state; submission is idempotent")
-    func submitAndRead() async throws {
+    /// A testbed whose simulator has sold alice a monthly subscription (not yet submitted to the server).
+    static func aliceSubscribed() throws -> (T, LifecycleEngine.PurchaseResult) {
         var testbed = try T()
         try testbed.engine.createCustomer(id: "alice")
-        let purchase = try testbed.engine.purchase(.init(customerId: "alice", productId: "pro.monthly"))
+        return (testbed, try testbed.engine.purchase(.init(customerId: "alice", productId: "pro.monthly")))
+    }
+
+    @Test("an app submits a transaction, reads the customer's state; submission is idempotent")
+    func submitAndRead() async throws {
+        let (testbed, purchase) = try Self.aliceSubscribed()
         try await testbed.withClient { client in
             let submitted = try await client.send(.post, "/v1/customers/user-42/transactions", body: Self.body(purchase.signedTransaction), key: T.appKey)
             #expect(submitted.status == 200, "\(submitted.json)")
@@ -35,9 +40,7 @@ struct CustomerAPITests {
 
     @Test("auth is required; one app's key cannot read or change another app's customers")
     func authorization() async throws {
-        var testbed = try T()
-        try testbed.engine.createCustomer(id: "alice")
-        let purchase = try testbed.engine.purchase(.init(customerId: "alice", productId: "pro.monthly"))
+        let (testbed, purchase) = try Self.aliceSubscribed()
         try await testbed.withClient { client in
             #expect(try await client.send(.get, "/v1/customers/user-42").status == 401)
             #expect(try await client.send(.get, "/v1/customers/user-42", key: "wrong").status == 401)
@@ -62,9 +65,7 @@ struct CustomerAPITests {
 
     @Test("customer IDs are percent-decoded (a%40b is a@b) and invalid ones are refused with the ID named, on both routes")
     func customerIds() async throws {
-        var testbed = try T()
-        try testbed.engine.createCustomer(id: "alice")
-        let purchase = try testbed.engine.purchase(.init(customerId: "alice", productId: "pro.monthly"))
+        let (testbed, purchase) = try Self.aliceSubscribed()
         try await testbed.withClient { client in
             let submitted = try await client.send(.post, "/v1/customers/alice%40example.com/transactions", body: Self.body(purchase.signedTransaction), key: T.appKey)
             #expect(submitted.status == 200)
