@@ -132,6 +132,10 @@ public struct EntitlementEngine: Sendable {
                 break
             }
         }
+        // Consumables a partial ledger counted instead of holding.
+        for (key, total) in ledger.consumableTotals where key.customerId == customerId && key.environment == environment && total.units > 0 {
+            balance[key.productId, default: 0] += total.units
+        }
         // The highest level per subscription group; purchased before family-shared at the same level.
         var best: [String: (level: Int, entitlement: Entitlement)] = [:]
         var others: [Entitlement] = []

@@ -21,6 +21,9 @@ public struct Ledger: Codable, Hashable, Sendable {
     /// For a partial ledger (``LedgerStore/entitlementLedger(for:environment:)``): the app account tokens carried by
     /// transactions of a subscription that it leaves out. Attribution consults them as it does the held ones.
     public var omittedTransactionTokens: [LedgerKey: Set<LowercaseUUID>] = [:]
+    /// For a partial ledger: consumable purchases counted by the store instead of held as transactions, attributed
+    /// as ``customer(of:)`` attributes them (the explicit link, else the transaction's token's owner).
+    public var consumableTotals: [ConsumableTotalKey: ConsumableTotal] = [:]
 
     public init() {}
 
@@ -136,5 +139,33 @@ public struct Ledger: Codable, Hashable, Sendable {
     /// Registers an app account token as a customer's (the app creates the token and tells the server).
     public mutating func assign(token: LowercaseUUID, to customerId: String) {
         tokenOwners[token] = customerId
+    }
+}
+
+/// Whose consumables, in which app and environment, of which product.
+public struct ConsumableTotalKey: Codable, Hashable, Sendable {
+    public var customerId: String
+    public var environment: AppStoreEnvironment
+    public var bundleId: String
+    public var productId: String
+
+    public init(customerId: String, environment: AppStoreEnvironment, bundleId: String, productId: String) {
+        self.customerId = customerId
+        self.environment = environment
+        self.bundleId = bundleId
+        self.productId = productId
+    }
+}
+
+/// Consumable purchases counted without loading them.
+public struct ConsumableTotal: Codable, Hashable, Sendable {
+    /// Units bought and not refunded (each purchase's quantity, 1 when absent).
+    public var units: Int
+    /// Purchases counted, refunded ones included.
+    public var purchases: Int
+
+    public init(units: Int, purchases: Int) {
+        self.units = units
+        self.purchases = purchases
     }
 }

@@ -50,8 +50,9 @@ public protocol LedgerStore: Sendable {
     /// What decides the customer's entitlements and their customer view, for fast reads: like
     /// ``ledger(for:environment:)`` but with only the latest transaction (by purchase date) of each auto-renewable
     /// subscription, which is all the ``EntitlementEngine`` and the customer view use, and the app account tokens of
-    /// the transactions left out (``Ledger/omittedTransactionTokens``), which attribution still consults. The
-    /// engine's state and next change are the same from either ledger.
+    /// the transactions left out (``Ledger/omittedTransactionTokens``), which attribution still consults; consumables
+    /// may be counted (``Ledger/consumableTotals``) instead of held. The engine's state and next change are the same
+    /// from either ledger.
     func entitlementLedger(for customerId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger
 
     /// How many notifications are kept, by outcome (for audit and tests).

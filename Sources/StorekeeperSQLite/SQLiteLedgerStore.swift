@@ -194,7 +194,8 @@ public final class SQLiteLedgerStore: LedgerStore {
     public func entitlementLedger(for customerId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger {
         try await read { db in
             var ledger = Ledger()
-            let (tokens, originals) = try self.customerFamilies(db, customerId, environment)
+            let (tokens, originals, consumables) = try self.customerFamiliesCountingConsumables(db, customerId, environment)
+            ledger.consumableTotals = consumables
             for token in tokens { if let uuid = LowercaseUUID(uuidString: token) { ledger.tokenOwners[uuid] = customerId } }
             let decoder = AppStoreJSON.makeDecoder()
             for original in originals.sorted() {
@@ -259,7 +260,7 @@ public final class SQLiteLedgerStore: LedgerStore {
     /// A customer's app account tokens, and the original transaction IDs of everything linked to them or carrying
     /// one of their tokens, through cached statements whatever the number of tokens (a statement built for the
     /// tokens at hand would be compiled on every read).
-    private func customerFamilies(_ db: Database, _ customerId: String, _ environment: AppStoreEnvironment) throws -> (tokens: Set<String>, originals: Set<String>) {
+    func customerFamilies(_ db: Database, _ customerId: String, _ environment: AppStoreEnvironment) throws -> (tokens: Set<String>, originals: Set<String>) {
         let tokens = try String.fetchAll(db.cachedStatement(sql: "SELECT token FROM tokens WHERE customer_id = ?"), arguments: [customerId])
         var originals = Set(try String.fetchAll(
             db.cachedStatement(sql: "SELECT original_transaction_id FROM customer_links WHERE customer_id = ? AND environment = ?"),

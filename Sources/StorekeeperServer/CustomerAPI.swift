@@ -155,7 +155,8 @@ struct CustomerAPI: Sendable {
             return StorekeeperApplication.errorResponse(.serviceUnavailable, "storage-unavailable", "the ledger could not be read")
         }
         ledger.transactions = ledger.transactions.filter { $0.value.info.bundleId == bundleId }
-        guard !ledger.transactions.isEmpty || ledger.tokenOwners.values.contains(customerId) else {
+        ledger.consumableTotals = ledger.consumableTotals.filter { $0.key.bundleId == bundleId }
+        guard !ledger.transactions.isEmpty || !ledger.consumableTotals.isEmpty || ledger.tokenOwners.values.contains(customerId) else {
             return StorekeeperApplication.errorResponse(.notFound, "unknown-customer", "no customer '\(customerId)' for \(bundleId) in \(environment)")
         }
         let at = now()

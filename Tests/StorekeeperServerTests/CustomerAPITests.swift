@@ -63,6 +63,26 @@ struct CustomerAPITests {
         }
     }
 
+    @Test("a customer with only consumables: the balance counts purchases less refunds, and another app's key sees nothing")
+    func consumablesOnly() async throws {
+        var testbed = try T()
+        try testbed.engine.createCustomer(id: "carol")
+        let first = try testbed.engine.purchase(.init(customerId: "carol", productId: "coins.100"))
+        let second = try testbed.engine.purchase(.init(customerId: "carol", productId: "coins.100", quantity: 3))
+        try testbed.engine.advance(by: 3_600)
+        try testbed.engine.refund(transactionId: first.transactionId)
+        let refunded = try testbed.engine.signTransaction(first.transactionId)
+        try await testbed.withClient { client in
+            for jws in [first.signedTransaction, second.signedTransaction, refunded] {
+                #expect(try await client.send(.post, "/v1/customers/carol/transactions", body: Self.body(jws), key: T.appKey).status == 200)
+            }
+            let read = try await client.send(.get, "/v1/customers/carol?environment=Sandbox", key: T.appKey)
+            #expect(read.status == 200)
+            #expect(read.json["consumableBalance"] as? [String: Int] == ["coins.100": 3])
+            #expect(try await client.send(.get, "/v1/customers/carol?environment=Sandbox", key: T.otherAppKey).status == 404)
+        }
+    }
+
     @Test("customer IDs are percent-decoded (a%40b is a@b) and invalid ones are refused with the ID named, on both routes")
     func customerIds() async throws {
         let (testbed, purchase) = try Self.aliceSubscribed()
