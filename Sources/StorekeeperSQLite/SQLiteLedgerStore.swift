@@ -108,6 +108,21 @@ public final class SQLiteLedgerStore: LedgerStore {
                 CREATE INDEX transactions_by_token ON transactions (app_account_token, environment, original_transaction_id);
                 """)
         }
+        migrator.registerMigration("v4: transactions' app, quantity and refund as columns") { db in
+            // What a read counts consumables by, without parsing each one's JSON; and the token index covers the
+            // product type, or the planner prefers `transactions_latest_first` on the environment alone for a look-up
+            // by token that also tests the type (SQLiteQueryPlanTests).
+            try db.execute(sql: """
+                DROP INDEX transactions_by_token;
+                CREATE INDEX transactions_by_token ON transactions (app_account_token, environment, original_transaction_id, product_type);
+                ALTER TABLE transactions ADD COLUMN bundle_id TEXT;
+                ALTER TABLE transactions ADD COLUMN quantity INTEGER;
+                ALTER TABLE transactions ADD COLUMN revoked INTEGER;
+                UPDATE transactions SET bundle_id = json_extract(info, '$.bundleId'),
+                    quantity = COALESCE(json_extract(info, '$.quantity'), 1),
+                    revoked = json_extract(info, '$.revocationDate') IS NOT NULL;
+                """)
+        }
         return migrator
     }
 
@@ -360,19 +375,22 @@ public final class SQLiteLedgerStore: LedgerStore {
             try db.execute(
                 sql: """
                     INSERT INTO transactions (environment, transaction_id, original_transaction_id, product_id,
-                        app_account_token, signed_date, jws, source, info, purchase_date, product_type)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        app_account_token, signed_date, jws, source, info, purchase_date, product_type,
+                        bundle_id, quantity, revoked)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT (environment, transaction_id) DO UPDATE SET
                         original_transaction_id = excluded.original_transaction_id, product_id = excluded.product_id,
                         app_account_token = excluded.app_account_token, signed_date = excluded.signed_date,
                         jws = excluded.jws, source = excluded.source, info = excluded.info,
-                        purchase_date = excluded.purchase_date, product_type = excluded.product_type
+                        purchase_date = excluded.purchase_date, product_type = excluded.product_type,
+                        bundle_id = excluded.bundle_id, quantity = excluded.quantity, revoked = excluded.revoked
                     """,
                 arguments: [
                     key.environment.rawValue, key.id, transaction.info.originalTransactionId, transaction.info.productId,
                     transaction.info.appAccountToken?.description, transaction.signedDate.epochMilliseconds, transaction.jws,
                     transaction.source, String(decoding: try encoder.encode(transaction.info), as: UTF8.self),
                     transaction.info.purchaseDate.epochMilliseconds, transaction.info.type.rawValue,
+                    transaction.info.bundleId, transaction.info.quantity ?? 1, transaction.info.revocationDate != nil,
                 ]
             )
         }

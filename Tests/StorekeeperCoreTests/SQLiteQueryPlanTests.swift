@@ -38,7 +38,7 @@ struct SQLiteQueryPlanTests {
         return !others.contains { head.hasPrefix($0) } && !sql.contains("sqlite_") && !sql.contains("grdb_") && !sql.contains("json_extract")
     }
 
-    @Test("no statement the store runs for the shipped scenarios and customers with tokens scans a table or searches transactions by environment alone")
+    @Test("no statement the store runs for the shipped scenarios and customers with tokens scans a table or searches one by environment alone")
     func everyStatement() async throws {
         let log = StatementLog()
         for name in ShippedScenarios.all.map(\.name) + ["tokens"] {
@@ -67,7 +67,9 @@ struct SQLiteQueryPlanTests {
         for sql in queries.sorted() {
             let steps = try await Self.plan(sql, in: store)
             #expect(!steps.contains { $0.hasPrefix("SCAN") && $0 != "SCAN CONSTANT ROW" }, "\(sql)\n\(steps)")
-            #expect(!steps.contains { $0.hasPrefix("SEARCH transactions") && $0.hasSuffix("(environment=?)") }, "\(sql)\n\(steps)")
+            // Every table is keyed by environment first: a search on the environment alone reads all of it, whatever
+            // the table's name or alias in the statement.
+            #expect(!steps.contains { $0.hasPrefix("SEARCH ") && $0.hasSuffix("(environment=?)") }, "\(sql)\n\(steps)")
         }
     }
 
