@@ -14,26 +14,33 @@ extension SQLiteLedgerStore {
     ) throws -> (tokens: Set<String>, originals: Set<String>, consumables: [ConsumableTotalKey: ConsumableTotal]) {
         let arguments: StatementArguments = [customerId, environment.rawValue]
         let tokens = try String.fetchAll(db.cachedStatement(sql: "SELECT token FROM tokens WHERE customer_id = ?"), arguments: [customerId])
-        var originals = Set(try String.fetchAll(db.cachedStatement(sql: Self.linkedFamiliesSQL), arguments: arguments))
+        var originals = Set<String>()
+        var anyConsumable = false
+        for row in try Row.fetchAll(db.cachedStatement(sql: Self.linkedFamiliesSQL), arguments: arguments) {
+            if row["consumable"] as Bool { anyConsumable = true } else { originals.insert(row["original"]) }
+        }
         for token in tokens {
             originals.formUnion(try String.fetchAll(
                 db.cachedStatement(sql: Self.tokenFamiliesNotCountedSQL), arguments: [token, environment.rawValue, customerId]
             ))
         }
         var totals: [ConsumableTotalKey: ConsumableTotal] = [:]
-        for row in try Row.fetchAll(db.cachedStatement(sql: Self.linkedConsumablesSQL), arguments: arguments) {
+        // Only when there is something to sum: most customers have no consumable, and a statement costs.
+        for row in try anyConsumable ? Row.fetchAll(db.cachedStatement(sql: Self.linkedConsumablesSQL), arguments: arguments) : [] {
             let key = ConsumableTotalKey(customerId: customerId, environment: environment, bundleId: row["bundle_id"] ?? "", productId: row["product_id"])
             totals[key] = ConsumableTotal(units: row["units"], purchases: row["purchases"])
         }
         return (Set(tokens), originals, totals)
     }
 
-    /// The families linked to customer `?1` in environment `?2` that hold no consumable.
+    /// The families linked to customer `?1` in environment `?2`, each with whether it holds a consumable.
     static let linkedFamiliesSQL = """
-        SELECT l.original_transaction_id FROM customer_links l
-        WHERE l.customer_id = ?1 AND l.environment = ?2 AND NOT EXISTS (
+        SELECT l.original_transaction_id AS original, EXISTS (
             SELECT 1 FROM transactions t
-            WHERE t.environment = l.environment AND t.original_transaction_id = l.original_transaction_id AND t.product_type = 'Consumable')
+            WHERE t.environment = l.environment AND t.original_transaction_id = l.original_transaction_id AND t.product_type = 'Consumable'
+        ) AS consumable
+        FROM customer_links l
+        WHERE l.customer_id = ?1 AND l.environment = ?2
         """
 
     /// The consumables of the families linked to customer `?1` in environment `?2`, by app and product: units not
