@@ -9,28 +9,33 @@ extension SQLiteLedgerStore {
     /// (BENCHMARKS.md). A linked family is the customer's whatever its tokens say (``Ledger/customer(of:)`` looks at
     /// the explicit link first), so counting it here cannot attribute it differently; consumables that reach the
     /// customer only through a token are still loaded one by one.
+    ///
+    /// Families are returned in two sets: those linked to the customer (their link is known, no need to read it
+    /// again) and the others that carry one of the customer's tokens.
     func customerFamiliesCountingConsumables(
         _ db: Database, _ customerId: String, _ environment: AppStoreEnvironment
-    ) throws -> (tokens: Set<String>, originals: Set<String>, consumables: [ConsumableTotalKey: ConsumableTotal]) {
+    ) throws -> (tokens: Set<String>, linked: Set<String>, byToken: Set<String>, consumables: [ConsumableTotalKey: ConsumableTotal]) {
         let arguments: StatementArguments = [customerId, environment.rawValue]
         let tokens = try String.fetchAll(db.cachedStatement(sql: "SELECT token FROM tokens WHERE customer_id = ?"), arguments: [customerId])
-        var originals = Set<String>()
+        var linked = Set<String>()
         var anyConsumable = false
         for row in try Row.fetchAll(db.cachedStatement(sql: Self.linkedFamiliesSQL), arguments: arguments) {
-            if row["consumable"] as Bool { anyConsumable = true } else { originals.insert(row["original"]) }
+            if row["consumable"] as Bool { anyConsumable = true } else { linked.insert(row["original"]) }
         }
+        var byToken = Set<String>()
         for token in tokens {
-            originals.formUnion(try String.fetchAll(
+            byToken.formUnion(try String.fetchAll(
                 db.cachedStatement(sql: Self.tokenFamiliesNotCountedSQL), arguments: [token, environment.rawValue, customerId]
             ))
         }
+        byToken.subtract(linked)
         var totals: [ConsumableTotalKey: ConsumableTotal] = [:]
         // Only when there is something to sum: most customers have no consumable, and a statement costs.
         for row in try anyConsumable ? Row.fetchAll(db.cachedStatement(sql: Self.linkedConsumablesSQL), arguments: arguments) : [] {
             let key = ConsumableTotalKey(customerId: customerId, environment: environment, bundleId: row["bundle_id"] ?? "", productId: row["product_id"])
             totals[key] = ConsumableTotal(units: row["units"], purchases: row["purchases"])
         }
-        return (Set(tokens), originals, totals)
+        return (Set(tokens), linked, byToken, totals)
     }
 
     /// The families linked to customer `?1` in environment `?2`, each with whether it holds a consumable.

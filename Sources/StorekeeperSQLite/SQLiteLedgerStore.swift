@@ -209,14 +209,15 @@ public final class SQLiteLedgerStore: LedgerStore {
     public func entitlementLedger(for customerId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger {
         try await read { db in
             var ledger = Ledger()
-            let (tokens, originals, consumables) = try self.customerFamiliesCountingConsumables(db, customerId, environment)
+            let (tokens, linked, byToken, consumables) = try self.customerFamiliesCountingConsumables(db, customerId, environment)
             ledger.consumableTotals = consumables
             for token in tokens { if let uuid = LowercaseUUID(uuidString: token) { ledger.tokenOwners[uuid] = customerId } }
             let decoder = AppStoreJSON.makeDecoder()
-            for original in originals.sorted() {
+            for original in linked.union(byToken).sorted() {
                 let key = LedgerKey(environment, original)
                 try self.loadSubscription(db, key, into: &ledger)
-                try self.loadLink(db, key, into: &ledger)
+                // A family found through the customer's links is linked to them; only the others' links are read.
+                if linked.contains(original) { ledger.explicitLinks[key] = customerId } else { try self.loadLink(db, key, into: &ledger) }
                 // The family's transactions, latest first, from an index that covers the query (no row is read).
                 // A subscription needs only its latest transaction decoded (and the others' tokens); any other
                 // purchase needs all of its transactions.
