@@ -4,35 +4,17 @@ extension SignedDataVerifier {
     /// Checks a notification's bundle ID, app Apple ID and environment, taken from whichever of `data`, `summary`,
     /// `externalPurchaseToken` and `appData` it carries (exactly one). Returns the claims left unchecked.
     func checkClaims(of payload: NotificationPayload) throws(VerificationError) -> [String] {
-        let present = [
-            payload.data.map { _ in "data" }, payload.summary.map { _ in "summary" },
-            payload.externalPurchaseToken.map { _ in "externalPurchaseToken" }, payload.appData.map { _ in "appData" },
-        ].compactMap { $0 }
-        guard present.count == 1 else {
+        guard let claims = payload.appClaims else {
             throw VerificationError(
                 .malformedPayload,
-                present.isEmpty
+                payload.claimFields.isEmpty
                     ? "notification has none of data, summary, externalPurchaseToken, appData, so its app and environment are unknown"
-                    : "notification has \(present.joined(separator: " and ")); exactly one is allowed"
+                    : "notification has \(payload.claimFields.joined(separator: " and ")); exactly one is allowed"
             )
         }
-        let bundleID: String?
-        let appAppleID: Int64?
-        let environment: AppStoreEnvironment?
-        if let data = payload.data {
-            (bundleID, appAppleID, environment) = (data.bundleId, data.appAppleId, data.environment)
-        } else if let summary = payload.summary {
-            (bundleID, appAppleID, environment) = (summary.bundleId, summary.appAppleId, summary.environment)
-        } else if let token = payload.externalPurchaseToken {
-            (bundleID, appAppleID, environment) = (token.bundleId, token.appAppleId, token.impliedEnvironment)
-        } else {
-            let appData = payload.appData!
-            (bundleID, appAppleID, environment) = (appData.bundleId, appData.appAppleId, appData.environment)
-        }
-        let where_ = present[0]
-        var unchecked = try checkBundleID(bundleID, field: "\(where_).bundleId")
-        unchecked += try checkAppAppleID(appAppleID, environment: environment, field: "\(where_).appAppleId")
-        unchecked += try checkEnvironment(environment, field: "\(where_).environment")
+        var unchecked = try checkBundleID(claims.bundleId, field: "\(claims.field).bundleId")
+        unchecked += try checkAppAppleID(claims.appAppleId, environment: claims.environment, field: "\(claims.field).appAppleId")
+        unchecked += try checkEnvironment(claims.environment, field: "\(claims.field).environment")
         return unchecked
     }
 
@@ -82,7 +64,7 @@ extension SignedDataVerifier {
         if let bundleID = data.bundleId, transaction.bundleId != bundleID {
             throw VerificationError(
                 .nestedDataMismatch,
-                "signedTransactionInfo.bundleId '\(transaction.bundleId)' differs from data.bundleId '\(bundleID)'"
+                "signedTransactionInfo.bundleId \(quote(transaction.bundleId)) differs from data.bundleId \(quote(bundleID))"
             )
         }
         try checkSameEnvironment(transaction.environment, data.environment, "signedTransactionInfo")
@@ -98,7 +80,7 @@ extension SignedDataVerifier {
         if let transaction, renewal.originalTransactionId != transaction.originalTransactionId {
             throw VerificationError(
                 .nestedDataMismatch,
-                "signedRenewalInfo.originalTransactionId '\(renewal.originalTransactionId)' differs from signedTransactionInfo's '\(transaction.originalTransactionId)'"
+                "signedRenewalInfo.originalTransactionId \(quote(renewal.originalTransactionId)) differs from signedTransactionInfo's \(quote(transaction.originalTransactionId))"
             )
         }
     }
@@ -108,7 +90,7 @@ extension SignedDataVerifier {
         if let bundleID = appData.bundleId, appTransaction.bundleId != bundleID {
             throw VerificationError(
                 .nestedDataMismatch,
-                "signedAppTransactionInfo.bundleId '\(appTransaction.bundleId)' differs from appData.bundleId '\(bundleID)'"
+                "signedAppTransactionInfo.bundleId \(quote(appTransaction.bundleId)) differs from appData.bundleId \(quote(bundleID))"
             )
         }
         try checkSameEnvironment(appTransaction.receiptType, appData.environment, "signedAppTransactionInfo")
@@ -127,7 +109,8 @@ extension SignedDataVerifier {
         }
     }
 
+    /// A claim as a message quotes it: escaped and bounded, since it is not verified yet.
     static func quote(_ value: String?) -> String {
-        value.map { "'\($0)'" } ?? "missing"
+        UntrustedText.quoted(value)
     }
 }

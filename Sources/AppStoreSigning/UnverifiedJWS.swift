@@ -41,6 +41,35 @@ public struct UnverifiedJWS: Sendable {
         }
     }
 
+    /// Only the payload of a compact JWS, decoded as `type` **without any verification** (no header decoded, no
+    /// signature checked): for routing a request to the verifier that will then check everything. A payload that is
+    /// not JSON, or not of that shape, fails with `malformed-payload` naming the field, never quoting the input.
+    public static func unsafeDecodePayload<T: Decodable>(_ text: String, as type: T.Type) throws(VerificationError) -> T {
+        let jws = try CompactJWS(parsing: text, checkingSignatureLength: false)
+        do {
+            return try AppStoreJSON.makeDecoder().decode(type, from: Data(jws.payloadBytes))
+        } catch let error as DecodingError {
+            throw VerificationError(.malformedPayload, "payload is not a \(type) (\(Self.describe(error)))")
+        } catch {
+            throw VerificationError(.malformedPayload, "payload is not JSON")
+        }
+    }
+
+    /// Where decoding failed, by our own field names (never the input's values).
+    static func describe(_ error: DecodingError) -> String {
+        func path(_ context: DecodingError.Context) -> String {
+            let keys = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }
+            return keys.isEmpty ? "the payload" : UntrustedText.escaped(keys.joined(separator: "."), limit: 80)
+        }
+        switch error {
+        case .typeMismatch(_, let context), .valueNotFound(_, let context): return "\(path(context)) has the wrong type"
+        case .keyNotFound(let key, let context):
+            return "\(UntrustedText.escaped(key.stringValue, limit: 40)) is missing from \(path(context))"
+        case .dataCorrupted(let context): return context.codingPath.isEmpty ? "not JSON" : "\(path(context)) is not valid"
+        @unknown default: return "not valid"
+        }
+    }
+
     /// What kind of App Store signed data the payload looks like, judged from its fields.
     public var apparentKind: SignedDataKind? {
         guard case .object(let fields) = payload else { return nil }

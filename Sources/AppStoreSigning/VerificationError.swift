@@ -1,8 +1,11 @@
+import AppStoreModels
+
 /// Why signed App Store data was rejected.
 ///
 /// Every check has its own stable ``Code`` (printed by `storekeeper verify` as `error: <code>: <message>`), and the
 /// message names what failed and why. Messages never contain private keys or tokens; they may quote public
-/// certificate names and payload fields.
+/// certificate names and payload fields, which are unverified at that point: the message is escaped and bounded
+/// (``UntrustedText``), so it can go into a log line as it is.
 public struct VerificationError: Error, Hashable, Sendable, CustomStringConvertible {
     /// A stable, machine-readable reason.
     public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
@@ -72,7 +75,7 @@ public struct VerificationError: Error, Hashable, Sendable, CustomStringConverti
 
     public init(_ code: Code, _ message: String, location: String? = nil, underlying: (any Error & Sendable)? = nil) {
         self.code = code
-        self.message = message
+        self.message = UntrustedText.sanitizedMessage(message)
         self.location = location
         self.underlying = underlying
     }
