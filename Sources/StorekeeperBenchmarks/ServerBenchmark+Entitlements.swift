@@ -101,7 +101,7 @@ extension ServerBenchmark {
         for _ in 0..<3 {
             for id in ids {
                 let start = clock.now
-                let ledger = try await store.entitlementLedger(for: id, environment: .sandbox)
+                let ledger = try await store.entitlementLedger(for: id, bundleId: "com.example.storekeeper", environment: .sandbox)
                 let loaded = clock.now
                 _ = engine.state(of: id, in: ledger, environment: .sandbox, at: now)
                 let computed = clock.now

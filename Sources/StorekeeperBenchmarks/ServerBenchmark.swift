@@ -137,12 +137,9 @@ public enum ServerBenchmark {
         var logger = Logger(label: "bench")
         logger.logLevel = .critical
         let ports = AsyncStream<Int>.makeStream()
-        let app = Application(
-            router: StorekeeperApplication.buildRouter(
-                store: store, configuration: configuration, verifiers: try configuration.makeVerifiers(), logger: logger, metrics: metrics
-            ),
-            configuration: .init(address: .hostname("127.0.0.1", port: 0), serverName: "bench"),
-            onServerRunning: { channel in ports.continuation.yield(channel.localAddress?.port ?? 0) }, logger: logger
+        let app = StorekeeperApplication.build(
+            store: store, configuration: configuration, verifiers: try configuration.makeVerifiers(), port: 0, logger: logger,
+            metrics: metrics, onServerRunning: { port in ports.continuation.yield(port) }
         )
         return try await withThrowingTaskGroup(of: T?.self) { group in
             group.addTask {

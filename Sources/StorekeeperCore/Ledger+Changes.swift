@@ -28,16 +28,18 @@ extension Ledger {
             customers.formUnion([tokenOwners[token], before.tokenOwners[token]].compactMap { $0 })
         }
         for ledger in [self, before] {
-            var tokens = Set<LowercaseUUID>()
+            var tokens = Set<AppAccountTokenKey>()
             for family in families {
                 if let customer = ledger.explicitLinks[family] { customers.insert(customer) }
-                if let token = ledger.subscriptions[family]?.renewalInfo?.appAccountToken { tokens.insert(token) }
+                if let subscription = ledger.subscriptions[family], let token = subscription.renewalInfo?.appAccountToken {
+                    tokens.insert(AppAccountTokenKey(bundleId: subscription.bundleId, environment: family.environment, token: token))
+                }
             }
             for transaction in ledger.transactions.values {
-                guard let token = transaction.info.appAccountToken, let environment = transaction.info.environment,
-                    families.contains(LedgerKey(environment, transaction.info.originalTransactionId))
+                guard let key = transaction.tokenKey,
+                    families.contains(LedgerKey(key.environment, transaction.info.originalTransactionId))
                 else { continue }
-                tokens.insert(token)
+                tokens.insert(key)
             }
             for token in tokens {
                 customers.formUnion([tokenOwners[token], before.tokenOwners[token]].compactMap { $0 })
@@ -46,9 +48,23 @@ extension Ledger {
         return customers
     }
 
-    /// Every app account token the ledger's transactions and renewal infos carry (whose owners a write must load).
-    public var appAccountTokens: Set<LowercaseUUID> {
-        Set(transactions.values.compactMap(\.info.appAccountToken))
-            .union(subscriptions.values.compactMap { $0.renewalInfo?.appAccountToken })
+    /// Every app account token the ledger's transactions and renewal infos carry, in their app and environment
+    /// (whose owners a write must load).
+    public var appAccountTokens: Set<AppAccountTokenKey> {
+        var tokens = Set(transactions.values.compactMap(\.tokenKey))
+        for (key, subscription) in subscriptions {
+            if let token = subscription.renewalInfo?.appAccountToken {
+                tokens.insert(AppAccountTokenKey(bundleId: subscription.bundleId, environment: key.environment, token: token))
+            }
+        }
+        return tokens
+    }
+}
+
+extension LedgerTransaction {
+    /// Its app account token in its app and environment, if it carries one.
+    public var tokenKey: AppAccountTokenKey? {
+        guard let token = info.appAccountToken, let environment = info.environment else { return nil }
+        return AppAccountTokenKey(bundleId: info.bundleId, environment: environment, token: token)
     }
 }

@@ -9,15 +9,17 @@ import Foundation
 /// - each transaction, status and renewal info keeps its newest signed version: older data never overwrites newer
 ///   data, and ties are broken on the content, so any order of the same inputs gives the same ledger;
 /// - every record is keyed by environment and ID; sandbox never touches production;
-/// - customers are linked through `appAccountToken` or an explicit submission from the app.
+/// - customers are linked through `appAccountToken` or an explicit submission from the app; a token belongs to one
+///   customer within one app and environment, and a submission never takes a purchase or a token from the customer
+///   who has it (``link(_:to:)`` refuses with an ``OwnershipConflict``).
 public struct Ledger: Codable, Hashable, Sendable {
     public var transactions: [LedgerKey: LedgerTransaction] = [:]
     public var subscriptions: [LedgerKey: LedgerSubscription] = [:]
     public var notifications: [String: LedgerNotification] = [:]
     /// Customer of a transaction's original transaction ID, when the app linked it explicitly.
     public var explicitLinks: [LedgerKey: String] = [:]
-    /// Customer of an app account token.
-    public var tokenOwners: [LowercaseUUID: String] = [:]
+    /// Customer of an app account token, per app and environment.
+    public var tokenOwners: [AppAccountTokenKey: String] = [:]
     /// For a partial ledger (``LedgerStore/entitlementLedger(for:environment:)``): the app account tokens carried by
     /// transactions of a subscription that it leaves out. Attribution consults them as it does the held ones.
     public var omittedTransactionTokens: [LedgerKey: Set<LowercaseUUID>] = [:]
@@ -98,11 +100,50 @@ public struct Ledger: Codable, Hashable, Sendable {
     }
 
     /// Links a transaction (and its whole subscription or purchase) to a customer, as the app submitting it does,
-    /// and remembers its app account token as theirs.
-    public mutating func link(_ info: TransactionInfo, to customerId: String) {
+    /// and remembers its app account token as theirs in its app and environment. Refused, changing nothing, when the
+    /// token or the purchase already belongs to another customer (``ownershipConflict(linking:to:)``).
+    public mutating func link(_ info: TransactionInfo, to customerId: String) throws(OwnershipConflict) {
         guard let environment = info.environment else { return }
+        if let conflict = ownershipConflict(linking: info, to: customerId) { throw conflict }
         explicitLinks[LedgerKey(environment, info.originalTransactionId)] = customerId
-        if let token = info.appAccountToken { tokenOwners[token] = customerId }
+        if let token = info.appAccountToken {
+            tokenOwners[AppAccountTokenKey(bundleId: info.bundleId, environment: environment, token: token)] = customerId
+        }
+    }
+
+    /// Why linking `info` to `customerId` would move something from another customer, or `nil` when it would not:
+    /// its app account token belongs to someone else in its app and environment, or its purchase (every transaction
+    /// of its original transaction ID, and its renewal info) is already someone else's, by an explicit link or a token.
+    /// The rows ``LedgerStore/submit(_:customerId:)`` loads (the family and the owners of its tokens) are enough.
+    public func ownershipConflict(linking info: TransactionInfo, to customerId: String) -> OwnershipConflict? {
+        guard let environment = info.environment else { return nil }
+        if let token = info.appAccountToken,
+            let owner = tokenOwners[AppAccountTokenKey(bundleId: info.bundleId, environment: environment, token: token)], owner != customerId
+        {
+            return OwnershipConflict(
+                .appAccountToken,
+                "app account token \(token) already belongs to another customer of \(info.bundleId) in \(environment.rawValue); "
+                    + "a token is one customer's, and a purchase carrying it is theirs"
+            )
+        }
+        let family = LedgerKey(environment, info.originalTransactionId)
+        let refused = OwnershipConflict(
+            .purchase,
+            "the purchase with original transaction ID \(info.originalTransactionId) already belongs to another customer of "
+                + "\(info.bundleId) in \(environment.rawValue)"
+        )
+        if let linked = explicitLinks[family] { return linked == customerId ? nil : refused }
+        for transaction in transactions.values
+        where transaction.info.originalTransactionId == info.originalTransactionId && transaction.info.environment == environment {
+            if let owner = customer(of: transaction), owner != customerId { return refused }
+        }
+        let familyTokens = omittedTransactionTokens[family, default: []].union([subscriptions[family]?.renewalInfo?.appAccountToken].compactMap { $0 })
+        for token in familyTokens {
+            if let owner = tokenOwners[AppAccountTokenKey(bundleId: info.bundleId, environment: environment, token: token)], owner != customerId {
+                return refused
+            }
+        }
+        return nil
     }
 
     /// Newer signed date wins; on a tie, the larger content, so the result does not depend on arrival order.
@@ -113,21 +154,24 @@ public struct Ledger: Codable, Hashable, Sendable {
     // MARK: - Reading
 
     /// The customer a transaction belongs to: an explicit link of its original transaction, else the owner of its
-    /// (or its subscription's) app account token.
+    /// (or its subscription's) app account token in its app and environment.
     public func customer(of transaction: LedgerTransaction) -> String? {
         let info = transaction.info
-        let original = LedgerKey(transaction.info.environment ?? .production, info.originalTransactionId)
+        let environment = info.environment ?? .production
+        let original = LedgerKey(environment, info.originalTransactionId)
         if let linked = explicitLinks[original] { return linked }
-        if let token = info.appAccountToken, let owner = tokenOwners[token] { return owner }
+        func owner(_ token: LowercaseUUID?) -> String? {
+            token.flatMap { tokenOwners[AppAccountTokenKey(bundleId: info.bundleId, environment: environment, token: $0)] }
+        }
+        if let owner = owner(info.appAccountToken) { return owner }
         for other in transactions.values where other.info.originalTransactionId == info.originalTransactionId
             && other.info.environment == info.environment {
-            if let token = other.info.appAccountToken, let owner = tokenOwners[token] { return owner }
+            if let owner = owner(other.info.appAccountToken) { return owner }
         }
         for token in omittedTransactionTokens[original, default: []].sorted(by: { $0.description < $1.description }) {
-            if let owner = tokenOwners[token] { return owner }
+            if let owner = owner(token) { return owner }
         }
-        if let token = subscriptions[original]?.renewalInfo?.appAccountToken, let owner = tokenOwners[token] { return owner }
-        return nil
+        return owner(subscriptions[original]?.renewalInfo?.appAccountToken)
     }
 
     /// A customer's transactions in an environment.
@@ -136,8 +180,4 @@ public struct Ledger: Codable, Hashable, Sendable {
             .sorted { ($0.info.purchaseDate, $0.info.transactionId) < ($1.info.purchaseDate, $1.info.transactionId) }
     }
 
-    /// Registers an app account token as a customer's (the app creates the token and tells the server).
-    public mutating func assign(token: LowercaseUUID, to customerId: String) {
-        tokenOwners[token] = customerId
-    }
 }

@@ -18,6 +18,51 @@ public struct LedgerKey: Codable, Hashable, Sendable, Comparable, CustomStringCo
     }
 }
 
+/// An app account token within one app and environment. A token belongs to at most one customer there; the same
+/// UUID in another app, or in the other environment, is another token with its own owner.
+public struct AppAccountTokenKey: Codable, Hashable, Sendable, Comparable, CustomStringConvertible {
+    public var bundleId: String
+    public var environment: AppStoreEnvironment
+    public var token: LowercaseUUID
+
+    public init(bundleId: String, environment: AppStoreEnvironment, token: LowercaseUUID) {
+        self.bundleId = bundleId
+        self.environment = environment
+        self.token = token
+    }
+
+    public var description: String { "\(bundleId)/\(environment.rawValue)/\(token)" }
+
+    public static func < (lhs: AppAccountTokenKey, rhs: AppAccountTokenKey) -> Bool {
+        (lhs.bundleId, lhs.environment.rawValue, lhs.token.description) < (rhs.bundleId, rhs.environment.rawValue, rhs.token.description)
+    }
+}
+
+/// Why a submission from an app was refused: linking the transaction to the submitting customer would take a purchase,
+/// or an app account token, from the customer who has it. Nothing is changed. The message names the token or the
+/// purchase, never the other customer.
+public struct OwnershipConflict: Error, Hashable, Sendable, CustomStringConvertible {
+    /// What is owned by someone else.
+    public enum Kind: String, Sendable {
+        /// The transaction's `appAccountToken` belongs to another customer of the app in that environment.
+        case appAccountToken = "token-owned-by-another-customer"
+        /// The purchase (its original transaction ID) already belongs to another customer.
+        case purchase = "purchase-owned-by-another-customer"
+    }
+
+    public var kind: Kind
+    public var message: String
+
+    public init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    /// The stable code (the kind's raw value).
+    public var code: String { kind.rawValue }
+    public var description: String { "\(code): \(message)" }
+}
+
 /// A transaction as the ledger keeps it: the newest signed version seen, and where it came from.
 public struct LedgerTransaction: Codable, Hashable, Sendable {
     public var info: TransactionInfo

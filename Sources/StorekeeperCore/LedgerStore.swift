@@ -25,6 +25,14 @@ public enum ApplyOutcome: String, Codable, Sendable {
     case recorded
 }
 
+/// What a submission from the app did.
+public enum SubmissionOutcome: Hashable, Sendable {
+    /// The transaction is applied and linked to the customer (or already was).
+    case linked
+    /// Nothing changed: the token or the purchase belongs to another customer.
+    case refused(OwnershipConflict)
+}
+
 /// Where the ledger lives, shaped by the domain (not a SQL facade): SQLite embedded by default, PostgreSQL to scale
 /// out. Every method is one atomic unit: it commits completely or not at all.
 public protocol LedgerStore: Sendable {
@@ -35,27 +43,41 @@ public protocol LedgerStore: Sendable {
     /// (once per `notificationUUID`; newest signed version wins).
     func apply(_ notification: VerifiedNotification) async throws(StorageError) -> ApplyOutcome
 
-    /// Keeps a notification that was refused (unverifiable or malformed), for audit.
-    func recordRejected(signedPayload: String, reason: String, at date: Date) async throws(StorageError)
+    /// Keeps what an auditor needs of a refused notification request, keeping at most `keeping` such records (the
+    /// oldest go first), so that refused input cannot grow the ledger past `keeping` × ``RefusedNotification/maximumBytes``.
+    func recordRefused(_ refusal: RefusedNotification, keeping: Int) async throws(StorageError)
 
-    /// Applies a transaction the app submitted and links it (and its subscription) to the customer.
-    func submit(_ transaction: VerifiedSignedData<TransactionInfo>, customerId: String) async throws(StorageError)
+    /// Applies a transaction the app submitted and links it (and its subscription) to the customer, under
+    /// ``Ledger/link(_:to:)``'s rule: a submission that would take a token or a purchase from another customer is
+    /// refused and changes nothing.
+    func submit(_ transaction: VerifiedSignedData<TransactionInfo>, customerId: String) async throws(StorageError) -> SubmissionOutcome
 
-    /// Whether the customer exists: they submitted a transaction or own an app account token.
-    func customerExists(_ customerId: String) async throws(StorageError) -> Bool
+    /// Whether the customer exists in one app and environment: something of the app is linked to them there, or
+    /// they own one of its app account tokens there.
+    func customerExists(_ customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Bool
 
-    /// The part of the ledger that concerns one customer: their transactions, subscriptions, links and tokens.
-    func ledger(for customerId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger
+    /// The part of the ledger that concerns one customer of one app: their transactions, subscriptions, links, and
+    /// their app account tokens in that app and environment (families found through links may include other apps'
+    /// purchases, which the app's readers leave out).
+    func ledger(for customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger
 
     /// What decides the customer's entitlements and their customer view, for fast reads: like
-    /// ``ledger(for:environment:)`` but with only the latest transaction (by purchase date) of each auto-renewable
-    /// subscription, which is all the ``EntitlementEngine`` and the customer view use, and the app account tokens of
-    /// the transactions left out (``Ledger/omittedTransactionTokens``), which attribution still consults; consumables
-    /// may be counted (``Ledger/consumableTotals``) instead of held. The engine's state and next change are the same
-    /// from either ledger.
-    func entitlementLedger(for customerId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger
+    /// ``ledger(for:bundleId:environment:)`` but with only the latest transaction (by purchase date) of each
+    /// auto-renewable subscription, which is all the ``EntitlementEngine`` and the customer view use, and the app
+    /// account tokens of the transactions left out (``Ledger/omittedTransactionTokens``), which attribution still
+    /// consults; consumables may be counted (``Ledger/consumableTotals``) instead of held. The engine's state and next
+    /// change are the same from either ledger.
+    func entitlementLedger(for customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger
 
-    /// How many notifications are kept, by outcome (for audit and tests).
+    /// The raw signed payload of a notification kept in the ledger, byte for byte as it was received, or `nil` when
+    /// there is no such notification or its payload was pruned (``pruneRawPayloads(receivedBefore:)``).
+    func rawPayload(notificationUUID: String) async throws(StorageError) -> String?
+
+    /// Drops the raw signed payloads of notifications received before `date` (their decoded facts, and every
+    /// transaction and subscription, stay); returns how many were dropped.
+    func pruneRawPayloads(receivedBefore date: Date) async throws(StorageError) -> Int
+
+    /// How many notifications are kept, by outcome (`rejected` counts the refused requests kept), for audit and tests.
     func notificationCounts() async throws(StorageError) -> [String: Int]
 
     /// Throws when the database cannot be reached.
@@ -64,7 +86,7 @@ public protocol LedgerStore: Sendable {
 
 extension LedgerStore {
     /// By default, the whole customer ledger (always correct, never faster).
-    public func entitlementLedger(for customerId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger {
-        try await ledger(for: customerId, environment: environment)
+    public func entitlementLedger(for customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger {
+        try await ledger(for: customerId, bundleId: bundleId, environment: environment)
     }
 }

@@ -57,14 +57,10 @@ public struct DemoRunner: Sendable {
         let clock = DemoClock(await simulator.state.now)
         var logger = Logger(label: "storekeeper")
         logger.logLevel = .critical
-        let router = StorekeeperApplication.buildRouter(
-            store: store, configuration: configuration, verifiers: try configuration.makeVerifiers(), logger: logger,
-            now: { clock.now }
-        )
         let ports = AsyncStream<Int>.makeStream()
-        let app = Application(
-            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0), serverName: "Storekeeper"),
-            onServerRunning: { channel in ports.continuation.yield(channel.localAddress?.port ?? 0) }, logger: logger
+        let app = StorekeeperApplication.build(
+            store: store, configuration: configuration, verifiers: try configuration.makeVerifiers(), port: 0, logger: logger,
+            now: { clock.now }, onServerRunning: { port in ports.continuation.yield(port) }
         )
         let rows = try await withThrowingTaskGroup(of: [Row]?.self) { group in
             group.addTask {

@@ -34,8 +34,10 @@ extension SQLiteLedgerStore {
                 BackupSummary(
                     notifications: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM notifications") ?? 0,
                     transactions: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM transactions") ?? 0,
+                    // A ledger of an older schema (backed up before this version migrated it) has `tokens`.
                     customers: try Int.fetchOne(db, sql: """
-                        SELECT COUNT(*) FROM (SELECT customer_id FROM customer_links UNION SELECT customer_id FROM tokens)
+                        SELECT COUNT(*) FROM (SELECT customer_id FROM customer_links UNION SELECT customer_id FROM \(
+                            try db.tableExists("token_owners") ? "token_owners" : "tokens"))
                         """) ?? 0,
                     bytes: 0,
                     migrations: try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY rowid")

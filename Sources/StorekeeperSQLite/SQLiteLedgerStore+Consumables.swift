@@ -13,10 +13,10 @@ extension SQLiteLedgerStore {
     /// Families are returned in two sets: those linked to the customer (their link is known, no need to read it
     /// again) and the others that carry one of the customer's tokens.
     func customerFamiliesCountingConsumables(
-        _ db: Database, _ customerId: String, _ environment: AppStoreEnvironment
-    ) throws -> (tokens: Set<String>, linked: Set<String>, byToken: Set<String>, consumables: [ConsumableTotalKey: ConsumableTotal]) {
+        _ db: Database, _ customerId: String, _ bundleId: String, _ environment: AppStoreEnvironment
+    ) throws -> (tokens: [AppAccountTokenKey], linked: Set<String>, byToken: Set<String>, consumables: [ConsumableTotalKey: ConsumableTotal]) {
         let arguments: StatementArguments = [customerId, environment.rawValue]
-        let tokens = try String.fetchAll(db.cachedStatement(sql: "SELECT token FROM tokens WHERE customer_id = ?"), arguments: [customerId])
+        let tokens = try customerTokens(db, customerId, bundleId, environment)
         var linked = Set<String>()
         var anyConsumable = false
         for row in try Row.fetchAll(db.cachedStatement(sql: Self.linkedFamiliesSQL), arguments: arguments) {
@@ -25,7 +25,7 @@ extension SQLiteLedgerStore {
         var byToken = Set<String>()
         for token in tokens {
             byToken.formUnion(try String.fetchAll(
-                db.cachedStatement(sql: Self.tokenFamiliesNotCountedSQL), arguments: [token, environment.rawValue, customerId]
+                db.cachedStatement(sql: Self.tokenFamiliesNotCountedSQL), arguments: [token.token.description, environment.rawValue, customerId]
             ))
         }
         byToken.subtract(linked)
@@ -35,7 +35,7 @@ extension SQLiteLedgerStore {
             let key = ConsumableTotalKey(customerId: customerId, environment: environment, bundleId: row["bundle_id"] ?? "", productId: row["product_id"])
             totals[key] = ConsumableTotal(units: row["units"], purchases: row["purchases"])
         }
-        return (Set(tokens), linked, byToken, totals)
+        return (tokens, linked, byToken, totals)
     }
 
     /// The families linked to customer `?1` in environment `?2`, each with whether it holds a consumable.

@@ -11,7 +11,8 @@ public import StorekeeperCore
 ///
 /// Each write loads the rows it touches into a ``Ledger``, applies the same rules as the in-memory ledger, and
 /// writes back what changed, all inside one write transaction (SQLite serializes writers), so the database and the
-/// reference model cannot disagree.
+/// reference model cannot disagree. Signed data is stored as ``StoredJWS`` (each distinct protected header once, in
+/// `jws_headers`), from which every raw JWS is given back byte for byte. The schema is in `SQLiteSchema.swift`.
 public final class SQLiteLedgerStore: LedgerStore {
     let pool: DatabasePool
     /// A test seam that runs inside write transactions at named points; throwing from it rolls the write back.
@@ -19,6 +20,8 @@ public final class SQLiteLedgerStore: LedgerStore {
     public let changes = LedgerChangeFeed()
     /// The schema migrations this open applied, oldest first (empty when the database was up to date).
     public let migrationsApplied: [String]
+    /// The JWS headers the ledger holds, by reference.
+    let headers = HeaderReferences()
 
     /// Opens (and creates or migrates) the database at `path`.
     public convenience init(path: String, unsafeFaultInjection: (@Sendable (String) throws -> Void)? = nil) throws(StorageError) {
@@ -32,6 +35,8 @@ public final class SQLiteLedgerStore: LedgerStore {
         var configuration = Configuration()
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = FULL")
+            // A write-ahead log that grew past this (readers holding back checkpoints) is cut back after a checkpoint.
+            try db.execute(sql: "PRAGMA journal_size_limit = 16777216")
             if let statementTrace { db.trace { event in if case .statement(let statement) = event { statementTrace(statement.sql) } } }
         }
         configuration.busyMode = .timeout(10)
@@ -52,6 +57,10 @@ public final class SQLiteLedgerStore: LedgerStore {
             }
             try migrator.migrate(pool)
             migrationsApplied = migrator.migrations.filter { !before.contains($0) }
+            if migrationsApplied.contains(Self.compactSignedDataMigration) && !before.isEmpty {
+                // Signed data shrank to a fraction of its size; rewriting the file gives the space back.
+                try pool.writeWithoutTransaction { db in try db.execute(sql: "VACUUM; PRAGMA wal_checkpoint(TRUNCATE)") }
+            }
         } catch let error as StorageError {
             throw error
         } catch {
@@ -60,162 +69,129 @@ public final class SQLiteLedgerStore: LedgerStore {
         self.unsafeFaultInjection = unsafeFaultInjection
     }
 
-    static var migrator: DatabaseMigrator {
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1: ledger") { db in
-            try db.execute(sql: """
-                CREATE TABLE notifications (
-                    uuid TEXT PRIMARY KEY, type TEXT NOT NULL, subtype TEXT, signed_date INTEGER, environment TEXT,
-                    outcome TEXT NOT NULL, signed_payload TEXT NOT NULL, received_at INTEGER NOT NULL);
-                CREATE TABLE rejected_notifications (
-                    id INTEGER PRIMARY KEY AUTOINCREMENT, received_at INTEGER NOT NULL, reason TEXT NOT NULL,
-                    signed_payload TEXT NOT NULL);
-                CREATE TABLE transactions (
-                    environment TEXT NOT NULL, transaction_id TEXT NOT NULL, original_transaction_id TEXT NOT NULL,
-                    product_id TEXT NOT NULL, app_account_token TEXT, signed_date INTEGER NOT NULL, jws TEXT NOT NULL,
-                    source TEXT NOT NULL, info TEXT NOT NULL, PRIMARY KEY (environment, transaction_id));
-                CREATE INDEX transactions_by_original ON transactions (environment, original_transaction_id);
-                CREATE INDEX transactions_by_token ON transactions (app_account_token);
-                CREATE TABLE subscriptions (
-                    environment TEXT NOT NULL, original_transaction_id TEXT NOT NULL, bundle_id TEXT NOT NULL,
-                    status INTEGER, status_signed_date INTEGER, status_notification_uuid TEXT,
-                    renewal_info TEXT, renewal_signed_date INTEGER, renewal_jws TEXT,
-                    PRIMARY KEY (environment, original_transaction_id));
-                CREATE TABLE customer_links (
-                    environment TEXT NOT NULL, original_transaction_id TEXT NOT NULL, customer_id TEXT NOT NULL,
-                    PRIMARY KEY (environment, original_transaction_id));
-                CREATE INDEX customer_links_by_customer ON customer_links (customer_id);
-                CREATE TABLE tokens (token TEXT PRIMARY KEY, customer_id TEXT NOT NULL);
-                CREATE INDEX tokens_by_customer ON tokens (customer_id);
-                """)
-        }
-        migrator.registerMigration("v2: transactions' purchase date and product type as columns") { db in
-            // What reads order and pick transactions by, without parsing each one's JSON.
-            try db.execute(sql: """
-                ALTER TABLE transactions ADD COLUMN purchase_date INTEGER;
-                ALTER TABLE transactions ADD COLUMN product_type TEXT;
-                UPDATE transactions SET purchase_date = json_extract(info, '$.purchaseDate'), product_type = json_extract(info, '$.type');
-                CREATE INDEX transactions_latest_first ON transactions (
-                    environment, original_transaction_id, purchase_date DESC, transaction_id DESC, product_type, app_account_token);
-                """)
-        }
-        migrator.registerMigration("v3: transactions by app account token, environment and family") { db in
-            // A read finds a customer's subscriptions through their app account tokens. With an index on the token
-            // alone, SQLite's planner preferred `transactions_latest_first` for `environment = ?` and scanned every
-            // transaction of the environment on each read (tested in SQLiteQueryPlanTests).
-            try db.execute(sql: """
-                DROP INDEX transactions_by_token;
-                CREATE INDEX transactions_by_token ON transactions (app_account_token, environment, original_transaction_id);
-                """)
-        }
-        migrator.registerMigration("v4: transactions' app, quantity and refund as columns") { db in
-            // What a read counts consumables by, without parsing each one's JSON; and the token index covers the
-            // product type, or the planner prefers `transactions_latest_first` on the environment alone for a look-up
-            // by token that also tests the type (SQLiteQueryPlanTests).
-            try db.execute(sql: """
-                DROP INDEX transactions_by_token;
-                CREATE INDEX transactions_by_token ON transactions (app_account_token, environment, original_transaction_id, product_type);
-                ALTER TABLE transactions ADD COLUMN bundle_id TEXT;
-                ALTER TABLE transactions ADD COLUMN quantity INTEGER;
-                ALTER TABLE transactions ADD COLUMN revoked INTEGER;
-                UPDATE transactions SET bundle_id = json_extract(info, '$.bundleId'),
-                    quantity = COALESCE(json_extract(info, '$.quantity'), 1),
-                    revoked = json_extract(info, '$.revocationDate') IS NOT NULL;
-                """)
-        }
-        return migrator
-    }
-
     // MARK: - Writes
 
     public func apply(_ notification: VerifiedNotification) async throws(StorageError) -> ApplyOutcome {
-        try await writeAnnouncing { db -> (ApplyOutcome, Set<String>) in
+        try await writeAnnouncing { db, memo -> (ApplyOutcome, Set<String>) in
             let uuid = notification.payload.notificationUUID
-            if try Bool.fetchOne(db, sql: "SELECT 1 FROM notifications WHERE uuid = ?", arguments: [uuid]) == true {
+            if try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM notifications WHERE uuid = ?"), arguments: [uuid]) == true {
                 return (.duplicate, [])
             }
-            var ledger = try self.load(db, touching: notification)
-            try self.loadTokenOwners(db, into: &ledger, also: [
-                notification.transaction?.payload.appAccountToken, notification.renewalInfo?.payload.appAccountToken,
-            ])
-            let before = ledger
+            var before = try self.load(db, memo, touching: notification)
+            var ledger = before
             ledger.apply(notification)
+            // The owners of every token before and after: applying never changes an owner, only which tokens count.
+            let owners = try self.tokenOwners(db, of: before.appAccountTokens.union(ledger.appAccountTokens))
+            before.tokenOwners = owners
+            ledger.tokenOwners = owners
             try self.unsafeFaultInjection?("after-apply")
-            try self.save(db, ledger, comparedTo: before)
+            try self.save(db, memo, ledger, comparedTo: before)
             let record = ledger.notifications[uuid]!
-            try db.execute(
-                sql: """
-                    INSERT INTO notifications (uuid, type, subtype, signed_date, environment, outcome, signed_payload, received_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [
+            let payload = try self.headers.store(record.signedPayload, db, memo)
+            try db.cachedStatement(sql: """
+                INSERT INTO notifications (uuid, type, subtype, signed_date, environment, outcome, received_at,
+                    jws_header, jws_payload, jws_signature, jws_raw)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """).execute(arguments: [
                     uuid, record.notificationType.rawValue, record.subtype?.rawValue,
-                    record.signedDate?.epochMilliseconds, record.environment?.rawValue, record.outcome,
-                    record.signedPayload, Date().epochMilliseconds,
-                ]
-            )
+                    record.signedDate?.epochMilliseconds, record.environment?.rawValue, record.outcome, Date().epochMilliseconds,
+                ] + payload.arguments)
             try self.unsafeFaultInjection?("before-commit")
             return (record.outcome == "applied" ? .applied : .recorded, ledger.customersAffected(since: before))
         }
     }
 
-    public func recordRejected(signedPayload: String, reason: String, at date: Date) async throws(StorageError) {
-        try await write { db in
-            try db.execute(
-                sql: "INSERT INTO rejected_notifications (received_at, reason, signed_payload) VALUES (?, ?, ?)",
-                arguments: [date.epochMilliseconds, reason, signedPayload]
-            )
+    public func recordRefused(_ refusal: RefusedNotification, keeping limit: Int) async throws(StorageError) {
+        try await write { db, _ in
+            try Self.insertRefused(db, refusal)
+            // Ids only grow, so the newest `limit` rows are those within `limit` of the largest.
+            try db.cachedStatement(sql: "DELETE FROM refused_notifications WHERE id <= last_insert_rowid() - ?")
+                .execute(arguments: [max(0, limit)])
         }
     }
 
-    public func submit(_ transaction: VerifiedSignedData<TransactionInfo>, customerId: String) async throws(StorageError) {
-        try await writeAnnouncing { db -> ((), Set<String>) in
+    static func insertRefused(_ db: Database, _ refusal: RefusedNotification) throws {
+        let claims = try refusal.claims.map { String(decoding: try AppStoreJSON.makeEncoder().encode($0), as: UTF8.self) }
+        try db.cachedStatement(sql: """
+            INSERT INTO refused_notifications (received_at, code, message, status, size, sha256, prefix, claims)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            """).execute(arguments: [
+                refusal.receivedAt.epochMilliseconds, refusal.code, refusal.message, refusal.status, refusal.size,
+                refusal.sha256, refusal.prefix, claims,
+            ])
+    }
+
+    public func submit(_ transaction: VerifiedSignedData<TransactionInfo>, customerId: String) async throws(StorageError) -> SubmissionOutcome {
+        try await writeAnnouncing { db, memo -> (SubmissionOutcome, Set<String>) in
             let info = transaction.payload
-            guard let environment = info.environment else { return ((), []) }
+            guard let environment = info.environment else { return (.linked, []) }
             var ledger = Ledger()
-            try self.loadSubscriptionFamily(db, LedgerKey(environment, info.originalTransactionId), into: &ledger)
-            try self.loadTokenOwners(db, into: &ledger, also: [info.appAccountToken])
+            try self.loadSubscriptionFamily(db, memo, LedgerKey(environment, info.originalTransactionId), into: &ledger)
+            var tokens = ledger.appAccountTokens
+            if let token = info.appAccountToken { tokens.insert(AppAccountTokenKey(bundleId: info.bundleId, environment: environment, token: token)) }
+            ledger.tokenOwners = try self.tokenOwners(db, of: tokens)
+            // Refused before anything changes: the token or the purchase is another customer's.
+            if let conflict = ledger.ownershipConflict(linking: info, to: customerId) { return (.refused(conflict), []) }
             let before = ledger
             ledger.apply(info, jws: transaction.jws, source: "app")
-            ledger.link(info, to: customerId)
-            try self.save(db, ledger, comparedTo: before)
-            return ((), ledger.customersAffected(since: before))
+            do throws(OwnershipConflict) {
+                try ledger.link(info, to: customerId)
+            } catch {
+                return (.refused(error), [])
+            }
+            try self.save(db, memo, ledger, comparedTo: before)
+            return (.linked, ledger.customersAffected(since: before))
+        }
+    }
+
+    public func pruneRawPayloads(receivedBefore date: Date) async throws(StorageError) -> Int {
+        try await write { db, _ in
+            try db.execute(
+                sql: """
+                    UPDATE notifications SET jws_header = NULL, jws_payload = NULL, jws_signature = NULL, jws_raw = NULL
+                    WHERE received_at < ? AND (jws_payload IS NOT NULL OR jws_raw IS NOT NULL)
+                    """,
+                arguments: [date.epochMilliseconds]
+            )
+            return db.changesCount
         }
     }
 
     // MARK: - Reads
 
-    public func customerExists(_ customerId: String) async throws(StorageError) -> Bool {
+    public func customerExists(_ customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Bool {
         try await read { db in
             try Bool.fetchOne(db, sql: """
-                SELECT EXISTS (SELECT 1 FROM customer_links WHERE customer_id = ?)
-                    OR EXISTS (SELECT 1 FROM tokens WHERE customer_id = ?)
-                """, arguments: [customerId, customerId]) ?? false
+                SELECT EXISTS (SELECT 1 FROM token_owners WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3)
+                    OR EXISTS (SELECT 1 FROM customer_links l CROSS JOIN transactions t
+                        ON t.environment = l.environment AND t.original_transaction_id = l.original_transaction_id
+                        WHERE l.customer_id = ?1 AND l.environment = ?3 AND t.bundle_id = ?2)
+                """, arguments: [customerId, bundleId, environment.rawValue]) ?? false
         }
     }
 
-    public func ledger(for customerId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger {
+    public func ledger(for customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger {
         try await read { db in
             var ledger = Ledger()
-            let (tokens, originals) = try self.customerFamilies(db, customerId, environment)
-            for token in tokens { if let uuid = LowercaseUUID(uuidString: token) { ledger.tokenOwners[uuid] = customerId } }
+            let (tokens, originals) = try self.customerFamilies(db, customerId, bundleId, environment)
+            for token in tokens { ledger.tokenOwners[token] = customerId }
             for original in originals.sorted() {
-                try self.loadSubscriptionFamily(db, LedgerKey(environment, original), into: &ledger)
+                try self.loadSubscriptionFamily(db, nil, LedgerKey(environment, original), into: &ledger)
             }
             return ledger
         }
     }
 
-    public func entitlementLedger(for customerId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger {
+    public func entitlementLedger(for customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger {
         try await read { db in
             var ledger = Ledger()
-            let (tokens, linked, byToken, consumables) = try self.customerFamiliesCountingConsumables(db, customerId, environment)
+            let (tokens, linked, byToken, consumables) = try self.customerFamiliesCountingConsumables(db, customerId, bundleId, environment)
             ledger.consumableTotals = consumables
-            for token in tokens { if let uuid = LowercaseUUID(uuidString: token) { ledger.tokenOwners[uuid] = customerId } }
+            for token in tokens { ledger.tokenOwners[token] = customerId }
             let decoder = AppStoreJSON.makeDecoder()
             for original in linked.union(byToken).sorted() {
                 let key = LedgerKey(environment, original)
-                try self.loadSubscription(db, key, into: &ledger)
+                try self.loadSubscription(db, nil, key, into: &ledger)
                 // A family found through the customer's links is linked to them; only the others' links are read.
                 if linked.contains(original) { ledger.explicitLinks[key] = customerId } else { try self.loadLink(db, key, into: &ledger) }
                 // The family's transactions, latest first, from an index that covers the query (no row is read).
@@ -223,14 +199,14 @@ public final class SQLiteLedgerStore: LedgerStore {
                 // purchase needs all of its transactions.
                 let order = try Row.fetchAll(db.cachedStatement(sql: Self.familyOrderSQL), arguments: [environment.rawValue, original])
                 guard let latest = order.first, (latest["product_type"] as String?) == ProductType.autoRenewable.rawValue else {
-                    try self.loadRows(db, key, into: &ledger)
+                    try self.loadRows(db, nil, key, into: &ledger)
                     continue
                 }
                 if let row = try Row.fetchOne(
                     db.cachedStatement(sql: "SELECT * FROM transactions WHERE environment = ? AND transaction_id = ?"),
                     arguments: [environment.rawValue, latest["transaction_id"] as String]
                 ) {
-                    ledger.transactions[LedgerKey(environment, row["transaction_id"])] = try Self.transaction(row, decoder: decoder)
+                    ledger.transactions[LedgerKey(environment, row["transaction_id"])] = try self.transaction(row, db, nil, decoder: decoder)
                 }
                 // The older transactions decide nothing but whose the subscription is, through their tokens.
                 let omitted = Set(order.dropFirst().compactMap { ($0["app_account_token"] as String?).flatMap(LowercaseUUID.init(uuidString:)) })
@@ -240,195 +216,60 @@ public final class SQLiteLedgerStore: LedgerStore {
         }
     }
 
+    public func rawPayload(notificationUUID: String) async throws(StorageError) -> String? {
+        try await read { db in
+            guard let row = try Row.fetchOne(
+                db, sql: "SELECT jws_header, jws_payload, jws_signature, jws_raw FROM notifications WHERE uuid = ?",
+                arguments: [notificationUUID]
+            ) else { return nil }
+            return try self.headers.jws(row, "jws", db, nil)
+        }
+    }
+
     public func notificationCounts() async throws(StorageError) -> [String: Int] {
         try await read { db in
             var counts: [String: Int] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT outcome, COUNT(*) AS n FROM notifications GROUP BY outcome") {
                 counts[row["outcome"]] = row["n"]
             }
-            counts["rejected"] = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM rejected_notifications") ?? 0
+            counts["rejected"] = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM refused_notifications") ?? 0
             return counts
+        }
+    }
+
+    /// The refused notification requests kept, oldest first (for audit and tests).
+    public func refusedNotifications() async throws(StorageError) -> [RefusedNotification] {
+        try await read { db in
+            let decoder = AppStoreJSON.makeDecoder()
+            return try Row.fetchAll(db, sql: "SELECT * FROM refused_notifications ORDER BY id").map { row in
+                var refusal = RefusedNotification(input: [], receivedAt: Date(epochMilliseconds: row["received_at"]), code: row["code"],
+                                                  message: row["message"], status: row["status"], claims: nil)
+                refusal.size = row["size"]
+                refusal.sha256 = row["sha256"]
+                refusal.prefix = row["prefix"]
+                refusal.claims = try (row["claims"] as String?).map { try decoder.decode(RefusedNotification.Claims.self, from: Data($0.utf8)) }
+                return refusal
+            }
+        }
+    }
+
+    /// Bytes of the database file in use (pages holding data, after moving the write-ahead log into the file):
+    /// what the ledger takes on disk, without the free pages SQLite keeps for reuse.
+    public func usedBytes() async throws(StorageError) -> Int {
+        let pool = self.pool
+        do {
+            return try await pool.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+                let pages = try Int.fetchOne(db, sql: "PRAGMA page_count")! - Int.fetchOne(db, sql: "PRAGMA freelist_count")!
+                return pages * (try Int.fetchOne(db, sql: "PRAGMA page_size")!)
+            }
+        } catch {
+            throw StorageError("cannot measure the database: \(error)", underlying: error)
         }
     }
 
     public func checkHealth() async throws(StorageError) {
         _ = try await read { db in try Int.fetchOne(db, sql: "SELECT 1") }
-    }
-
-    // MARK: - Rows
-
-    /// The rows a notification touches: for the subscription or purchase of its transaction and of its renewal
-    /// info, every transaction, the customer link and the subscription record (the link and the transactions' app
-    /// account tokens name the customers a change concerns, even when only the renewal info changes).
-    private func load(_ db: Database, touching notification: VerifiedNotification) throws -> Ledger {
-        var ledger = Ledger()
-        var families = Set<LedgerKey>()
-        if let transaction = notification.transaction?.payload, let environment = transaction.environment {
-            families.insert(LedgerKey(environment, transaction.originalTransactionId))
-        }
-        if let renewal = notification.renewalInfo?.payload, let environment = renewal.environment {
-            families.insert(LedgerKey(environment, renewal.originalTransactionId))
-        }
-        for family in families.sorted() { try loadSubscriptionFamily(db, family, into: &ledger) }
-        return ledger
-    }
-
-    /// A customer's app account tokens, and the original transaction IDs of everything linked to them or carrying
-    /// one of their tokens, through cached statements whatever the number of tokens (a statement built for the
-    /// tokens at hand would be compiled on every read).
-    func customerFamilies(_ db: Database, _ customerId: String, _ environment: AppStoreEnvironment) throws -> (tokens: Set<String>, originals: Set<String>) {
-        let tokens = try String.fetchAll(db.cachedStatement(sql: "SELECT token FROM tokens WHERE customer_id = ?"), arguments: [customerId])
-        var originals = Set(try String.fetchAll(
-            db.cachedStatement(sql: "SELECT original_transaction_id FROM customer_links WHERE customer_id = ? AND environment = ?"),
-            arguments: [customerId, environment.rawValue]
-        ))
-        for token in tokens {
-            originals.formUnion(try String.fetchAll(db.cachedStatement(sql: Self.familiesByTokenSQL), arguments: [token, environment.rawValue]))
-        }
-        return (Set(tokens), originals)
-    }
-
-    /// The transactions of one family (environment `?1`, original transaction ID `?2`), latest first, with what
-    /// picks the ones to decode.
-    static let familyOrderSQL = """
-        SELECT transaction_id, product_type, app_account_token FROM transactions
-        WHERE environment = ?1 AND original_transaction_id = ?2
-        ORDER BY purchase_date DESC, transaction_id DESC
-        """
-
-    /// The original transaction IDs of the transactions carrying app account token `?1` in environment `?2`.
-    static let familiesByTokenSQL = "SELECT original_transaction_id FROM transactions WHERE app_account_token = ?1 AND environment = ?2"
-
-    /// The owners of every app account token the loaded rows carry, and of `extra` tokens (the incoming data's).
-    private func loadTokenOwners(_ db: Database, into ledger: inout Ledger, also extra: [LowercaseUUID?]) throws {
-        // One cached statement per token: a statement built for the tokens at hand would be compiled on every write.
-        for token in ledger.appAccountTokens.union(extra.compactMap { $0 }) {
-            if let owner = try String.fetchOne(
-                db.cachedStatement(sql: "SELECT customer_id FROM tokens WHERE token = ?"), arguments: [token.description]
-            ) {
-                ledger.tokenOwners[token] = owner
-            }
-        }
-    }
-
-    /// Every transaction of one original transaction ID, its customer link and its subscription record.
-    private func loadSubscriptionFamily(_ db: Database, _ key: LedgerKey, into ledger: inout Ledger) throws {
-        try loadTransactions(db, environment: key.environment, originalTransactionId: key.id, into: &ledger)
-        try loadSubscription(db, key, into: &ledger)
-    }
-
-    private func loadTransactions(_ db: Database, environment: AppStoreEnvironment, originalTransactionId: String, into ledger: inout Ledger) throws {
-        try loadRows(db, LedgerKey(environment, originalTransactionId), into: &ledger)
-        try loadLink(db, LedgerKey(environment, originalTransactionId), into: &ledger)
-    }
-
-    /// Every transaction of one original transaction ID, decoded.
-    private func loadRows(_ db: Database, _ key: LedgerKey, into ledger: inout Ledger) throws {
-        let rows = try Row.fetchAll(
-            db.cachedStatement(sql: "SELECT * FROM transactions WHERE environment = ? AND original_transaction_id = ?"),
-            arguments: [key.environment.rawValue, key.id]
-        )
-        let decoder = AppStoreJSON.makeDecoder()
-        for row in rows {
-            ledger.transactions[LedgerKey(key.environment, row["transaction_id"])] = try Self.transaction(row, decoder: decoder)
-        }
-    }
-
-    /// The customer an original transaction ID is explicitly linked to, if any.
-    private func loadLink(_ db: Database, _ key: LedgerKey, into ledger: inout Ledger) throws {
-        if let customer = try String.fetchOne(
-            db.cachedStatement(sql: "SELECT customer_id FROM customer_links WHERE environment = ? AND original_transaction_id = ?"),
-            arguments: [key.environment.rawValue, key.id]
-        ) {
-            ledger.explicitLinks[key] = customer
-        }
-    }
-
-    /// A `transactions` row as the ledger keeps it.
-    private static func transaction(_ row: Row, decoder: JSONDecoder) throws -> LedgerTransaction {
-        LedgerTransaction(
-            info: try decoder.decode(TransactionInfo.self, from: Data((row["info"] as String).utf8)),
-            signedDate: Date(epochMilliseconds: row["signed_date"]), source: row["source"], jws: row["jws"]
-        )
-    }
-
-    private func loadSubscription(_ db: Database, _ key: LedgerKey, into ledger: inout Ledger) throws {
-        guard let row = try Row.fetchOne(
-            db.cachedStatement(sql: "SELECT * FROM subscriptions WHERE environment = ? AND original_transaction_id = ?"),
-            arguments: [key.environment.rawValue, key.id]
-        ) else { return }
-        var subscription = LedgerSubscription(key: key, bundleId: row["bundle_id"])
-        subscription.status = (row["status"] as Int?).map(SubscriptionStatus.init(rawValue:))
-        subscription.statusSignedDate = (row["status_signed_date"] as Int64?).map(Date.init(epochMilliseconds:))
-        subscription.statusNotificationUUID = row["status_notification_uuid"]
-        if let json = row["renewal_info"] as String? {
-            subscription.renewalInfo = try AppStoreJSON.makeDecoder().decode(RenewalInfo.self, from: Data(json.utf8))
-        }
-        subscription.renewalSignedDate = (row["renewal_signed_date"] as Int64?).map(Date.init(epochMilliseconds:))
-        subscription.renewalJWS = row["renewal_jws"]
-        ledger.subscriptions[key] = subscription
-    }
-
-    /// Writes the records that differ from `before`.
-    private func save(_ db: Database, _ ledger: Ledger, comparedTo before: Ledger) throws {
-        let encoder = AppStoreJSON.makeEncoder()
-        for (key, transaction) in ledger.transactions where before.transactions[key] != transaction {
-            try db.execute(
-                sql: """
-                    INSERT INTO transactions (environment, transaction_id, original_transaction_id, product_id,
-                        app_account_token, signed_date, jws, source, info, purchase_date, product_type,
-                        bundle_id, quantity, revoked)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    ON CONFLICT (environment, transaction_id) DO UPDATE SET
-                        original_transaction_id = excluded.original_transaction_id, product_id = excluded.product_id,
-                        app_account_token = excluded.app_account_token, signed_date = excluded.signed_date,
-                        jws = excluded.jws, source = excluded.source, info = excluded.info,
-                        purchase_date = excluded.purchase_date, product_type = excluded.product_type,
-                        bundle_id = excluded.bundle_id, quantity = excluded.quantity, revoked = excluded.revoked
-                    """,
-                arguments: [
-                    key.environment.rawValue, key.id, transaction.info.originalTransactionId, transaction.info.productId,
-                    transaction.info.appAccountToken?.description, transaction.signedDate.epochMilliseconds, transaction.jws,
-                    transaction.source, String(decoding: try encoder.encode(transaction.info), as: UTF8.self),
-                    transaction.info.purchaseDate.epochMilliseconds, transaction.info.type.rawValue,
-                    transaction.info.bundleId, transaction.info.quantity ?? 1, transaction.info.revocationDate != nil,
-                ]
-            )
-        }
-        for (key, subscription) in ledger.subscriptions where before.subscriptions[key] != subscription {
-            try db.execute(
-                sql: """
-                    INSERT INTO subscriptions (environment, original_transaction_id, bundle_id, status, status_signed_date,
-                        status_notification_uuid, renewal_info, renewal_signed_date, renewal_jws)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    ON CONFLICT (environment, original_transaction_id) DO UPDATE SET
-                        bundle_id = excluded.bundle_id, status = excluded.status, status_signed_date = excluded.status_signed_date,
-                        status_notification_uuid = excluded.status_notification_uuid, renewal_info = excluded.renewal_info,
-                        renewal_signed_date = excluded.renewal_signed_date, renewal_jws = excluded.renewal_jws
-                    """,
-                arguments: [
-                    key.environment.rawValue, key.id, subscription.bundleId, subscription.status?.rawValue,
-                    subscription.statusSignedDate?.epochMilliseconds, subscription.statusNotificationUUID,
-                    try subscription.renewalInfo.map { String(decoding: try encoder.encode($0), as: UTF8.self) },
-                    subscription.renewalSignedDate?.epochMilliseconds, subscription.renewalJWS,
-                ]
-            )
-        }
-        for (key, customer) in ledger.explicitLinks where before.explicitLinks[key] != customer {
-            try db.execute(
-                sql: """
-                    INSERT INTO customer_links (environment, original_transaction_id, customer_id) VALUES (?, ?, ?)
-                    ON CONFLICT (environment, original_transaction_id) DO UPDATE SET customer_id = excluded.customer_id
-                    """,
-                arguments: [key.environment.rawValue, key.id, customer]
-            )
-        }
-        for (token, customer) in ledger.tokenOwners where before.tokenOwners[token] != customer {
-            try db.execute(
-                sql: "INSERT INTO tokens (token, customer_id) VALUES (?, ?) ON CONFLICT (token) DO UPDATE SET customer_id = excluded.customer_id",
-                arguments: [token.description, customer]
-            )
-        }
     }
 
     // MARK: - Plumbing
@@ -438,12 +279,12 @@ public final class SQLiteLedgerStore: LedgerStore {
     /// I/O error can surface after the commit), since dropping a cached answer needlessly is harmless and keeping
     /// a stale one is not.
     private func writeAnnouncing<T: Sendable>(
-        _ body: @escaping @Sendable (Database) throws -> (T, Set<String>)
+        _ body: @escaping @Sendable (Database, HeaderReferences.Memo) throws -> (T, Set<String>)
     ) async throws(StorageError) -> T {
         let computed = Mutex<Set<String>>([])
         do {
-            let (result, affected) = try await write { db in
-                let (result, affected) = try body(db)
+            let (result, affected) = try await write { db, memo in
+                let (result, affected) = try body(db, memo)
                 computed.withLock { $0 = affected }
                 return (result, affected)
             }
@@ -455,9 +296,18 @@ public final class SQLiteLedgerStore: LedgerStore {
         }
     }
 
-    private func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(StorageError) -> T {
+    /// One write transaction; what it learned of JWS headers is remembered once it has committed.
+    private func write<T: Sendable>(_ body: @escaping @Sendable (Database, HeaderReferences.Memo) throws -> T) async throws(StorageError) -> T {
+        let headers = self.headers
         do {
-            return try await pool.write(body)
+            let (result, memo) = try await pool.write { db in
+                let memo = HeaderReferences.Memo()
+                return (try body(db, memo), UncheckedMemo(memo))
+            }
+            headers.commit(memo.memo)
+            return result
+        } catch let error as StorageError {
+            throw error
         } catch {
             throw StorageError("write failed: \(error)", underlying: error)
         }
@@ -471,8 +321,17 @@ public final class SQLiteLedgerStore: LedgerStore {
         let pool = self.pool
         do {
             return try await NIOThreadPool.singleton.runIfActive { try pool.read(body) }
+        } catch let error as StorageError {
+            throw error
         } catch {
             throw StorageError("read failed: \(error)", underlying: error)
         }
     }
+}
+
+/// A write transaction's ``HeaderReferences/Memo`` handed back from the database's writer queue once the transaction
+/// is over: nothing else holds it by then, so moving it across is safe.
+private struct UncheckedMemo: @unchecked Sendable {
+    let memo: HeaderReferences.Memo
+    init(_ memo: HeaderReferences.Memo) { self.memo = memo }
 }

@@ -96,31 +96,82 @@ struct CustomerAPI: Sendable {
         case .allowed(let bundle): app = bundle
         }
         guard Self.validCustomerId(customerId) else { return Self.invalidCustomerId(customerId) }
-        guard let buffer = await StorekeeperApplication.collectBody(request) else {
-            return StorekeeperApplication.errorResponse(.contentTooLarge, "body-too-large", "the body is over 1 MiB")
+        let buffer: ByteBuffer
+        switch await StorekeeperApplication.readBody(request) {
+        case .success(let body): buffer = body
+        case .failure(let refusal): return refusal.response
         }
         guard let body = try? JSONDecoder().decode(SubmitBody.self, from: Data(buffer.readableBytesView)),
             let jws = body.signedTransaction, !jws.isEmpty
         else {
             return StorekeeperApplication.errorResponse(.badRequest, "malformed-body", #"the body must be JSON {"signedTransaction": "<JWS>"}"#)
         }
-        let candidates = verifiers.filter { app == nil || $0.key.bundleId == app }.sorted { $0.key.environment.rawValue < $1.key.environment.rawValue }
-        var lastError: VerificationError? = nil
-        for (_, verifier) in candidates {
-            do {
-                let verified = try await verifier.verifyTransaction(jws)
-                try await store.submit(verified, customerId: customerId)
-                logger.info("transaction submitted", metadata: ["transaction.id": .string(verified.payload.transactionId), "customer.id": .string(customerId)])
-                return await state(customerId, bundleId: verified.payload.bundleId, environment: verified.payload.environment ?? .production)
-            } catch let error as VerificationError {
-                lastError = error
-            } catch {
-                return StorekeeperApplication.errorResponse(.serviceUnavailable, "storage-unavailable", "the transaction could not be stored; retry")
-            }
+        let verified: VerifiedSignedData<TransactionInfo>
+        switch await verify(jws, forApp: app) {
+        case .success(let transaction): verified = transaction
+        case .failure(let refusal):
+            metrics.recordVerificationFailure(code: refusal.code)
+            return refusal.response
         }
-        metrics.recordVerificationFailure(code: lastError?.code.rawValue ?? "unverifiable")
-        let status: HTTPResponse.Status = [.bundleIDMismatch, .environmentMismatch].contains(lastError?.code) ? .forbidden : .badRequest
-        return StorekeeperApplication.errorResponse(status, lastError?.code.rawValue ?? "unverifiable", lastError?.description ?? "no app accepts this transaction")
+        let outcome: SubmissionOutcome
+        do {
+            outcome = try await store.submit(verified, customerId: customerId)
+        } catch {
+            logger.error("transaction not stored", metadata: ["customer.id": .string(customerId), "error": .string(error.message)])
+            return StorekeeperApplication.errorResponse(.serviceUnavailable, "storage-unavailable", "the transaction could not be stored; retry")
+        }
+        if case .refused(let conflict) = outcome {
+            logger.notice(
+                "transaction refused: \(conflict.code)",
+                metadata: ["transaction.id": .string(verified.payload.transactionId), "customer.id": .string(customerId)]
+            )
+            return StorekeeperApplication.errorResponse(.conflict, conflict.code, conflict.message)
+        }
+        logger.info("transaction submitted", metadata: ["transaction.id": .string(verified.payload.transactionId), "customer.id": .string(customerId)])
+        return await state(customerId, bundleId: verified.payload.bundleId, environment: verified.payload.environment ?? .production)
+    }
+
+    /// Verifies a submitted transaction with the verifier of the app and environment it names (unverified claims
+    /// pick the verifier; the verifier checks them), so that the error reported is that check's: for an app key, the
+    /// transaction must name the key's app.
+    func verify(_ jws: String, forApp app: String?) async -> Result<VerifiedSignedData<TransactionInfo>, BodyRefusal> {
+        let claims: AppClaims
+        do {
+            claims = try UnverifiedJWS.unsafeDecodePayload(jws, as: TransactionInfo.self).appClaims
+        } catch {
+            return .failure(BodyRefusal(status: .badRequest, code: error.code.rawValue, message: error.description))
+        }
+        let bundleId = claims.bundleId ?? ""
+        guard AppClaims.isWellFormed(bundleId: bundleId) else {
+            return .failure(BodyRefusal(
+                status: .badRequest, code: VerificationError.Code.malformedPayload.rawValue,
+                message: "malformed-payload: transaction.bundleId \(UntrustedText.quoted(bundleId, limit: 64)) is not a bundle ID"
+            ))
+        }
+        if let app, bundleId != app {
+            return .failure(BodyRefusal(
+                status: .forbidden, code: VerificationError.Code.bundleIDMismatch.rawValue,
+                message: "bundle-id-mismatch: transaction.bundleId \(UntrustedText.quoted(bundleId, limit: 64)) is not this API key's app '\(app)'"
+            ))
+        }
+        guard let appConfiguration = configuration.apps.first(where: { $0.bundleId == bundleId }) else {
+            return .failure(BodyRefusal(
+                status: .forbidden, code: "unknown-app",
+                message: "unknown-app: bundle ID \(UntrustedText.quoted(bundleId, limit: 64)) is not configured on this server"
+            ))
+        }
+        // A transaction without an environment, or in one the app does not accept, is checked by the app's first
+        // verifier, which says exactly that.
+        let environment = claims.environment.flatMap { appConfiguration.environments.contains($0) ? $0 : nil } ?? appConfiguration.environments[0]
+        guard let verifier = verifiers[VerifierKey(bundleId: bundleId, environment: environment)] else {
+            return .failure(BodyRefusal(status: .forbidden, code: "unknown-app", message: "unknown-app: no verifier for '\(bundleId)'"))
+        }
+        do {
+            return .success(try await verifier.verifyTransaction(jws))
+        } catch {
+            let status: HTTPResponse.Status = [.bundleIDMismatch, .environmentMismatch, .appAppleIDMismatch].contains(error.code) ? .forbidden : .badRequest
+            return .failure(BodyRefusal(status: status, code: error.code.rawValue, message: error.description))
+        }
     }
 
     func read(_ request: Request, customerId: String) async -> Response {
@@ -156,14 +207,18 @@ struct CustomerAPI: Sendable {
         let ticket = cache.ticket()
         var ledger: Ledger
         do {
-            ledger = try await store.entitlementLedger(for: customerId, environment: environment)
+            ledger = try await store.entitlementLedger(for: customerId, bundleId: bundleId, environment: environment)
         } catch {
             logger.error("customer read failed", metadata: ["customer.id": .string(customerId), "error": .string(error.message)])
             return StorekeeperApplication.errorResponse(.serviceUnavailable, "storage-unavailable", "the ledger could not be read")
         }
         ledger.transactions = ledger.transactions.filter { $0.value.info.bundleId == bundleId }
         ledger.consumableTotals = ledger.consumableTotals.filter { $0.key.bundleId == bundleId }
-        guard !ledger.transactions.isEmpty || !ledger.consumableTotals.isEmpty || ledger.tokenOwners.values.contains(customerId) else {
+        // Known in this app and environment only: a purchase of the app is theirs there, or they own one of its
+        // tokens there. Another app's customer, or the other environment's, is 404 like a customer nobody knows.
+        let known = !ledger.consumableTotals.isEmpty || ledger.tokenOwners.values.contains(customerId)
+            || ledger.transactions.values.contains { ledger.customer(of: $0) == customerId }
+        guard known else {
             return StorekeeperApplication.errorResponse(.notFound, "unknown-customer", "no customer '\(customerId)' for \(bundleId) in \(environment)")
         }
         let at = now()

@@ -65,33 +65,62 @@ public struct ServerConfiguration: Codable, Sendable {
         }
     }
 
+    /// What the ledger keeps of what it does not need for answers.
+    public struct RetentionSettings: Codable, Sendable, Equatable {
+        /// Refused notification requests kept, newest first (each at most ``RefusedNotification/maximumBytes``).
+        /// Default 10,000: at most about 20 MB, whatever anyone sends.
+        public var refusedNotifications: Int?
+        /// Days a notification's raw signed payload is kept after it was received; the decoded facts (type, dates,
+        /// outcome, every transaction and subscription) stay. Default: kept for ever.
+        public var rawPayloadDays: Double?
+
+        public init(refusedNotifications: Int? = nil, rawPayloadDays: Double? = nil) {
+            self.refusedNotifications = refusedNotifications
+            self.rawPayloadDays = rawPayloadDays
+        }
+    }
+
     public var apps: [App]
     /// Product → entitlement names, levels, non-renewing durations, billing-retry policy.
     public var entitlements: EntitlementConfiguration
     public var apiKeys: [APIKey]
     /// Optional; the defaults when absent.
     public var customerCache: CustomerCacheSettings?
+    /// Timeouts and the connection cap; the defaults when absent.
+    public var http: HTTPLimits
+    /// Optional; the defaults when absent.
+    public var retention: RetentionSettings?
 
-    public init(apps: [App], entitlements: EntitlementConfiguration, apiKeys: [APIKey], customerCache: CustomerCacheSettings? = nil) {
+    public init(
+        apps: [App], entitlements: EntitlementConfiguration, apiKeys: [APIKey], customerCache: CustomerCacheSettings? = nil,
+        http: HTTPLimits = HTTPLimits(), retention: RetentionSettings? = nil
+    ) {
         self.apps = apps
         self.entitlements = entitlements
         self.apiKeys = apiKeys
         self.customerCache = customerCache
+        self.http = http
+        self.retention = retention
     }
 
-    private enum CodingKeys: String, CodingKey { case apps, entitlements, apiKeys, customerCache }
+    private enum CodingKeys: String, CodingKey { case apps, entitlements, apiKeys, customerCache, http, retention }
 
     /// `apps` is required; `entitlements` (each product grants an entitlement named after it), `apiKeys` (none: the
-    /// app API refuses every request) and `customerCache` take their defaults when left out.
+    /// app API refuses every request), `customerCache`, `http` and `retention` take their defaults when left out.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         self.init(
             apps: try container.decode([App].self, forKey: .apps),
             entitlements: try container.decodeIfPresent(EntitlementConfiguration.self, forKey: .entitlements) ?? EntitlementConfiguration(),
             apiKeys: try container.decodeIfPresent([APIKey].self, forKey: .apiKeys) ?? [],
-            customerCache: try container.decodeIfPresent(CustomerCacheSettings.self, forKey: .customerCache)
+            customerCache: try container.decodeIfPresent(CustomerCacheSettings.self, forKey: .customerCache),
+            http: try container.decodeIfPresent(HTTPLimits.self, forKey: .http) ?? HTTPLimits(),
+            retention: try container.decodeIfPresent(RetentionSettings.self, forKey: .retention)
         )
     }
+
+    /// Refused notification requests kept (default 10,000).
+    public var refusedNotificationsKept: Int { retention?.refusedNotifications ?? 10_000 }
 
     /// Reads and checks a configuration file; errors name the file and the faulty entry.
     public static func load(path: String) throws -> ServerConfiguration {
@@ -134,6 +163,13 @@ public struct ServerConfiguration: Codable, Sendable {
             if let age = cache.maxAgeSeconds, !(age > 0 && age <= 86_400) {
                 throw ConfigurationError("customerCache.maxAgeSeconds must be more than 0 and at most 86400, not \(age)")
             }
+        }
+        try http.validate()
+        if let kept = retention?.refusedNotifications, !(0...10_000_000).contains(kept) {
+            throw ConfigurationError("retention.refusedNotifications must be 0 to 10000000, not \(kept)")
+        }
+        if let days = retention?.rawPayloadDays, !(days > 0 && days <= 36_500) {
+            throw ConfigurationError("retention.rawPayloadDays must be more than 0 and at most 36500, not \(days)")
         }
         for key in apiKeys {
             guard key.sha256.count == 64, key.sha256.allSatisfy(\.isHexDigit) else {

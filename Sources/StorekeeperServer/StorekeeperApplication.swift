@@ -1,7 +1,13 @@
 import AppStoreModels
+#if canImport(Glibc)
+import Glibc
+#endif
+import NIOCore
 public import AppStoreSigning
 public import Foundation
 public import Hummingbird
+import HummingbirdCore
+public import ServiceLifecycle
 public import Logging
 public import StorekeeperCore
 
@@ -22,7 +28,9 @@ public enum StorekeeperApplication {
         let router = Router(context: BasicRequestContext.self)
         router.add(middleware: RequestMetricsMiddleware(metrics: metrics))
         router.add(middleware: UnmatchedRouteMiddleware())
-        NotificationWebhook(store: store, verifiers: verifiers, logger: logger, metrics: metrics).addRoutes(to: router)
+        NotificationWebhook(
+            store: store, verifiers: verifiers, logger: logger, metrics: metrics, refusalsKept: configuration.refusedNotificationsKept
+        ).addRoutes(to: router)
         CustomerAPI(store: store, configuration: configuration, verifiers: verifiers, logger: logger, metrics: metrics, now: now)
             .addRoutes(to: router)
         router.get("/metrics") { _, _ -> Response in
@@ -42,7 +50,9 @@ public enum StorekeeperApplication {
         return router
     }
 
-    /// The application on `host:port` (port 0: any free port).
+    /// The application on `host:port` (port 0: any free port): every route, the connection limits and timeouts of
+    /// ``ServerConfiguration/http``, and the retention job when ``ServerConfiguration/RetentionSettings/rawPayloadDays``
+    /// is set. What `storekeeper serve`, the demo, the benchmarks and the tests run.
     public static func build(
         store: any LedgerStore,
         configuration: ServerConfiguration,
@@ -50,14 +60,47 @@ public enum StorekeeperApplication {
         host: String = "127.0.0.1",
         port: Int,
         logger: Logger,
+        metrics: ServerMetrics = ServerMetrics(),
+        now: @escaping @Sendable () -> Date = { Date() },
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> some ApplicationProtocol {
-        Application(
-            router: buildRouter(store: store, configuration: configuration, verifiers: verifiers, logger: logger),
-            configuration: .init(address: .hostname(host, port: port), serverName: "Storekeeper"),
+        var services: [any Service] = []
+        if let days = configuration.retention?.rawPayloadDays {
+            services.append(RetentionService(store: store, rawPayloadDays: days, logger: logger))
+        }
+        return Application(
+            router: buildRouter(store: store, configuration: configuration, verifiers: verifiers, logger: logger, metrics: metrics, now: now),
+            server: .guardedHTTP1(limits: configuration.http),
+            configuration: .init(
+                address: .hostname(host, port: port), serverName: "Storekeeper",
+                availableConnectionsDelegate: MaximumAvailableConnections(effectiveMaxConnections(configuration.http, logger: logger))
+            ),
+            services: services,
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? port) },
             logger: logger
         )
+    }
+
+    /// The connection cap: the configured one, lowered to the open-file limit less 64 (kept for the database, the
+    /// listening socket and outgoing connections) when that is smaller, with a warning saying so.
+    static func effectiveMaxConnections(_ limits: HTTPLimits, logger: Logger) -> Int {
+        var limit = rlimit()
+        #if canImport(Glibc)
+        let status = getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
+        #else
+        let status = getrlimit(RLIMIT_NOFILE, &limit)
+        #endif
+        guard status == 0, limit.rlim_cur != rlim_t.max else { return limits.maxConnections }
+        let available = max(1, Int(clamping: limit.rlim_cur) - 64)
+        guard available < limits.maxConnections else { return limits.maxConnections }
+        logger.warning(
+            "http.maxConnections lowered to fit the open-file limit",
+            metadata: [
+                "http.max_connections": .stringConvertible(available), "http.max_connections_configured": .stringConvertible(limits.maxConnections),
+                "process.open_file_limit": .stringConvertible(limit.rlim_cur),
+            ]
+        )
+        return available
     }
 
     /// A JSON answer.
@@ -77,10 +120,32 @@ public enum StorekeeperApplication {
         return jsonResponse(Body(error: .init(code: code, message: message)), status: status)
     }
 
-    /// Reads a body of at most 1 MiB; `nil` when it is larger.
-    static func collectBody(_ request: Request) async -> ByteBuffer? {
-        try? await request.body.collect(upTo: maximumBody)
+    /// Reads a body of at most 1 MiB, or the error answer naming why it could not be read: 413 when it is larger,
+    /// 408 when it did not arrive within the body-read timeout (``ConnectionGuard``), 400 when it is not valid HTTP
+    /// (a malformed chunked encoding, a connection closed mid-body).
+    static func readBody(_ request: Request) async -> Result<ByteBuffer, BodyRefusal> {
+        do {
+            return .success(try await request.body.collect(upTo: maximumBody))
+        } catch is NIOTooManyBytesError {
+            return .failure(BodyRefusal(status: .contentTooLarge, code: "body-too-large", message: "the body is over 1 MiB"))
+        } catch let error as BodyReadTimeout {
+            return .failure(BodyRefusal(
+                status: .requestTimeout, code: "body-timeout", message: "the body did not arrive within \(error.seconds) seconds"
+            ))
+        } catch {
+            let reason = UntrustedText.escaped(String(describing: error), limit: 80)
+            return .failure(BodyRefusal(status: .badRequest, code: "malformed-body", message: "the body could not be read: \(reason)"))
+        }
     }
+}
+
+/// Why a request's body was not read, as the answer will say.
+struct BodyRefusal: Error {
+    var status: HTTPResponse.Status
+    var code: String
+    var message: String
+
+    var response: Response { StorekeeperApplication.errorResponse(status, code, message) }
 }
 
 /// A request no route matches gets a JSON error like every other refusal: 405 with `Allow` when the path is one of

@@ -21,7 +21,7 @@ struct LedgerChangeFeedTests {
         func apply(to store: any LedgerStore) async throws {
             switch self {
             case .notification(let notification): _ = try await store.apply(notification)
-            case .submission(let transaction, let customer): try await store.submit(transaction, customerId: customer)
+            case .submission(let transaction, let customer): _ = try await store.submit(transaction, customerId: customer)
             }
         }
 
@@ -50,14 +50,14 @@ struct LedgerChangeFeedTests {
         store.changes.subscribe { announcements.add($0) }
         let engine = EntitlementEngine(configuration: H.configuration)
         var views: [String: Ledger] = [:]
-        for customer in customers { views[customer] = try await store.ledger(for: customer, environment: .sandbox) }
+        for customer in customers { views[customer] = try await store.ledger(for: customer, bundleId: "com.example.storekeeper", environment: .sandbox) }
         var changes = 0
         for (index, write) in writes.enumerated() {
             try await write.apply(to: store)
             let announced = announcements.drain()
             let at = write.date ?? end
             for customer in customers {
-                let view = try await store.ledger(for: customer, environment: .sandbox)
+                let view = try await store.ledger(for: customer, bundleId: "com.example.storekeeper", environment: .sandbox)
                 if view != views[customer] {
                     changes += 1
                     #expect(announced.contains(customer), "write \(index): \(customer) changed but was not announced (announced \(announced.sorted()))")
@@ -65,7 +65,7 @@ struct LedgerChangeFeedTests {
                 views[customer] = view
                 try checkValidity(engine, customer, view, at: at)
                 // The reduced ledger for reads decides the same state, and the same next change.
-                let reduced = try await store.entitlementLedger(for: customer, environment: .sandbox)
+                let reduced = try await store.entitlementLedger(for: customer, bundleId: "com.example.storekeeper", environment: .sandbox)
                 #expect(
                     engine.state(of: customer, in: reduced, environment: .sandbox, at: at) == engine.state(of: customer, in: view, environment: .sandbox, at: at),
                     "write \(index): \(customer)'s state differs between the entitlement ledger and the whole ledger"
@@ -172,7 +172,7 @@ struct LedgerChangeFeedTests {
         let writes = [Write.submission(try await harness.verifier.verifyTransaction(coins.signedTransaction), "tina")] + notifications
         let store = try await Self.check(writes, customers: ["tina"], backend: backend, until: harness.engine.state.now).store
         let engine = EntitlementEngine(configuration: H.configuration)
-        let reduced = try await store.entitlementLedger(for: "tina", environment: .sandbox)
+        let reduced = try await store.entitlementLedger(for: "tina", bundleId: "com.example.storekeeper", environment: .sandbox)
         let state = engine.state(of: "tina", in: reduced, environment: .sandbox, at: harness.engine.state.now)
         #expect(state.entitledProductIds == ["pro.monthly"], "\(state.entitledProductIds)")
         #expect(reduced.transactions.values.filter { $0.info.productId == "pro.monthly" }.count == 1)

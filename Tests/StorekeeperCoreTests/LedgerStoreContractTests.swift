@@ -38,7 +38,7 @@ struct LedgerStoreContractTests {
 
     static func submitAll(_ harness: LedgerHarness, to store: any LedgerStore) async throws {
         for (transaction, customer) in try await appSubmissions(harness) {
-            try await store.submit(transaction, customerId: customer)
+            _ = try await store.submit(transaction, customerId: customer)
         }
     }
 
@@ -51,7 +51,7 @@ struct LedgerStoreContractTests {
         for notification in try await harness.verifiedNotifications() { _ = try await store.apply(notification) }
         let engine = EntitlementEngine(configuration: H.configuration)
         for truth in harness.engine.groundTruth() {
-            let ledger = try await store.ledger(for: truth.customerId, environment: .sandbox)
+            let ledger = try await store.ledger(for: truth.customerId, bundleId: "com.example.storekeeper", environment: .sandbox)
             let state = engine.state(of: truth.customerId, in: ledger, environment: .sandbox, at: harness.engine.state.now)
             #expect(state.entitledProductIds == truth.entitlements.map(\.productId).sorted(), "\(name) \(truth.customerId)")
             #expect(state.consumableBalance == truth.consumableBalance)
@@ -69,9 +69,9 @@ struct LedgerStoreContractTests {
         for round in 0..<12 {
             let order = round == 0 ? Array(notifications.indices) : Array(notifications.indices).shuffled(using: &generator)
             let store = try backend.makeStore()
-            for (transaction, customer) in submissions { try await store.submit(transaction, customerId: customer) }
+            for (transaction, customer) in submissions { _ = try await store.submit(transaction, customerId: customer) }
             for index in order + order.reversed() { _ = try await store.apply(notifications[index]) }
-            let ledger = try await store.ledger(for: "alice", environment: .sandbox)
+            let ledger = try await store.ledger(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox)
             if let reference {
                 #expect(Self.differences(ledger, reference).isEmpty, "order \(order): \(Self.differences(ledger, reference))")
             } else {
@@ -109,11 +109,17 @@ struct LedgerStoreContractTests {
         #expect(try await store.apply(notifications[0]) == .applied)
         #expect(try await store.apply(notifications[0]) == .duplicate)
         #expect(try await store.apply(notifications[1]) == .recorded)
-        try await store.recordRejected(signedPayload: "garbage", reason: "malformed-jws", at: Date())
+        let refusal = RefusedNotification(
+            input: Array("garbage".utf8), receivedAt: Date(), code: "malformed-jws", message: "not a JWS", status: 400, claims: nil
+        )
+        try await store.recordRefused(refusal, keeping: 10)
         #expect(try await store.notificationCounts() == ["applied": 1, "recorded": 1, "rejected": 1])
-        #expect(try await store.customerExists("alice") == false)
+        #expect(try await store.customerExists("alice", bundleId: "com.example.storekeeper", environment: .sandbox) == false)
         try await Self.submitAll(harness, to: store)
-        #expect(try await store.customerExists("alice"))
+        #expect(try await store.customerExists("alice", bundleId: "com.example.storekeeper", environment: .sandbox))
+        // Known in the app and environment of their purchases only.
+        #expect(try await store.customerExists("alice", bundleId: "com.example.other", environment: .sandbox) == false)
+        #expect(try await store.customerExists("alice", bundleId: "com.example.storekeeper", environment: .production) == false)
         try await store.checkHealth()
     }
 
@@ -127,12 +133,12 @@ struct LedgerStoreContractTests {
         let failing = FailOnce(point: point)
         let store = try backend.makeStore(unsafeFaultInjection: { try failing.check($0) })
         try await Self.submitAll(harness, to: store)
-        let before = try await store.ledger(for: "alice", environment: .sandbox)
+        let before = try await store.ledger(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox)
         await #expect(throws: StorageError.self) { try await store.apply(notification) }
-        #expect(try await store.ledger(for: "alice", environment: .sandbox) == before)
+        #expect(try await store.ledger(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox) == before)
         #expect(try await store.notificationCounts()["applied"] == nil)
         #expect(try await store.apply(notification) == .applied)
-        let after = try await store.ledger(for: "alice", environment: .sandbox)
+        let after = try await store.ledger(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox)
         #expect(after.subscriptions.values.first?.status == .active)
         #expect(after.subscriptions.values.first?.renewalInfo != nil)
     }

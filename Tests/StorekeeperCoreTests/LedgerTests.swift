@@ -53,9 +53,9 @@ struct LedgerHarness {
     }
 
     /// What each customer's app would have submitted: their transactions, linked to them.
-    func linkCustomers(in ledger: inout Ledger) {
+    func linkCustomers(in ledger: inout Ledger) throws {
         for record in engine.state.transactions.values {
-            ledger.link(record.info, to: record.customerId)
+            try ledger.link(record.info, to: record.customerId)
         }
     }
 }
@@ -69,7 +69,7 @@ struct LedgerTests {
         var harness = try H()
         try await harness.play(name)
         var ledger = Ledger()
-        harness.linkCustomers(in: &ledger)
+        try harness.linkCustomers(in: &ledger)
         for notification in try await harness.verifiedNotifications() { ledger.apply(notification) }
         let engine = EntitlementEngine(configuration: H.configuration)
         for truth in harness.engine.groundTruth() {
@@ -116,7 +116,7 @@ struct LedgerTests {
         _ = try harness.engine.purchase(.init(customerId: "alice", productId: "unlock.lifetime"))
         let notification = try #require(try await harness.verifiedNotifications().first)
         var ledger = Ledger()
-        harness.linkCustomers(in: &ledger)
+        try harness.linkCustomers(in: &ledger)
         let first = ledger.apply(notification)
         #expect(first)
         let before = ledger
@@ -139,7 +139,7 @@ struct LedgerTests {
         try harness.engine.reverseRefund(transactionId: purchase.transactionId)
         let notifications = try await harness.verifiedNotifications()
         var ledger = Ledger()
-        harness.linkCustomers(in: &ledger)
+        try harness.linkCustomers(in: &ledger)
         ledger.apply(notifications[2])  // REFUND_REVERSED first
         ledger.apply(notifications[1])  // the older REFUND arrives late
         ledger.apply(notifications[0])
@@ -156,7 +156,7 @@ struct LedgerTests {
         try harness.engine.createCustomer(id: "alice")
         _ = try harness.engine.purchase(.init(customerId: "alice", productId: "pro.monthly"))
         var ledger = Ledger()
-        harness.linkCustomers(in: &ledger)
+        try harness.linkCustomers(in: &ledger)
         let notification = try #require(try await harness.verifiedNotifications().first)
         ledger.apply(notification)
         var configuration = H.configuration

@@ -40,7 +40,7 @@ struct SQLiteBackupTests {
         let copy = try SQLiteLedgerStore(path: after)
         #expect(copy.migrationsApplied.isEmpty)
         for customer in customers {
-            #expect(try await copy.ledger(for: customer, environment: .sandbox) == (try await store.ledger(for: customer, environment: .sandbox)))
+            #expect(try await copy.ledger(for: customer, bundleId: "com.example.storekeeper", environment: .sandbox) == (try await store.ledger(for: customer, bundleId: "com.example.storekeeper", environment: .sandbox)))
         }
         #expect(try await copy.notificationCounts() == (try await store.notificationCounts()))
     }

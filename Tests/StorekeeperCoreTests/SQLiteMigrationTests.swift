@@ -45,7 +45,7 @@ struct SQLiteMigrationTests {
         #expect(columns?["bundle_id"] == "com.example.storekeeper")
         #expect(columns?["quantity"] == 1)
         #expect(columns?["revoked"] == false)
-        let reduced = try await store.entitlementLedger(for: "alice", environment: .sandbox)
+        let reduced = try await store.entitlementLedger(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox)
         #expect(reduced.transactions.values.map(\.info.transactionId) == [purchase.transactionId])
         let state = EntitlementEngine(configuration: LedgerHarness.configuration)
             .state(of: "alice", in: reduced, environment: .sandbox, at: harness.engine.state.now)
@@ -53,6 +53,94 @@ struct SQLiteMigrationTests {
         // The open says which migrations it applied; the next open applies none.
         #expect(store.migrationsApplied == Array(SQLiteLedgerStore.migrator.migrations.dropFirst()))
         #expect(try SQLiteLedgerStore(path: path).migrationsApplied.isEmpty)
+    }
+
+    @Test("a ledger of schema v4 (raw JWS, global token owners, whole refused payloads) migrates: every JWS comes back byte for byte, tokens are per app, refusals are bounded records, the file shrinks")
+    func fromRawSignedData() async throws {
+        var harness = try LedgerHarness()
+        let token = LowercaseUUID(UUID())
+        try harness.engine.createCustomer(id: "tina")
+        _ = try harness.engine.purchase(.init(customerId: "tina", productId: "pro.monthly", appAccountToken: token))
+        try await harness.play("subscriber-lifecycle")
+        var reference = Ledger()
+        try harness.linkCustomers(in: &reference)
+        let notifications = try await harness.verifiedNotifications()
+        for notification in notifications { reference.apply(notification) }
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-v4-\(UUID()).sqlite").path
+        do {
+            // The v4 schema, with rows written the way v4 wrote them.
+            let queue = try DatabaseQueue(path: path)
+            try SQLiteLedgerStore.migrator.migrate(queue, upTo: "v4: transactions' app, quantity and refund as columns")
+            let encoder = AppStoreJSON.makeEncoder()
+            let reference = reference
+            try await queue.write { db in
+                for notification in reference.notifications.values {
+                    try db.execute(
+                        sql: "INSERT INTO notifications (uuid, type, subtype, signed_date, environment, outcome, signed_payload, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, 0)",
+                        arguments: [notification.notificationUUID, notification.notificationType.rawValue, notification.subtype?.rawValue,
+                                    notification.signedDate?.epochMilliseconds, notification.environment?.rawValue, notification.outcome, notification.signedPayload]
+                    )
+                }
+                for (key, transaction) in reference.transactions {
+                    let info = transaction.info
+                    try db.execute(
+                        sql: """
+                            INSERT INTO transactions (environment, transaction_id, original_transaction_id, product_id, app_account_token,
+                                signed_date, jws, source, info, purchase_date, product_type, bundle_id, quantity, revoked)
+                            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                            """,
+                        arguments: [key.environment.rawValue, key.id, info.originalTransactionId, info.productId, info.appAccountToken?.description,
+                                    transaction.signedDate.epochMilliseconds, transaction.jws, transaction.source,
+                                    String(decoding: try encoder.encode(info), as: UTF8.self), info.purchaseDate.epochMilliseconds,
+                                    info.type.rawValue, info.bundleId, info.quantity ?? 1, info.revocationDate != nil]
+                    )
+                }
+                for (key, subscription) in reference.subscriptions {
+                    try db.execute(
+                        sql: """
+                            INSERT INTO subscriptions (environment, original_transaction_id, bundle_id, status, status_signed_date,
+                                status_notification_uuid, renewal_info, renewal_signed_date, renewal_jws) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                            """,
+                        arguments: [key.environment.rawValue, key.id, subscription.bundleId, subscription.status?.rawValue,
+                                    subscription.statusSignedDate?.epochMilliseconds, subscription.statusNotificationUUID,
+                                    try subscription.renewalInfo.map { String(decoding: try encoder.encode($0), as: UTF8.self) },
+                                    subscription.renewalSignedDate?.epochMilliseconds, subscription.renewalJWS]
+                    )
+                }
+                for (key, customer) in reference.explicitLinks {
+                    try db.execute(sql: "INSERT INTO customer_links (environment, original_transaction_id, customer_id) VALUES (?, ?, ?)",
+                                   arguments: [key.environment.rawValue, key.id, customer])
+                }
+                // v4 kept one owner per token, whatever the app.
+                try db.execute(sql: "INSERT INTO tokens (token, customer_id) VALUES (?, 'tina')", arguments: [token.description])
+                for _ in 0..<3 {
+                    try db.execute(sql: "INSERT INTO rejected_notifications (received_at, reason, signed_payload) VALUES (1, 'malformed-jws: not a JWS', ?)",
+                                   arguments: [String(repeating: "junk\n", count: 100_000)])
+                }
+            }
+            try queue.close()
+        }
+        let bytesBefore = try FileManager.default.attributesOfItem(atPath: path)[.size] as! Int
+        let store = try SQLiteLedgerStore(path: path)
+        #expect(store.migrationsApplied.count == 3)
+        for notification in notifications {
+            #expect(try await store.rawPayload(notificationUUID: notification.payload.notificationUUID) == notification.notification.jws)
+        }
+        for customer in ["alice", "tina"] {
+            let ledger = try await store.ledger(for: customer, bundleId: "com.example.storekeeper", environment: .sandbox)
+            #expect(!ledger.transactions.isEmpty, "\(customer)")
+            for (key, transaction) in ledger.transactions {
+                #expect(transaction == reference.transactions[key], "\(customer) \(key)")
+            }
+            for (key, subscription) in ledger.subscriptions { #expect(subscription == reference.subscriptions[key], "\(customer) \(key)") }
+        }
+        let owners = try await store.pool.read { db in try Row.fetchAll(db, sql: "SELECT bundle_id, environment, token, customer_id FROM token_owners") }
+        #expect(owners.map { [$0["bundle_id"], $0["environment"], $0["token"], $0["customer_id"]] as [String] } == [["com.example.storekeeper", "Sandbox", token.description, "tina"]])
+        #expect(try await store.customerExists("tina", bundleId: "com.example.storekeeper", environment: .sandbox))
+        let refused = try await store.refusedNotifications()
+        #expect(refused.count == 3 && refused.allSatisfy { $0.code == "malformed-jws" && $0.size == 500_000 && $0.prefix.utf8.count < 600 })
+        let bytesAfter = try FileManager.default.attributesOfItem(atPath: path)[.size] as! Int
+        #expect(bytesAfter * 3 < bytesBefore, "\(bytesBefore) → \(bytesAfter) bytes")
     }
 
     @Test("a database migrated by a newer version is refused, named, and left unchanged")

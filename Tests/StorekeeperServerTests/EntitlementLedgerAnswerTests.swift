@@ -20,7 +20,7 @@ struct EntitlementLedgerAnswerTests {
         let verifier = try #require(try configuration.makeVerifiers()[VerifierKey(bundleId: "com.example.storekeeper", environment: .sandbox)])
         for record in testbed.engine.state.transactions.values.sorted(by: { $0.info.transactionId < $1.info.transactionId }) {
             let signed = try testbed.engine.signTransaction(record.info.transactionId)
-            try await testbed.store.submit(try await verifier.verifyTransaction(signed), customerId: record.customerId)
+            _ = try await testbed.store.submit(try await verifier.verifyTransaction(signed), customerId: record.customerId)
         }
         for notification in testbed.engine.state.notifications {
             _ = try await testbed.store.apply(try await verifier.verifyNotification(notification.signedPayload))
@@ -31,8 +31,8 @@ struct EntitlementLedgerAnswerTests {
             var answers: [(body: String, validUntil: Date?)] = []
             for reduced in [false, true] {
                 var ledger = reduced
-                    ? try await testbed.store.entitlementLedger(for: truth.customerId, environment: .sandbox)
-                    : try await testbed.store.ledger(for: truth.customerId, environment: .sandbox)
+                    ? try await testbed.store.entitlementLedger(for: truth.customerId, bundleId: "com.example.storekeeper", environment: .sandbox)
+                    : try await testbed.store.ledger(for: truth.customerId, bundleId: "com.example.storekeeper", environment: .sandbox)
                 ledger.transactions = ledger.transactions.filter { $0.value.info.bundleId == "com.example.storekeeper" }
                 let answer = CustomerView.answer(
                     for: truth.customerId, in: ledger, bundleId: "com.example.storekeeper", environment: .sandbox,

@@ -25,9 +25,21 @@ struct ServerTestbed {
     /// Signs like the simulator (same CA).
     let signer: JWSSigner
 
-    init(failure: (@Sendable (String) throws -> Void)? = nil) throws {
+    /// The sample catalog, and a second app (`com.example.other`, as configured) selling `other.unlock`.
+    static let twoApps: Catalog = {
+        var catalog = Catalog.sample
+        catalog.apps.append(.init(bundleId: "com.example.other", appAppleId: 1, name: "Other"))
+        catalog.products.append(.init(productId: "other.unlock", bundleId: "com.example.other", type: .nonConsumable, prices: ["USA": 990]))
+        return catalog
+    }()
+
+    /// Where the testbed keeps its files.
+    let directory: URL
+
+    init(failure: (@Sendable (String) throws -> Void)? = nil, catalog: Catalog = .sample) throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("server-\(UUID())")
-        let simulatorDirectory = try SimulatorDirectory.initialize(at: directory.appendingPathComponent("sim"), now: Self.start)
+        self.directory = directory
+        let simulatorDirectory = try SimulatorDirectory.initialize(at: directory.appendingPathComponent("sim"), catalog: catalog, now: Self.start)
         let authority = try simulatorDirectory.loadAuthority()
         signer = try authority.makeSigner()
         engine = try LifecycleEngine(

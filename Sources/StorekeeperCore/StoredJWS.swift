@@ -1,0 +1,123 @@
+package import AppStoreSigning
+
+/// A compact JWS as a ledger stores it: the protected header apart (mostly the base64 of a ~3 KB certificate chain,
+/// the same in every JWS the App Store signs with that chain, so a backend keeps each distinct header once and
+/// refers to it by a number), the payload decoded from base64url, and the raw 64-byte signature.
+///
+/// Nested JWS inside the payload (a notification's `signedTransactionInfo` and `signedRenewalInfo`) have their
+/// headers taken out the same way: each `"<header>.` in the payload's JSON becomes `"` + ``marker`` + the header's
+/// reference in decimal + ``marker`` + `.`. The marker byte (0x01) cannot occur in JSON text, so the substitution is
+/// unambiguous, and ``jws(header:)`` gives back the original byte for byte (base64url is canonical: each byte string
+/// has exactly one unpadded encoding, and the verifier accepts no other). ``init(splitting:reference:)`` checks that
+/// round trip and refuses anything it would not reproduce.
+package struct StoredJWS: Hashable, Sendable {
+    /// The marker around a header reference in ``payload``.
+    package static let marker: UInt8 = 0x01
+
+    /// The reference of the outer protected header.
+    package var header: Int64
+    /// The payload's JSON bytes, with nested headers replaced by their references.
+    package var payload: [UInt8]
+    /// The signature's bytes (base64url-decoded).
+    package var signature: [UInt8]
+
+    package init(header: Int64, payload: [UInt8], signature: [UInt8]) {
+        self.header = header
+        self.payload = payload
+        self.signature = signature
+    }
+
+    /// Splits `jws`, asking `reference` for the reference of each distinct header (a backend stores the text once
+    /// and answers its row's ID); `nil` when it is not a compact JWS whose parts are canonical base64url, or its
+    /// payload already holds the marker byte, or the parts would not give it back exactly.
+    package init?(splitting jws: String, reference: (String) throws -> Int64) rethrows {
+        let parts = jws.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        guard parts.count == 3, !parts[0].isEmpty,
+            let decodedPayload = try? Base64URL.decode(Substring(jws)[parts[1].startIndex..<parts[1].endIndex].utf8),
+            let signature = try? Base64URL.decode(Substring(jws)[parts[2].startIndex..<parts[2].endIndex].utf8),
+            !decodedPayload.contains(Self.marker)
+        else { return nil }
+        var texts: [Int64: String] = [:]
+        func referencing(_ text: String) throws -> Int64 {
+            let id = try reference(text)
+            texts[id] = text
+            return id
+        }
+        let outer = try referencing(String(decoding: parts[0], as: UTF8.self))
+        let payload = try Self.extractingNestedHeaders(decodedPayload, reference: referencing)
+        self.init(header: outer, payload: payload, signature: signature)
+        guard self.jws(header: { texts[$0] }) == jws else { return nil }
+    }
+
+    /// The JWS, given the text of each header reference; `nil` when a reference is unknown.
+    package func jws(header text: (Int64) -> String?) -> String? {
+        guard let outer = text(header), let payload = originalPayload(header: text) else { return nil }
+        return outer + "." + Base64URL.encode(payload) + "." + Base64URL.encode(signature)
+    }
+
+    /// The payload's JSON bytes as signed, nested headers restored; `nil` when a reference is unknown.
+    package func originalPayload(header text: (Int64) -> String?) -> [UInt8]? {
+        guard payload.contains(Self.marker) else { return payload }
+        var out: [UInt8] = []
+        out.reserveCapacity(payload.count + 4_096)
+        var index = 0
+        while index < payload.count {
+            let byte = payload[index]
+            index += 1
+            guard byte == Self.marker else {
+                out.append(byte)
+                continue
+            }
+            var reference: Int64 = 0
+            var digits = 0
+            while index < payload.count, payload[index] != Self.marker {
+                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(payload[index]), digits < 18 else { return nil }
+                reference = reference * 10 + Int64(payload[index] - UInt8(ascii: "0"))
+                digits += 1
+                index += 1
+            }
+            guard index < payload.count, digits > 0, let header = text(reference) else { return nil }
+            index += 1
+            out.append(contentsOf: header.utf8)
+        }
+        return out
+    }
+
+    /// The shortest header worth taking out of a payload: a JWS header with an `x5c` chain is kilobytes long; a
+    /// short string that merely looks like one is left alone.
+    static let minimumNestedHeaderLength = 64
+
+    /// Replaces each `"eyJ…` base64url run followed by `.` (a nested JWS's header: base64url of `{"…`) with its
+    /// reference between markers.
+    static func extractingNestedHeaders(_ json: [UInt8], reference: (String) throws -> Int64) rethrows -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(json.count)
+        var index = 0
+        let quote = UInt8(ascii: "\""), dot = UInt8(ascii: ".")
+        while index < json.count {
+            let byte = json[index]
+            out.append(byte)
+            index += 1
+            guard byte == quote, index + 3 <= json.count, json[index] == UInt8(ascii: "e"), json[index + 1] == UInt8(ascii: "y"),
+                json[index + 2] == UInt8(ascii: "J")
+            else { continue }
+            var end = index
+            while end < json.count, isBase64URL(json[end]) { end += 1 }
+            guard end < json.count, json[end] == dot, end - index >= minimumNestedHeaderLength else { continue }
+            let id = try reference(String(decoding: json[index..<end], as: UTF8.self))
+            out.append(marker)
+            out.append(contentsOf: String(id).utf8)
+            out.append(marker)
+            index = end
+        }
+        return out
+    }
+
+    private static func isBase64URL(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+        case UInt8(ascii: "-"), UInt8(ascii: "_"): true
+        default: false
+        }
+    }
+}

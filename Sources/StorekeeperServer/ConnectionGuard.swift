@@ -1,0 +1,251 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTPTypes
+
+/// Deadlines for one HTTP/1.1 connection, so that no client can hold a connection (and its file descriptor) by being
+/// slow: the request head must be complete within ``HTTPLimits/headerReadTimeout`` of the connection opening or of
+/// the first byte of a following request (slow headers, "slowloris"), the body within
+/// ``HTTPLimits/bodyReadTimeout`` of the head (a chunked body that never ends), and the response must have gone
+/// out within ``HTTPLimits/responseTimeout`` of the request's end (a client that never reads). Idle keep-alive
+/// connections are Hummingbird's `idleTimeout`, and the number of connections its `MaximumAvailableConnections`.
+///
+/// The rules are a pure state machine (every event returns what to do); two channel handlers feed it: one before the
+/// HTTP decoder sees raw bytes, one after it sees request and response parts.
+struct ConnectionDeadlines {
+    enum Phase: Equatable {
+        /// Connected or between requests, no byte of a new request seen.
+        case idle
+        /// Bytes of a request arrived; its head is not complete.
+        case readingHead
+        /// The head arrived; the body is not complete.
+        case readingBody
+        /// The request is complete; its response is not.
+        case responding
+        /// The response went out before the request's body was read to its end (413, 408…): the rest is not read.
+        case closing
+    }
+
+    enum Deadline: Equatable {
+        case head, body, response
+    }
+
+    enum Action: Equatable {
+        case none
+        /// Arm the deadline (replacing any other).
+        case arm(Deadline)
+        /// Cancel the armed deadline.
+        case disarm
+        /// Answer 408 for a head not read in time, then close.
+        case refuseSlowHead
+        /// Tell the request's reader that the body did not arrive in time (it answers 408).
+        case failSlowBody
+        /// Close the connection once what was written is flushed.
+        case close
+    }
+
+    private(set) var phase: Phase = .idle
+    private var armed: Deadline? = nil
+
+    /// The connection opened: its first request's head is due.
+    mutating func connected() -> Action {
+        phase = .readingHead
+        return arm(.head)
+    }
+
+    /// Raw bytes arrived.
+    mutating func bytesArrived() -> Action {
+        guard phase == .idle else { return .none }
+        phase = .readingHead
+        return arm(.head)
+    }
+
+    mutating func headArrived() -> Action {
+        phase = .readingBody
+        return arm(.body)
+    }
+
+    mutating func requestEnded() -> Action {
+        guard phase == .readingBody else { return .none }
+        phase = .responding
+        return arm(.response)
+    }
+
+    /// The response's last part was written.
+    mutating func responseEnded() -> Action {
+        switch phase {
+        case .readingBody, .readingHead:
+            // Answered before the body was read to its end (a refusal): the rest is never read.
+            phase = .closing
+            armed = nil
+            return .close
+        case .responding:
+            phase = .idle
+            armed = nil
+            return .disarm
+        case .idle, .closing:
+            return .none
+        }
+    }
+
+    /// The armed deadline passed.
+    mutating func deadlinePassed(_ deadline: Deadline) -> Action {
+        guard armed == deadline else { return .none }
+        armed = nil
+        switch (deadline, phase) {
+        case (.head, .readingHead):
+            phase = .closing
+            return .refuseSlowHead
+        case (.body, .readingBody):
+            // The reader answers 408; if nobody reads, the response deadline closes the connection.
+            phase = .responding
+            armed = .response
+            return .failSlowBody
+        case (.response, .responding):
+            phase = .closing
+            return .close
+        default:
+            return .none
+        }
+    }
+
+    private mutating func arm(_ deadline: Deadline) -> Action {
+        armed = deadline
+        return .arm(deadline)
+    }
+}
+
+/// The error a request's body stream ends with when its body did not arrive within the body-read timeout.
+struct BodyReadTimeout: Error, Sendable {
+    var seconds: Double
+}
+
+/// Runs ``ConnectionDeadlines`` for one connection: ``rawBytesHandler`` goes first in the pipeline (before the HTTP
+/// decoder), ``partsHandler`` after the decoder. Both live on the connection's event loop.
+final class ConnectionGuard {
+    let limits: HTTPLimits
+    let logger: Logger
+    private var deadlines = ConnectionDeadlines()
+    private var scheduled: Scheduled<Void>? = nil
+    /// The raw handler's context (writes a 408 below the HTTP encoder) and the parts handler's (fires the body error
+    /// towards the request's reader).
+    private var rawContext: ChannelHandlerContext? = nil
+    private var partsContext: ChannelHandlerContext? = nil
+
+    init(limits: HTTPLimits, logger: Logger) {
+        self.limits = limits
+        self.logger = logger
+    }
+
+    var rawBytesHandler: RawBytes { RawBytes(self) }
+    var partsHandler: Parts { Parts(self) }
+
+    fileprivate func run(_ action: ConnectionDeadlines.Action, on context: ChannelHandlerContext) {
+        switch action {
+        case .none:
+            break
+        case .arm(let deadline):
+            scheduled?.cancel()
+            let delay: Double = switch deadline {
+            case .head: limits.headerReadTimeout
+            case .body: limits.bodyReadTimeout
+            case .response: limits.responseTimeout
+            }
+            let loop = context.eventLoop
+            scheduled = loop.assumeIsolatedUnsafeUnchecked().scheduleTask(in: .nanoseconds(Int64(delay * 1e9))) { [self] in
+                self.scheduled = nil
+                self.run(self.deadlines.deadlinePassed(deadline), on: context)
+            }
+        case .disarm:
+            scheduled?.cancel()
+            scheduled = nil
+        case .refuseSlowHead:
+            logger.debug("connection closed: request head not complete in time", metadata: ["http.timeout_seconds": "\(limits.headerReadTimeout)"])
+            guard let raw = rawContext else { return context.close(promise: nil) }
+            let body = #"{"error":{"code":"header-timeout","message":"the request head was not complete within \#(limits.headerReadTimeout) seconds"}}"#
+            let head = "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n"
+            raw.writeAndFlush(NIOAny(ByteBuffer(string: head + body))).whenComplete { _ in raw.close(promise: nil) }
+        case .failSlowBody:
+            logger.debug("request body not complete in time", metadata: ["http.timeout_seconds": "\(limits.bodyReadTimeout)"])
+            (partsContext ?? context).fireErrorCaught(BodyReadTimeout(seconds: limits.bodyReadTimeout))
+            // If nobody reads the body to answer 408, the response deadline closes the connection.
+            run(.arm(.response), on: context)
+        case .close:
+            scheduled?.cancel()
+            scheduled = nil
+            context.channel.close(promise: nil)
+        }
+    }
+
+    fileprivate func stop() {
+        scheduled?.cancel()
+        scheduled = nil
+        rawContext = nil
+        partsContext = nil
+    }
+
+    /// Sees raw bytes, before the HTTP decoder.
+    final class RawBytes: ChannelInboundHandler, RemovableChannelHandler {
+        typealias InboundIn = ByteBuffer
+        typealias InboundOut = ByteBuffer
+        let owner: ConnectionGuard
+
+        init(_ owner: ConnectionGuard) { self.owner = owner }
+
+        func handlerAdded(context: ChannelHandlerContext) {
+            owner.rawContext = context
+            if context.channel.isActive { owner.run(owner.deadlines.connected(), on: context) }
+        }
+
+        func channelActive(context: ChannelHandlerContext) {
+            if owner.deadlines.phase == .idle { owner.run(owner.deadlines.connected(), on: context) }
+            context.fireChannelActive()
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            owner.run(owner.deadlines.bytesArrived(), on: context)
+            context.fireChannelRead(data)
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            owner.stop()
+            context.fireChannelInactive()
+        }
+    }
+
+    /// Sees request and response parts, after the HTTP decoder.
+    final class Parts: ChannelDuplexHandler, RemovableChannelHandler {
+        typealias InboundIn = HTTPRequestPart
+        typealias InboundOut = HTTPRequestPart
+        typealias OutboundIn = HTTPResponsePart
+        typealias OutboundOut = HTTPResponsePart
+        let owner: ConnectionGuard
+
+        init(_ owner: ConnectionGuard) { self.owner = owner }
+
+        func handlerAdded(context: ChannelHandlerContext) { owner.partsContext = context }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            switch unwrapInboundIn(data) {
+            case .head: owner.run(owner.deadlines.headArrived(), on: context)
+            case .body: break
+            case .end: owner.run(owner.deadlines.requestEnded(), on: context)
+            }
+            context.fireChannelRead(data)
+        }
+
+        func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+            guard case .end = unwrapOutboundIn(data) else { return context.write(data, promise: promise) }
+            let action = owner.deadlines.responseEnded()
+            guard action == .close else {
+                owner.run(action, on: context)
+                return context.write(data, promise: promise)
+            }
+            // Answered before the request's body was read to its end: send the answer, then close.
+            let written = context.eventLoop.makePromise(of: Void.self)
+            written.futureResult.cascade(to: promise)
+            written.futureResult.whenComplete { [owner] _ in owner.run(.close, on: context) }
+            context.writeAndFlush(data, promise: written)
+        }
+    }
+}

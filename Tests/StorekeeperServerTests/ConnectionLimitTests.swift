@@ -1,0 +1,210 @@
+import Foundation
+import Hummingbird
+import Logging
+import StorekeeperCore
+@testable import StorekeeperServer
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A TCP connection to a loopback port, byte by byte, as a slow or hostile client would use one. Reads poll without
+/// blocking and sleep between polls, so that waiting never holds one of the few threads the server's handlers run on.
+final class RawConnection: @unchecked Sendable {
+    // Only ever used by one test task at a time.
+    let socketDescriptor: Int32
+
+    init(port: Int) throws {
+        #if canImport(Glibc)
+        socketDescriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+        socketDescriptor = socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socketDescriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard result == 0 else { throw POSIXError(.ECONNREFUSED) }
+    }
+
+    deinit { close(socketDescriptor) }
+
+    /// Sends text; false when the server has closed the connection.
+    @discardableResult
+    func send(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        return bytes.withUnsafeBytes { Glibc.send(socketDescriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } == bytes.count
+    }
+
+    /// Everything received until the server closes the connection or `seconds` pass; and whether it closed.
+    func receive(for seconds: Double) async -> (text: String, closed: Bool) {
+        var received: [UInt8] = []
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            var pollDescriptor = pollfd(fd: socketDescriptor, events: Int16(POLLIN), revents: 0)
+            guard poll(&pollDescriptor, 1, 0) > 0 else {
+                try? await Task.sleep(for: .milliseconds(5))
+                continue
+            }
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            let count = buffer.withUnsafeMutableBytes { recv(socketDescriptor, $0.baseAddress, $0.count, 0) }
+            if count <= 0 { return (String(decoding: received, as: UTF8.self), true) }
+            received += buffer[0..<count]
+        }
+        return (String(decoding: received, as: UTF8.self), false)
+    }
+
+    /// Reads until `text` has arrived (or the connection closed, or `seconds` passed).
+    func receive(until text: String, within seconds: Double) async -> String {
+        var all = ""
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline, !all.contains(text) {
+            let (part, closed) = await receive(for: min(0.05, max(0.001, deadline.timeIntervalSinceNow)))
+            all += part
+            if closed { break }
+        }
+        return all
+    }
+}
+
+@Suite("Storekeeper server: connection limits")
+struct ConnectionLimitTests {
+    typealias T = ServerTestbed
+
+    /// A live server with `limits` on a loopback port.
+    static func withServer(_ limits: HTTPLimits, _ body: @escaping @Sendable (Int) async throws -> Void) async throws {
+        let testbed = try T()
+        var configuration = testbed.configuration
+        configuration.http = limits
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let ports = AsyncStream<Int>.makeStream()
+        let app = StorekeeperApplication.build(
+            store: testbed.store, configuration: configuration, verifiers: try configuration.makeVerifiers(), port: 0, logger: logger,
+            onServerRunning: { ports.continuation.yield($0) }
+        )
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await app.runService(gracefulShutdownSignals: []) }
+            var iterator = ports.stream.makeAsyncIterator()
+            let port = try #require(await iterator.next())
+            try await body(port)
+            group.cancelAll()
+        }
+    }
+
+    static let health = "GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n"
+
+    @Test("a connection that sends nothing, or its head too slowly (slowloris), gets 408 and is closed")
+    func slowHeaders() async throws {
+        try await Self.withServer(HTTPLimits(idleTimeout: 30, headerReadTimeout: 0.5)) { port in
+            let silent = try RawConnection(port: port)
+            let started = Date()
+            let (answer, closed) = await silent.receive(for: 5)
+            #expect(closed && answer.hasPrefix("HTTP/1.1 408") && answer.contains("header-timeout"), "\(answer)")
+            #expect(Date().timeIntervalSince(started) < 3)
+
+            let slow = try RawConnection(port: port)
+            slow.send("GET /health HTTP/1.1\r\nHost: localhost\r\n")
+            var text = ""
+            var closedSlow = false
+            for index in 0..<40 where !closedSlow {
+                slow.send("X-Slow-\(index): a\r\n")
+                let (part, closed) = await slow.receive(for: 0.1)
+                text += part
+                closedSlow = closed
+            }
+            #expect(closedSlow && text.hasPrefix("HTTP/1.1 408"), "a header line every 100 ms kept the connection: \(text)")
+        }
+    }
+
+    @Test("an idle keep-alive connection is closed after the idle timeout; a busy one is not")
+    func idleConnections() async throws {
+        try await Self.withServer(HTTPLimits(idleTimeout: 0.5, headerReadTimeout: 5)) { port in
+            let connection = try RawConnection(port: port)
+            for _ in 0..<3 {
+                connection.send(Self.health)
+                #expect(await connection.receive(until: #""status":"ok""#, within: 2).contains("200 OK"))
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            let (rest, closed) = await connection.receive(for: 3)
+            #expect(closed && rest.isEmpty, "\(rest)")
+        }
+    }
+
+    @Test("a chunked body that never ends gets 408 and the connection is closed; a malformed one gets 400, not 413")
+    func slowAndMalformedBodies() async throws {
+        try await Self.withServer(HTTPLimits(headerReadTimeout: 5, bodyReadTimeout: 0.5)) { port in
+            let endless = try RawConnection(port: port)
+            endless.send("POST /appstore/notifications HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n")
+            var text = ""
+            var closed = false
+            for _ in 0..<40 where !closed {
+                endless.send("1\r\n \r\n")
+                let (part, isClosed) = await endless.receive(for: 0.1)
+                text += part
+                closed = isClosed
+            }
+            #expect(closed && text.hasPrefix("HTTP/1.1 408") && text.contains("body-timeout"), "\(text)")
+
+            let malformed = try RawConnection(port: port)
+            malformed.send("POST /appstore/notifications HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nnot a chunk\r\n")
+            let answer = await malformed.receive(until: "\r\n\r\n", within: 3)
+            #expect(answer.hasPrefix("HTTP/1.1 400"), "\(answer)")
+        }
+    }
+
+    @Test("at the connection cap a new connection waits, and is served as soon as another closes")
+    func connectionCap() async throws {
+        try await Self.withServer(HTTPLimits(idleTimeout: 30, headerReadTimeout: 30, maxConnections: 3)) { port in
+            var held = try (0..<3).map { _ in try RawConnection(port: port) }
+            for connection in held {
+                connection.send(Self.health)
+                #expect(await connection.receive(until: #""status":"ok""#, within: 2).contains("200 OK"))
+            }
+            let waiting = try RawConnection(port: port)
+            waiting.send(Self.health)
+            let (early, _) = await waiting.receive(for: 0.5)
+            #expect(early.isEmpty, "served beyond the cap: \(early)")
+            held.removeLast()
+            #expect(await waiting.receive(until: #""status":"ok""#, within: 3).contains("200 OK"))
+        }
+    }
+}
+
+@Suite("Connection deadlines (state machine)")
+struct ConnectionDeadlinesTests {
+    @Test("the response deadline closes a connection whose client stops reading; a response in time disarms it")
+    func responseDeadline() {
+        var deadlines = ConnectionDeadlines()
+        #expect(deadlines.connected() == .arm(.head))
+        #expect(deadlines.headArrived() == .arm(.body))
+        #expect(deadlines.requestEnded() == .arm(.response))
+        #expect(deadlines.deadlinePassed(.response) == .close)
+
+        var served = ConnectionDeadlines()
+        _ = served.connected()
+        _ = served.headArrived()
+        _ = served.requestEnded()
+        #expect(served.responseEnded() == .disarm)
+        #expect(served.deadlinePassed(.response) == .none)
+        #expect(served.bytesArrived() == .arm(.head))
+    }
+
+    @Test("an answer written before the body was read to its end closes the connection; a late body deadline asks for 408")
+    func earlyAnswerAndSlowBody() {
+        var early = ConnectionDeadlines()
+        _ = early.connected()
+        _ = early.headArrived()
+        #expect(early.responseEnded() == .close)
+
+        var slow = ConnectionDeadlines()
+        _ = slow.connected()
+        _ = slow.headArrived()
+        #expect(slow.deadlinePassed(.head) == .none)
+        #expect(slow.deadlinePassed(.body) == .failSlowBody)
+        #expect(slow.deadlinePassed(.response) == .close)
+    }
+}
