@@ -38,6 +38,8 @@ public enum ServerBenchmark {
         public var halfRate: Run
         /// What the server did besides (entitlement reads only).
         public var server: ServerFigures? = nil
+        /// Ingest only: the ledger's bytes in use (pages holding data, after a checkpoint) per notification applied.
+        public var ledgerBytesPerNotification: Int? = nil
     }
 
     /// The server's side of an entitlement-read run.
@@ -76,13 +78,18 @@ public enum ServerBenchmark {
     /// CA) to a fresh server.
     public static func ingest(count: Int, concurrency: Int) async throws -> Result {
         let bodies = try makeNotifications(count: count * 3 / 2 + 10)
-        return try await withServer { port, _, _ in
+        return try await withServer { port, _, store in
             let send: @Sendable (LoadConnection, String) async throws -> UInt = { connection, body in
                 try await connection.send(.POST, "/appstore/notifications", headers: [("Content-Type", "application/json")], body: ByteBuffer(string: body))
             }
+            let sqlite = store as? SQLiteLedgerStore
+            let empty = try await sqlite?.usedBytes() ?? 0
             let full = try await drive(Array(bodies.prefix(count)), port: port, concurrency: concurrency, rate: nil, send)
             let half = try await drive(Array(bodies.dropFirst(count).prefix(count / 2)), port: port, concurrency: concurrency, rate: full.throughput / 2, send)
-            return Result(benchmark: "ingest", fullSpeed: full, halfRate: half)
+            var result = Result(benchmark: "ingest", fullSpeed: full, halfRate: half)
+            let applied = full.requests + half.requests - full.failures - half.failures
+            if let sqlite, applied > 0 { result.ledgerBytesPerNotification = (try await sqlite.usedBytes() - empty) / applied }
+            return result
         }
     }
 

@@ -13,19 +13,6 @@ import NIOHTTPTypes
 /// The rules are a pure state machine (every event returns what to do); two channel handlers feed it: one before the
 /// HTTP decoder sees raw bytes, one after it sees request and response parts.
 struct ConnectionDeadlines {
-    enum Phase: Equatable {
-        /// Connected or between requests, no byte of a new request seen.
-        case idle
-        /// Bytes of a request arrived; its head is not complete.
-        case readingHead
-        /// The head arrived; the body is not complete.
-        case readingBody
-        /// The request is complete; its response is not.
-        case responding
-        /// The response went out before the request's body was read to its end (413, 408…): the rest is not read.
-        case closing
-    }
-
     enum Deadline: Equatable {
         case head, body, response
     }
@@ -38,71 +25,71 @@ struct ConnectionDeadlines {
         case disarm
         /// Answer 408 for a head not read in time, then close.
         case refuseSlowHead
-        /// Tell the request's reader that the body did not arrive in time (it answers 408).
+        /// Tell the request's reader that the body did not arrive in time (it answers 408); arm the response deadline.
         case failSlowBody
         /// Close the connection once what was written is flushed.
         case close
     }
 
-    private(set) var phase: Phase = .idle
-    private var armed: Deadline? = nil
+    /// Requests whose response has not ended, oldest first (HTTP/1.1 may pipeline), each with whether its body has
+    /// been read to its end. Bodies arrive in order, so only the last can still be reading.
+    private(set) var pending: [Bool] = []
+    /// Bytes of a new request arrived (or the connection opened) and its head is not complete.
+    private(set) var readingHead = false
+    private(set) var armed: Deadline? = nil
 
     /// The connection opened: its first request's head is due.
     mutating func connected() -> Action {
-        phase = .readingHead
+        readingHead = true
         return arm(.head)
     }
 
-    /// Raw bytes arrived.
+    /// Raw bytes arrived: the start of a new request's head when nothing else is going on.
     mutating func bytesArrived() -> Action {
-        guard phase == .idle else { return .none }
-        phase = .readingHead
+        guard pending.isEmpty, !readingHead else { return .none }
+        readingHead = true
         return arm(.head)
     }
 
     mutating func headArrived() -> Action {
-        phase = .readingBody
+        readingHead = false
+        pending.append(false)
         return arm(.body)
     }
 
     mutating func requestEnded() -> Action {
-        guard phase == .readingBody else { return .none }
-        phase = .responding
+        guard let last = pending.indices.last, !pending[last] else { return .none }
+        pending[last] = true
         return arm(.response)
     }
 
-    /// The response's last part was written.
+    /// The response's last part was written (for the oldest pending request).
     mutating func responseEnded() -> Action {
-        switch phase {
-        case .readingBody, .readingHead:
-            // Answered before the body was read to its end (a refusal): the rest is never read.
-            phase = .closing
+        guard !pending.isEmpty else { return .none }
+        guard pending.removeFirst() else {
+            // Answered before its body was read to its end (a refusal): the rest is never read.
+            pending.removeAll()
             armed = nil
             return .close
-        case .responding:
-            phase = .idle
+        }
+        if pending.isEmpty {
             armed = nil
             return .disarm
-        case .idle, .closing:
-            return .none
         }
+        return arm(pending.last == true ? .response : .body)
     }
 
     /// The armed deadline passed.
     mutating func deadlinePassed(_ deadline: Deadline) -> Action {
         guard armed == deadline else { return .none }
         armed = nil
-        switch (deadline, phase) {
-        case (.head, .readingHead):
-            phase = .closing
+        switch deadline {
+        case .head where readingHead:
             return .refuseSlowHead
-        case (.body, .readingBody):
-            // The reader answers 408; if nobody reads, the response deadline closes the connection.
-            phase = .responding
+        case .body where pending.last == false:
             armed = .response
             return .failSlowBody
-        case (.response, .responding):
-            phase = .closing
+        case .response where !pending.isEmpty:
             return .close
         default:
             return .none
@@ -164,7 +151,7 @@ final class ConnectionGuard {
             guard let raw = rawContext else { return context.close(promise: nil) }
             let body = #"{"error":{"code":"header-timeout","message":"the request head was not complete within \#(limits.headerReadTimeout) seconds"}}"#
             let head = "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n"
-            raw.writeAndFlush(NIOAny(ByteBuffer(string: head + body))).whenComplete { _ in raw.close(promise: nil) }
+            raw.writeAndFlush(NIOAny(ByteBuffer(string: head + body))).assumeIsolated().whenComplete { _ in raw.close(promise: nil) }
         case .failSlowBody:
             logger.debug("request body not complete in time", metadata: ["http.timeout_seconds": "\(limits.bodyReadTimeout)"])
             (partsContext ?? context).fireErrorCaught(BodyReadTimeout(seconds: limits.bodyReadTimeout))
@@ -198,7 +185,7 @@ final class ConnectionGuard {
         }
 
         func channelActive(context: ChannelHandlerContext) {
-            if owner.deadlines.phase == .idle { owner.run(owner.deadlines.connected(), on: context) }
+            if owner.deadlines.armed == nil { owner.run(owner.deadlines.connected(), on: context) }
             context.fireChannelActive()
         }
 
@@ -244,7 +231,7 @@ final class ConnectionGuard {
             // Answered before the request's body was read to its end: send the answer, then close.
             let written = context.eventLoop.makePromise(of: Void.self)
             written.futureResult.cascade(to: promise)
-            written.futureResult.whenComplete { [owner] _ in owner.run(.close, on: context) }
+            written.futureResult.assumeIsolated().whenComplete { [owner] _ in owner.run(.close, on: context) }
             context.writeAndFlush(data, promise: written)
         }
     }

@@ -53,7 +53,7 @@ struct CustomerAPI: Sendable {
     }
 
     static func invalidCustomerId(_ id: String) -> Response {
-        let shown = id.count > 64 ? id.prefix(64) + "…" : Substring(id)
+        let shown = UntrustedText.escaped(id.count > 64 ? id.prefix(64) + "…" : Substring(id), limit: 512)
         return StorekeeperApplication.errorResponse(
             .badRequest, "invalid-customer-id", "customer ID '\(shown)' is not valid: customer IDs are 1-128 ASCII letters, digits and -_.@:"
         )
@@ -189,7 +189,9 @@ struct CustomerAPI: Sendable {
         let requested = request.uri.queryParameters.get("environment").map(AppStoreEnvironment.init(rawValue:))
         let environment = requested ?? (appConfiguration.environments.contains(.production) ? .production : .sandbox)
         guard appConfiguration.environments.contains(environment) else {
-            return StorekeeperApplication.errorResponse(.badRequest, "unknown-environment", "app '\(bundleId)' does not accept \(environment)")
+            return StorekeeperApplication.errorResponse(
+                .badRequest, "unknown-environment", "app '\(bundleId)' does not accept environment \(UntrustedText.quoted(environment.rawValue, limit: 64))"
+            )
         }
         return await state(customerId, bundleId: bundleId, environment: environment)
     }

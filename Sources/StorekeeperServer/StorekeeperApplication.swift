@@ -167,15 +167,17 @@ struct UnmatchedRouteMiddleware<Context: RequestContext>: RouterMiddleware {
         do {
             return try await next(request, context)
         } catch let error as HTTPError where error.status == .notFound {
-            let path = request.uri.path
-            if let allowed = Self.allowedMethod(for: path), allowed != request.method {
+            let path = UntrustedText.escaped(request.uri.path, limit: 256)
+            if let allowed = Self.allowedMethod(for: request.uri.path), allowed != request.method {
                 var response = StorekeeperApplication.errorResponse(
-                    .methodNotAllowed, "method-not-allowed", "\(path) takes \(allowed.rawValue), not \(request.method.rawValue)"
+                    .methodNotAllowed, "method-not-allowed", "\(path) takes \(allowed.rawValue), not \(UntrustedText.escaped(request.method.rawValue, limit: 32))"
                 )
                 response.headers[.allow] = allowed.rawValue
                 return response
             }
-            return StorekeeperApplication.errorResponse(.notFound, "no-such-route", "nothing is served at \(request.method.rawValue) \(path)")
+            return StorekeeperApplication.errorResponse(
+                .notFound, "no-such-route", "nothing is served at \(UntrustedText.escaped(request.method.rawValue, limit: 32)) \(path)"
+            )
         }
     }
 }

@@ -47,6 +47,24 @@ struct ServeCommand: AsyncParsableCommand {
                 cache.capacity == 0 ? "customer cache off" : "customer cache on",
                 metadata: ["cache.capacity": .stringConvertible(cache.capacity), "cache.max_age_seconds": .stringConvertible(cache.maxAgeSeconds)]
             )
+            let http = configuration.http
+            logger.info(
+                "connection limits",
+                metadata: [
+                    "http.idle_timeout_seconds": .stringConvertible(http.idleTimeout),
+                    "http.header_read_timeout_seconds": .stringConvertible(http.headerReadTimeout),
+                    "http.body_read_timeout_seconds": .stringConvertible(http.bodyReadTimeout),
+                    "http.response_timeout_seconds": .stringConvertible(http.responseTimeout),
+                    "http.max_connections": .stringConvertible(http.maxConnections),
+                ]
+            )
+            logger.info(
+                "retention",
+                metadata: [
+                    "retention.refused_notifications": .stringConvertible(configuration.refusedNotificationsKept),
+                    "retention.raw_payload_days": .string(configuration.retention?.rawPayloadDays.map { "\($0)" } ?? "forever"),
+                ]
+            )
             let store = try SQLiteLedgerStore(path: database)
             logger.info(
                 store.migrationsApplied.isEmpty ? "database opened, schema up to date" : "database migrated",

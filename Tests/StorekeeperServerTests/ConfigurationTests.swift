@@ -15,6 +15,7 @@ struct ConfigurationTests {
         let configuration = try ServerConfiguration.load(path: Self.repository.appendingPathComponent("config.example.json").path)
         #expect(configuration.apps.first?.serverAPI?.keys.sorted() == ["Production", "Sandbox"])
         #expect(configuration.entitlements.productEntitlements["pro.yearly"] == ["pro"])
+        #expect(configuration.http.maxConnections == 512 && configuration.retention?.rawPayloadDays == 400)
         #expect(throws: ConfigurationError.self) { try configuration.makeServerAPIKeys() }
         do {
             _ = try configuration.makeServerAPIKeys()
@@ -34,6 +35,8 @@ struct ConfigurationTests {
             .write(to: minimal, atomically: true, encoding: .utf8)
         let configuration = try ServerConfiguration.load(path: minimal.path)
         #expect(configuration.apiKeys.isEmpty && configuration.customerCache == nil)
+        #expect(configuration.http == HTTPLimits(idleTimeout: 60, headerReadTimeout: 10, bodyReadTimeout: 30, responseTimeout: 60, maxConnections: 512))
+        #expect(configuration.refusedNotificationsKept == 10_000 && configuration.retention?.rawPayloadDays == nil)
         #expect(configuration.entitlements == EntitlementConfiguration(subscriptionLevels: ["pro.monthly": 1]))
         let noApps = directory.appendingPathComponent("no-apps.json")
         try #"{"apiKeys": []}"#.write(to: noApps, atomically: true, encoding: .utf8)
@@ -103,6 +106,22 @@ struct ConfigurationTests {
         try #"{"apps": \#(apps)}"#.write(to: file, atomically: true, encoding: .utf8)
         let error = #expect(throws: ConfigurationError.self) { try ServerConfiguration.load(path: file.path) }
         #expect(error.map { "\($0)" } == "configuration: \(message)")
+    }
+
+    @Test("connection limits and retention are checked, each mistake named", arguments: [
+        (#""http": {"idleTimeoutSeconds": 0}"#, "http.idleTimeoutSeconds must be more than 0 and at most 3600, not 0.0"),
+        (#""http": {"headerReadTimeoutSeconds": -1}"#, "http.headerReadTimeoutSeconds must be more than 0 and at most 3600, not -1.0"),
+        (#""http": {"bodyReadTimeoutSeconds": 99999}"#, "http.bodyReadTimeoutSeconds must be more than 0 and at most 3600, not 99999.0"),
+        (#""http": {"maxConnections": 0}"#, "http.maxConnections must be 1 to 1000000, not 0"),
+        (#""retention": {"refusedNotifications": -5}"#, "retention.refusedNotifications must be 0 to 10000000, not -5"),
+        (#""retention": {"rawPayloadDays": 0}"#, "retention.rawPayloadDays must be more than 0 and at most 36500, not 0.0"),
+    ])
+    func limits(fragment: String, message: String) throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID()).json")
+        defer { try? FileManager.default.removeItem(at: file) }
+        try #"{"apps": [{"bundleId": "com.example.app", "environments": ["Sandbox"]}], \#(fragment)}"#.write(to: file, atomically: true, encoding: .utf8)
+        let error = #expect(throws: ConfigurationError.self) { try ServerConfiguration.load(path: file.path) }
+        #expect(error?.message == message)
     }
 
     @Test("a trusted root file that is not a certificate is named when the verifiers are made")

@@ -156,6 +156,19 @@ struct ConnectionLimitTests {
         }
     }
 
+    @Test("pipelined requests sent at once are all answered on one connection")
+    func pipelined() async throws {
+        try await Self.withServer(HTTPLimits(idleTimeout: 5, headerReadTimeout: 5)) { port in
+            let connection = try RawConnection(port: port)
+            connection.send(Self.health + Self.health + Self.health)
+            var text = ""
+            for _ in 0..<40 where text.components(separatedBy: #""status":"ok""#).count < 4 {
+                text += await connection.receive(for: 0.05).text
+            }
+            #expect(text.components(separatedBy: "HTTP/1.1 200 OK").count == 4, "\(text)")
+        }
+    }
+
     @Test("at the connection cap a new connection waits, and is served as soon as another closes")
     func connectionCap() async throws {
         try await Self.withServer(HTTPLimits(idleTimeout: 30, headerReadTimeout: 30, maxConnections: 3)) { port in
@@ -206,5 +219,19 @@ struct ConnectionDeadlinesTests {
         #expect(slow.deadlinePassed(.head) == .none)
         #expect(slow.deadlinePassed(.body) == .failSlowBody)
         #expect(slow.deadlinePassed(.response) == .close)
+    }
+
+    @Test("pipelined requests: the second head arriving before the first answer is no early answer")
+    func pipelining() {
+        var deadlines = ConnectionDeadlines()
+        _ = deadlines.connected()
+        _ = deadlines.headArrived()
+        _ = deadlines.requestEnded()
+        #expect(deadlines.bytesArrived() == .none)
+        #expect(deadlines.headArrived() == .arm(.body))
+        #expect(deadlines.requestEnded() == .arm(.response))
+        #expect(deadlines.responseEnded() == .arm(.response))
+        #expect(deadlines.responseEnded() == .disarm)
+        #expect(deadlines.pending.isEmpty)
     }
 }
