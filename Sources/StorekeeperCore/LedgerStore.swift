@@ -65,8 +65,9 @@ public protocol LedgerStore: Sendable {
     /// ``ledger(for:bundleId:environment:)`` but with only the latest transaction (by purchase date) of each
     /// auto-renewable subscription, which is all the ``EntitlementEngine`` and the customer view use, and the app
     /// account tokens of the transactions left out (``Ledger/omittedTransactionTokens``), which attribution still
-    /// consults; consumables may be counted (``Ledger/consumableTotals``) instead of held. The engine's state and next
-    /// change are the same from either ledger.
+    /// consults; consumables may be counted (``Ledger/consumableTotals``) instead of held; and its records may carry
+    /// no raw JWS (``LedgerTransaction/jws`` and ``LedgerSubscription/renewalJWS`` empty), which no answer uses. The
+    /// engine's state and next change are the same from either ledger.
     func entitlementLedger(for customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger
 
     /// The raw signed payload of a notification kept in the ledger, byte for byte as it was received, or `nil` when

@@ -10,11 +10,25 @@ import Synchronization
 /// forever and is remembered here; what a write transaction learns is remembered only once it has committed (a rolled
 /// back insert's ID may be given to another header later).
 final class HeaderReferences: Sendable {
-    private let committed = Mutex<(ids: [String: Int64], texts: [Int64: String])>(([:], [:]))
+    private let committed = Mutex<(ids: [HeaderText: Int64], texts: [Int64: String])>(([:], [:]))
+
+    /// A header's text as a dictionary key that hashes its length, start and end only (a header is kilobytes of
+    /// base64, and hashing all of it on every write cost more than the rest of the look-up); equality compares it
+    /// whole, so two headers are never confused.
+    struct HeaderText: Hashable {
+        let text: String
+
+        func hash(into hasher: inout Hasher) {
+            let bytes = text.utf8
+            hasher.combine(bytes.count)
+            for byte in bytes.prefix(256) { hasher.combine(byte) }
+            for byte in bytes.suffix(32) { hasher.combine(byte) }
+        }
+    }
 
     /// What one write transaction learned, remembered for good by ``commit(_:)`` after its commit.
     final class Memo {
-        var ids: [String: Int64] = [:]
+        var ids: [HeaderText: Int64] = [:]
         var texts: [Int64: String] = [:]
     }
 
@@ -34,7 +48,8 @@ final class HeaderReferences: Sendable {
 
     /// The reference of `text`, inserted when new.
     func reference(_ text: String, _ db: Database, _ memo: Memo) throws -> Int64 {
-        if let id = memo.ids[text] ?? committed.withLock({ $0.ids[text] }) { return id }
+        let key = HeaderText(text: text)
+        if let id = committed.withLock({ $0.ids[key] }) ?? memo.ids[key] { return id }
         let id: Int64
         if let existing = try Int64.fetchOne(db.cachedStatement(sql: "SELECT id FROM jws_headers WHERE header = ?"), arguments: [text]) {
             id = existing
@@ -42,7 +57,7 @@ final class HeaderReferences: Sendable {
             try db.cachedStatement(sql: "INSERT INTO jws_headers (header) VALUES (?)").execute(arguments: [text])
             id = db.lastInsertedRowID
         }
-        memo.ids[text] = id
+        memo.ids[key] = id
         memo.texts[id] = text
         return id
     }
@@ -55,10 +70,10 @@ final class HeaderReferences: Sendable {
             return nil
         }
         if let memo {
-            memo.ids[text] = id
+            memo.ids[HeaderText(text: text)] = id
             memo.texts[id] = text
         } else {
-            committed.withLock { $0.ids[text] = id; $0.texts[id] = text }
+            committed.withLock { $0.ids[HeaderText(text: text)] = id; $0.texts[id] = text }
         }
         return text
     }
@@ -95,21 +110,24 @@ final class HeaderReferences: Sendable {
         return text
     }
 
-    /// The payload bytes as signed (for decoding), from the same columns as ``jws(_:_:_:_:)``; `nil` when none.
-    func payload(_ row: Row, _ prefix: String, _ db: Database, _ memo: Memo?) throws -> [UInt8]? {
+    /// The payload bytes as signed (for decoding), from the same columns as ``jws(_:_:_:_:)``; `nil` when none. A
+    /// payload without nested headers (a transaction's, a renewal info's) is the stored bytes as they are.
+    func payload(_ row: Row, _ prefix: String, _ db: Database, _ memo: Memo?) throws -> Data? {
         if let raw = row["\(prefix)_raw"] as String? {
             let parts = raw.split(separator: ".", omittingEmptySubsequences: false)
             guard parts.count == 3, let payload = try? Base64URL.decode(parts[1].utf8) else { throw StorageError("a stored JWS is not a compact JWS") }
-            return payload
+            return Data(payload)
         }
-        guard let stored = storedJWS(row, prefix) else { return nil }
+        guard let stored = row["\(prefix)_payload"] as Data? else { return nil }
+        guard stored.contains(StoredJWS.marker) else { return stored }
+        guard let parts = storedJWS(row, prefix) else { return nil }
         var failure: (any Error)? = nil
-        let payload = stored.originalPayload { id in
+        let payload = parts.originalPayload { id in
             do { return try self.text(id, db, memo) } catch { failure = error; return nil }
         }
         if let failure { throw failure }
         guard let payload else { throw StorageError("a stored JWS refers to a header the ledger does not hold (\(prefix) of a row)") }
-        return payload
+        return Data(payload)
     }
 
     private func storedJWS(_ row: Row, _ prefix: String) -> StoredJWS? {

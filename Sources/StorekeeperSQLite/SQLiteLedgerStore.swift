@@ -191,7 +191,7 @@ public final class SQLiteLedgerStore: LedgerStore {
             let decoder = AppStoreJSON.makeDecoder()
             for original in linked.union(byToken).sorted() {
                 let key = LedgerKey(environment, original)
-                try self.loadSubscription(db, nil, key, into: &ledger)
+                try self.loadSubscription(db, nil, key, into: &ledger, signedData: false)
                 // A family found through the customer's links is linked to them; only the others' links are read.
                 if linked.contains(original) { ledger.explicitLinks[key] = customerId } else { try self.loadLink(db, key, into: &ledger) }
                 // The family's transactions, latest first, from an index that covers the query (no row is read).
@@ -199,14 +199,16 @@ public final class SQLiteLedgerStore: LedgerStore {
                 // purchase needs all of its transactions.
                 let order = try Row.fetchAll(db.cachedStatement(sql: Self.familyOrderSQL), arguments: [environment.rawValue, original])
                 guard let latest = order.first, (latest["product_type"] as String?) == ProductType.autoRenewable.rawValue else {
-                    try self.loadRows(db, nil, key, into: &ledger)
+                    try self.loadRows(db, nil, key, into: &ledger, signedData: false)
                     continue
                 }
                 if let row = try Row.fetchOne(
                     db.cachedStatement(sql: "SELECT * FROM transactions WHERE environment = ? AND transaction_id = ?"),
                     arguments: [environment.rawValue, latest["transaction_id"] as String]
                 ) {
-                    ledger.transactions[LedgerKey(environment, row["transaction_id"])] = try self.transaction(row, db, nil, decoder: decoder)
+                    ledger.transactions[LedgerKey(environment, row["transaction_id"])] = try self.transaction(
+                        row, db, nil, decoder: decoder, signedData: false
+                    )
                 }
                 // The older transactions decide nothing but whose the subscription is, through their tokens.
                 let omitted = Set(order.dropFirst().compactMap { ($0["app_account_token"] as String?).flatMap(LowercaseUUID.init(uuidString:)) })
