@@ -34,15 +34,25 @@ extension ServerBenchmark {
         public init() {}
     }
 
+    /// Customer reads answered from the cache and from the ledger so far, as the server's `/metrics` counts them.
+    static func cacheCounts(_ exporter: MetricsExporter) -> (hits: Int, misses: Int) {
+        var counts = (hits: 0, misses: 0)
+        for line in exporter.render().split(separator: "\n") where line.hasPrefix(StorekeeperMetrics.Name.customerCache + "{") {
+            let value = Int(line.split(separator: " ").last ?? "") ?? 0
+            if line.contains(#"result="hit""#) { counts.hits = value } else if line.contains(#"result="miss""#) { counts.misses = value }
+        }
+        return counts
+    }
+
     /// Reads customer states over HTTP from a server holding `options.customers` customers, at full speed and then
     /// at half that rate, optionally while notifications change some of them.
     public static func entitlements(_ options: EntitlementOptions) async throws -> Result {
-        let metrics = ServerMetrics()
+        let exporter = MetricsExporter()
         let (purchases, history, changes) = try makeSubscribers(
             customers: options.customers, renewals: options.renewals, changes: options.writesPerSecond > 0,
             appAccountTokens: options.appAccountTokens, consumables: options.consumables
         )
-        return try await withServer(apiKey: options.externalLoad?.apiKey, cacheCapacity: options.cacheCapacity, metrics: metrics) { port, key, store in
+        return try await withServer(apiKey: options.externalLoad?.apiKey, cacheCapacity: options.cacheCapacity, exporter: exporter) { port, key, store in
             let seeding = try await LoadConnection.connect(host: "127.0.0.1", port: port)
             for (customer, jws) in purchases {
                 let status = try await seeding.send(
@@ -63,7 +73,7 @@ extension ServerBenchmark {
                     """.utf8))
                 try await Task.sleep(for: .seconds(external.seconds))
             }
-            let before = metrics.customerCacheCounts
+            let before = Self.cacheCounts(exporter)
             let ids = (0..<options.count).map { "customer-\($0 % options.customers)" }
             let send: @Sendable (LoadConnection, String) async throws -> UInt = { connection, id in
                 try await connection.send(.GET, "/v1/customers/\(id)?environment=Sandbox", headers: [("Authorization", "Bearer \(key)")])
@@ -75,7 +85,7 @@ extension ServerBenchmark {
                 try await drive(Array(ids.prefix(options.count / 2)), port: port, concurrency: options.concurrency, rate: full.throughput / 2, send)
             }
             await seeding.close()
-            let after = metrics.customerCacheCounts
+            let after = Self.cacheCounts(exporter)
             let missPath = try await measureMissPath(store: store, customers: options.customers)
             return Result(
                 benchmark: "entitlements", fullSpeed: full, halfRate: half,
@@ -105,9 +115,9 @@ extension ServerBenchmark {
                 let loaded = clock.now
                 _ = engine.state(of: id, in: ledger, environment: .sandbox, at: now)
                 let computed = clock.now
-                _ = CustomerView.answer(
+                _ = CustomerAnswer(
                     for: id, in: ledger, bundleId: "com.example.storekeeper", environment: .sandbox, configuration: configuration, at: now
-                )
+                ).json()
                 read += loaded - start
                 state += computed - loaded
                 answer += clock.now - computed

@@ -125,7 +125,7 @@ public enum ServerBenchmark {
 
     /// A server over a temporary SQLite file on a loopback port, trusting the benchmark CA.
     static func withServer<T: Sendable>(
-        apiKey: String? = nil, cacheCapacity: Int = 10_000, metrics: ServerMetrics = ServerMetrics(),
+        apiKey: String? = nil, cacheCapacity: Int = 10_000, exporter: MetricsExporter = MetricsExporter(),
         _ body: @Sendable @escaping (_ port: Int, _ apiKey: String, _ store: any LedgerStore) async throws -> T
     ) async throws -> T {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("storekeeper-bench-\(UUID().uuidString.prefix(8))")
@@ -144,9 +144,9 @@ public enum ServerBenchmark {
         var logger = Logger(label: "bench")
         logger.logLevel = .critical
         let ports = AsyncStream<Int>.makeStream()
-        let app = StorekeeperApplication.build(
+        let app = StorekeeperApplication.buildApplication(
             store: store, configuration: configuration, verifiers: try configuration.makeVerifiers(), port: 0, logger: logger,
-            metrics: metrics, onServerRunning: { port in ports.continuation.yield(port) }
+            exporter: exporter, onServerRunning: { port in ports.continuation.yield(port) }
         )
         return try await withThrowingTaskGroup(of: T?.self) { group in
             group.addTask {

@@ -58,7 +58,7 @@ public struct DemoRunner: Sendable {
         var logger = Logger(label: "storekeeper")
         logger.logLevel = .critical
         let ports = AsyncStream<Int>.makeStream()
-        let app = StorekeeperApplication.build(
+        let app = StorekeeperApplication.buildApplication(
             store: store, configuration: configuration, verifiers: try configuration.makeVerifiers(), port: 0, logger: logger,
             now: { clock.now }, onServerRunning: { port in ports.continuation.yield(port) }
         )

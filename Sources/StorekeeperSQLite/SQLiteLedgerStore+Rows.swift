@@ -6,22 +6,6 @@ import StorekeeperCore
 
 /// Rows to ledger records and back. `memo` is the write transaction's (``HeaderReferences/Memo``), `nil` in reads.
 extension SQLiteLedgerStore {
-    /// The rows a notification touches: for the subscription or purchase of its transaction and of its renewal
-    /// info, every transaction, the customer link and the subscription record (the link and the transactions' app
-    /// account tokens name the customers a change concerns, even when only the renewal info changes).
-    func load(_ db: Database, _ memo: HeaderReferences.Memo, touching notification: VerifiedNotification) throws -> Ledger {
-        var ledger = Ledger()
-        var families = Set<LedgerKey>()
-        if let transaction = notification.transaction?.payload, let environment = transaction.environment {
-            families.insert(LedgerKey(environment, transaction.originalTransactionId))
-        }
-        if let renewal = notification.renewalInfo?.payload, let environment = renewal.environment {
-            families.insert(LedgerKey(environment, renewal.originalTransactionId))
-        }
-        for family in families.sorted() { try loadSubscriptionFamily(db, memo, family, into: &ledger) }
-        return ledger
-    }
-
     /// The owners of `tokens`, one cached statement per token (a statement built for the tokens at hand would be
     /// compiled on every write).
     func tokenOwners(_ db: Database, of tokens: Set<AppAccountTokenKey>) throws -> [AppAccountTokenKey: String] {
@@ -143,9 +127,10 @@ extension SQLiteLedgerStore {
         ledger.subscriptions[key] = subscription
     }
 
-    /// Writes the records that differ from `before`.
-    func save(_ db: Database, _ memo: HeaderReferences.Memo, _ ledger: Ledger, comparedTo before: Ledger) throws {
-        for (key, transaction) in ledger.transactions where before.transactions[key] != transaction {
+    /// Writes what a unit of work changed, and the notification received.
+    func save(_ db: Database, _ memo: HeaderReferences.Memo, _ changes: LedgerChanges) throws {
+        for transaction in changes.transactions {
+            guard let environment = transaction.info.environment else { continue }
             let jws = try headers.store(transaction.jws, db, memo)
             try db.cachedStatement(sql: """
                 INSERT INTO transactions (environment, transaction_id, original_transaction_id, product_id,
@@ -160,13 +145,14 @@ extension SQLiteLedgerStore {
                     jws_header = excluded.jws_header, jws_payload = excluded.jws_payload,
                     jws_signature = excluded.jws_signature, jws_raw = excluded.jws_raw
                 """).execute(arguments: [
-                    key.environment.rawValue, key.id, transaction.info.originalTransactionId, transaction.info.productId,
+                    environment.rawValue, transaction.info.transactionId, transaction.info.originalTransactionId, transaction.info.productId,
                     transaction.info.appAccountToken?.description, transaction.signedDate.epochMilliseconds, transaction.source,
                     transaction.info.purchaseDate.epochMilliseconds, transaction.info.type.rawValue,
                     transaction.info.bundleId, transaction.info.quantity ?? 1, transaction.info.revocationDate != nil,
                 ] + jws.arguments)
         }
-        for (key, subscription) in ledger.subscriptions where before.subscriptions[key] != subscription {
+        for subscription in changes.subscriptions {
+            let key = subscription.key
             let renewal = try headers.store(subscription.renewalJWS, db, memo)
             try db.cachedStatement(sql: """
                 INSERT INTO subscriptions (environment, original_transaction_id, bundle_id, status, status_signed_date,
@@ -184,17 +170,56 @@ extension SQLiteLedgerStore {
                     subscription.renewalSignedDate?.epochMilliseconds,
                 ] + renewal.arguments)
         }
-        for (key, customer) in ledger.explicitLinks where before.explicitLinks[key] != customer {
+        for (key, customer) in changes.links.sorted(by: { $0.key < $1.key }) {
             try db.cachedStatement(sql: """
                 INSERT INTO customer_links (environment, original_transaction_id, customer_id) VALUES (?, ?, ?)
                 ON CONFLICT (environment, original_transaction_id) DO UPDATE SET customer_id = excluded.customer_id
                 """).execute(arguments: [key.environment.rawValue, key.id, customer])
         }
-        for (token, customer) in ledger.tokenOwners where before.tokenOwners[token] != customer {
+        for (token, customer) in changes.tokenOwners.sorted(by: { $0.key < $1.key }) {
             try db.cachedStatement(sql: """
                 INSERT INTO token_owners (bundle_id, environment, token, customer_id) VALUES (?, ?, ?, ?)
                 ON CONFLICT (bundle_id, environment, token) DO UPDATE SET customer_id = excluded.customer_id
                 """).execute(arguments: [token.bundleId, token.environment.rawValue, token.token.description, customer])
         }
+        if let record = changes.notification {
+            let payload = try headers.store(record.signedPayload, db, memo)
+            try db.cachedStatement(sql: """
+                INSERT INTO notifications (uuid, type, subtype, signed_date, environment, outcome, received_at,
+                    jws_header, jws_payload, jws_signature, jws_raw)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """).execute(arguments: [
+                    record.notificationUUID, record.notificationType.rawValue, record.subtype?.rawValue,
+                    record.signedDate?.epochMilliseconds, record.environment?.rawValue, record.outcome, Date().epochMilliseconds,
+                ] + payload.arguments)
+        }
+    }
+}
+
+/// The SQLite side of one ``LedgerUnitOfWork``: its row operations inside a GRDB write transaction. The fault
+/// injection points of the tests are here, in a notification's write: `after-apply` (the rules ran, nothing written)
+/// and `before-commit` (everything written, not committed).
+struct SQLiteWriteTransaction: LedgerWriteTransaction {
+    let store: SQLiteLedgerStore
+    let db: Database
+    let memo: HeaderReferences.Memo
+
+    func notificationExists(_ uuid: String) throws -> Bool {
+        try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM notifications WHERE uuid = ?"), arguments: [uuid]) == true
+    }
+
+    func loadFamily(_ key: LedgerKey, into ledger: inout Ledger) throws {
+        try store.loadSubscriptionFamily(db, memo, key, into: &ledger)
+    }
+
+    func tokenOwners(of tokens: Set<AppAccountTokenKey>) throws -> [AppAccountTokenKey: String] {
+        try store.tokenOwners(db, of: tokens)
+    }
+
+    func write(_ changes: LedgerChanges) throws {
+        let faults = changes.notification == nil ? nil : store.unsafeFaultInjection
+        try faults?("after-apply")
+        try store.save(db, memo, changes)
+        try faults?("before-commit")
     }
 }

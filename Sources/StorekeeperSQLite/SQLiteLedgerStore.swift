@@ -72,32 +72,8 @@ public final class SQLiteLedgerStore: LedgerStore {
     // MARK: - Writes
 
     public func apply(_ notification: VerifiedNotification) async throws(StorageError) -> ApplyOutcome {
-        try await writeAnnouncing { db, memo -> (ApplyOutcome, Set<String>) in
-            let uuid = notification.payload.notificationUUID
-            if try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM notifications WHERE uuid = ?"), arguments: [uuid]) == true {
-                return (.duplicate, [])
-            }
-            var before = try self.load(db, memo, touching: notification)
-            var ledger = before
-            ledger.apply(notification)
-            // The owners of every token before and after: applying never changes an owner, only which tokens count.
-            let owners = try self.tokenOwners(db, of: before.appAccountTokens.union(ledger.appAccountTokens))
-            before.tokenOwners = owners
-            ledger.tokenOwners = owners
-            try self.unsafeFaultInjection?("after-apply")
-            try self.save(db, memo, ledger, comparedTo: before)
-            let record = ledger.notifications[uuid]!
-            let payload = try self.headers.store(record.signedPayload, db, memo)
-            try db.cachedStatement(sql: """
-                INSERT INTO notifications (uuid, type, subtype, signed_date, environment, outcome, received_at,
-                    jws_header, jws_payload, jws_signature, jws_raw)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """).execute(arguments: [
-                    uuid, record.notificationType.rawValue, record.subtype?.rawValue,
-                    record.signedDate?.epochMilliseconds, record.environment?.rawValue, record.outcome, Date().epochMilliseconds,
-                ] + payload.arguments)
-            try self.unsafeFaultInjection?("before-commit")
-            return (record.outcome == "applied" ? .applied : .recorded, ledger.customersAffected(since: before))
+        try await writeAnnouncing { db, memo in
+            try LedgerUnitOfWork.apply(notification, in: SQLiteWriteTransaction(store: self, db: db, memo: memo))
         }
     }
 
@@ -122,25 +98,8 @@ public final class SQLiteLedgerStore: LedgerStore {
     }
 
     public func submit(_ transaction: VerifiedSignedData<TransactionInfo>, customerId: String) async throws(StorageError) -> SubmissionOutcome {
-        try await writeAnnouncing { db, memo -> (SubmissionOutcome, Set<String>) in
-            let info = transaction.payload
-            guard let environment = info.environment else { return (.linked, []) }
-            var ledger = Ledger()
-            try self.loadSubscriptionFamily(db, memo, LedgerKey(environment, info.originalTransactionId), into: &ledger)
-            var tokens = ledger.appAccountTokens
-            if let token = info.appAccountToken { tokens.insert(AppAccountTokenKey(bundleId: info.bundleId, environment: environment, token: token)) }
-            ledger.tokenOwners = try self.tokenOwners(db, of: tokens)
-            // Refused before anything changes: the token or the purchase is another customer's.
-            if let conflict = ledger.ownershipConflict(linking: info, to: customerId) { return (.refused(conflict), []) }
-            let before = ledger
-            ledger.apply(info, jws: transaction.jws, source: "app")
-            do throws(OwnershipConflict) {
-                try ledger.link(info, to: customerId)
-            } catch {
-                return (.refused(error), [])
-            }
-            try self.save(db, memo, ledger, comparedTo: before)
-            return (.linked, ledger.customersAffected(since: before))
+        try await writeAnnouncing { db, memo in
+            try LedgerUnitOfWork.submit(transaction, customerId: customerId, in: SQLiteWriteTransaction(store: self, db: db, memo: memo))
         }
     }
 

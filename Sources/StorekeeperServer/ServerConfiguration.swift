@@ -239,17 +239,6 @@ public struct ServerConfiguration: Codable, Sendable {
     }
 }
 
-/// Which verifier: an app in an environment.
-public struct VerifierKey: Hashable, Sendable {
-    public var bundleId: String
-    public var environment: AppStoreEnvironment
-
-    public init(bundleId: String, environment: AppStoreEnvironment) {
-        self.bundleId = bundleId
-        self.environment = environment
-    }
-}
-
 /// A configuration problem, named.
 public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
     public var message: String

@@ -10,33 +10,43 @@ import HummingbirdCore
 public import ServiceLifecycle
 public import Logging
 public import StorekeeperCore
+import StorekeeperHTTP
 
-/// Storekeeper's HTTP server: the notification webhook, the app API, and operations endpoints.
+/// Storekeeper's HTTP server: the notification webhook, the app API, and operations endpoints; one builder for
+/// `storekeeper serve`, the demo, the benchmarks and the tests.
 public enum StorekeeperApplication {
     /// The largest body accepted anywhere: 1 MiB (Apple's notifications are about 15 KB).
     static let maximumBody = 1 << 20
 
-    /// A router with every route.
+    /// A router with every route, each a thin adapter over one use case of `StorekeeperCore`.
     public static func buildRouter(
         store: any LedgerStore,
         configuration: ServerConfiguration,
         verifiers: [VerifierKey: SignedDataVerifier],
         logger: Logger,
-        metrics: ServerMetrics = ServerMetrics(),
+        exporter: MetricsExporter = MetricsExporter(),
         now: @escaping @Sendable () -> Date = { Date() }
-    ) -> Router<BasicRequestContext> {
-        let router = Router(context: BasicRequestContext.self)
+    ) -> Router<StorekeeperRequestContext> {
+        let metrics = exporter.metrics
+        let router = Router(context: StorekeeperRequestContext.self)
         router.add(middleware: RequestMetricsMiddleware(metrics: metrics))
         router.add(middleware: UnmatchedRouteMiddleware())
-        NotificationWebhook(
-            store: store, verifiers: verifiers, logger: logger, metrics: metrics, refusalsKept: configuration.refusedNotificationsKept
-        ).addRoutes(to: router)
-        CustomerAPI(store: store, configuration: configuration, verifiers: verifiers, logger: logger, metrics: metrics, now: now)
-            .addRoutes(to: router)
+        let ingester = NotificationIngester(
+            store: store, verifiers: verifiers, refusalsKept: configuration.refusedNotificationsKept, logger: logger, metrics: metrics
+        )
+        NotificationWebhook(ingester: ingester).addRoutes(to: router)
+        let reader = CustomerReader(
+            store: store, configuration: configuration.entitlements, cache: configuration.makeCustomerCache(of: ByteBuffer.self),
+            logger: logger, metrics: metrics, render: { $0.json() }
+        )
+        CustomerAPI(
+            configuration: configuration, submitter: TransactionSubmitter(store: store, verifiers: verifiers, logger: logger, metrics: metrics),
+            reader: reader, now: now
+        ).addRoutes(to: router.group("/v1").add(middleware: APIKeyAuthenticator(configuration: configuration)))
         router.get("/metrics") { _, _ -> Response in
             Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
-                body: .init(byteBuffer: ByteBuffer(string: metrics.render()))
+                body: .init(byteBuffer: ByteBuffer(string: exporter.render()))
             )
         }
         router.get("/health") { _, _ -> Response in
@@ -51,25 +61,26 @@ public enum StorekeeperApplication {
     }
 
     /// The application on `host:port` (port 0: any free port): every route, the connection limits and timeouts of
-    /// ``ServerConfiguration/http``, and the retention job when ``ServerConfiguration/RetentionSettings/rawPayloadDays``
-    /// is set. What `storekeeper serve`, the demo, the benchmarks and the tests run.
-    public static func build(
+    /// ``ServerConfiguration/http``, the retention job when ``ServerConfiguration/RetentionSettings/rawPayloadDays``
+    /// is set, and `services` (the server's jobs), all in the application's service group with graceful shutdown.
+    public static func buildApplication(
         store: any LedgerStore,
         configuration: ServerConfiguration,
         verifiers: [VerifierKey: SignedDataVerifier],
         host: String = "127.0.0.1",
         port: Int,
         logger: Logger,
-        metrics: ServerMetrics = ServerMetrics(),
+        exporter: MetricsExporter = MetricsExporter(),
         now: @escaping @Sendable () -> Date = { Date() },
+        services: [any Service] = [],
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> some ApplicationProtocol {
-        var services: [any Service] = []
+        var services = services
         if let days = configuration.retention?.rawPayloadDays {
             services.append(RetentionService(store: store, rawPayloadDays: days, logger: logger))
         }
         return Application(
-            router: buildRouter(store: store, configuration: configuration, verifiers: verifiers, logger: logger, metrics: metrics, now: now),
+            router: buildRouter(store: store, configuration: configuration, verifiers: verifiers, logger: logger, exporter: exporter, now: now),
             server: .guardedHTTP1(limits: configuration.http),
             configuration: .init(
                 address: .hostname(host, port: port), serverName: "Storekeeper",
@@ -114,38 +125,20 @@ public enum StorekeeperApplication {
         Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: body))
     }
 
-    /// `{"error": {"code", "message"}}`.
-    static func errorResponse(_ status: HTTPResponse.Status, _ code: String, _ message: String) -> Response {
-        struct Body: Encodable { var error: Inner; struct Inner: Encodable { var code: String; var message: String } }
-        return jsonResponse(Body(error: .init(code: code, message: message)), status: status)
-    }
-
-    /// Reads a body of at most 1 MiB, or the error answer naming why it could not be read: 413 when it is larger,
-    /// 408 when it did not arrive within the body-read timeout (``ConnectionGuard``), 400 when it is not valid HTTP
-    /// (a malformed chunked encoding, a connection closed mid-body).
-    static func readBody(_ request: Request) async -> Result<ByteBuffer, BodyRefusal> {
+    /// Reads a body of at most 1 MiB, or throws the error answer naming why it could not be read: 413 when it is
+    /// larger, 408 when it did not arrive within the body-read timeout (``ConnectionGuard``), 400 when it is not valid
+    /// HTTP (a malformed chunked encoding, a connection closed mid-body).
+    static func readBody(_ request: Request) async throws(APIError) -> ByteBuffer {
         do {
-            return .success(try await request.body.collect(upTo: maximumBody))
+            return try await request.body.collect(upTo: maximumBody)
         } catch is NIOTooManyBytesError {
-            return .failure(BodyRefusal(status: .contentTooLarge, code: "body-too-large", message: "the body is over 1 MiB"))
+            throw APIError(.contentTooLarge, "body-too-large", "the body is over 1 MiB")
         } catch let error as BodyReadTimeout {
-            return .failure(BodyRefusal(
-                status: .requestTimeout, code: "body-timeout", message: "the body did not arrive within \(error.seconds) seconds"
-            ))
+            throw APIError(.requestTimeout, "body-timeout", "the body did not arrive within \(error.seconds) seconds")
         } catch {
-            let reason = UntrustedText.escaped(String(describing: error), limit: 80)
-            return .failure(BodyRefusal(status: .badRequest, code: "malformed-body", message: "the body could not be read: \(reason)"))
+            throw APIError(.badRequest, "malformed-body", "the body could not be read: \(UntrustedText.escaped(String(describing: error), limit: 80))")
         }
     }
-}
-
-/// Why a request's body was not read, as the answer will say.
-struct BodyRefusal: Error {
-    var status: HTTPResponse.Status
-    var code: String
-    var message: String
-
-    var response: Response { StorekeeperApplication.errorResponse(status, code, message) }
 }
 
 /// A request no route matches gets a JSON error like every other refusal: 405 with `Allow` when the path is one of
@@ -168,16 +161,11 @@ struct UnmatchedRouteMiddleware<Context: RequestContext>: RouterMiddleware {
             return try await next(request, context)
         } catch let error as HTTPError where error.status == .notFound {
             let path = UntrustedText.escaped(request.uri.path, limit: 256)
+            let method = UntrustedText.escaped(request.method.rawValue, limit: 32)
             if let allowed = Self.allowedMethod(for: request.uri.path), allowed != request.method {
-                var response = StorekeeperApplication.errorResponse(
-                    .methodNotAllowed, "method-not-allowed", "\(path) takes \(allowed.rawValue), not \(UntrustedText.escaped(request.method.rawValue, limit: 32))"
-                )
-                response.headers[.allow] = allowed.rawValue
-                return response
+                throw APIError(.methodNotAllowed, "method-not-allowed", "\(path) takes \(allowed.rawValue), not \(method)", headers: [.allow: allowed.rawValue])
             }
-            return StorekeeperApplication.errorResponse(
-                .notFound, "no-such-route", "nothing is served at \(UntrustedText.escaped(request.method.rawValue, limit: 32)) \(path)"
-            )
+            throw APIError(.notFound, "no-such-route", "nothing is served at \(method) \(path)")
         }
     }
 }

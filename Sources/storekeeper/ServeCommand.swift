@@ -70,7 +70,7 @@ struct ServeCommand: AsyncParsableCommand {
                 store.migrationsApplied.isEmpty ? "database opened, schema up to date" : "database migrated",
                 metadata: ["database.path": .string(database), "database.migrations_applied": .array(store.migrationsApplied.map { .string($0) })]
             )
-            let app = StorekeeperApplication.build(
+            let app = StorekeeperApplication.buildApplication(
                 store: store, configuration: configuration, verifiers: verifiers,
                 host: host, port: port, logger: logger,
                 onServerRunning: { port in

@@ -82,7 +82,7 @@ struct ConnectionLimitTests {
         var logger = Logger(label: "test")
         logger.logLevel = .critical
         let ports = AsyncStream<Int>.makeStream()
-        let app = StorekeeperApplication.build(
+        let app = StorekeeperApplication.buildApplication(
             store: testbed.store, configuration: configuration, verifiers: try configuration.makeVerifiers(), port: 0, logger: logger,
             onServerRunning: { ports.continuation.yield($0) }
         )

@@ -32,12 +32,11 @@ struct CustomerCacheServerTests {
         let earlier = testbed.engine.state.notifications.dropLast().map(\.signedPayload)
         let expiry = try #require(testbed.engine.state.transactions[alice.transactionId]?.info.expiresDate)
         let clock = TestClock(testbed.engine.state.now)
-        let metrics = ServerMetrics()
         let uncached = ServerConfiguration.CustomerCacheSettings(capacity: 0)
         var plain = testbed.configuration
         plain.customerCache = uncached
         let reference = plain
-        try await testbed.withClient(metrics: metrics, now: { clock.now }) { client in
+        try await testbed.withClient(now: { clock.now }) { client in
             for (customer, jws) in [("alice", alice.signedTransaction), ("bob", bob.signedTransaction)] {
                 let body = #"{"signedTransaction":"\#(jws)"}"#
                 #expect(try await client.send(.post, "/v1/customers/\(customer)/transactions", body: body, key: T.appKey).status == 200)

@@ -13,7 +13,7 @@ struct CustomerViewJSONTests {
         "pro/monthly \"quoted\" back\\slash", "été-Ünïcode", "🎉 launch", "", " ", "a\u{7F}b\u{2028}c",
     ]
 
-    static func view(strings: [String]) throws -> CustomerView {
+    static func view(strings: [String]) throws -> CustomerAnswer {
         let entitlements: [[String: Any]] = strings.enumerated().map { index, text in
             var entitlement: [String: Any] = [
                 "entitlement": text, "productId": text + "/p", "productType": text, "ownership": text,
@@ -32,7 +32,7 @@ struct CustomerViewJSONTests {
             "customerId": strings.joined(), "environment": "Sandbox", "entitlements": entitlements, "entitledProductIds": [String](),
             "consumableBalance": balance,
         ] as [String: Any]))
-        return CustomerView(state: state, ledger: Ledger(), bundleId: strings.reversed().joined(separator: "/"))
+        return CustomerAnswer(state: state, ledger: Ledger(), bundleId: strings.reversed().joined(separator: "/"), validUntil: nil)
     }
 
     @Test("awkward strings, keys and numbers: byte for byte what JSONEncoder writes")

@@ -34,16 +34,13 @@ struct EntitlementLedgerAnswerTests {
                     ? try await testbed.store.entitlementLedger(for: truth.customerId, bundleId: "com.example.storekeeper", environment: .sandbox)
                     : try await testbed.store.ledger(for: truth.customerId, bundleId: "com.example.storekeeper", environment: .sandbox)
                 ledger.transactions = ledger.transactions.filter { $0.value.info.bundleId == "com.example.storekeeper" }
-                let answer = CustomerView.answer(
+                let answer = CustomerAnswer(
                     for: truth.customerId, in: ledger, bundleId: "com.example.storekeeper", environment: .sandbox,
                     configuration: configuration.entitlements, at: now
                 )
-                answers.append((String(buffer: answer.body), answer.validUntil))
-                // The answer's own JSON writer writes what JSONEncoder writes for the same view.
-                let state = EntitlementEngine(configuration: configuration.entitlements).state(of: truth.customerId, in: ledger, environment: .sandbox, at: now)
-                let view = CustomerView(state: state, ledger: ledger, bundleId: "com.example.storekeeper")
-                #expect(String(buffer: view.json()) == String(decoding: try AppStoreJSON.makeEncoder().encode(view), as: UTF8.self))
-                #expect(String(buffer: view.json()) == String(buffer: answer.body))
+                answers.append((String(buffer: answer.json()), answer.validUntil))
+                // The answer's own JSON writer writes what JSONEncoder writes for the same answer.
+                #expect(String(buffer: answer.json()) == String(decoding: try AppStoreJSON.makeEncoder().encode(answer), as: UTF8.self))
             }
             #expect(answers[0].body == answers[1].body, "\(name) \(truth.customerId)")
             #expect(answers[0].validUntil == answers[1].validUntil, "\(name) \(truth.customerId)")

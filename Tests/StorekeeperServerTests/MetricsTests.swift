@@ -4,6 +4,7 @@ import AppStoreSimulator
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import StorekeeperCore
 import StorekeeperServer
 import Testing
 
@@ -19,8 +20,7 @@ struct MetricsTests {
             notificationType: .test, notificationUUID: UUID().uuidString,
             data: NotificationData(bundleId: "com.example.storekeeper", environment: .sandbox)
         ))
-        let metrics = ServerMetrics()
-        try await testbed.withClient(metrics: metrics) { client in
+        try await testbed.withClient { client in
             for jws in [genuine, genuine, forged] {
                 _ = try await client.send(.post, "/appstore/notifications", body: #"{"signedPayload":"\#(jws)"}"#)
             }
@@ -47,10 +47,14 @@ struct MetricsTests {
         }
     }
 
-    @Test("label values are escaped")
+    @Test("label values are escaped; every metric has its help text")
     func escaping() {
-        let metrics = ServerMetrics()
-        metrics.recordNotification(type: "A\"B\\C\nD", outcome: "applied")
-        #expect(metrics.render().contains(#"type="A\"B\\C\nD""#))
+        let exporter = MetricsExporter()
+        exporter.metrics.notification(type: "A\"B\\C\nD", outcome: "applied")
+        exporter.metrics.customerCache(hit: true)
+        let text = exporter.render()
+        #expect(text.contains(#"type="A\"B\\C\nD""#), "\(text)")
+        #expect(text.contains("# HELP storekeeper_notifications_total App Store Server Notifications received, by type and outcome."))
+        #expect(text.contains("# TYPE storekeeper_customer_cache_requests_total counter"))
     }
 }

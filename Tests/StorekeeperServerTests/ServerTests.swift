@@ -65,16 +65,16 @@ struct ServerTestbed {
     }
 
     func withClient(
-        metrics: ServerMetrics = ServerMetrics(), configuration: ServerConfiguration? = nil, now: (@Sendable () -> Date)? = nil,
+        exporter: MetricsExporter = MetricsExporter(), configuration: ServerConfiguration? = nil, now: (@Sendable () -> Date)? = nil,
         _ body: @Sendable (any TestClientProtocol) async throws -> Void
     ) async throws {
         let start = engine.state.now
         let configuration = configuration ?? self.configuration
-        let router = StorekeeperApplication.buildRouter(
-            store: store, configuration: configuration, verifiers: try configuration.makeVerifiers(),
-            logger: Logger(label: "test"), metrics: metrics, now: now ?? { start }
+        let app = StorekeeperApplication.buildApplication(
+            store: store, configuration: configuration, verifiers: try configuration.makeVerifiers(), port: 0,
+            logger: Logger(label: "test"), exporter: exporter, now: now ?? { start }
         )
-        try await Application(router: router).test(.router, body)
+        try await app.test(.router, body)
     }
 }
 

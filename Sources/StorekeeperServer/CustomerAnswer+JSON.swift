@@ -1,73 +1,14 @@
-package import AppStoreModels
-package import Foundation
-package import Hummingbird
-package import StorekeeperCore
+import AppStoreModels
+import Foundation
+public import Hummingbird
+public import StorekeeperCore
 
-/// What `GET /v1/customers/{id}` answers.
-package struct CustomerView: Encodable {
-    /// The encoded answer for a customer from their ledger (narrowed to one app) at `now`, and until when it holds
-    /// (the engine's next change).
-    package static func answer(
-        for customerId: String, in ledger: Ledger, bundleId: String, environment: AppStoreEnvironment,
-        configuration: EntitlementConfiguration, at now: Date
-    ) -> (body: ByteBuffer, validUntil: Date?) {
-        let (state, nextChange) = EntitlementEngine(configuration: configuration).evaluate(customerId, in: ledger, environment: environment, at: now)
-        let view = CustomerView(state: state, ledger: ledger, bundleId: bundleId)
-        return (view.json(), nextChange)
-    }
-
-    struct Subscription: Encodable {
-        var originalTransactionId: String
-        var productId: String
-        var status: Int?
-        var expiresDate: Date?
-        var autoRenew: Bool?
-        var autoRenewProductId: String?
-        var gracePeriodExpiresDate: Date?
-        var isInBillingRetryPeriod: Bool?
-        var ownership: String
-        var statusFromNotification: String?
-    }
-
-    var customerId: String
-    var bundleId: String
-    var environment: String
-    var entitlements: [Entitlement]
-    var subscriptions: [Subscription]
-    var nonConsumables: [String]
-    var consumableBalance: [String: Int]
-
-    package init(state: CustomerState, ledger: Ledger, bundleId: String) {
-        customerId = state.customerId
-        self.bundleId = bundleId
-        environment = state.environment.rawValue
-        entitlements = state.entitlements
-        consumableBalance = state.consumableBalance
-        nonConsumables = Set(ledger.transactions.values.filter {
-            $0.info.type == .nonConsumable && $0.info.revocationDate == nil
-        }.map(\.info.productId)).sorted()
-        let latest = EntitlementEngine.latestPerSubscription(Array(ledger.transactions.values))
-        subscriptions = latest.sorted { $0.key < $1.key }.map { original, transaction in
-            let subscription = ledger.subscriptions[LedgerKey(state.environment, original)]
-            return Subscription(
-                originalTransactionId: original, productId: transaction.info.productId, status: subscription?.status?.rawValue,
-                expiresDate: transaction.info.expiresDate, autoRenew: subscription?.renewalInfo?.autoRenewStatus.map { $0 == .on },
-                autoRenewProductId: subscription?.renewalInfo?.autoRenewProductId,
-                gracePeriodExpiresDate: subscription?.renewalInfo?.gracePeriodExpiresDate,
-                isInBillingRetryPeriod: subscription?.renewalInfo?.isInBillingRetryPeriod,
-                ownership: transaction.info.inAppOwnershipType?.rawValue ?? "PURCHASED",
-                statusFromNotification: subscription?.statusNotificationUUID
-            )
-        }
-    }
-}
-
-extension CustomerView {
-    /// The answer's JSON, written field by field: byte for byte what `AppStoreJSON.makeEncoder()` writes for the
-    /// `Encodable` conformance (keys sorted by their UTF-8 bytes, dates as epoch milliseconds, absent optionals left
-    /// out; `CustomerViewJSONTests` compares the two), without the encoder's machinery, which was 9 % of the
-    /// server's CPU on a cache miss (BENCHMARKS.md).
-    package func json() -> ByteBuffer {
+extension CustomerAnswer {
+    /// The answer's JSON (what `GET /v1/customers/{id}` answers), written field by field: byte for byte what
+    /// `AppStoreJSON.makeEncoder()` writes for the `Encodable` conformance (keys sorted by their UTF-8 bytes, dates as
+    /// epoch milliseconds, absent optionals left out; `CustomerViewJSONTests` compares the two), without the
+    /// encoder's machinery, which was 9 % of the server's CPU on a cache miss (BENCHMARKS.md).
+    public func json() -> ByteBuffer {
         var out = JSONWriter()
         out.object { out in
             out.field("bundleId", bundleId)

@@ -1,21 +1,21 @@
-import Foundation
+package import Foundation
 import Synchronization
 
 /// Lets at most `linesPerWindow` lines through per window of `window` seconds, and counts the rest, so that a
 /// client sending junk as fast as it can grows the log by a bounded number of lines a minute. The first line let
 /// through after some were held back says how many.
-final class LogRateLimiter: Sendable {
-    let linesPerWindow: Int
-    let window: TimeInterval
+package final class LogRateLimiter: Sendable {
+    package let linesPerWindow: Int
+    package let window: TimeInterval
     private let state = Mutex<(windowStart: Date, lines: Int, suppressed: Int)>((.distantPast, 0, 0))
 
-    init(linesPerWindow: Int = 30, window: TimeInterval = 60) {
+    package init(linesPerWindow: Int = 30, window: TimeInterval = 60) {
         self.linesPerWindow = linesPerWindow
         self.window = window
     }
 
     /// Whether a line may be written now, and how many were held back since the last one written.
-    func admit(now: Date = Date()) -> (allowed: Bool, suppressed: Int) {
+    package func admit(now: Date = Date()) -> (allowed: Bool, suppressed: Int) {
         state.withLock { state in
             if now.timeIntervalSince(state.windowStart) >= window {
                 state.windowStart = now

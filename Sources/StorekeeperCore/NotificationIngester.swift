@@ -1,0 +1,189 @@
+public import AppStoreModels
+public import AppStoreSigning
+public import Foundation
+public import Logging
+
+/// Takes in one App Store Server Notification, whatever brought it (the webhook, the recovery job, a replay): picks
+/// the verifier by the app and environment the payload names (``AppClaims``), verifies everything, applies it to the
+/// ledger, or keeps what an auditor needs of it when it is refused (``RefusedNotification``, within the retention
+/// bound). Nothing unverified reaches a log unescaped or unbounded, and refusals are logged at a bounded rate.
+public struct NotificationIngester: Sendable {
+    public let store: any LedgerStore
+    public let verifiers: [VerifierKey: SignedDataVerifier]
+    /// Refused requests kept in the ledger (the newest).
+    public let refusalsKept: Int
+    let logger: Logger
+    let metrics: StorekeeperMetrics
+    let logLimiter: LogRateLimiter
+
+    public init(
+        store: any LedgerStore, verifiers: [VerifierKey: SignedDataVerifier], refusalsKept: Int, logger: Logger,
+        metrics: StorekeeperMetrics = .discarded
+    ) {
+        self.store = store
+        self.verifiers = verifiers
+        self.refusalsKept = refusalsKept
+        self.logger = logger
+        self.metrics = metrics
+        self.logLimiter = LogRateLimiter()
+    }
+
+    /// What became of a notification.
+    public enum Outcome: Sendable {
+        /// Verified and stored: applied, a duplicate, or recorded (no purchase data).
+        case stored(ApplyOutcome, VerifiedNotification)
+        /// Refused; what an auditor needs of it is kept.
+        case refused(NotificationRefusal)
+        /// Verified, but the ledger could not store it (the sender should retry).
+        case storageFailure(VerifiedNotification, StorageError)
+    }
+
+    /// Verifies and stores one signed notification payload.
+    public func ingest(signedPayload jws: String, receivedAt: Date = Date()) async -> Outcome {
+        let verified: VerifiedNotification
+        do {
+            verified = try await verify(jws)
+        } catch {
+            await refuse(error, input: Array(jws.utf8), receivedAt: receivedAt)
+            return .refused(error)
+        }
+        let uuid = verified.payload.notificationUUID
+        let type = verified.payload.notificationType.rawValue
+        do {
+            let outcome = try await store.apply(verified)
+            metrics.notification(type: type, outcome: outcome.rawValue)
+            logger.info(
+                "notification \(outcome.rawValue)",
+                metadata: [
+                    "notification.uuid": .string(uuid), "notification.type": .string(type),
+                    "notification.subtype": .string(verified.payload.subtype?.rawValue ?? ""),
+                    "transaction.id": .string(verified.transaction?.payload.transactionId ?? ""),
+                ]
+            )
+            return .stored(outcome, verified)
+        } catch {
+            metrics.notification(type: type, outcome: "storage_failure")
+            logger.error("notification not stored", metadata: ["notification.uuid": .string(uuid), "error": .string(error.message)])
+            return .storageFailure(verified, error)
+        }
+    }
+
+    /// Picks the verifier from the payload's own (unverified) app claims and verifies everything with it.
+    public func verify(_ jws: String) async throws(NotificationRefusal) -> VerifiedNotification {
+        let payload: NotificationPayload
+        do {
+            payload = try UnverifiedJWS.unsafeDecodePayload(jws, as: NotificationPayload.self)
+        } catch {
+            metrics.verificationFailure(code: error.code.rawValue)
+            throw NotificationRefusal(.malformed, code: error.code.rawValue, message: error.message)
+        }
+        guard let claims = payload.appClaims else {
+            let fields = payload.claimFields
+            throw NotificationRefusal(
+                .malformed, code: VerificationError.Code.malformedPayload.rawValue,
+                message: fields.isEmpty
+                    ? "notification has none of data, summary, externalPurchaseToken, appData, so its app and environment are unknown"
+                    : "notification has \(fields.joined(separator: " and ")); exactly one is allowed",
+                payload: payload
+            )
+        }
+        if let malformation = claims.malformation {
+            throw NotificationRefusal(.malformed, code: VerificationError.Code.malformedPayload.rawValue, message: malformation, payload: payload)
+        }
+        guard let bundleId = claims.bundleId, let environment = claims.environment,
+            let verifier = verifiers[VerifierKey(bundleId: bundleId, environment: environment)]
+        else {
+            throw NotificationRefusal(
+                .misdirected, code: "unknown-app-or-environment",
+                message: "bundle ID \(UntrustedText.quoted(claims.bundleId, limit: 64)) in environment "
+                    + "\(UntrustedText.quoted(claims.environment?.rawValue, limit: 64)) is not configured on this server",
+                payload: payload
+            )
+        }
+        do {
+            return try await verifier.verifyNotification(jws)
+        } catch {
+            metrics.verificationFailure(code: error.code.rawValue)
+            let misdirected = [VerificationError.Code.bundleIDMismatch, .appAppleIDMismatch, .environmentMismatch].contains(error.code)
+            throw NotificationRefusal(misdirected ? .misdirected : .unverifiable, code: error.code.rawValue, message: error.description, payload: payload)
+        }
+    }
+
+    /// Counts, logs (bounded) and keeps what an auditor needs of refused input: the signed payload, or the whole body
+    /// when it had none. `input` `nil`: nothing was read whole (too large, too slow): counted and logged only.
+    public func refuse(_ refusal: NotificationRefusal, input: [UInt8]?, receivedAt: Date = Date()) async {
+        metrics.notification(type: "unverified", outcome: "rejected")
+        log(refusal, size: input?.count)
+        guard let input else { return }
+        let record = RefusedNotification(
+            input: input, receivedAt: receivedAt, code: refusal.code, message: refusal.message, status: refusal.kind.httpStatus,
+            claims: refusal.payload
+        )
+        do {
+            try await store.recordRefused(record, keeping: refusalsKept)
+        } catch {
+            logger.error("a refused notification could not be kept for audit", metadata: ["error": .string(error.message)])
+        }
+    }
+
+    /// One line per refusal, at most ``LogRateLimiter/linesPerWindow`` a minute; every value in it escaped and cut.
+    private func log(_ refusal: NotificationRefusal, size: Int?) {
+        let (allowed, suppressed) = logLimiter.admit()
+        guard allowed else { return }
+        var metadata: Logger.Metadata = [
+            "refusal.code": .string(UntrustedText.escaped(refusal.code, limit: 64)),
+            "refusal.status": .stringConvertible(refusal.kind.httpStatus),
+        ]
+        if let size { metadata["refusal.bytes"] = .stringConvertible(size) }
+        if suppressed > 0 { metadata["refusals.not_logged"] = .stringConvertible(suppressed) }
+        if let claims = refusal.payload?.appClaims {
+            metadata["app.bundle_id"] = .string(UntrustedText.escaped(claims.bundleId ?? "", limit: 64))
+            metadata["app.environment"] = .string(UntrustedText.escaped(claims.environment?.rawValue ?? "", limit: 32))
+        }
+        if refusal.kind == .misdirected {
+            logger.error(
+                "notification refused: it names an app or environment this server does not accept; check the notification URL in App Store Connect and the configuration",
+                metadata: metadata
+            )
+        } else {
+            logger.warning("notification refused", metadata: metadata)
+        }
+    }
+}
+
+/// Why a notification was refused.
+public struct NotificationRefusal: Error, Sendable {
+    public enum Kind: Sendable, Equatable {
+        /// Not a notification whose claims name an app and environment, or not readable at all (400, a warning).
+        case malformed
+        /// Well-formed, but its signature, chain or data do not verify (400, a warning).
+        case unverifiable
+        /// For an app or environment this server does not serve, or the wrong one: a misconfiguration (403, an error).
+        case misdirected
+        /// The request itself could not be read: too large (413), too slow (408).
+        case unreadable(status: Int)
+
+        /// The HTTP status a webhook answers.
+        public var httpStatus: Int {
+            switch self {
+            case .malformed, .unverifiable: 400
+            case .misdirected: 403
+            case .unreadable(let status): status
+            }
+        }
+    }
+
+    public var kind: Kind
+    /// A stable code (`malformed-payload`, `untrusted-root`, `unknown-app-or-environment`, …).
+    public var code: String
+    public var message: String
+    /// The decoded (unverified) payload, when it decoded.
+    public var payload: NotificationPayload?
+
+    public init(_ kind: Kind, code: String, message: String, payload: NotificationPayload? = nil) {
+        self.kind = kind
+        self.code = code
+        self.message = message
+        self.payload = payload
+    }
+}

@@ -1,0 +1,84 @@
+public import CoreMetrics
+public import Foundation
+
+/// What Storekeeper counts and times, through swift-metrics with a factory given to it (never the global one): the
+/// server exports its factory's registry with swift-prometheus at `GET /metrics`; tests and tools make their own.
+///
+/// Every label set is small and fixed: notification types are Apple's (verified) or `unverified`, error codes are
+/// ours, routes are patterns, never IDs.
+public struct StorekeeperMetrics: Sendable {
+    public let factory: any MetricsFactory
+
+    public init(factory: any MetricsFactory) {
+        self.factory = factory
+    }
+
+    /// Metrics that go nowhere, for tools and tests that read none.
+    public static var discarded: StorekeeperMetrics { StorekeeperMetrics(factory: NOOPMetricsHandler.instance) }
+
+    /// The metrics' names and help texts (an exporter that can show help uses these).
+    public enum Name {
+        public static let notifications = "storekeeper_notifications_total"
+        public static let verificationFailures = "storekeeper_verification_failures_total"
+        public static let customerCache = "storekeeper_customer_cache_requests_total"
+        public static let requestDuration = "storekeeper_http_request_duration_seconds"
+        public static let recovered = "storekeeper_recovery_notifications_total"
+        public static let recoveryLastSuccess = "storekeeper_recovery_last_success_timestamp_seconds"
+        public static let recoveryLag = "storekeeper_recovery_lag_seconds"
+
+        public static let help: [String: String] = [
+            notifications: "App Store Server Notifications received, by type and outcome.",
+            verificationFailures: "Signed data refused by the verifier, by error code.",
+            customerCache: "Customer reads answered from the cache (hit) or the ledger (miss).",
+            requestDuration: "Time from request to response, by route, method and status.",
+            recovered: "Notifications fetched from Get Notification History by the recovery job, by app, environment and outcome.",
+            recoveryLastSuccess: "When the recovery job last finished a run without error, by app and environment (UNIX seconds).",
+            recoveryLag: "How far behind the recovery job's watermark is, by app and environment (seconds).",
+        ]
+    }
+
+    /// A notification received (by the webhook or the recovery job): its verified type, or `unverified`, and the
+    /// outcome (`applied`, `duplicate`, `recorded`, `rejected`, `storage_failure`).
+    public func notification(type: String, outcome: String) {
+        Counter(label: Name.notifications, dimensions: [("type", type), ("outcome", outcome)], factory: factory).increment()
+    }
+
+    /// Signed data the verifier refused, by its error code.
+    public func verificationFailure(code: String) {
+        Counter(label: Name.verificationFailures, dimensions: [("code", code)], factory: factory).increment()
+    }
+
+    /// A customer read answered from the cache or not.
+    public func customerCache(hit: Bool) {
+        Counter(label: Name.customerCache, dimensions: [("result", hit ? "hit" : "miss")], factory: factory).increment()
+    }
+
+    /// How long one request took, by route pattern.
+    public func request(route: String, method: String, status: Int, duration: Duration) {
+        Timer(label: Name.requestDuration, dimensions: [("route", route), ("method", method), ("status", String(status))], factory: factory)
+            .recordNanoseconds(duration.nanoseconds)
+    }
+
+    /// Notifications the recovery job fetched for one app and environment, by outcome.
+    public func recovered(bundleId: String, environment: String, outcome: String, count: Int = 1) {
+        guard count > 0 else { return }
+        Counter(label: Name.recovered, dimensions: [("bundle_id", bundleId), ("environment", environment), ("outcome", outcome)], factory: factory)
+            .increment(by: count)
+    }
+
+    /// A recovery run that finished: when, and how far behind its watermark is.
+    public func recoveryRun(bundleId: String, environment: String, finishedAt: Date, lagSeconds: Double) {
+        let dimensions = [("bundle_id", bundleId), ("environment", environment)]
+        Gauge(label: Name.recoveryLastSuccess, dimensions: dimensions, factory: factory).record(finishedAt.timeIntervalSince1970)
+        Gauge(label: Name.recoveryLag, dimensions: dimensions, factory: factory).record(lagSeconds)
+    }
+}
+
+extension Duration {
+    /// Whole nanoseconds (saturating).
+    var nanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds.multipliedReportingOverflow(by: 1_000_000_000).overflow
+            ? .max : seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+}

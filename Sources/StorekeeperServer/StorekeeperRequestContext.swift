@@ -1,0 +1,48 @@
+import Foundation
+public import Hummingbird
+public import HummingbirdAuth
+import StorekeeperHTTP
+
+/// Who a request's API key is: its name, and the one app it may act for (`nil` for an admin key: any app).
+public struct APIKeyIdentity: Sendable, Hashable {
+    public var name: String
+    /// The app an `app` key is limited to; `nil` for `admin` keys.
+    public var bundleId: String?
+}
+
+/// The request context of Storekeeper's routes: Hummingbird's, and the API key's identity once
+/// ``APIKeyAuthenticator`` has checked it (hummingbird-auth's pattern).
+public struct StorekeeperRequestContext: AuthRequestContext, RequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public var identity: APIKeyIdentity?
+
+    public init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        identity = nil
+    }
+}
+
+/// Sets the request's ``APIKeyIdentity`` from `Authorization: Bearer <key>` (the scheme case-insensitive, RFC 9110
+/// §11.1; spaces around the key ignored), comparing keys by SHA-256; a request without a known key is refused with
+/// 401 before any handler runs. Keys are never logged.
+struct APIKeyAuthenticator: AuthenticatorMiddleware {
+    typealias Context = StorekeeperRequestContext
+    let keysByHash: [String: APIKeyIdentity]
+
+    init(configuration: ServerConfiguration) {
+        keysByHash = Dictionary(
+            configuration.apiKeys.map { key in
+                (key.sha256.lowercased(), APIKeyIdentity(name: key.name, bundleId: key.scope == .admin ? nil : key.bundleId))
+            }
+        ) { first, _ in first }
+    }
+
+    func authenticate(request: Request, context: Context) async throws -> APIKeyIdentity? {
+        guard let header = request.headers[.authorization], header.count > 7, header.prefix(7).lowercased() == "bearer " else {
+            throw APIError(.unauthorized, "unauthorized", "an API key is required (Authorization: Bearer <key>)")
+        }
+        let hash = ServerConfiguration.hash(apiKey: header.dropFirst(7).trimmingCharacters(in: .whitespaces))
+        guard let identity = keysByHash[hash] else { throw APIError(.unauthorized, "unauthorized", "unknown API key") }
+        return identity
+    }
+}
