@@ -122,6 +122,7 @@ let package = Package(
                 "AppStoreSigning",
                 "StorekeeperCore",
                 "StorekeeperHTTP",
+                "AppStoreServerAPI",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),

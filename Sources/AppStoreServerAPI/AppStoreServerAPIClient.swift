@@ -56,6 +56,9 @@ public final class AppStoreServerAPIClient: Sendable {
         public var rateLimiting: RateLimiting = .apple
         /// How long each auth token lives (at most 60 minutes); it is reused until a minute before it expires.
         public var tokenLifetime: TimeInterval = 20 * 60
+        /// How far in the past tokens are issued (`iat`): Apple refuses a token whose `iat` is ahead of its clock, and
+        /// two clocks are never exactly together. Default 60 s; the token's `exp` comes that much earlier too.
+        public var clockSkewAllowance: TimeInterval = 60
 
         public init(key: AppStoreAPIKey, endpoint: Endpoint) {
             self.key = key
@@ -90,13 +93,14 @@ public final class AppStoreServerAPIClient: Sendable {
         let now = Date()
         if let current = token.withLock({ $0 }), current.expires.timeIntervalSince(now) > 60 { return current.value }
         let lifetime = min(max(configuration.tokenLifetime, 120), APIAuthToken.maximumLifetime)
+        let issued = now.addingTimeInterval(-configuration.clockSkewAllowance)
         let value: String
         do {
-            value = try APIAuthToken.make(key: configuration.key, issuedAt: now, lifetime: lifetime)
+            value = try APIAuthToken.make(key: configuration.key, issuedAt: issued, lifetime: lifetime)
         } catch {
             throw AppStoreServerAPIError(kind: .configuration, message: "cannot make an auth token: \(error)")
         }
-        token.withLock { $0 = (value, now.addingTimeInterval(lifetime)) }
+        token.withLock { $0 = (value, issued.addingTimeInterval(lifetime)) }
         return value
     }
 

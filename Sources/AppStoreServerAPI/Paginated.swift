@@ -7,6 +7,12 @@ public struct Paginated<Page: Sendable>: AsyncSequence, Sendable {
     /// Fetches the page after `token` (`nil`: the first) and returns it with the next token, or `nil` at the end.
     let fetch: @Sendable (String?) async throws(AppStoreServerAPIError) -> (Page, String?)
 
+    /// One page: the page after `token` (`nil`: the first), and the token of the next one (`nil`: this was the last),
+    /// for callers that act on page boundaries (commit a page, remember how far they got).
+    public func page(after token: String?) async throws(AppStoreServerAPIError) -> (page: Page, next: String?) {
+        try await fetch(token)
+    }
+
     public func makeAsyncIterator() -> Iterator {
         Iterator(fetch: fetch)
     }

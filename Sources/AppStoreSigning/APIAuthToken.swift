@@ -68,9 +68,11 @@ public enum APIAuthToken {
         public var description: String { reason }
     }
 
-    /// Checks a token the way the App Store Server API does: compact JWS, header `alg` ES256 and `kid` naming the
-    /// key, signature by that key, `aud` `appstoreconnect-v1`, `iss`, `bid` present, `exp` after `now` and at most
-    /// 60 minutes after `iat` (when `iat` is present), `iat` not in the future (1 minute of skew allowed).
+    /// Checks a token the way the App Store Server API does, as strictly: compact JWS, header `alg` ES256 and `kid`
+    /// naming the key, signature by that key, `aud` `appstoreconnect-v1`, `iss`, `bid` present, `exp` after `now` and
+    /// at most 60 minutes after `iat` (when `iat` is present), and `iat` not after `now` (no skew allowed: Apple
+    /// refuses a token issued "in the future" by its clock, so a client must sign with an `iat` a little in the past,
+    /// as ``AppStoreServerAPIClient`` does, and a simulator this strict catches one that does not).
     ///
     /// - Parameter publicKey: the key registered for `keyID`.
     /// - Returns: the claims.
@@ -105,7 +107,7 @@ public enum APIAuthToken {
         let nowSeconds = Int64(now.timeIntervalSince1970)
         guard claims.exp > nowSeconds else { throw Rejection(reason: "token expired") }
         if let iat = claims.iat {
-            guard iat <= nowSeconds + 60 else { throw Rejection(reason: "iat is in the future") }
+            guard iat <= nowSeconds else { throw Rejection(reason: "iat is in the future") }
             guard claims.exp - iat <= Int64(maximumLifetime) else {
                 throw Rejection(reason: "exp is more than 60 minutes after iat")
             }

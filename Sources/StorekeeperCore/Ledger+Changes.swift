@@ -1,4 +1,4 @@
-public import AppStoreModels
+import AppStoreModels
 
 extension Ledger {
     /// The customers whose view of the ledger can differ between `before` and this ledger: for every subscription

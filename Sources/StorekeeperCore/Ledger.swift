@@ -1,6 +1,6 @@
 public import AppStoreModels
 public import AppStoreSigning
-import Foundation
+public import Foundation
 
 /// What Storekeeper knows about every purchase, as one value: the reference model of the ledger that storage
 /// backends persist, with the rules that make it a faithful cache of the App Store (DESIGN rules 2-5):
@@ -46,19 +46,8 @@ public struct Ledger: Codable, Hashable, Sendable {
             apply(renewal.payload, jws: renewal.jws, bundleId: payload.data?.bundleId ?? "")
             outcome = "applied"
         }
-        if let status = payload.data?.status, let transaction = notification.transaction?.payload,
-            let environment = transaction.environment
-        {
-            let key = LedgerKey(environment, transaction.originalTransactionId)
-            var subscription = subscriptions[key] ?? LedgerSubscription(key: key, bundleId: transaction.bundleId)
-            let incoming = (payload.signedDate ?? .distantPast, payload.notificationUUID)
-            let current = (subscription.statusSignedDate ?? .distantPast, subscription.statusNotificationUUID ?? "")
-            if subscription.status == nil || incoming > current {
-                subscription.status = status
-                subscription.statusSignedDate = payload.signedDate
-                subscription.statusNotificationUUID = payload.notificationUUID
-            }
-            subscriptions[key] = subscription
+        if let status = payload.data?.status, let transaction = notification.transaction?.payload {
+            apply(status: status, of: transaction, signedDate: payload.signedDate, source: payload.notificationUUID)
         }
         notifications[payload.notificationUUID] = LedgerNotification(
             notificationUUID: payload.notificationUUID, notificationType: payload.notificationType, subtype: payload.subtype,
@@ -67,6 +56,25 @@ public struct Ledger: Codable, Hashable, Sendable {
         )
         return true
     }
+
+    /// Applies a subscription's status (`data.status` of a notification, or a status from Get All Subscription
+    /// Statuses), keeping the one signed last; `source` is the notification's UUID, or ``apiSource``, and breaks ties.
+    public mutating func apply(status: SubscriptionStatus, of transaction: TransactionInfo, signedDate: Date?, source: String) {
+        guard let environment = transaction.environment else { return }
+        let key = LedgerKey(environment, transaction.originalTransactionId)
+        var subscription = subscriptions[key] ?? LedgerSubscription(key: key, bundleId: transaction.bundleId)
+        let incoming = (signedDate ?? .distantPast, source)
+        let current = (subscription.statusSignedDate ?? .distantPast, subscription.statusNotificationUUID ?? "")
+        if subscription.status == nil || incoming > current {
+            subscription.status = status
+            subscription.statusSignedDate = signedDate
+            subscription.statusNotificationUUID = source
+        }
+        subscriptions[key] = subscription
+    }
+
+    /// The source of records that came from the App Store Server API (reconciliation), not a notification or the app.
+    public static let apiSource = "app-store-server-api"
 
     /// Applies a verified transaction (from a notification, the app, or the API), keeping the newest version.
     public mutating func apply(_ info: TransactionInfo, jws: String, source: String) {

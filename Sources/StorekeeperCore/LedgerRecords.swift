@@ -68,7 +68,8 @@ public struct LedgerTransaction: Codable, Hashable, Sendable {
     public var info: TransactionInfo
     /// The `signedDate` of the version kept; an older version never replaces it (DESIGN rule 3).
     public var signedDate: Date
-    /// What delivered this version: a notification UUID, or `app` for a submission from the app.
+    /// What delivered this version: a notification UUID, `app` for a submission from the app, or
+    /// ``Ledger/apiSource`` for the App Store Server API (reconciliation).
     public var source: String
     /// The raw JWS of the version kept.
     public var jws: String

@@ -25,6 +25,18 @@ public enum ApplyOutcome: String, Codable, Sendable {
     case recorded
 }
 
+/// How far the notification recovery of one app in one environment has got: every notification the App Store
+/// created before ``date`` has been fetched and is in the ledger (or was refused, and kept for audit).
+public struct RecoveryWatermark: Hashable, Sendable {
+    public var app: VerifierKey
+    public var date: Date
+
+    public init(app: VerifierKey, date: Date) {
+        self.app = app
+        self.date = date
+    }
+}
+
 /// What a submission from the app did.
 public enum SubmissionOutcome: Hashable, Sendable {
     /// The transaction is applied and linked to the customer (or already was).
@@ -77,6 +89,27 @@ public protocol LedgerStore: Sendable {
     /// Drops the raw signed payloads of notifications received before `date` (their decoded facts, and every
     /// transaction and subscription, stay); returns how many were dropped.
     func pruneRawPayloads(receivedBefore date: Date) async throws(StorageError) -> Int
+
+    /// Whether the ledger holds a notification with this UUID.
+    func containsNotification(_ uuid: String) async throws(StorageError) -> Bool
+
+    /// Applies notifications fetched from the App Store (a page of Get Notification History) in one transaction, each
+    /// once (a duplicate is a no-op), and, when `watermark` is given, moves that app's recovery watermark in the same
+    /// commit: the watermark never stands ahead of what is committed.
+    func applyRecovered(_ notifications: [VerifiedNotification], watermark: RecoveryWatermark?) async throws(StorageError) -> [ApplyOutcome]
+
+    /// The recovery watermark of an app in an environment, `nil` before its first complete run.
+    func recoveryWatermark(_ app: VerifierKey) async throws(StorageError) -> Date?
+
+    /// Applies what the App Store Server API says (``LedgerUnitOfWork/applySnapshot(_:in:)``) in one transaction;
+    /// returns how many records changed.
+    func applySnapshot(_ snapshot: AppStoreSnapshot) async throws(StorageError) -> Int
+
+    /// Every transaction, link and subscription record of these families (environment and original transaction ID).
+    func ledger(families: [LedgerKey]) async throws(StorageError) -> Ledger
+
+    /// The original transaction IDs of every auto-renewable subscription of an app in an environment, sorted.
+    func subscriptionFamilies(bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> [String]
 
     /// How many notifications are kept, by outcome (`rejected` counts the refused requests kept), for audit and tests.
     func notificationCounts() async throws(StorageError) -> [String: Int]

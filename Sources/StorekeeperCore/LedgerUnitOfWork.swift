@@ -13,6 +13,8 @@ public protocol LedgerWriteTransaction {
     func tokenOwners(of tokens: Set<AppAccountTokenKey>) throws -> [AppAccountTokenKey: String]
     /// Writes what changed (and the notification received, if any).
     func write(_ changes: LedgerChanges) throws
+    /// Moves an app's notification-recovery watermark.
+    func setRecoveryWatermark(_ watermark: RecoveryWatermark) throws
 }
 
 /// What one write changes: the records to insert or replace.
@@ -58,6 +60,46 @@ public enum LedgerUnitOfWork {
         let record = after.notifications[uuid]!
         try transaction.write(LedgerChanges(from: before, to: after, notification: record))
         return (record.outcome == "applied" ? .applied : .recorded, after.customersAffected(since: before))
+    }
+
+    /// Applies a page of notifications fetched from the App Store, each once, and moves the recovery watermark in the
+    /// same transaction when given.
+    public static func applyRecovered(
+        _ notifications: [VerifiedNotification], watermark: RecoveryWatermark?, in transaction: some LedgerWriteTransaction
+    ) throws -> (outcomes: [ApplyOutcome], affected: Set<String>) {
+        var outcomes: [ApplyOutcome] = []
+        var affected = Set<String>()
+        for notification in notifications {
+            let (outcome, customers) = try apply(notification, in: transaction)
+            outcomes.append(outcome)
+            affected.formUnion(customers)
+        }
+        if let watermark { try transaction.setRecoveryWatermark(watermark) }
+        return (outcomes, affected)
+    }
+
+    /// Applies what the App Store Server API says (reconciliation) under the ledger's rules: each transaction,
+    /// renewal info and status replaces the ledger's only when signed later, so older API data never overwrites newer
+    /// ledger data. Returns how many records changed.
+    public static func applySnapshot(
+        _ snapshot: AppStoreSnapshot, in transaction: some LedgerWriteTransaction
+    ) throws -> (changed: Int, affected: Set<String>) {
+        var before = Ledger()
+        for family in snapshot.families.sorted() { try transaction.loadFamily(family, into: &before) }
+        var after = before
+        for verified in snapshot.transactions { after.apply(verified.payload, jws: verified.jws, source: Ledger.apiSource) }
+        for item in snapshot.subscriptions {
+            after.apply(item.transaction.payload, jws: item.transaction.jws, source: Ledger.apiSource)
+            after.apply(item.renewalInfo.payload, jws: item.renewalInfo.jws, bundleId: item.transaction.payload.bundleId)
+            after.apply(status: item.status, of: item.transaction.payload, signedDate: item.renewalInfo.payload.signedDate, source: Ledger.apiSource)
+        }
+        let owners = try transaction.tokenOwners(of: before.appAccountTokens.union(after.appAccountTokens))
+        before.tokenOwners = owners
+        after.tokenOwners = owners
+        let changes = LedgerChanges(from: before, to: after)
+        guard !changes.isEmpty else { return (0, []) }
+        try transaction.write(changes)
+        return (changes.transactions.count + changes.subscriptions.count, after.customersAffected(since: before))
     }
 
     /// Applies a transaction the app submitted and links it to the customer, or refuses it (changing nothing) when

@@ -1,4 +1,4 @@
-package import AppStoreSigning
+import AppStoreSigning
 
 /// A compact JWS as a ledger stores it: the protected header apart (mostly the base64 of a ~3 KB certificate chain,
 /// the same in every JWS the App Store signs with that chain, so a backend keeps each distinct header once and

@@ -216,6 +216,14 @@ struct SQLiteWriteTransaction: LedgerWriteTransaction {
         try store.tokenOwners(db, of: tokens)
     }
 
+    func setRecoveryWatermark(_ watermark: RecoveryWatermark) throws {
+        try db.cachedStatement(sql: """
+            INSERT INTO recovery_watermarks (bundle_id, environment, watermark) VALUES (?, ?, ?)
+            ON CONFLICT (bundle_id, environment) DO UPDATE SET watermark = excluded.watermark
+            """).execute(arguments: [watermark.app.bundleId, watermark.app.environment.rawValue, watermark.date.epochMilliseconds])
+        try store.unsafeFaultInjection?("after-watermark")
+    }
+
     func write(_ changes: LedgerChanges) throws {
         let faults = changes.notification == nil ? nil : store.unsafeFaultInjection
         try faults?("after-apply")

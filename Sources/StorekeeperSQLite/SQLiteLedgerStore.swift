@@ -77,6 +77,18 @@ public final class SQLiteLedgerStore: LedgerStore {
         }
     }
 
+    public func applyRecovered(_ notifications: [VerifiedNotification], watermark: RecoveryWatermark?) async throws(StorageError) -> [ApplyOutcome] {
+        try await writeAnnouncing { db, memo in
+            try LedgerUnitOfWork.applyRecovered(notifications, watermark: watermark, in: SQLiteWriteTransaction(store: self, db: db, memo: memo))
+        }
+    }
+
+    public func applySnapshot(_ snapshot: AppStoreSnapshot) async throws(StorageError) -> Int {
+        try await writeAnnouncing { db, memo in
+            try LedgerUnitOfWork.applySnapshot(snapshot, in: SQLiteWriteTransaction(store: self, db: db, memo: memo))
+        }
+    }
+
     public func recordRefused(_ refusal: RefusedNotification, keeping limit: Int) async throws(StorageError) {
         try await write { db, _ in
             try Self.insertRefused(db, refusal)
@@ -174,6 +186,36 @@ public final class SQLiteLedgerStore: LedgerStore {
                 if !omitted.isEmpty { ledger.omittedTransactionTokens[key] = omitted }
             }
             return ledger
+        }
+    }
+
+    public func ledger(families: [LedgerKey]) async throws(StorageError) -> Ledger {
+        try await read { db in
+            var ledger = Ledger()
+            for family in families.sorted() { try self.loadSubscriptionFamily(db, nil, family, into: &ledger) }
+            return ledger
+        }
+    }
+
+    public func subscriptionFamilies(bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> [String] {
+        try await read { db in
+            try String.fetchAll(
+                db, sql: "SELECT original_transaction_id FROM subscriptions WHERE environment = ? AND bundle_id = ? ORDER BY original_transaction_id",
+                arguments: [environment.rawValue, bundleId]
+            )
+        }
+    }
+
+    public func containsNotification(_ uuid: String) async throws(StorageError) -> Bool {
+        try await read { db in try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM notifications WHERE uuid = ?"), arguments: [uuid]) == true }
+    }
+
+    public func recoveryWatermark(_ app: VerifierKey) async throws(StorageError) -> Date? {
+        try await read { db in
+            try Int64.fetchOne(
+                db.cachedStatement(sql: "SELECT watermark FROM recovery_watermarks WHERE bundle_id = ? AND environment = ?"),
+                arguments: [app.bundleId, app.environment.rawValue]
+            ).map(Date.init(epochMilliseconds:))
         }
     }
 

@@ -120,6 +120,13 @@ extension SQLiteLedgerStore {
         migrator.registerMigration(compactSignedDataMigration) { db in
             try migrateToStoredJWS(db)
         }
+        migrator.registerMigration("v8: notification recovery watermarks") { db in
+            try db.execute(sql: """
+                CREATE TABLE recovery_watermarks (
+                    bundle_id TEXT NOT NULL, environment TEXT NOT NULL, watermark INTEGER NOT NULL,
+                    PRIMARY KEY (bundle_id, environment));
+                """)
+        }
         return migrator
     }
 

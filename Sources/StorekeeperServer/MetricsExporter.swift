@@ -1,4 +1,4 @@
-public import CoreMetrics
+import CoreMetrics
 import Foundation
 import Hummingbird
 public import Prometheus
@@ -41,7 +41,7 @@ public final class MetricsExporter: Sendable {
         }
 
         private func descriptor(_ label: String) -> MetricNameDescriptor {
-            MetricNameDescriptor(metricName: label, helpText: help[label])
+            MetricNameDescriptor(metricName: label, unitName: "", helpText: help[label] ?? "")
         }
 
         func makeCounter(label: String, dimensions: [(String, String)]) -> any CounterHandler {

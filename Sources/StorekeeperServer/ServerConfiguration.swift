@@ -4,6 +4,8 @@ import Crypto
 import Foundation
 import SwiftASN1
 public import StorekeeperCore
+public import AppStoreServerAPI
+public import Logging
 import X509
 
 /// Storekeeper's configuration, read from a JSON file (see `config.example.json` and the README).
@@ -80,6 +82,34 @@ public struct ServerConfiguration: Codable, Sendable {
         }
     }
 
+    /// The notification recovery job (every app and environment with `serverAPI` credentials).
+    public struct RecoverySettings: Codable, Sendable, Equatable {
+        /// `false` turns the job off. Default on.
+        public var enabled: Bool?
+        /// Seconds between runs. Default 300.
+        public var intervalSeconds: Double?
+        /// Seconds before the watermark a run starts again. Default 3600.
+        public var overlapSeconds: Double?
+        /// Seconds between passes over every failed delivery still in the history. Default 3600.
+        public var failuresIntervalSeconds: Double?
+
+        public init(enabled: Bool? = nil, intervalSeconds: Double? = nil, overlapSeconds: Double? = nil, failuresIntervalSeconds: Double? = nil) {
+            self.enabled = enabled
+            self.intervalSeconds = intervalSeconds
+            self.overlapSeconds = overlapSeconds
+            self.failuresIntervalSeconds = failuresIntervalSeconds
+        }
+
+        /// The job's settings, defaults applied.
+        public var settings: NotificationRecovery.Settings {
+            var settings = NotificationRecovery.Settings()
+            if let interval = intervalSeconds { settings.interval = .milliseconds(Int64(interval * 1_000)) }
+            if let overlap = overlapSeconds { settings.overlap = overlap }
+            if let failures = failuresIntervalSeconds { settings.failuresInterval = failures }
+            return settings
+        }
+    }
+
     public var apps: [App]
     /// Product → entitlement names, levels, non-renewing durations, billing-retry policy.
     public var entitlements: EntitlementConfiguration
@@ -90,10 +120,12 @@ public struct ServerConfiguration: Codable, Sendable {
     public var http: HTTPLimits
     /// Optional; the defaults when absent.
     public var retention: RetentionSettings?
+    /// Optional; the defaults when absent.
+    public var recovery: RecoverySettings?
 
     public init(
         apps: [App], entitlements: EntitlementConfiguration, apiKeys: [APIKey], customerCache: CustomerCacheSettings? = nil,
-        http: HTTPLimits = HTTPLimits(), retention: RetentionSettings? = nil
+        http: HTTPLimits = HTTPLimits(), retention: RetentionSettings? = nil, recovery: RecoverySettings? = nil
     ) {
         self.apps = apps
         self.entitlements = entitlements
@@ -101,9 +133,10 @@ public struct ServerConfiguration: Codable, Sendable {
         self.customerCache = customerCache
         self.http = http
         self.retention = retention
+        self.recovery = recovery
     }
 
-    private enum CodingKeys: String, CodingKey { case apps, entitlements, apiKeys, customerCache, http, retention }
+    private enum CodingKeys: String, CodingKey { case apps, entitlements, apiKeys, customerCache, http, retention, recovery }
 
     /// `apps` is required; `entitlements` (each product grants an entitlement named after it), `apiKeys` (none: the
     /// app API refuses every request), `customerCache`, `http` and `retention` take their defaults when left out.
@@ -115,7 +148,8 @@ public struct ServerConfiguration: Codable, Sendable {
             apiKeys: try container.decodeIfPresent([APIKey].self, forKey: .apiKeys) ?? [],
             customerCache: try container.decodeIfPresent(CustomerCacheSettings.self, forKey: .customerCache),
             http: try container.decodeIfPresent(HTTPLimits.self, forKey: .http) ?? HTTPLimits(),
-            retention: try container.decodeIfPresent(RetentionSettings.self, forKey: .retention)
+            retention: try container.decodeIfPresent(RetentionSettings.self, forKey: .retention),
+            recovery: try container.decodeIfPresent(RecoverySettings.self, forKey: .recovery)
         )
     }
 
@@ -170,6 +204,16 @@ public struct ServerConfiguration: Codable, Sendable {
         }
         if let days = retention?.rawPayloadDays, !(days > 0 && days <= 36_500) {
             throw ConfigurationError("retention.rawPayloadDays must be more than 0 and at most 36500, not \(days)")
+        }
+        if let recovery {
+            for (name, value) in [
+                ("intervalSeconds", recovery.intervalSeconds), ("overlapSeconds", recovery.overlapSeconds),
+                ("failuresIntervalSeconds", recovery.failuresIntervalSeconds),
+            ] {
+                if let value, !(value > 0 && value <= 86_400) {
+                    throw ConfigurationError("recovery.\(name) must be more than 0 and at most 86400, not \(value)")
+                }
+            }
         }
         for key in apiKeys {
             guard key.sha256.count == 64, key.sha256.allSatisfy(\.isHexDigit) else {
@@ -267,6 +311,18 @@ public struct ServerAPICredentials: Codable, Sendable {
 }
 
 extension ServerConfiguration {
+    /// A client of the App Store Server API for each app and environment that has credentials (Apple's base URL for
+    /// the environment, or the configured one), pacing its calls under Apple's rate limits.
+    public func makeServerAPIClients(logger: Logger) throws -> [VerifierKey: AppStoreServerAPIClient] {
+        var clients: [VerifierKey: AppStoreServerAPIClient] = [:]
+        for (which, credentials) in try makeServerAPIKeys() {
+            let endpoint: AppStoreServerAPIClient.Endpoint = credentials.baseURL.map { .custom(baseURL: $0, environment: which.environment) }
+                ?? (which.environment == .production ? .production : .sandbox)
+            clients[which] = AppStoreServerAPIClient(configuration: .init(key: credentials.key, endpoint: endpoint), logger: logger)
+        }
+        return clients
+    }
+
     /// The App Store Server API key of each app and environment that has credentials, loaded and checked; errors
     /// name the app, the environment and the file, never the key.
     public func makeServerAPIKeys() throws -> [VerifierKey: (key: AppStoreAPIKey, baseURL: String?)] {

@@ -11,6 +11,7 @@ public import ServiceLifecycle
 public import Logging
 public import StorekeeperCore
 import StorekeeperHTTP
+public import AppStoreServerAPI
 
 /// Storekeeper's HTTP server: the notification webhook, the app API, and operations endpoints; one builder for
 /// `storekeeper serve`, the demo, the benchmarks and the tests.
@@ -25,7 +26,8 @@ public enum StorekeeperApplication {
         verifiers: [VerifierKey: SignedDataVerifier],
         logger: Logger,
         exporter: MetricsExporter = MetricsExporter(),
-        now: @escaping @Sendable () -> Date = { Date() }
+        now: @escaping @Sendable () -> Date = { Date() },
+        apiClients: [VerifierKey: AppStoreServerAPIClient] = [:]
     ) -> Router<StorekeeperRequestContext> {
         let metrics = exporter.metrics
         let router = Router(context: StorekeeperRequestContext.self)
@@ -39,10 +41,17 @@ public enum StorekeeperApplication {
             store: store, configuration: configuration.entitlements, cache: configuration.makeCustomerCache(of: ByteBuffer.self),
             logger: logger, metrics: metrics, render: { $0.json() }
         )
+        let v1 = router.group("/v1").add(middleware: APIKeyAuthenticator(configuration: configuration))
         CustomerAPI(
             configuration: configuration, submitter: TransactionSubmitter(store: store, verifiers: verifiers, logger: logger, metrics: metrics),
             reader: reader, now: now
-        ).addRoutes(to: router.group("/v1").add(middleware: APIKeyAuthenticator(configuration: configuration)))
+        ).addRoutes(to: v1)
+        var reconcilers: [VerifierKey: Reconciler] = [:]
+        for (app, client) in apiClients {
+            guard let verifier = verifiers[app] else { continue }
+            reconcilers[app] = Reconciler(app: app, client: client, verifier: verifier, store: store, logger: logger)
+        }
+        AdminAPI(reconcilers: reconcilers).addRoutes(to: v1)
         router.get("/metrics") { _, _ -> Response in
             Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
@@ -62,7 +71,9 @@ public enum StorekeeperApplication {
 
     /// The application on `host:port` (port 0: any free port): every route, the connection limits and timeouts of
     /// ``ServerConfiguration/http``, the retention job when ``ServerConfiguration/RetentionSettings/rawPayloadDays``
-    /// is set, and `services` (the server's jobs), all in the application's service group with graceful shutdown.
+    /// is set, the notification recovery job for each app and environment with an API client (unless
+    /// ``ServerConfiguration/recovery`` turns it off), and `services`, all in the application's service group with
+    /// graceful shutdown.
     public static func buildApplication(
         store: any LedgerStore,
         configuration: ServerConfiguration,
@@ -72,6 +83,7 @@ public enum StorekeeperApplication {
         logger: Logger,
         exporter: MetricsExporter = MetricsExporter(),
         now: @escaping @Sendable () -> Date = { Date() },
+        apiClients: [VerifierKey: AppStoreServerAPIClient] = [:],
         services: [any Service] = [],
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> some ApplicationProtocol {
@@ -79,8 +91,20 @@ public enum StorekeeperApplication {
         if let days = configuration.retention?.rawPayloadDays {
             services.append(RetentionService(store: store, rawPayloadDays: days, logger: logger))
         }
+        if configuration.recovery?.enabled != false, !apiClients.isEmpty {
+            let ingester = NotificationIngester(
+                store: store, verifiers: verifiers, refusalsKept: configuration.refusedNotificationsKept, logger: logger, metrics: exporter.metrics
+            )
+            let settings = configuration.recovery?.settings ?? NotificationRecovery.Settings()
+            let recoveries = apiClients.sorted { $0.key.description < $1.key.description }.map { app, client in
+                NotificationRecovery(app: app, client: client, ingester: ingester, settings: settings, logger: logger, metrics: exporter.metrics, now: now)
+            }
+            services.append(NotificationRecoveryService(recoveries: recoveries, logger: logger))
+        }
         return Application(
-            router: buildRouter(store: store, configuration: configuration, verifiers: verifiers, logger: logger, exporter: exporter, now: now),
+            router: buildRouter(
+                store: store, configuration: configuration, verifiers: verifiers, logger: logger, exporter: exporter, now: now, apiClients: apiClients
+            ),
             server: .guardedHTTP1(limits: configuration.http),
             configuration: .init(
                 address: .hostname(host, port: port), serverName: "Storekeeper",
@@ -152,6 +176,7 @@ struct UnmatchedRouteMiddleware<Context: RequestContext>: RouterMiddleware {
         case (1, "metrics", _, _), (1, "health", _, _): return .get
         case (3, "v1", "customers", let id?) where !id.isEmpty: return .get
         case (4, "v1", "customers", "transactions") where !parts.dropFirst(2).first!.isEmpty: return .post
+        case (5, "v1", "admin", "reconcile"): return .post
         default: return nil
         }
     }

@@ -30,12 +30,16 @@ struct ServeCommand: AsyncParsableCommand {
             var logger = Logger(label: "storekeeper")
             logger.logLevel = .info
             // Credentials are loaded and checked at start so that a wrong key file fails now, not at the first call.
-            for (which, credentials) in try configuration.makeServerAPIKeys().sorted(by: { "\($0.key)" < "\($1.key)" }) {
+            let apiClients = try configuration.makeServerAPIClients(logger: logger)
+            let recovery = configuration.recovery?.settings ?? .init()
+            for which in apiClients.keys.sorted(by: { $0.description < $1.description }) {
                 logger.info(
-                    "App Store Server API credentials loaded",
+                    configuration.recovery?.enabled == false
+                        ? "App Store Server API credentials loaded; notification recovery is off"
+                        : "App Store Server API credentials loaded; notification recovery runs at start and then every interval",
                     metadata: [
                         "app.bundle_id": .string(which.bundleId), "app.environment": .string(which.environment.rawValue),
-                        "key.id": .string(credentials.key.keyID),
+                        "recovery.interval_seconds": .stringConvertible(recovery.interval / .seconds(1)),
                     ]
                 )
             }
@@ -72,7 +76,7 @@ struct ServeCommand: AsyncParsableCommand {
             )
             let app = StorekeeperApplication.buildApplication(
                 store: store, configuration: configuration, verifiers: verifiers,
-                host: host, port: port, logger: logger,
+                host: host, port: port, logger: logger, apiClients: apiClients,
                 onServerRunning: { port in
                     // Written unbuffered, so a supervisor reading the pipe learns the port at once.
                     FileHandle.standardOutput.write(Data(

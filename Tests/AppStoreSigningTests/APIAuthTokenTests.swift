@@ -54,6 +54,23 @@ struct APIAuthTokenTests {
         #expect((longest["exp"] as? NSNumber)!.int64Value - (longest["iat"] as? NSNumber)!.int64Value == 3600)
     }
 
+    @Test("as strict as Apple about time: iat one second ahead of the checker's clock is refused, iat now is not; exp at most 60 minutes after iat; expired is refused")
+    func timeChecks() throws {
+        let key = try Self.key()
+        let now = Date(timeIntervalSince1970: 1_790_000_000)
+        func check(issued: Date, lifetime: TimeInterval = 300, at: Date = now) throws(APIAuthToken.Rejection) {
+            _ = try APIAuthToken.verify(
+                try! APIAuthToken.make(key: key, issuedAt: issued, lifetime: lifetime), keyID: "2X9R4HXF34", issuerID: Self.issuerID,
+                publicKey: Self.privateKey.publicKey, now: at
+            )
+        }
+        #expect(throws: APIAuthToken.Rejection(reason: "iat is in the future")) { try check(issued: now.addingTimeInterval(1)) }
+        #expect(throws: APIAuthToken.Rejection(reason: "iat is in the future")) { try check(issued: now.addingTimeInterval(30)) }
+        try check(issued: now)
+        try check(issued: now.addingTimeInterval(-60), lifetime: 3600)
+        #expect(throws: APIAuthToken.Rejection(reason: "token expired")) { try check(issued: now.addingTimeInterval(-300), lifetime: 300) }
+    }
+
     @Test(".p8 keys load from PKCS#8 PEM, from a file, and with escaped newlines")
     func loading() throws {
         let pem = Self.privateKey.pemRepresentation

@@ -1,0 +1,148 @@
+public import AppStoreModels
+public import AppStoreSigning
+public import Foundation
+
+/// What the App Store Server API says of some purchases right now, verified: transactions (Get Transaction History)
+/// and subscriptions' statuses with their latest transaction and renewal info (Get All Subscription Statuses). What
+/// reconciliation compares the ledger with, and applies under the ledger's rules.
+public struct AppStoreSnapshot: Sendable {
+    /// One subscription's status, as Get All Subscription Statuses gives it.
+    public struct Subscription: Sendable {
+        public var status: SubscriptionStatus
+        public var transaction: VerifiedSignedData<TransactionInfo>
+        public var renewalInfo: VerifiedSignedData<RenewalInfo>
+
+        public init(status: SubscriptionStatus, transaction: VerifiedSignedData<TransactionInfo>, renewalInfo: VerifiedSignedData<RenewalInfo>) {
+            self.status = status
+            self.transaction = transaction
+            self.renewalInfo = renewalInfo
+        }
+    }
+
+    public var transactions: [VerifiedSignedData<TransactionInfo>] = []
+    public var subscriptions: [Subscription] = []
+
+    public init(transactions: [VerifiedSignedData<TransactionInfo>] = [], subscriptions: [Subscription] = []) {
+        self.transactions = transactions
+        self.subscriptions = subscriptions
+    }
+
+    /// The families (environment and original transaction ID) the snapshot speaks of.
+    public var families: Set<LedgerKey> {
+        var keys = Set<LedgerKey>()
+        for info in transactions.map(\.payload) + subscriptions.map(\.transaction.payload) {
+            if let environment = info.environment { keys.insert(LedgerKey(environment, info.originalTransactionId)) }
+        }
+        return keys
+    }
+}
+
+/// A difference between the ledger and the App Store, field by field.
+public struct Drift: Codable, Hashable, Sendable, CustomStringConvertible {
+    public struct Kind: RawRepresentable, Codable, Hashable, Sendable {
+        public var rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+
+        /// The App Store has a transaction the ledger lacks (a lost notification, a purchase never submitted).
+        public static let missingTransaction = Kind(rawValue: "missing-transaction")
+        /// The ledger's version of a transaction differs from the App Store's in a field.
+        public static let staleTransaction = Kind(rawValue: "stale-transaction")
+        /// The App Store revoked (refunded) a transaction the ledger still holds as valid.
+        public static let revoked = Kind(rawValue: "revoked")
+        /// A subscription's status differs.
+        public static let staleStatus = Kind(rawValue: "stale-status")
+        /// The ledger has no renewal info for a subscription.
+        public static let missingRenewalInfo = Kind(rawValue: "missing-renewal-info")
+        /// The ledger's renewal info differs from the App Store's in a field.
+        public static let staleRenewalInfo = Kind(rawValue: "stale-renewal-info")
+    }
+
+    public var kind: Kind
+    public var originalTransactionId: String
+    public var transactionId: String?
+    /// The field that differs, for stale records.
+    public var field: String?
+    public var ledger: String?
+    public var appStore: String?
+
+    public var description: String {
+        var text = "\(kind.rawValue) \(originalTransactionId)"
+        if let transactionId, transactionId != originalTransactionId { text += "/\(transactionId)" }
+        if let field { text += " \(field): \(ledger ?? "none") → \(appStore ?? "none")" }
+        return text
+    }
+
+    /// What differs between what the ledger holds of the snapshot's families and the snapshot. Only what the
+    /// App Store signed later than the ledger's version counts (an older API answer is not drift: the ledger knows
+    /// better).
+    public static func between(_ ledger: Ledger, and snapshot: AppStoreSnapshot) -> [Drift] {
+        var drift: [Drift] = []
+        var seen = Set<LedgerKey>()
+        let transactions = snapshot.transactions + snapshot.subscriptions.map(\.transaction)
+        for verified in transactions {
+            let info = verified.payload
+            guard let environment = info.environment, seen.insert(LedgerKey(environment, info.transactionId)).inserted else { continue }
+            guard let held = ledger.transactions[LedgerKey(environment, info.transactionId)] else {
+                drift.append(Drift(kind: .missingTransaction, originalTransactionId: info.originalTransactionId, transactionId: info.transactionId,
+                                   field: nil, ledger: nil, appStore: info.productId))
+                continue
+            }
+            guard (info.signedDate ?? .distantPast) > held.signedDate else { continue }
+            for (field, mine, theirs) in Self.fields(held.info, info) where mine != theirs {
+                let kind: Kind = field == "revocationDate" && mine == nil ? .revoked : .staleTransaction
+                drift.append(Drift(kind: kind, originalTransactionId: info.originalTransactionId, transactionId: info.transactionId,
+                                   field: field, ledger: mine, appStore: theirs))
+            }
+        }
+        for item in snapshot.subscriptions {
+            let info = item.transaction.payload
+            guard let environment = info.environment else { continue }
+            let held = ledger.subscriptions[LedgerKey(environment, info.originalTransactionId)]
+            if held?.status != item.status, (item.renewalInfo.payload.signedDate ?? .distantPast) > (held?.statusSignedDate ?? .distantPast) {
+                drift.append(Drift(kind: .staleStatus, originalTransactionId: info.originalTransactionId, transactionId: nil, field: "status",
+                                   ledger: held?.status.map { String($0.rawValue) }, appStore: String(item.status.rawValue)))
+            }
+            let renewal = item.renewalInfo.payload
+            guard let mine = held?.renewalInfo else {
+                drift.append(Drift(kind: .missingRenewalInfo, originalTransactionId: info.originalTransactionId, transactionId: nil,
+                                   field: nil, ledger: nil, appStore: renewal.autoRenewProductId))
+                continue
+            }
+            guard (renewal.signedDate ?? .distantPast) > (held?.renewalSignedDate ?? .distantPast) else { continue }
+            for (field, old, new) in Self.fields(mine, renewal) where old != new {
+                drift.append(Drift(kind: .staleRenewalInfo, originalTransactionId: info.originalTransactionId, transactionId: nil,
+                                   field: field, ledger: old, appStore: new))
+            }
+        }
+        return drift
+    }
+
+    /// The fields of a transaction that decide entitlements and answers, side by side (signature dates left out).
+    static func fields(_ a: TransactionInfo, _ b: TransactionInfo) -> [(String, String?, String?)] {
+        func date(_ value: Date?) -> String? { value.map { String($0.epochMilliseconds) } }
+        return [
+            ("productId", a.productId, b.productId),
+            ("expiresDate", date(a.expiresDate), date(b.expiresDate)),
+            ("revocationDate", date(a.revocationDate), date(b.revocationDate)),
+            ("revocationReason", a.revocationReason.map { String($0.rawValue) }, b.revocationReason.map { String($0.rawValue) }),
+            ("isUpgraded", a.isUpgraded.map { String($0) }, b.isUpgraded.map { String($0) }),
+            ("quantity", a.quantity.map { String($0) }, b.quantity.map { String($0) }),
+            ("appAccountToken", a.appAccountToken?.description, b.appAccountToken?.description),
+            ("inAppOwnershipType", a.inAppOwnershipType?.rawValue, b.inAppOwnershipType?.rawValue),
+        ]
+    }
+
+    /// The fields of a renewal info that decide entitlements and answers, side by side.
+    static func fields(_ a: RenewalInfo, _ b: RenewalInfo) -> [(String, String?, String?)] {
+        func date(_ value: Date?) -> String? { value.map { String($0.epochMilliseconds) } }
+        return [
+            ("autoRenewStatus", a.autoRenewStatus.map { String($0.rawValue) }, b.autoRenewStatus.map { String($0.rawValue) }),
+            ("autoRenewProductId", a.autoRenewProductId, b.autoRenewProductId),
+            ("isInBillingRetryPeriod", a.isInBillingRetryPeriod.map { String($0) }, b.isInBillingRetryPeriod.map { String($0) }),
+            ("gracePeriodExpiresDate", date(a.gracePeriodExpiresDate), date(b.gracePeriodExpiresDate)),
+            ("expirationIntent", a.expirationIntent.map { String($0.rawValue) }, b.expirationIntent.map { String($0.rawValue) }),
+            ("renewalDate", date(a.renewalDate), date(b.renewalDate)),
+            ("priceIncreaseStatus", a.priceIncreaseStatus.map { String($0.rawValue) }, b.priceIncreaseStatus.map { String($0.rawValue) }),
+        ]
+    }
+}

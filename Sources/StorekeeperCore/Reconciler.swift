@@ -1,0 +1,183 @@
+public import AppStoreModels
+public import AppStoreServerAPI
+public import AppStoreSigning
+public import Foundation
+public import Logging
+import Synchronization
+
+/// Checks the ledger against the App Store, the source of truth (DESIGN rule 5), and repairs it: for each purchase in
+/// scope, Get All Subscription Statuses and Get Transaction History v2 (every page), everything verified, compared
+/// with the ledger field by field (``Drift``), then applied under the ledger's rules (older data never overwrites
+/// newer). One Apple account's history and statuses cover all of its purchases of the app, so each account is
+/// fetched once however many of its purchases are in scope. Calls go through the client's rate limiter; several run
+/// at once so that the limiter, not the round trips, sets the pace.
+public struct Reconciler: Sendable {
+    public let app: VerifierKey
+    let client: AppStoreServerAPIClient
+    let verifier: SignedDataVerifier
+    let store: any LedgerStore
+    let logger: Logger
+    /// Purchases reconciled at once (the limiter paces the calls).
+    let concurrency: Int
+
+    public init(
+        app: VerifierKey, client: AppStoreServerAPIClient, verifier: SignedDataVerifier, store: any LedgerStore, logger: Logger,
+        concurrency: Int = 8
+    ) {
+        self.app = app
+        self.client = client
+        self.verifier = verifier
+        self.store = store
+        self.logger = logger
+        self.concurrency = max(1, concurrency)
+    }
+
+    /// What to reconcile.
+    public enum Scope: Sendable, Hashable {
+        /// Every purchase of one customer of the app.
+        case customer(String)
+        /// One purchase (any of its transaction IDs' original transaction ID).
+        case originalTransactionId(String)
+        /// Every auto-renewable subscription in the ledger.
+        case allSubscriptions
+    }
+
+    /// What a reconciliation found and did.
+    public struct Report: Codable, Sendable, Hashable {
+        public var bundleId: String
+        public var environment: String
+        public var dryRun: Bool
+        /// Purchases in scope, and those checked (the rest were covered by an account fetched for another).
+        public var purchases = 0
+        public var accountsFetched = 0
+        public var requests = 0
+        public var drift: [Drift] = []
+        /// Records the ledger changed (0 in a dry run).
+        public var recordsChanged = 0
+        public var seconds = 0.0
+    }
+
+    /// How far a run has got.
+    public struct Progress: Sendable {
+        public var done: Int
+        public var total: Int
+        public var requests: Int
+        public var elapsed: Duration
+    }
+
+    public func reconcile(_ scope: Scope, dryRun: Bool, progress: (@Sendable (Progress) -> Void)? = nil) async throws -> Report {
+        let started = ContinuousClock.now
+        let originals = try await purchases(in: scope)
+        var report = Report(bundleId: app.bundleId, environment: app.environment.rawValue, dryRun: dryRun, purchases: originals.count)
+        let state = Shared(State(pending: originals))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<min(concurrency, max(1, originals.count)) {
+                group.addTask {
+                    while let original = state.value.withLock({ $0.next() }) {
+                        let result = try await self.reconcile(original: original, dryRun: dryRun)
+                        let snapshot = state.value.withLock { state in
+                            state.finish(original, result)
+                            return Progress(done: state.done, total: originals.count, requests: state.report.requests, elapsed: ContinuousClock.now - started)
+                        }
+                        progress?(snapshot)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let totals = state.value.withLock { $0.report }
+        report.accountsFetched = totals.accountsFetched
+        report.requests = totals.requests
+        report.drift = totals.drift.sorted { ($0.originalTransactionId, $0.transactionId ?? "", $0.kind.rawValue, $0.field ?? "") < ($1.originalTransactionId, $1.transactionId ?? "", $1.kind.rawValue, $1.field ?? "") }
+        report.recordsChanged = totals.recordsChanged
+        report.seconds = (ContinuousClock.now - started) / .seconds(1)
+        return report
+    }
+
+    /// ``State`` behind a lock, shared by the workers.
+    final class Shared: Sendable {
+        let value: Mutex<State>
+        init(_ state: State) { value = Mutex(state) }
+    }
+
+    /// The work shared by the workers: what is left, what is covered, the running totals.
+    struct State {
+        var pending: [String]
+        var covered = Set<String>()
+        var done = 0
+        var report = Report(bundleId: "", environment: "", dryRun: false)
+
+        mutating func next() -> String? {
+            while let original = pending.popLast() {
+                if covered.contains(original) {
+                    done += 1
+                    continue
+                }
+                covered.insert(original)
+                return original
+            }
+            return nil
+        }
+
+        mutating func finish(_ original: String, _ result: AccountResult) {
+            done += 1
+            covered.formUnion(result.originals)
+            report.accountsFetched += 1
+            report.requests += result.requests
+            report.drift += result.drift
+            report.recordsChanged += result.changed
+        }
+    }
+
+    /// What one account's reconciliation found.
+    struct AccountResult: Sendable {
+        var originals: Set<String>
+        var requests: Int
+        var drift: [Drift]
+        var changed: Int
+    }
+
+    /// The original transaction IDs in scope, in the order they are taken (the last first).
+    func purchases(in scope: Scope) async throws -> [String] {
+        switch scope {
+        case .originalTransactionId(let id):
+            return [id]
+        case .allSubscriptions:
+            return try await store.subscriptionFamilies(bundleId: app.bundleId, environment: app.environment).reversed()
+        case .customer(let id):
+            let ledger = try await store.ledger(for: id, bundleId: app.bundleId, environment: app.environment)
+            let families = Set(ledger.transactions.values.filter { $0.info.bundleId == app.bundleId && ledger.customer(of: $0) == id }
+                .map(\.info.originalTransactionId))
+            return families.sorted().reversed()
+        }
+    }
+
+    /// Fetches one account (by one of its original transaction IDs), compares, and applies.
+    func reconcile(original: String, dryRun: Bool) async throws -> AccountResult {
+        var requests = 0
+        var snapshot = AppStoreSnapshot()
+        let statuses = try await client.subscriptionStatuses(original, verifier: verifier)
+        requests += 1
+        snapshot.subscriptions = statuses.map { .init(status: $0.status, transaction: $0.transaction, renewalInfo: $0.renewalInfo) }
+        let pages = try client.transactions(original, verifier: verifier)
+        var token: String? = nil
+        repeat {
+            let (page, next) = try await pages.page(after: token)
+            requests += 1
+            snapshot.transactions += page
+            token = next
+        } while token != nil
+        let families = snapshot.families.filter { $0.environment == app.environment }
+        let ledger = try await store.ledger(families: families.sorted())
+        let drift = Drift.between(ledger, and: snapshot)
+        var changed = 0
+        if !dryRun, !drift.isEmpty {
+            changed = try await store.applySnapshot(snapshot)
+            logger.info("reconciled", metadata: [
+                "app.bundle_id": .string(app.bundleId), "transaction.original_id": .string(original),
+                "reconcile.drift": .stringConvertible(drift.count), "reconcile.records_changed": .stringConvertible(changed),
+            ])
+        }
+        return AccountResult(originals: Set(families.map(\.id)), requests: requests, drift: drift, changed: changed)
+    }
+}
