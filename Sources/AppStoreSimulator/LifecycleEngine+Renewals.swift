@@ -1,6 +1,5 @@
 import AppStoreModels
 public import Foundation
-import HashTreeCollections
 
 extension LifecycleEngine {
     // MARK: - The clock
@@ -17,31 +16,12 @@ extension LifecycleEngine {
             throw SimulatorError(.invalidRequest, "the clock only moves forward (now \(state.now.formatted(.iso8601)))")
         }
         try transaction { (engine) throws(SimulatorError) in
-            while let (date, originalTransactionId) = engine.nextDueEvent(before: target) {
+            while let (date, originalTransactionId) = engine.state.subscriptions.firstDue(atOrBefore: target) {
                 engine.state.now = max(engine.state.now, date)
                 try engine.playDueEvent(originalTransactionId)
             }
             engine.state.now = target
         }
-    }
-
-    /// The earliest subscription event at or before `target`: (when, which subscription).
-    func nextDueEvent(before target: Date) -> (Date, String)? {
-        var best: (Date, String)? = nil
-        for subscription in state.subscriptions.values where subscription.sharedFrom == nil {
-            let due: Date?
-            switch subscription.status {
-            case .active: due = subscription.expiresDate
-            case .billingGracePeriod: due = subscription.gracePeriodExpiresDate
-            case .billingRetry: due = subscription.billingRetryEndsAt
-            default: due = nil
-            }
-            guard let due, due <= target else { continue }
-            if best == nil || due < best!.0 || (due == best!.0 && subscription.originalTransactionId < best!.1) {
-                best = (due, subscription.originalTransactionId)
-            }
-        }
-        return best
     }
 
     private mutating func playDueEvent(_ originalTransactionId: String) throws(SimulatorError) {
@@ -172,10 +152,9 @@ extension LifecycleEngine {
             _ = try engine.customer(customerId)
             engine.state.customers[customerId]?.billingWorks = works
             guard works else { return }
-            let retrying = engine.state.subscriptions.values.filter {
-                $0.customerId == customerId && $0.sharedFrom == nil
-                    && ($0.status == .billingRetry || $0.status == .billingGracePeriod)
-            }.sorted { $0.originalTransactionId < $1.originalTransactionId }
+            let retrying = engine.state.subscriptions.records(of: customerId).filter {
+                $0.sharedFrom == nil && ($0.status == .billingRetry || $0.status == .billingGracePeriod)
+            }
             for subscription in retrying {
                 // In grace the customer lost no days: the period starts at the old expiry. After grace, it starts now.
                 let start = subscription.status == .billingGracePeriod ? subscription.expiresDate : engine.state.now
@@ -286,7 +265,8 @@ extension LifecycleEngine {
             subscription.extensionDates.append(engine.state.now)
             engine.state.subscriptions[originalTransactionId] = subscription
             engine.state.transactions[subscription.latestTransactionId]?.info.expiresDate = subscription.expiresDate
-            engine.state.transactions[subscription.latestTransactionId]?.modifiedAt = engine.state.now
+            let modifiedAt = engine.state.now
+            engine.state.transactions[subscription.latestTransactionId]?.modifiedAt = modifiedAt
             try engine.notify(.renewalExtended, transactionId: subscription.latestTransactionId)
             for copy in subscription.familyCopies.values.sorted() {
                 guard var shared = engine.state.subscriptions[copy], shared.status == .active else { continue }

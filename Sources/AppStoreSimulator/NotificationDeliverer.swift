@@ -8,8 +8,13 @@ public import ServiceLifecycle
 
 /// Delivers notifications as the App Store does: POST `{"signedPayload": …}` to the configured URL; HTTP 200-206
 /// is success, anything else (or no answer) a failure that production retries on Apple's schedule, measured on the
-/// simulator's clock. Every attempt is recorded for Get Notification History. Faults (drop, duplicate, reorder,
-/// delay) apply here.
+/// simulator's clock. Every attempt is recorded for Get Notification History, dated at the virtual time its round
+/// began. Faults (drop, duplicate, reorder, delay) apply here.
+///
+/// Deliveries go in rounds, one at a time: a round takes every notification due, posts each, and records the
+/// attempts in one action. A caller of ``deliverDue()`` that finds a round under way waits for the next one (which
+/// sees what became due meanwhile) and, when it ends, one of the waiters leads the round after it, so no caller
+/// waits for more than two rounds however busy the simulator is.
 public actor NotificationDeliverer: Service {
     let simulator: Simulator
     let client: HTTPClient
@@ -17,6 +22,9 @@ public actor NotificationDeliverer: Service {
     /// How long to wait for the receiver; Apple publishes no figure, and its engineers call 30 s too long.
     let timeout: TimeAmount
     private var delivering = false
+    private var roundsStarted = 0
+    /// Callers waiting for a round: the round they need, and whether to lead it.
+    private var waiters: [(round: Int, continuation: CheckedContinuation<Bool, Never>)] = []
 
     /// The client deliverers use unless given another: a refused connection fails the attempt at once (a pooled
     /// client's default is to keep trying until the attempt's timeout, which made every control action wait 10 s
@@ -36,18 +44,39 @@ public actor NotificationDeliverer: Service {
         self.timeout = timeout
     }
 
-    /// Delivers every notification that is due now; returns how many attempts were made.
+    /// Delivers every notification that is due now (in a round that begins after this call); returns how many
+    /// attempts this call made itself (0 when another caller's round covered it).
     @discardableResult
     public func deliverDue() async -> Int {
-        guard !delivering else { return 0 }
+        if delivering {
+            let lead = await withCheckedContinuation { waiters.append((roundsStarted + 1, $0)) }
+            guard lead else { return 0 }
+        }
         delivering = true
-        defer { delivering = false }
-        let (due, urlText, faults) = await simulator.deliverySnapshot()
-        guard let urlText, !due.isEmpty else { return 0 }
+        roundsStarted += 1
+        let round = roundsStarted
+        let attempts = await deliverRound()
+        var waiting: [(round: Int, continuation: CheckedContinuation<Bool, Never>)] = []
+        for waiter in waiters {
+            if waiter.round <= round { waiter.continuation.resume(returning: false) } else { waiting.append(waiter) }
+        }
+        waiters = waiting
+        if waiters.isEmpty {
+            delivering = false
+        } else {
+            waiters.removeFirst().continuation.resume(returning: true)
+        }
+        return attempts
+    }
+
+    /// One round: every notification due now, posted in order (newest first with the reorder fault).
+    private func deliverRound() async -> Int {
+        guard let (due, urlText, faults, now) = await simulator.deliverySnapshot() else { return 0 }
         var batch = due
         if faults.reorderNotifications { batch.reverse() }
         var drop = faults.dropNextNotifications
         var duplicate = faults.duplicateNextNotifications
+        var results: [(uuid: String, result: String)] = []
         for notification in batch {
             if faults.notificationDelayMilliseconds > 0 {
                 try? await Task.sleep(for: .milliseconds(faults.notificationDelayMilliseconds))
@@ -71,10 +100,11 @@ public actor NotificationDeliverer: Service {
                     "result": .string(result),
                 ]
             )
-            await simulator.recordDelivery(notification.notificationUUID, result: result)
+            results.append((notification.notificationUUID, result))
         }
-        await simulator.useNotificationFaults(
-            dropped: faults.dropNextNotifications - drop, duplicated: faults.duplicateNextNotifications - duplicate
+        await simulator.recordDeliveries(
+            results, at: now, dropped: faults.dropNextNotifications - drop,
+            duplicated: faults.duplicateNextNotifications - duplicate
         )
         return batch.count
     }
@@ -117,22 +147,27 @@ public actor NotificationDeliverer: Service {
 }
 
 extension Simulator {
-    /// What the deliverer needs: due notifications, the URL, the faults.
-    func deliverySnapshot() -> ([NotificationRecord], String?, FaultConfiguration) {
-        (engine.dueNotifications(), engine.state.notificationURL, engine.state.faults)
+    /// What a delivery round needs: the notifications due now (once committed: nothing is sent that a crash could
+    /// lose), the URL, the faults, and the virtual time the attempts are dated at. `nil` when there is nothing to do.
+    func deliverySnapshot() async -> (due: [NotificationRecord], url: String, faults: FaultConfiguration, now: Date)? {
+        guard let snapshot = try? await read({ (engine) -> ([NotificationRecord], String, FaultConfiguration, Date)? in
+            guard let url = engine.state.notificationURL else { return nil }
+            let due = engine.dueNotifications()
+            return due.isEmpty ? nil : (due, url, engine.state.faults, engine.state.now)
+        }) else { return nil }
+        return snapshot
     }
 
-    func recordDelivery(_ uuid: String, result: String) {
-        _ = try? perform { (engine) throws(SimulatorError) in
-            try engine.recordDeliveryAttempt(notificationUUID: uuid, result: result)
-        }
-    }
-
-    func useNotificationFaults(dropped: Int, duplicated: Int) {
-        guard dropped > 0 || duplicated > 0 else { return }
-        _ = try? perform { engine in
-            engine.state.faults.dropNextNotifications = max(0, engine.state.faults.dropNextNotifications - dropped)
-            engine.state.faults.duplicateNextNotifications = max(0, engine.state.faults.duplicateNextNotifications - duplicated)
+    /// Records a round's attempts, made at `date`, and uses up the notification faults it applied, as one action.
+    func recordDeliveries(_ results: [(uuid: String, result: String)], at date: Date, dropped: Int, duplicated: Int) async {
+        _ = try? await perform { (engine) throws(SimulatorError) in
+            for (uuid, result) in results {
+                try engine.recordDeliveryAttempt(notificationUUID: uuid, result: result, at: date)
+            }
+            if dropped > 0 || duplicated > 0 {
+                engine.state.faults.dropNextNotifications = max(0, engine.state.faults.dropNextNotifications - dropped)
+                engine.state.faults.duplicateNextNotifications = max(0, engine.state.faults.duplicateNextNotifications - duplicated)
+            }
         }
     }
 }

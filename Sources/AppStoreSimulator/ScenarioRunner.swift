@@ -1,6 +1,5 @@
 import AppStoreModels
 public import Foundation
-import HashTreeCollections
 
 /// Plays a ``Scenario`` on a ``Simulator``. Each step is one simulator action; `expect` steps compare the
 /// simulator's ground truth and fail the run with a message naming the line when they differ.

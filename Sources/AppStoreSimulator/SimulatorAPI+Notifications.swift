@@ -177,7 +177,7 @@ extension SimulatorAPI {
             throw AppStoreAPIError.invalidTestNotificationToken
         }
         guard let record = try await simulator.read({ engine in
-            engine.state.notifications.first { $0.testNotificationToken == token && $0.bundleId == bundleId }
+            engine.state.notifications.testNotification(token: token).flatMap { $0.bundleId == bundleId ? $0 : nil }
         }) else {
             throw token.contains("_") ? AppStoreAPIError.testNotificationNotFound : AppStoreAPIError.invalidTestNotificationToken
         }
