@@ -10,7 +10,9 @@ extension LifecycleEngine {
         try advance(to: state.now.addingTimeInterval(interval))
     }
 
-    /// Moves the clock to `target`, playing renewals, grace expiries and billing-retry expiries in time order.
+    /// Moves the clock to `target`, playing renewals, grace expiries and billing-retry expiries in time order, as one
+    /// action. Notifications that fall due on the way are left for the deliverer; a served simulator moves its clock
+    /// with ``Simulator/advance(to:deliver:)`` instead, which delivers each at its own time.
     public mutating func advance(to target: Date) throws(SimulatorError) {
         guard target >= state.now else {
             throw SimulatorError(.invalidRequest, "the clock only moves forward (now \(state.now.formatted(.iso8601)))")
@@ -21,6 +23,28 @@ extension LifecycleEngine {
                 try engine.playDueEvent(originalTransactionId)
             }
             engine.state.now = target
+        }
+    }
+
+    /// Moves the clock to the next moment something falls due — a renewal, a grace or billing-retry expiry, or
+    /// (when there is somewhere to deliver to) a notification's next delivery attempt — or to `target` if nothing
+    /// falls due before it, and plays every subscription event due then. Returns whether the clock reached `target`.
+    ///
+    /// One step is one action; stepping until it returns `true`, delivering what is due after each step, plays an
+    /// advance with every renewal, delivery and retry at its own virtual time.
+    public mutating func step(toward target: Date) throws(SimulatorError) -> Bool {
+        guard target > state.now else { return true }
+        return try transaction { (engine) throws(SimulatorError) in
+            var next = target
+            if let (date, _) = engine.state.subscriptions.firstDue(atOrBefore: target) { next = min(next, date) }
+            if engine.state.notificationURL != nil, let attempt = engine.state.notifications.nextAttempt(after: engine.state.now) {
+                next = min(next, attempt)
+            }
+            engine.state.now = max(engine.state.now, next)
+            while let (_, originalTransactionId) = engine.state.subscriptions.firstDue(atOrBefore: engine.state.now) {
+                try engine.playDueEvent(originalTransactionId)
+            }
+            return engine.state.now >= target
         }
     }
 

@@ -33,6 +33,9 @@ public actor Simulator {
     private var committing = false
     private var commitWaiters: [CheckedContinuation<Void, Never>] = []
     private var storageFailure: SimulatorError?
+    /// Whether an advance is moving the clock; the others wait their turn.
+    private var advancing = false
+    private var advanceWaiters: [CheckedContinuation<Void, Never>] = []
     private var rateLimiter = RateLimiter()
 
     /// Loads the simulator kept in `directory` (importing its `state.json` on first open, if it has one).
@@ -143,6 +146,40 @@ public actor Simulator {
             let waiters = commitWaiters
             commitWaiters = []
             for waiter in waiters { waiter.resume() }
+        }
+    }
+
+    // MARK: - The clock
+
+    /// Moves the clock forward by `interval`, one due time at a time (see ``advance(to:deliver:)``).
+    public func advance(by interval: TimeInterval, deliver: @Sendable () async -> Void) async throws(SimulatorError) {
+        guard interval >= 0 else { throw SimulatorError(.invalidRequest, "the clock only moves forward") }
+        try await advance(to: engine.state.now.addingTimeInterval(interval), deliver: deliver)
+    }
+
+    /// Moves the clock to `target`, stopping at every moment something falls due on the way: each renewal, grace or
+    /// billing-retry expiry is played at its own time (``LifecycleEngine/step(toward:)``), and after each step
+    /// `deliver` runs (the deliverer attempts what is due then, and records the attempt at that virtual time), so a
+    /// notification's first attempt is at its creation and each retry at its scheduled time.
+    ///
+    /// Each step is one action (all or nothing, committed before the next); an advance refused at the start changes
+    /// nothing. If a step fails, the clock stays where the last step left it and the error is thrown. Advances run
+    /// one at a time; one that finds the clock already past its target returns at once.
+    public func advance(to target: Date, deliver: @Sendable () async -> Void) async throws(SimulatorError) {
+        guard target >= engine.state.now else {
+            throw SimulatorError(.invalidRequest, "the clock only moves forward (now \(engine.state.now.formatted(.iso8601)))")
+        }
+        while advancing { await withCheckedContinuation { advanceWaiters.append($0) } }
+        advancing = true
+        defer {
+            advancing = false
+            if !advanceWaiters.isEmpty { advanceWaiters.removeFirst().resume() }
+        }
+        await deliver()
+        while true {
+            let reached = try await perform { (engine) throws(SimulatorError) in try engine.step(toward: target) }
+            await deliver()
+            if reached { return }
         }
     }
 
