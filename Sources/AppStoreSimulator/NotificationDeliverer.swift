@@ -25,6 +25,8 @@ public actor NotificationDeliverer: Service {
     private var roundsStarted = 0
     /// Callers waiting for a round: the round they need, and whether to lead it.
     private var waiters: [(round: Int, continuation: CheckedContinuation<Bool, Never>)] = []
+    /// Wakes the running service (``run()``), if it runs.
+    private var wakeService: AsyncStream<Void>.Continuation?
 
     /// The client deliverers use unless given another: a refused connection fails the attempt at once (a pooled
     /// client's default is to keep trying until the attempt's timeout, which made every control action wait 10 s
@@ -67,6 +69,16 @@ public actor NotificationDeliverer: Service {
             waiters.removeFirst().continuation.resume(returning: true)
         }
         return attempts
+    }
+
+    /// Has what is due now delivered without waiting for it, when the service (``run()``) is running: it starts a
+    /// round at once. Without the service, delivers as ``deliverDue()`` does.
+    public func deliverSoon() async {
+        guard let wakeService else {
+            await deliverDue()
+            return
+        }
+        wakeService.yield()
     }
 
     /// One round: every notification due now, posted in order (newest first with the reorder fault).
@@ -117,11 +129,19 @@ public actor NotificationDeliverer: Service {
         }
     }
 
-    /// As a service: delivers due notifications five times a second until graceful shutdown.
+    /// As a service, until graceful shutdown: delivers due notifications as soon as ``deliverSoon()`` asks, and five
+    /// times a second besides.
     public func run() async throws {
+        let (wakeups, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        wakeService = continuation
         await cancelWhenGracefulShutdown {
-            await self.run(every: .milliseconds(200))
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { for await _ in wakeups { await self.deliverDue() } }
+                group.addTask { await self.run(every: .milliseconds(200)) }
+            }
         }
+        wakeService = nil
+        continuation.finish()
     }
 
     /// One POST; the `sendAttemptResult` it earns.

@@ -8,13 +8,20 @@ public import Hummingbird
 /// nothing.
 public struct SimulatorControlAPI: Sendable {
     let simulator: Simulator
-    /// Called after actions that may make notifications due, so they go out at once, and at every stop of a clock
-    /// advance (the application's deliverer delivers what is due then).
+    /// Called after actions that may make notifications due, so they go out at once.
     let onChange: @Sendable () async -> Void
+    /// Called at every stop of a clock advance and after every scenario step: returns once what is due then was
+    /// attempted (``NotificationDeliverer/deliverDue()``). `onChange` unless given.
+    let deliver: @Sendable () async -> Void
 
-    public init(simulator: Simulator, onChange: @escaping @Sendable () async -> Void = {}) {
+    public init(
+        simulator: Simulator,
+        onChange: @escaping @Sendable () async -> Void = {},
+        deliver: (@Sendable () async -> Void)? = nil
+    ) {
         self.simulator = simulator
         self.onChange = onChange
+        self.deliver = deliver ?? onChange
     }
 
     public struct CustomerRequest: Codable, Sendable { public var id: String; public var storefront: String? }
@@ -111,11 +118,11 @@ public struct SimulatorControlAPI: Sendable {
                     throw SimulatorError(.invalidRequest, "request body: \(Self.describe(error))")
                 }
                 if let to = body.to {
-                    try await simulator.advance(to: to, deliver: onChange)
+                    try await simulator.advance(to: to, deliver: deliver)
                 } else {
                     let seconds = (body.seconds ?? 0) + (body.days ?? 0) * 86_400
                     guard seconds > 0 else { throw SimulatorError(.invalidRequest, "give seconds, days or to") }
-                    try await simulator.advance(by: seconds, deliver: onChange)
+                    try await simulator.advance(by: seconds, deliver: deliver)
                 }
                 return try Self.json(try await simulator.read { engine in
                     Clock(now: engine.state.now, renewalRate: engine.state.renewalRate, environment: engine.state.environment)
@@ -158,7 +165,7 @@ public struct SimulatorControlAPI: Sendable {
                 let text = String(buffer: buffer)
                 let scenario = try ShippedScenarios.named(text.trimmingCharacters(in: .whitespacesAndNewlines))
                     ?? Scenario(name: name, text: text)
-                let events = try await ScenarioRunner(simulator: simulator, afterStep: onChange).run(scenario)
+                let events = try await ScenarioRunner(simulator: simulator, afterStep: deliver).run(scenario)
                 return try Self.json(ScenarioResult(
                     events: events.map { "line \($0.line): \($0.description)" }, now: await simulator.now
                 ))
