@@ -11,8 +11,8 @@ public import ServiceLifecycle
 /// simulator's clock. Every attempt is recorded for Get Notification History, dated at the virtual time its round
 /// began. Faults (drop, duplicate, reorder, delay) apply here.
 ///
-/// Deliveries go in rounds, one at a time: a round takes every notification due, posts each, and records the
-/// attempts in one action. A caller of ``deliverDue()`` that finds a round under way waits for the next one (which
+/// Deliveries go in rounds, one at a time: a round takes every notification due, posts each and records each
+/// attempt at once (Get Notification History shows it), and ends with one commit for all of them. A caller of ``deliverDue()`` that finds a round under way waits for the next one (which
 /// sees what became due meanwhile) and, when it ends, one of the waiters leads the round after it, so no caller
 /// waits for more than two rounds however busy the simulator is.
 public actor NotificationDeliverer: Service {
@@ -88,7 +88,6 @@ public actor NotificationDeliverer: Service {
         if faults.reorderNotifications { batch.reverse() }
         var drop = faults.dropNextNotifications
         var duplicate = faults.duplicateNextNotifications
-        var results: [(uuid: String, result: String)] = []
         for notification in batch {
             if faults.notificationDelayMilliseconds > 0 {
                 try? await Task.sleep(for: .milliseconds(faults.notificationDelayMilliseconds))
@@ -112,11 +111,10 @@ public actor NotificationDeliverer: Service {
                     "result": .string(result),
                 ]
             )
-            results.append((notification.notificationUUID, result))
+            await simulator.recordDelivery(notification.notificationUUID, result: result, at: now)
         }
-        await simulator.recordDeliveries(
-            results, at: now, dropped: faults.dropNextNotifications - drop,
-            duplicated: faults.duplicateNextNotifications - duplicate
+        await simulator.finishRound(
+            dropped: faults.dropNextNotifications - drop, duplicated: faults.duplicateNextNotifications - duplicate
         )
         return batch.count
     }
@@ -178,16 +176,23 @@ extension Simulator {
         return snapshot
     }
 
-    /// Records a round's attempts, made at `date`, and uses up the notification faults it applied, as one action.
-    func recordDeliveries(_ results: [(uuid: String, result: String)], at date: Date, dropped: Int, duplicated: Int) async {
-        _ = try? await perform { (engine) throws(SimulatorError) in
-            for (uuid, result) in results {
-                try engine.recordDeliveryAttempt(notificationUUID: uuid, result: result, at: date)
-            }
-            if dropped > 0 || duplicated > 0 {
+    /// Records an attempt made at `date` at once (history shows it), without waiting for its commit: the round ends
+    /// with one commit for all its attempts. An attempt lost in a crash before that commit is made again after the
+    /// restart (a duplicate delivery, which receivers must accept from Apple too).
+    func recordDelivery(_ uuid: String, result: String, at date: Date) {
+        try? apply { (engine) throws(SimulatorError) in
+            try engine.recordDeliveryAttempt(notificationUUID: uuid, result: result, at: date)
+        }
+    }
+
+    /// Ends a round: uses up the notification faults it applied and commits its attempts.
+    func finishRound(dropped: Int, duplicated: Int) async {
+        if dropped > 0 || duplicated > 0 {
+            try? apply { engine in
                 engine.state.faults.dropNextNotifications = max(0, engine.state.faults.dropNextNotifications - dropped)
                 engine.state.faults.duplicateNextNotifications = max(0, engine.state.faults.duplicateNextNotifications - duplicated)
             }
         }
+        try? await commitApplied()
     }
 }

@@ -82,6 +82,19 @@ public actor Simulator {
         return result
     }
 
+    /// Runs an action that nobody acknowledges (a delivery attempt) without waiting for its commit: it is visible at
+    /// once and written by the next commit, which ``commitApplied()``, any ``perform(_:)`` or any ``read(_:)`` makes.
+    func apply(_ action: (inout LifecycleEngine) throws(SimulatorError) -> Void) throws(SimulatorError) {
+        if let storageFailure { throw storageFailure }
+        try engine.transaction(action)
+        _ = takeChanges()
+    }
+
+    /// Returns once everything applied so far is committed.
+    func commitApplied() async throws(SimulatorError) {
+        try await waitUntilCommitted(appliedCount)
+    }
+
     /// Reads from the engine without changing it, once everything applied before is committed.
     public func read<Result: Sendable>(_ body: (LifecycleEngine) throws(SimulatorError) -> Result) async throws(SimulatorError) -> Result {
         try await waitUntilCommitted(appliedCount)
