@@ -73,7 +73,8 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "HashTreeCollections", package: "swift-collections"),
+                .product(name: "HeapModule", package: "swift-collections"),
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             resources: [
                 .embedInCode("Scenarios/subscriber-lifecycle.scenario"),

@@ -2,7 +2,8 @@ import Foundation
 public import ServiceLifecycle
 
 /// While the simulator's clock is running, moves it forward by the real time that passed, once a second, so that
-/// renewals happen on their own (at the sandbox rates, a monthly plan renews every few minutes).
+/// renewals happen on their own (at the sandbox rates, a monthly plan renews every few minutes). It moves the clock
+/// like every other advance (``Simulator/advance(to:deliver:)``): each renewal and delivery at its own time.
 public struct ClockTicker: Service {
     let simulator: Simulator
     let deliverer: NotificationDeliverer
@@ -22,10 +23,9 @@ public struct ClockTicker: Service {
                 let now = ContinuousClock.now
                 let elapsed = now - last
                 last = now
-                guard await simulator.state.clockRunning else { continue }
+                guard await simulator.clockRunning else { continue }
                 let seconds = elapsed / .seconds(1)
-                _ = try? await simulator.perform { (engine) throws(SimulatorError) in try engine.advance(by: seconds) }
-                await deliverer.deliverDue()
+                try? await simulator.advance(by: seconds) { [deliverer] in await deliverer.deliverDue() }
             }
         }
     }

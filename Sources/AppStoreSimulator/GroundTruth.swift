@@ -1,6 +1,5 @@
 public import AppStoreModels
 public import Foundation
-import HashTreeCollections
 
 /// What a customer should be entitled to now, by the App Store's own state: the answer Storekeeper must match.
 ///
@@ -38,8 +37,7 @@ extension LifecycleEngine {
         _ = try customer(customerId)
         var entitlements: [CustomerTruth.Entitlement] = []
         var bestPerGroup: [String: (level: Int, entitlement: CustomerTruth.Entitlement)] = [:]
-        for subscription in state.subscriptions.values.sorted(by: { $0.originalTransactionId < $1.originalTransactionId })
-        where subscription.customerId == customerId && subscription.hasService {
+        for subscription in state.subscriptions.records(of: customerId) where subscription.hasService {
             let level = catalog.product(subscription.productId)?.level ?? Int.max
             let entitlement = CustomerTruth.Entitlement(
                 productId: subscription.productId, type: .autoRenewable, ownership: subscription.ownership,
@@ -56,8 +54,7 @@ extension LifecycleEngine {
         }
         entitlements += bestPerGroup.values.map(\.entitlement)
         var balance: [String: Int] = [:]
-        for record in state.transactions.values.sorted(by: { $0.info.transactionId < $1.info.transactionId })
-        where record.customerId == customerId && record.info.revocationDate == nil {
+        for record in state.transactions.records(of: customerId) where record.info.revocationDate == nil {
             let info = record.info
             switch info.type {
             case .nonConsumable:

@@ -1,6 +1,5 @@
 import AppStoreModels
 import Foundation
-import HashTreeCollections
 
 extension LifecycleEngine {
     /// Extends every eligible subscription of `productId` (in the given storefronts, or all): `RENEWAL_EXTENDED`

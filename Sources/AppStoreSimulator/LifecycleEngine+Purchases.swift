@@ -1,6 +1,5 @@
 public import AppStoreModels
 import Foundation
-import HashTreeCollections
 
 extension LifecycleEngine {
     /// A purchase as a StoreKit 2 app makes it.
@@ -251,7 +250,8 @@ extension LifecycleEngine {
         }
         // Upgrade: the old transaction is marked upgraded; a new period starts now on the new product.
         state.transactions[subscription.latestTransactionId]?.info.isUpgraded = true
-        state.transactions[subscription.latestTransactionId]?.modifiedAt = state.now
+        let modifiedAt = state.now
+        state.transactions[subscription.latestTransactionId]?.modifiedAt = modifiedAt
         let customer = try customer(subscription.customerId)
         let id = makeTransaction(
             customer: customer, product: product, reason: .purchase,

@@ -1,17 +1,20 @@
 public import AppStoreModels
 import Foundation
-import HashTreeCollections
 
 extension LifecycleEngine {
     /// The customer a transaction ID, original transaction ID or app transaction ID belongs to, within one app.
     public func customerId(forAnyTransactionId id: String, bundleId: String) -> String? {
         if let record = state.transactions[id], record.info.bundleId == bundleId { return record.customerId }
-        return state.customers.values.first { $0.appTransactionIds[bundleId] == id }?.id
+        return appTransactionOwner(id, bundleId: bundleId)
     }
 
     /// Whether `id` is some customer's app transaction ID for `bundleId`.
     public func isAppTransactionId(_ id: String, bundleId: String) -> Bool {
-        state.transactions[id] == nil && state.customers.values.contains { $0.appTransactionIds[bundleId] == id }
+        state.transactions[id] == nil && appTransactionOwner(id, bundleId: bundleId) != nil
+    }
+
+    private func appTransactionOwner(_ id: String, bundleId: String) -> String? {
+        state.customers.ids(withKey: .appTransaction(id)).sorted().first { state.customers[$0]?.appTransactionIds[bundleId] == id }
     }
 
     /// A customer's transactions in one app.

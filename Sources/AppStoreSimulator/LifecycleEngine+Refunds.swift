@@ -1,6 +1,5 @@
 public import AppStoreModels
 import Foundation
-import HashTreeCollections
 
 extension LifecycleEngine {
     /// The App Store grants a refund: `REFUND` with the revocation fields; a subscription moves to status 5 and its
@@ -35,7 +34,8 @@ extension LifecycleEngine {
         info.revocationType = percentage == nil ? .refundFull : .refundProrated
         info.revocationPercentage = percentage ?? 100_000
         state.transactions[transactionId]?.info = info
-        state.transactions[transactionId]?.modifiedAt = state.now
+        let modifiedAt = state.now
+        state.transactions[transactionId]?.modifiedAt = modifiedAt
         state.refundRequests[transactionId] = nil
         if var subscription = state.subscriptions[info.originalTransactionId],
             subscription.latestTransactionId == transactionId
@@ -99,7 +99,8 @@ extension LifecycleEngine {
             info.revocationType = nil
             info.revocationPercentage = nil
             engine.state.transactions[transactionId]?.info = info
-            engine.state.transactions[transactionId]?.modifiedAt = engine.state.now
+            let modifiedAt = engine.state.now
+            engine.state.transactions[transactionId]?.modifiedAt = modifiedAt
             if var subscription = engine.state.subscriptions[info.originalTransactionId],
                 subscription.latestTransactionId == transactionId
             {
@@ -117,7 +118,7 @@ extension LifecycleEngine {
     public mutating func formFamily(id: String, members: [String]) throws(SimulatorError) {
         try transaction { (engine) throws(SimulatorError) in
             guard !id.isEmpty else { throw SimulatorError(.invalidRequest, "a family needs an id") }
-            let current = engine.state.customers.values.filter { $0.familyId == id }.map(\.id)
+            let current = engine.state.customers.ids(withKey: .family(id))
             let all = Set(current).union(members)
             guard all.count <= 6 else {
                 throw SimulatorError(.invalidRequest, "a family has at most 6 people; '\(id)' would have \(all.count)")
@@ -147,12 +148,16 @@ extension LifecycleEngine {
                 guard let purchaser else { return false }
                 return (owner == customerId && others.contains(purchaser)) || (purchaser == customerId && others.contains(owner))
             }
-            let copies = engine.state.subscriptions.values.filter { $0.sharedFrom != nil && $0.status != .revoked }
+            // Only the family's records can be affected: the leaver's and the others'.
+            let family: [String] = [customerId] + others.sorted()
+            let copies: [SubscriptionRecord] = family.flatMap { engine.state.subscriptions.records(of: $0) }
+                .filter { $0.sharedFrom != nil && $0.status != .revoked }
                 .sorted { $0.originalTransactionId < $1.originalTransactionId }
             for copy in copies where affected(owner: copy.customerId, purchaser: engine.state.subscriptions[copy.sharedFrom!]?.customerId) {
                 try engine.revokeCopy(copy.latestTransactionId, reason: .other)
             }
-            let shared = engine.state.transactions.values.filter {
+            let familyTransactions: [TransactionRecord] = family.flatMap { engine.state.transactions.records(of: $0) }
+            let shared = familyTransactions.filter {
                 $0.info.type == .nonConsumable && $0.info.inAppOwnershipType == .familyShared && $0.info.revocationDate == nil
             }.sorted { $0.info.transactionId < $1.info.transactionId }
             for record in shared where affected(owner: record.customerId, purchaser: engine.purchaser(ofCopy: record)) {
@@ -172,23 +177,25 @@ extension LifecycleEngine {
 
     /// The purchaser's customer ID for a family-shared non-consumable.
     func purchaser(ofCopy record: TransactionRecord) -> String? {
-        state.transactions.values.first {
-            $0.info.productId == record.info.productId && $0.info.inAppOwnershipType == .purchased
-                && $0.info.revocationDate == nil && familyMembers(of: record.customerId).contains($0.customerId)
-        }?.customerId
+        familyMembers(of: record.customerId).first { member in
+            state.transactions.records(of: member).contains {
+                $0.info.productId == record.info.productId && $0.info.inAppOwnershipType == .purchased
+                    && $0.info.revocationDate == nil
+            }
+        }
     }
 
     /// Shares the member's family's active shareable purchases with a new member.
     private mutating func shareExistingPurchases(with member: String) throws(SimulatorError) {
         for other in familyMembers(of: member) {
-            for subscription in state.subscriptions.values.sorted(by: { $0.originalTransactionId < $1.originalTransactionId })
-            where subscription.customerId == other && subscription.sharedFrom == nil && subscription.hasService
+            for subscription in state.subscriptions.records(of: other)
+            where subscription.sharedFrom == nil && subscription.hasService
                 && catalog.product(subscription.productId)?.familyShareable == true
                 && subscription.familyCopies[member] == nil {
                 try shareSubscription(subscription.originalTransactionId, with: member)
             }
-            for record in state.transactions.values.sorted(by: { $0.info.transactionId < $1.info.transactionId })
-            where record.customerId == other && record.info.type == .nonConsumable
+            for record in state.transactions.records(of: other)
+            where record.info.type == .nonConsumable
                 && record.info.inAppOwnershipType == .purchased && record.info.revocationDate == nil
                 && catalog.product(record.info.productId)?.familyShareable == true
                 && ownedNonConsumable(member, record.info.productId) == nil {
@@ -278,9 +285,9 @@ extension LifecycleEngine {
         }
         guard info.type == .nonConsumable else { return }
         let members = familyMembers(of: state.transactions[info.transactionId]?.customerId ?? "")
-        for record in state.transactions.values.sorted(by: { $0.info.transactionId < $1.info.transactionId })
+        for record in members.flatMap({ state.transactions.records(of: $0) }).sorted(by: { $0.info.transactionId < $1.info.transactionId })
         where record.info.productId == info.productId && record.info.inAppOwnershipType == .familyShared
-            && record.info.revocationDate == nil && members.contains(record.customerId) {
+            && record.info.revocationDate == nil {
             try revokeCopy(record.info.transactionId, reason: reason)
         }
     }
@@ -292,7 +299,8 @@ extension LifecycleEngine {
         info.revocationReason = reason
         info.revocationType = .familyRevoke
         state.transactions[transactionId]?.info = info
-        state.transactions[transactionId]?.modifiedAt = state.now
+        let modifiedAt = state.now
+        state.transactions[transactionId]?.modifiedAt = modifiedAt
         if var copy = state.subscriptions[info.originalTransactionId] {
             copy.status = .revoked
             copy.autoRenewEnabled = false

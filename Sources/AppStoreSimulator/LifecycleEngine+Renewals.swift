@@ -1,6 +1,5 @@
 import AppStoreModels
 public import Foundation
-import HashTreeCollections
 
 extension LifecycleEngine {
     // MARK: - The clock
@@ -11,13 +10,15 @@ extension LifecycleEngine {
         try advance(to: state.now.addingTimeInterval(interval))
     }
 
-    /// Moves the clock to `target`, playing renewals, grace expiries and billing-retry expiries in time order.
+    /// Moves the clock to `target`, playing renewals, grace expiries and billing-retry expiries in time order, as one
+    /// action. Notifications that fall due on the way are left for the deliverer; a served simulator moves its clock
+    /// with ``Simulator/advance(to:deliver:)`` instead, which delivers each at its own time.
     public mutating func advance(to target: Date) throws(SimulatorError) {
         guard target >= state.now else {
             throw SimulatorError(.invalidRequest, "the clock only moves forward (now \(state.now.formatted(.iso8601)))")
         }
         try transaction { (engine) throws(SimulatorError) in
-            while let (date, originalTransactionId) = engine.nextDueEvent(before: target) {
+            while let (date, originalTransactionId) = engine.state.subscriptions.firstDue(atOrBefore: target) {
                 engine.state.now = max(engine.state.now, date)
                 try engine.playDueEvent(originalTransactionId)
             }
@@ -25,23 +26,26 @@ extension LifecycleEngine {
         }
     }
 
-    /// The earliest subscription event at or before `target`: (when, which subscription).
-    func nextDueEvent(before target: Date) -> (Date, String)? {
-        var best: (Date, String)? = nil
-        for subscription in state.subscriptions.values where subscription.sharedFrom == nil {
-            let due: Date?
-            switch subscription.status {
-            case .active: due = subscription.expiresDate
-            case .billingGracePeriod: due = subscription.gracePeriodExpiresDate
-            case .billingRetry: due = subscription.billingRetryEndsAt
-            default: due = nil
+    /// Moves the clock to the next moment something falls due — a renewal, a grace or billing-retry expiry, or
+    /// (when there is somewhere to deliver to) a notification's next delivery attempt — or to `target` if nothing
+    /// falls due before it, and plays every subscription event due then. Returns whether the clock reached `target`.
+    ///
+    /// One step is one action; stepping until it returns `true`, delivering what is due after each step, plays an
+    /// advance with every renewal, delivery and retry at its own virtual time.
+    public mutating func step(toward target: Date) throws(SimulatorError) -> Bool {
+        guard target > state.now else { return true }
+        return try transaction { (engine) throws(SimulatorError) in
+            var next = target
+            if let (date, _) = engine.state.subscriptions.firstDue(atOrBefore: target) { next = min(next, date) }
+            if engine.state.notificationURL != nil, let attempt = engine.state.notifications.nextAttempt(after: engine.state.now) {
+                next = min(next, attempt)
             }
-            guard let due, due <= target else { continue }
-            if best == nil || due < best!.0 || (due == best!.0 && subscription.originalTransactionId < best!.1) {
-                best = (due, subscription.originalTransactionId)
+            engine.state.now = max(engine.state.now, next)
+            while let (_, originalTransactionId) = engine.state.subscriptions.firstDue(atOrBefore: engine.state.now) {
+                try engine.playDueEvent(originalTransactionId)
             }
+            return engine.state.now >= target
         }
-        return best
     }
 
     private mutating func playDueEvent(_ originalTransactionId: String) throws(SimulatorError) {
@@ -172,10 +176,9 @@ extension LifecycleEngine {
             _ = try engine.customer(customerId)
             engine.state.customers[customerId]?.billingWorks = works
             guard works else { return }
-            let retrying = engine.state.subscriptions.values.filter {
-                $0.customerId == customerId && $0.sharedFrom == nil
-                    && ($0.status == .billingRetry || $0.status == .billingGracePeriod)
-            }.sorted { $0.originalTransactionId < $1.originalTransactionId }
+            let retrying = engine.state.subscriptions.records(of: customerId).filter {
+                $0.sharedFrom == nil && ($0.status == .billingRetry || $0.status == .billingGracePeriod)
+            }
             for subscription in retrying {
                 // In grace the customer lost no days: the period starts at the old expiry. After grace, it starts now.
                 let start = subscription.status == .billingGracePeriod ? subscription.expiresDate : engine.state.now
@@ -286,7 +289,8 @@ extension LifecycleEngine {
             subscription.extensionDates.append(engine.state.now)
             engine.state.subscriptions[originalTransactionId] = subscription
             engine.state.transactions[subscription.latestTransactionId]?.info.expiresDate = subscription.expiresDate
-            engine.state.transactions[subscription.latestTransactionId]?.modifiedAt = engine.state.now
+            let modifiedAt = engine.state.now
+            engine.state.transactions[subscription.latestTransactionId]?.modifiedAt = modifiedAt
             try engine.notify(.renewalExtended, transactionId: subscription.latestTransactionId)
             for copy in subscription.familyCopies.values.sorted() {
                 guard var shared = engine.state.subscriptions[copy], shared.status == .active else { continue }

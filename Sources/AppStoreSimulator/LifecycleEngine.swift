@@ -1,7 +1,6 @@
 import AppStoreModels
 public import AppStoreSigning
 public import Foundation
-import HashTreeCollections
 
 /// The simulated App Store's rules: sells, renews, fails billing, refunds, shares with families and records the
 /// notifications Apple would send, each signed with the simulator's certificate chain (APPSTORE-SPEC §2.3-§2.4, §4).
@@ -24,23 +23,19 @@ public struct LifecycleEngine: Sendable {
         self.signer = signer
     }
 
-    /// Applies `change` to a copy of the state and keeps it only if it succeeds.
+    /// Applies `change` in place and, if it throws, undoes everything it wrote (the tables journal each write while
+    /// an action runs; see ``SimulatorState/beginJournal()``), so the cost of an action does not depend on the size of
+    /// the state. Actions nest: an inner failure that the outer action catches undoes only the inner one's writes.
     mutating func transaction<Result>(
         _ change: (inout LifecycleEngine) throws(SimulatorError) -> Result
     ) throws(SimulatorError) -> Result {
-        // The dictionaries are persistent tries, so keeping the old state costs O(1) and each change after it
-        // O(log n). The notification log is append-only within an action: it is left out of the backup (sharing its
-        // buffer would copy it on the first append) and rolled back by truncation.
-        let logLength = state.notifications.count
-        var backup = self
-        backup.state.notifications = []
+        let mark = state.beginJournal()
         do {
-            return try change(&self)
+            let result = try change(&self)
+            state.endJournal()
+            return result
         } catch {
-            var log = state.notifications
-            self = backup
-            log.removeSubrange(logLength...)
-            state.notifications = log
+            state.rollBack(to: mark)
             throw error
         }
     }
@@ -88,7 +83,7 @@ public struct LifecycleEngine: Sendable {
     /// The customers in the same family as `customerId`, not counting them.
     func familyMembers(of customerId: String) -> [String] {
         guard let family = state.customers[customerId]?.familyId else { return [] }
-        return state.customers.values.filter { $0.familyId == family && $0.id != customerId }.map(\.id).sorted()
+        return state.customers.ids(withKey: .family(family)).filter { $0 != customerId }.sorted()
     }
 
     // MARK: - Identifiers
@@ -256,23 +251,23 @@ public struct LifecycleEngine: Sendable {
         return token
     }
 
-    /// Notifications due for a delivery attempt now.
+    /// Notifications due for a delivery attempt now, oldest first.
     public func dueNotifications() -> [NotificationRecord] {
-        state.notifications.filter { ($0.nextAttemptAt.map { $0 <= state.now }) ?? false }
+        state.notifications.due(at: state.now)
     }
 
-    /// Records a delivery attempt and schedules the next one on Apple's schedule: in production 1, 12, 24, 48 and
-    /// 72 hours after each failed attempt (6 attempts at most); in sandbox, none.
+    /// Records a delivery attempt made at `date` (default: now) and schedules the next one on Apple's schedule: in
+    /// production 1, 12, 24, 48 and 72 hours after each failed attempt (6 attempts at most); in sandbox, none.
     public mutating func recordDeliveryAttempt(
         notificationUUID: String,
         result: String,
         at date: Date? = nil
     ) throws(SimulatorError) {
-        guard let index = state.notifications.firstIndex(where: { $0.notificationUUID == notificationUUID }) else {
+        guard let position = state.notifications.position(of: notificationUUID) else {
             throw SimulatorError(.notFound, "no notification '\(notificationUUID)'")
         }
         let when = date ?? state.now
-        var notification = state.notifications[index]
+        var notification = state.notifications[position]
         notification.sendAttempts.append(.init(attemptDate: when, sendAttemptResult: result))
         let attempts = notification.sendAttempts.count
         if result == "SUCCESS" || state.environment != .production || attempts > Self.retryScheduleHours.count {
@@ -280,6 +275,6 @@ public struct LifecycleEngine: Sendable {
         } else {
             notification.nextAttemptAt = when.addingTimeInterval(Self.retryScheduleHours[attempts - 1] * 3600)
         }
-        state.notifications[index] = notification
+        state.notifications.update(at: position, notification)
     }
 }

@@ -8,8 +8,13 @@ public import ServiceLifecycle
 
 /// Delivers notifications as the App Store does: POST `{"signedPayload": …}` to the configured URL; HTTP 200-206
 /// is success, anything else (or no answer) a failure that production retries on Apple's schedule, measured on the
-/// simulator's clock. Every attempt is recorded for Get Notification History. Faults (drop, duplicate, reorder,
-/// delay) apply here.
+/// simulator's clock. Every attempt is recorded for Get Notification History, dated at the virtual time its round
+/// began. Faults (drop, duplicate, reorder, delay) apply here.
+///
+/// Deliveries go in rounds, one at a time: a round takes every notification due, posts each and records each
+/// attempt at once (Get Notification History shows it), and ends with one commit for all of them. A caller of ``deliverDue()`` that finds a round under way waits for the next one (which
+/// sees what became due meanwhile) and, when it ends, one of the waiters leads the round after it, so no caller
+/// waits for more than two rounds however busy the simulator is.
 public actor NotificationDeliverer: Service {
     let simulator: Simulator
     let client: HTTPClient
@@ -17,6 +22,11 @@ public actor NotificationDeliverer: Service {
     /// How long to wait for the receiver; Apple publishes no figure, and its engineers call 30 s too long.
     let timeout: TimeAmount
     private var delivering = false
+    private var roundsStarted = 0
+    /// Callers waiting for a round: the round they need, and whether to lead it.
+    private var waiters: [(round: Int, continuation: CheckedContinuation<Bool, Never>)] = []
+    /// Wakes the running service (``run()``), if it runs.
+    private var wakeService: AsyncStream<Void>.Continuation?
 
     /// The client deliverers use unless given another: a refused connection fails the attempt at once (a pooled
     /// client's default is to keep trying until the attempt's timeout, which made every control action wait 10 s
@@ -36,14 +46,44 @@ public actor NotificationDeliverer: Service {
         self.timeout = timeout
     }
 
-    /// Delivers every notification that is due now; returns how many attempts were made.
+    /// Delivers every notification that is due now (in a round that begins after this call); returns how many
+    /// attempts this call made itself (0 when another caller's round covered it).
     @discardableResult
     public func deliverDue() async -> Int {
-        guard !delivering else { return 0 }
+        if delivering {
+            let lead = await withCheckedContinuation { waiters.append((roundsStarted + 1, $0)) }
+            guard lead else { return 0 }
+        }
         delivering = true
-        defer { delivering = false }
-        let (due, urlText, faults) = await simulator.deliverySnapshot()
-        guard let urlText, !due.isEmpty else { return 0 }
+        roundsStarted += 1
+        let round = roundsStarted
+        let attempts = await deliverRound()
+        var waiting: [(round: Int, continuation: CheckedContinuation<Bool, Never>)] = []
+        for waiter in waiters {
+            if waiter.round <= round { waiter.continuation.resume(returning: false) } else { waiting.append(waiter) }
+        }
+        waiters = waiting
+        if waiters.isEmpty {
+            delivering = false
+        } else {
+            waiters.removeFirst().continuation.resume(returning: true)
+        }
+        return attempts
+    }
+
+    /// Has what is due now delivered without waiting for it, when the service (``run()``) is running: it starts a
+    /// round at once. Without the service, delivers as ``deliverDue()`` does.
+    public func deliverSoon() async {
+        guard let wakeService else {
+            await deliverDue()
+            return
+        }
+        wakeService.yield()
+    }
+
+    /// One round: every notification due now, posted in order (newest first with the reorder fault).
+    private func deliverRound() async -> Int {
+        guard let (due, urlText, faults, now) = await simulator.deliverySnapshot() else { return 0 }
         var batch = due
         if faults.reorderNotifications { batch.reverse() }
         var drop = faults.dropNextNotifications
@@ -71,9 +111,9 @@ public actor NotificationDeliverer: Service {
                     "result": .string(result),
                 ]
             )
-            await simulator.recordDelivery(notification.notificationUUID, result: result)
+            await simulator.recordDelivery(notification.notificationUUID, result: result, at: now)
         }
-        await simulator.useNotificationFaults(
+        await simulator.finishRound(
             dropped: faults.dropNextNotifications - drop, duplicated: faults.duplicateNextNotifications - duplicate
         )
         return batch.count
@@ -87,11 +127,19 @@ public actor NotificationDeliverer: Service {
         }
     }
 
-    /// As a service: delivers due notifications five times a second until graceful shutdown.
+    /// As a service, until graceful shutdown: delivers due notifications as soon as ``deliverSoon()`` asks, and five
+    /// times a second besides.
     public func run() async throws {
+        let (wakeups, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        wakeService = continuation
         await cancelWhenGracefulShutdown {
-            await self.run(every: .milliseconds(200))
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { for await _ in wakeups { await self.deliverDue() } }
+                group.addTask { await self.run(every: .milliseconds(200)) }
+            }
         }
+        wakeService = nil
+        continuation.finish()
     }
 
     /// One POST; the `sendAttemptResult` it earns.
@@ -117,22 +165,34 @@ public actor NotificationDeliverer: Service {
 }
 
 extension Simulator {
-    /// What the deliverer needs: due notifications, the URL, the faults.
-    func deliverySnapshot() -> ([NotificationRecord], String?, FaultConfiguration) {
-        (engine.dueNotifications(), engine.state.notificationURL, engine.state.faults)
+    /// What a delivery round needs: the notifications due now (once committed: nothing is sent that a crash could
+    /// lose), the URL, the faults, and the virtual time the attempts are dated at. `nil` when there is nothing to do.
+    func deliverySnapshot() async -> (due: [NotificationRecord], url: String, faults: FaultConfiguration, now: Date)? {
+        guard let snapshot = try? await read({ (engine) -> ([NotificationRecord], String, FaultConfiguration, Date)? in
+            guard let url = engine.state.notificationURL else { return nil }
+            let due = engine.dueNotifications()
+            return due.isEmpty ? nil : (due, url, engine.state.faults, engine.state.now)
+        }) else { return nil }
+        return snapshot
     }
 
-    func recordDelivery(_ uuid: String, result: String) {
-        _ = try? perform { (engine) throws(SimulatorError) in
-            try engine.recordDeliveryAttempt(notificationUUID: uuid, result: result)
+    /// Records an attempt made at `date` at once (history shows it), without waiting for its commit: the round ends
+    /// with one commit for all its attempts. An attempt lost in a crash before that commit is made again after the
+    /// restart (a duplicate delivery, which receivers must accept from Apple too).
+    func recordDelivery(_ uuid: String, result: String, at date: Date) {
+        try? apply { (engine) throws(SimulatorError) in
+            try engine.recordDeliveryAttempt(notificationUUID: uuid, result: result, at: date)
         }
     }
 
-    func useNotificationFaults(dropped: Int, duplicated: Int) {
-        guard dropped > 0 || duplicated > 0 else { return }
-        _ = try? perform { engine in
-            engine.state.faults.dropNextNotifications = max(0, engine.state.faults.dropNextNotifications - dropped)
-            engine.state.faults.duplicateNextNotifications = max(0, engine.state.faults.duplicateNextNotifications - duplicated)
+    /// Ends a round: uses up the notification faults it applied and commits its attempts.
+    func finishRound(dropped: Int, duplicated: Int) async {
+        if dropped > 0 || duplicated > 0 {
+            try? apply { engine in
+                engine.state.faults.dropNextNotifications = max(0, engine.state.faults.dropNextNotifications - dropped)
+                engine.state.faults.duplicateNextNotifications = max(0, engine.state.faults.duplicateNextNotifications - duplicated)
+            }
         }
+        try? await commitApplied()
     }
 }

@@ -1,12 +1,13 @@
 import AppStoreModels
 public import Foundation
-import HashTreeCollections
 
-/// Plays a ``Scenario`` on a ``Simulator``. Each step is one simulator action; `expect` steps compare the
-/// simulator's ground truth and fail the run with a message naming the line when they differ.
+/// Plays a ``Scenario`` on a ``Simulator``. Each step is one simulator action, but for `advance` steps, which move
+/// the clock one due time at a time (``Simulator/advance(to:deliver:)``) so that renewals, deliveries and retries
+/// each happen at their own virtual time; `expect` steps compare the simulator's ground truth and fail the run with
+/// a message naming the line when they differ.
 public struct ScenarioRunner: Sendable {
     public let simulator: Simulator
-    /// Called after every step (the server delivers due notifications here).
+    /// Called after every step, and after every stop of an advance: delivers what is due (the server's deliverer).
     let afterStep: @Sendable () async -> Void
 
     public init(simulator: Simulator, afterStep: @escaping @Sendable () async -> Void = {}) {
@@ -26,19 +27,51 @@ public struct ScenarioRunner: Sendable {
     public func run(_ scenario: Scenario) async throws(SimulatorError) -> [Event] {
         var events: [Event] = []
         for step in scenario.steps {
-            let description = try await simulator.perform { (engine) throws(SimulatorError) in
-                do throws(SimulatorError) {
-                    return try Self.apply(step, to: &engine)
-                } catch {
-                    var located = error
-                    located.message = "\(scenario.name):\(step.line): \(step.verb): \(error.message)"
-                    throw located
-                }
-            }
-            await afterStep()
-            events.append(Event(line: step.line, description: description, clock: await simulator.state.now))
+            let description = try await play(step, of: scenario.name)
+            events.append(Event(line: step.line, description: description, clock: await simulator.now))
         }
         return events
+    }
+
+    /// Plays one step of the scenario `name`, then delivers what is due; returns what the step did. A failing
+    /// step's error names the scenario, line and step.
+    public func play(_ step: Scenario.Step, of name: String = "scenario") async throws(SimulatorError) -> String {
+        do throws(SimulatorError) {
+            if let target = try await Self.clockTarget(of: step, now: simulator.now) {
+                try await simulator.advance(to: target, deliver: afterStep)
+                return Self.describeAdvance(step)
+            }
+            let description = try await simulator.perform { (engine) throws(SimulatorError) in try Self.apply(step, to: &engine) }
+            await afterStep()
+            return description
+        } catch {
+            var located = error
+            located.message = "\(name):\(step.line): \(step.verb): \(error.message)"
+            throw located
+        }
+    }
+
+    /// Where an `advance` or `advance-to` step moves the clock; `nil` for other steps.
+    static func clockTarget(of step: Scenario.Step, now: Date) throws(SimulatorError) -> Date? {
+        let a = step.arguments
+        switch step.verb {
+        case "advance":
+            guard let seconds = Scenario.duration(a[0]) else {
+                throw SimulatorError(.invalidRequest, "'\(a[0])' is not a duration like 90s, 5m, 2h or 31d")
+            }
+            return now.addingTimeInterval(seconds)
+        case "advance-to":
+            guard let date = try? Date(a[0], strategy: .iso8601) else {
+                throw SimulatorError(.invalidRequest, "'\(a[0])' is not an ISO-8601 date")
+            }
+            return date
+        default:
+            return nil
+        }
+    }
+
+    static func describeAdvance(_ step: Scenario.Step) -> String {
+        step.verb == "advance" ? "clock +\(step.arguments[0])" : "clock → \(step.arguments[0])"
     }
 
     /// Plays one step on an engine; returns what it did, for a timeline.
@@ -63,18 +96,10 @@ public struct ScenarioRunner: Sendable {
                 .init(customerId: a[0], productId: a[1], quantity: quantity, appAccountToken: token, offerId: step.options["offer"])
             )
             return "\(a[0]) buys \(a[1]): \(result.outcome), transaction \(result.transactionId)"
-        case "advance":
-            guard let seconds = Scenario.duration(a[0]) else {
-                throw SimulatorError(.invalidRequest, "'\(a[0])' is not a duration like 90s, 5m, 2h or 31d")
-            }
-            try engine.advance(by: seconds)
-            return "clock +\(a[0])"
-        case "advance-to":
-            guard let date = try? Date(a[0], strategy: .iso8601) else {
-                throw SimulatorError(.invalidRequest, "'\(a[0])' is not an ISO-8601 date")
-            }
-            try engine.advance(to: date)
-            return "clock → \(a[0])"
+        case "advance", "advance-to":
+            // On a bare engine the advance is one action; ``play(_:of:)`` steps through it on a simulator.
+            try engine.advance(to: try clockTarget(of: step, now: engine.state.now)!)
+            return describeAdvance(step)
         case "auto-renew":
             guard a[2] == "on" || a[2] == "off" else { throw SimulatorError(.invalidRequest, "auto-renew takes on or off") }
             try engine.setAutoRenew(originalTransactionId: try subscription(a[0], a[1], engine), enabled: a[2] == "on")

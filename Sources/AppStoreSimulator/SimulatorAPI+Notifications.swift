@@ -84,6 +84,19 @@ extension SimulatorAPI {
         var transactionId: String?
         var originalTransactionId: String?
         var onlyFailures: Bool?
+
+        /// What the request asks for, whatever its JSON looked like (key order, whitespace, escapes, absent fields
+        /// that mean their default): a pagination token is valid only for a request with the same meaning.
+        func fingerprint() -> String {
+            let filter = transactionId ?? originalTransactionId
+            let parts: [(String, String)] = [
+                ("startDate", startDate.map(String.init) ?? ""), ("endDate", endDate.map(String.init) ?? ""),
+                ("notificationType", notificationType ?? ""), ("notificationSubtype", notificationSubtype ?? ""),
+                ("transactionId", filter ?? ""), ("onlyFailures", String(onlyFailures ?? false)),
+            ]
+            return parts.map { "\($0.0)=\($0.1.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")" }
+                .joined(separator: "&")
+        }
     }
 
     static func attempts(_ record: NotificationRecord) -> [SendAttemptItem] {
@@ -121,7 +134,7 @@ extension SimulatorAPI {
             guard !id.isEmpty, id.allSatisfy(\.isASCIIDigit) else { throw AppStoreAPIError.invalidTransactionId }
             customer = try await self.customer(of: id, bundleId)
         }
-        let fingerprint = String(decoding: buffer.readableBytesView, as: UTF8.self)
+        let fingerprint = body.fingerprint()
         var after: PageToken? = nil
         if let token = request.uri.queryParameters.get("paginationToken") {
             guard let decoded = PageToken.decode(token), decoded.filters == fingerprint else {
@@ -177,7 +190,7 @@ extension SimulatorAPI {
             throw AppStoreAPIError.invalidTestNotificationToken
         }
         guard let record = try await simulator.read({ engine in
-            engine.state.notifications.first { $0.testNotificationToken == token && $0.bundleId == bundleId }
+            engine.state.notifications.testNotification(token: token).flatMap { $0.bundleId == bundleId ? $0 : nil }
         }) else {
             throw token.contains("_") ? AppStoreAPIError.testNotificationNotFound : AppStoreAPIError.invalidTestNotificationToken
         }

@@ -77,7 +77,6 @@ extension SimulatorAPI {
         var sort: String
         var revoked: String?
         var groups: [String]
-        var fingerprint: String
 
         init(query: Parameters) {
             startDate = query.get("startDate")
@@ -88,11 +87,18 @@ extension SimulatorAPI {
             sort = query.get("sort") ?? "ASCENDING"
             revoked = query.get("revoked") ?? query.get("excludeRevoked").map { $0.lowercased() == "true" ? "false" : "" }
             groups = query.getAll("subscriptionGroupIdentifier")
+        }
+
+        /// What the filters mean, whatever their spelling (parameter order, repeated values, `+`/leading zeros in
+        /// dates, `TRUE` for `true`, an absent parameter for its default): a revision is valid only for the same.
+        var fingerprint: String {
+            func list(_ values: [String]) -> String { Set(values).sorted().description }
             let parts = [
-                "s=\(startDate ?? "")", "e=\(endDate ?? "")", "p=\(productIds.sorted())", "t=\(productTypes.sorted())",
-                "o=\(ownership ?? "")", "r=\(revoked?.lowercased() ?? "")", "g=\(groups.sorted())", "sort=\(sort)",
+                "s=\(startDate.flatMap(Int64.init).map(String.init) ?? "")", "e=\(endDate.flatMap(Int64.init).map(String.init) ?? "")",
+                "p=\(list(productIds))", "t=\(list(productTypes))", "o=\(ownership ?? "")", "r=\(revoked?.lowercased() ?? "")",
+                "g=\(list(groups))", "sort=\(sort)",
             ]
-            fingerprint = parts.joined(separator: "&")
+            return parts.joined(separator: "&")
         }
 
         static let types = ["AUTO_RENEWABLE": ProductType.autoRenewable, "NON_RENEWABLE": .nonRenewing,

@@ -1,7 +1,6 @@
 import AppStoreModels
 import AppStoreSigning
 import Foundation
-import HashTreeCollections
 public import Hummingbird
 
 /// The App Store Server API at Apple's paths (APPSTORE-SPEC §1.3), served by the simulator: JWT checked like
@@ -16,7 +15,7 @@ public struct SimulatorAPI: Sendable {
 
     /// Whether a notification URL is configured (Request a Test Notification answers 4040007 without one).
     func hasNotificationURL() async -> Bool {
-        await simulator.state.notificationURL != nil
+        await simulator.hasNotificationURL
     }
 
     static let pageSize = 20
@@ -268,8 +267,8 @@ public struct SimulatorAPI: Sendable {
             guard orderId.count <= 64, orderId.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
                 throw SimulatorError(.invalidRequest, "invalid order ID", apiErrorCode: 4_000_000)
             }
-            return try engine.state.transactions.values
-                .filter { $0.orderId == orderId && $0.info.bundleId == bundleId }
+            return try engine.state.transactions.records(withKey: .order(orderId))
+                .filter { $0.info.bundleId == bundleId }
                 .sorted { $0.info.transactionId < $1.info.transactionId }
                 .map { (record) throws(SimulatorError) in try engine.signTransaction(record.info.transactionId) }
         }

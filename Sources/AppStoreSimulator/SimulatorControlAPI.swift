@@ -10,10 +10,18 @@ public struct SimulatorControlAPI: Sendable {
     let simulator: Simulator
     /// Called after actions that may make notifications due, so they go out at once.
     let onChange: @Sendable () async -> Void
+    /// Called at every stop of a clock advance and after every scenario step: returns once what is due then was
+    /// attempted (``NotificationDeliverer/deliverDue()``). `onChange` unless given.
+    let deliver: @Sendable () async -> Void
 
-    public init(simulator: Simulator, onChange: @escaping @Sendable () async -> Void = {}) {
+    public init(
+        simulator: Simulator,
+        onChange: @escaping @Sendable () async -> Void = {},
+        deliver: (@Sendable () async -> Void)? = nil
+    ) {
         self.simulator = simulator
         self.onChange = onChange
+        self.deliver = deliver ?? onChange
     }
 
     public struct CustomerRequest: Codable, Sendable { public var id: String; public var storefront: String? }
@@ -99,16 +107,28 @@ public struct SimulatorControlAPI: Sendable {
                 return ["effectiveDate": result.effectiveDate]
             }
         }
-        group.post("/clock/advance") { request, context in
-            try await act(request, context) { (body: AdvanceRequest, engine) throws(SimulatorError) in
+        group.post("/clock/advance") { request, _ in
+            // The clock moves one due time at a time, delivering at each (not one action: see Simulator.advance).
+            let buffer = try await request.body.collect(upTo: 1 << 20)
+            do {
+                let body: AdvanceRequest
+                do {
+                    body = try AppStoreJSON.makeDecoder().decode(AdvanceRequest.self, from: Data(buffer.readableBytesView))
+                } catch {
+                    throw SimulatorError(.invalidRequest, "request body: \(Self.describe(error))")
+                }
                 if let to = body.to {
-                    try engine.advance(to: to)
+                    try await simulator.advance(to: to, deliver: deliver)
                 } else {
                     let seconds = (body.seconds ?? 0) + (body.days ?? 0) * 86_400
                     guard seconds > 0 else { throw SimulatorError(.invalidRequest, "give seconds, days or to") }
-                    try engine.advance(by: seconds)
+                    try await simulator.advance(by: seconds, deliver: deliver)
                 }
-                return Clock(now: engine.state.now, renewalRate: engine.state.renewalRate, environment: engine.state.environment)
+                return try Self.json(try await simulator.read { engine in
+                    Clock(now: engine.state.now, renewalRate: engine.state.renewalRate, environment: engine.state.environment)
+                })
+            } catch let error as SimulatorError {
+                return Self.error(error)
             }
         }
         group.get("/clock") { _, _ in
@@ -145,9 +165,9 @@ public struct SimulatorControlAPI: Sendable {
                 let text = String(buffer: buffer)
                 let scenario = try ShippedScenarios.named(text.trimmingCharacters(in: .whitespacesAndNewlines))
                     ?? Scenario(name: name, text: text)
-                let events = try await ScenarioRunner(simulator: simulator, afterStep: onChange).run(scenario)
+                let events = try await ScenarioRunner(simulator: simulator, afterStep: deliver).run(scenario)
                 return try Self.json(ScenarioResult(
-                    events: events.map { "line \($0.line): \($0.description)" }, now: await simulator.state.now
+                    events: events.map { "line \($0.line): \($0.description)" }, now: await simulator.now
                 ))
             } catch let error as SimulatorError {
                 return Self.error(error)

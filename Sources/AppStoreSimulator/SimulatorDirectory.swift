@@ -9,7 +9,8 @@ import X509
 ///
 /// ```
 /// DIR/catalog.json                 what the App Store sells (edit it; checked at start)
-/// DIR/state.json                   customers, transactions, subscriptions, notifications, the clock
+/// DIR/simulator.sqlite             customers, transactions, subscriptions, notifications, the clock (SimulatorStore)
+/// DIR/state.json.imported          a simulator's earlier storage, kept after its import into simulator.sqlite
 /// DIR/ca/root.pem                  give this to verifiers (`storekeeper verify --root DIR/ca/root.pem`)
 /// DIR/ca/intermediate.pem, ca/intermediate-key.pem
 /// DIR/api/AuthKey_<KEY ID>.p8      the API key clients sign tokens with
@@ -21,7 +22,12 @@ public struct SimulatorDirectory: Sendable {
     public init(_ url: URL) { self.url = url }
 
     public var catalogFile: URL { url.appendingPathComponent("catalog.json") }
+    /// The simulator's database (``SimulatorStore``).
+    public var databaseFile: URL { url.appendingPathComponent("simulator.sqlite") }
+    /// Where a simulator made before the database kept its state (format 1); imported on first open.
     public var stateFile: URL { url.appendingPathComponent("state.json") }
+    /// The `state.json` after its import, kept for reference (nothing reads it).
+    public var importedStateFile: URL { url.appendingPathComponent("state.json.imported") }
     public var rootCertificateFile: URL { url.appendingPathComponent("ca/root.pem") }
     var intermediateCertificateFile: URL { url.appendingPathComponent("ca/intermediate.pem") }
     var intermediateKeyFile: URL { url.appendingPathComponent("ca/intermediate-key.pem") }
@@ -52,8 +58,8 @@ public struct SimulatorDirectory: Sendable {
     ) throws(SimulatorError) -> SimulatorDirectory {
         let directory = SimulatorDirectory(url)
         try catalog.validate()
-        guard !FileManager.default.fileExists(atPath: directory.stateFile.path) else {
-            throw SimulatorError(.conflict, "\(url.path) already holds a simulator (state.json exists)")
+        for file in [directory.databaseFile, directory.stateFile] where FileManager.default.fileExists(atPath: file.path) {
+            throw SimulatorError(.conflict, "\(url.path) already holds a simulator (\(file.lastPathComponent) exists)")
         }
         var options = TestCertificateAuthority.Options()
         options.names = .storekeeper("Storekeeper Simulator")
@@ -73,7 +79,8 @@ public struct SimulatorDirectory: Sendable {
         try directory.write(directory.intermediateKeyFile, Data(authority.intermediatePrivateKeyPEM.utf8), secret: true)
         try directory.write(directory.apiPrivateKeyFile(keyId: keyId), Data(apiKey.pemRepresentation.utf8), secret: true)
         try directory.write(directory.apiKeyInfoFile, try encode(info))
-        try directory.save(SimulatorState(environment: environment, renewalRate: renewalRate, now: now))
+        var state = SimulatorState(environment: environment, renewalRate: renewalRate, now: now)
+        try SimulatorStore(path: directory.databaseFile.path).write(state.takeChanges())
         return directory
     }
 
@@ -85,13 +92,39 @@ public struct SimulatorDirectory: Sendable {
         return catalog
     }
 
+    /// The simulator's state as its database holds it.
     public func loadState() throws(SimulatorError) -> SimulatorState {
+        try openStore().load()
+    }
+
+    /// Opens the simulator's database. A directory made before the database (it has a `state.json`, format 1) is
+    /// imported on first open, in one transaction, and its `state.json` renamed `state.json.imported`.
+    package func openStore() throws(SimulatorError) -> SimulatorStore {
+        let hasDatabase = FileManager.default.fileExists(atPath: databaseFile.path)
+        let hasStateFile = FileManager.default.fileExists(atPath: stateFile.path)
+        guard hasDatabase || hasStateFile else {
+            throw SimulatorError(.storage, "\(url.path) holds no simulator (no simulator.sqlite); run `storekeeper simulator init` first")
+        }
+        let store = try SimulatorStore(path: databaseFile.path)
+        guard try !store.holdsState() else { return store }
+        guard hasStateFile else {
+            throw SimulatorError(.storage, "\(databaseFile.path) holds no simulator; run `storekeeper simulator init` in a new directory")
+        }
+        var state = try loadStateFile()
+        state.markAllChanged()
+        try store.write(state.takeChanges())
+        try? FileManager.default.moveItem(at: stateFile, to: importedStateFile)
+        return store
+    }
+
+    /// The state kept in `state.json` by a simulator made before the database.
+    private func loadStateFile() throws(SimulatorError) -> SimulatorState {
         struct Version: Decodable { var formatVersion: Int? }
         let version = (try? Data(contentsOf: stateFile)).flatMap { try? JSONDecoder().decode(Version.self, from: $0) }
         if let version, version.formatVersion != SimulatorState.currentFormatVersion {
             throw SimulatorError(
                 .conflict,
-                "state.json has format \(version.formatVersion.map(String.init) ?? "0 (an early build)"); this simulator reads format \(SimulatorState.currentFormatVersion). Start a new one with `storekeeper simulator init`"
+                "state.json has format \(version.formatVersion.map(String.init) ?? "0 (an early build)"); this simulator imports format \(SimulatorState.currentFormatVersion). Start a new one with `storekeeper simulator init`"
             )
         }
         return try decode(SimulatorState.self, from: stateFile)
@@ -130,11 +163,6 @@ public struct SimulatorDirectory: Sendable {
     }
 
     // MARK: Saving
-
-    /// Saves the state atomically (a crash leaves the old or the new file, never half of one).
-    public func save(_ state: SimulatorState) throws(SimulatorError) {
-        try write(stateFile, try Self.encode(state))
-    }
 
     private func write(_ file: URL, _ data: Data, secret: Bool = false) throws(SimulatorError) {
         do {

@@ -1,62 +1,142 @@
 public import AppStoreModels
 public import Foundation
-public import HashTreeCollections
 
-/// Everything the simulator knows, as one value: saved to `state.json` after every change and loaded at start.
+/// Everything the simulator knows, as one value: kept in the simulator's database (``SimulatorStore``), one row
+/// per record, and loaded at start.
+///
+/// The engine changes it in place. Each table remembers which records were written since the last save, so a save
+/// writes only those; and while an action runs, each keeps a journal of what it replaced, so a failed action is
+/// undone in O(changes) (``beginJournal()``, ``rollBack(to:)``).
 public struct SimulatorState: Codable, Sendable {
-    /// The layout of `state.json`; a simulator refuses a file of another layout with a clear message.
+    /// The layout of a `state.json` (the simulator's storage before its database), still read to import one.
     public static let currentFormatVersion = 1
-    public var formatVersion = SimulatorState.currentFormatVersion
-    /// The environment the simulator signs for.
-    public var environment: AppStoreEnvironment
-    /// How long subscription periods last on the clock.
-    public var renewalRate: RenewalRate
-    /// The virtual clock: it moves only when told.
-    public var now: Date
-    /// When the last notification was signed (signing dates only increase).
-    public var lastSignedDate: Date?
-    // The growing collections are persistent hash tries (encoded exactly like dictionaries): the engine keeps the
-    // state before each action to roll back to, and with a trie a change after that costs O(log n) instead of a
-    // copy of the whole collection.
-    public var customers: TreeDictionary<String, Customer> = [:]
+    /// The clock, counters and configuration: the small parts, saved as one row.
+    package var scalars: Scalars
+    public var customers = RecordTable<Customer>()
     public var transactions = RecordTable<TransactionRecord>()
     /// Subscriptions by original transaction ID (purchased ones and family-shared copies).
     public var subscriptions = RecordTable<SubscriptionRecord>()
-    /// Every notification, oldest first. Actions only append to it (delivery attempts are recorded outside actions),
-    /// which is how the engine rolls it back cheaply.
-    public var notifications: [NotificationRecord] = []
-    /// Products no longer for sale: their subscriptions expire at the next renewal.
-    public var removedFromSale: Set<String> = []
-    /// Open refund requests by transaction ID, with the reason the customer gave.
-    public var refundRequests: [String: ConsumptionRequestReason] = [:]
+    /// Every notification, oldest first, with its delivery attempts.
+    public var notifications = NotificationLog()
     /// Consumption information the developer sent, by transaction ID (the request body as sent).
-    public var consumptionInformation: [String: JSONValue] = [:]
+    public var consumptionInformation = RecordTable<JSONValue>()
     /// Mass renewal-date extension requests by `productId|requestIdentifier`.
-    public var massExtensions: [String: MassExtension] = [:]
-    /// Faults injected into the API and notification delivery.
-    public var faults = FaultConfiguration()
-    /// Where notifications are POSTed; `nil` for nowhere (Request a Test Notification then answers 4040007).
-    public var notificationURL: String?
-    /// Whether the clock follows real time while the simulator is served (otherwise it moves only when told).
-    public var clockRunning = false
-    var counters = Counters()
+    public var massExtensions = RecordTable<MassExtension>()
+    /// How many actions are running (nested); writes are journaled while one is.
+    var journalDepth = 0
 
-    struct Counters: Codable, Sendable {
+    public init(environment: AppStoreEnvironment, renewalRate: RenewalRate, now: Date) {
+        scalars = Scalars(environment: environment, renewalRate: renewalRate, now: now)
+    }
+
+    /// The small parts of the state: everything but the tables, whose size does not grow with history.
+    package struct Scalars: Codable, Hashable, Sendable {
+        var formatVersion = SimulatorState.currentFormatVersion
+        var environment: AppStoreEnvironment
+        var renewalRate: RenewalRate
+        var now: Date
+        var lastSignedDate: Date?
+        var removedFromSale: Set<String> = []
+        var refundRequests: [String: ConsumptionRequestReason] = [:]
+        var faults = FaultConfiguration()
+        var notificationURL: String?
+        var clockRunning = false
+        var counters = Counters()
+    }
+
+    struct Counters: Codable, Hashable, Sendable {
         var transaction: Int64 = 2_000_000_000_000_000
         var webOrderLineItem: Int64 = 2_000_000_900_000_000
         var appTransaction: Int64 = 704_000_000_000_000_000
         var order: Int64 = 0
     }
 
-    public init(environment: AppStoreEnvironment, renewalRate: RenewalRate, now: Date) {
-        self.environment = environment
-        self.renewalRate = renewalRate
-        self.now = now
+    /// The layout of `state.json` this build reads (``currentFormatVersion``).
+    public var formatVersion: Int {
+        get { scalars.formatVersion }
+        set { scalars.formatVersion = newValue }
+    }
+    /// The environment the simulator signs for.
+    public var environment: AppStoreEnvironment {
+        get { scalars.environment }
+        set { scalars.environment = newValue }
+    }
+    /// How long subscription periods last on the clock.
+    public var renewalRate: RenewalRate {
+        get { scalars.renewalRate }
+        set { scalars.renewalRate = newValue }
+    }
+    /// The virtual clock: it moves only when told.
+    public var now: Date {
+        get { scalars.now }
+        set { scalars.now = newValue }
+    }
+    /// When the last notification was signed (signing dates only increase).
+    public var lastSignedDate: Date? {
+        get { scalars.lastSignedDate }
+        set { scalars.lastSignedDate = newValue }
+    }
+    /// Products no longer for sale: their subscriptions expire at the next renewal.
+    public var removedFromSale: Set<String> {
+        get { scalars.removedFromSale }
+        set { scalars.removedFromSale = newValue }
+    }
+    /// Open refund requests by transaction ID, with the reason the customer gave.
+    public var refundRequests: [String: ConsumptionRequestReason] {
+        get { scalars.refundRequests }
+        set { scalars.refundRequests = newValue }
+    }
+    /// Faults injected into the API and notification delivery.
+    public var faults: FaultConfiguration {
+        get { scalars.faults }
+        set { scalars.faults = newValue }
+    }
+    /// Where notifications are POSTed; `nil` for nowhere (Request a Test Notification then answers 4040007).
+    public var notificationURL: String? {
+        get { scalars.notificationURL }
+        set { scalars.notificationURL = newValue }
+    }
+    /// Whether the clock follows real time while the simulator is served (otherwise it moves only when told).
+    public var clockRunning: Bool {
+        get { scalars.clockRunning }
+        set { scalars.clockRunning = newValue }
+    }
+    var counters: Counters {
+        get { scalars.counters }
+        set { scalars.counters = newValue }
+    }
+
+    // MARK: - Coding (the layout of state.json, format 1)
+
+    private enum TableKeys: String, CodingKey {
+        case customers, transactions, subscriptions, notifications, consumptionInformation, massExtensions
+    }
+
+    public init(from decoder: any Decoder) throws {
+        scalars = try Scalars(from: decoder)
+        let container = try decoder.container(keyedBy: TableKeys.self)
+        customers = try container.decode(RecordTable<Customer>.self, forKey: .customers)
+        transactions = try container.decode(RecordTable<TransactionRecord>.self, forKey: .transactions)
+        subscriptions = try container.decode(RecordTable<SubscriptionRecord>.self, forKey: .subscriptions)
+        notifications = try container.decode(NotificationLog.self, forKey: .notifications)
+        consumptionInformation = try container.decode(RecordTable<JSONValue>.self, forKey: .consumptionInformation)
+        massExtensions = try container.decode(RecordTable<MassExtension>.self, forKey: .massExtensions)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        try scalars.encode(to: encoder)
+        var container = encoder.container(keyedBy: TableKeys.self)
+        try container.encode(customers, forKey: .customers)
+        try container.encode(transactions, forKey: .transactions)
+        try container.encode(subscriptions, forKey: .subscriptions)
+        try container.encode(notifications, forKey: .notifications)
+        try container.encode(consumptionInformation, forKey: .consumptionInformation)
+        try container.encode(massExtensions, forKey: .massExtensions)
     }
 }
 
 /// A request to extend the renewal date of every active subscriber of a product.
-public struct MassExtension: Codable, Hashable, Sendable {
+public struct MassExtension: TableRecord, Hashable, Sendable {
     public var requestIdentifier: String
     public var productId: String
     public var bundleId: String
@@ -67,7 +147,7 @@ public struct MassExtension: Codable, Hashable, Sendable {
 }
 
 /// An Apple Account.
-public struct Customer: Codable, Hashable, Sendable {
+public struct Customer: TableRecord, Hashable, Sendable {
     public var id: String
     /// ISO 3166-1 alpha-3.
     public var storefront: String
@@ -76,6 +156,20 @@ public struct Customer: Codable, Hashable, Sendable {
     public var billingWorks: Bool = true
     /// The customer's `appTransactionId` per bundle ID (one per account per app).
     public var appTransactionIds: [String: String] = [:]
+
+    /// Indexed by family and by app transaction ID.
+    public var indexKeys: [RecordIndexKey] {
+        (familyId.map { [RecordIndexKey.family($0)] } ?? []) + appTransactionIds.values.sorted().map(RecordIndexKey.appTransaction)
+    }
+}
+
+extension RecordIndexKey {
+    /// The customers in a family.
+    public static func family(_ id: String) -> RecordIndexKey { .init(kind: "family", value: id) }
+    /// The customer an app transaction ID belongs to.
+    public static func appTransaction(_ id: String) -> RecordIndexKey { .init(kind: "appTransaction", value: id) }
+    /// The transactions of one order (the order ID on the customer's receipt).
+    public static func order(_ id: String) -> RecordIndexKey { .init(kind: "order", value: id) }
 }
 
 /// A transaction as the App Store holds it now (refunds and upgrades change it after the fact).
@@ -88,6 +182,9 @@ public struct TransactionRecord: Codable, Hashable, Sendable {
     public var modifiedAt: Date
     /// Whether the app or server finished it (Finish Transaction).
     public var finished: Bool = false
+
+    /// Indexed by customer and by order ID.
+    public var indexKeys: [RecordIndexKey] { [.customer(customerId), .order(orderId)] }
 }
 
 /// One auto-renewable subscription of one customer (or a family member's shared copy).
@@ -139,6 +236,18 @@ public struct SubscriptionRecord: Codable, Hashable, Sendable {
     /// Whether the customer has service now: active or in Billing Grace Period.
     public var hasService: Bool { status == .active || status == .billingGracePeriod }
 
+    /// When the lifecycle engine must next act on a purchased subscription: renew it (active), end its grace period,
+    /// or end billing retry. Family copies follow their purchaser and are never due themselves.
+    public var dueDate: Date? {
+        guard sharedFrom == nil else { return nil }
+        switch status {
+        case .active: return expiresDate
+        case .billingGracePeriod: return gracePeriodExpiresDate
+        case .billingRetry: return billingRetryEndsAt
+        default: return nil
+        }
+    }
+
     /// A new period began with `transaction` (purchase, upgrade, renewal or recovery): active on its product
     /// until its expiry, with any billing trouble cleared.
     mutating func beginPeriod(with transaction: TransactionInfo) {
@@ -182,3 +291,7 @@ public struct NotificationRecord: Codable, Hashable, Sendable {
     /// Whether the last attempt failed (or none was made yet), for `onlyFailures`.
     public var isFailure: Bool { sendAttempts.last?.sendAttemptResult != "SUCCESS" }
 }
+
+extension TransactionRecord: CustomerOwnedRecord {}
+extension SubscriptionRecord: CustomerOwnedRecord {}
+extension JSONValue: TableRecord {}

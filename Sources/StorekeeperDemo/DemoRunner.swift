@@ -143,10 +143,12 @@ actor DemoSession {
         print("── \(name)" + (faults != nil ? " (notifications duplicated and reordered)" : ""))
         let heldFrom = await simulator.state.notifications.count
         if let faults { _ = try await simulator.perform { engine in engine.setFaults(faults) } }
+        // An advance stops at each renewal to deliver what is due then; with reordering on, nothing goes out.
+        let deliverer = self.deliverer
+        let holding = faults?.reorderNotifications == true
+        let runner = ScenarioRunner(simulator: simulator, afterStep: { if !holding { await deliverer.deliverDue() } })
         for step in scenario.steps {
-            let description = try await simulator.perform { (engine) throws(SimulatorError) in
-                try ScenarioRunner.apply(step, to: &engine)
-            }
+            let description = try await runner.play(step, of: name)
             let now = await simulator.state.now
             clock.now = now
             try await submitNewPurchases()

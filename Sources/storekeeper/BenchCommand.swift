@@ -6,7 +6,7 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Measure Storekeeper's performance on this machine (results as JSON).",
-        subcommands: [VerifyBench.self, IngestBench.self, EntitlementsBench.self]
+        subcommands: [VerifyBench.self, IngestBench.self, EntitlementsBench.self, SimulatorBench.self]
     )
 
     struct VerifyBench: AsyncParsableCommand {
@@ -82,6 +82,32 @@ struct BenchCommand: AsyncParsableCommand {
             options.writesPerSecond = writeRate
             options.externalLoad = externalLoad.map { ($0, ProcessInfo.processInfo.environment["STOREKEEPER_BENCH_API_KEY"] ?? "") }
             try JSONOutput.print(try await ServerBenchmark.entitlements(options))
+        }
+    }
+
+    struct SimulatorBench: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "simulator",
+            abstract: "App Store simulator: purchases over its control API by concurrent clients, notifications to a loopback receiver."
+        )
+        @Option(help: "Purchases (one notification each).") var purchases: Int = 10_000
+        @Option(help: "Concurrent clients.") var concurrency: Int = 16
+        @Option(help: "Customers the purchases are spread over.") var customers: Int = 100
+        @Option(help: "The product bought (a consumable sends one notification per purchase).") var product: String = "coins.100"
+
+        func validate() throws {
+            guard purchases > 0, concurrency > 0, customers > 0 else {
+                throw ValidationError("--purchases, --concurrency and --customers must be positive")
+            }
+        }
+
+        func run() async throws {
+            var options = SimulatorBenchmark.Options()
+            options.purchases = purchases
+            options.concurrency = concurrency
+            options.customers = customers
+            options.productId = product
+            try JSONOutput.print(try await SimulatorBenchmark.run(options))
         }
     }
 }

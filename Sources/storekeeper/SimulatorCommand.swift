@@ -135,7 +135,10 @@ struct SimulatorServe: AsyncParsableCommand {
             let app = SimulatorApplication.build(
                 simulator: simulator, deliverer: deliverer, port: port, logger: logger,
                 onServerRunning: { port in
-                    print("App Store simulator on http://127.0.0.1:\(port) (API: /inApps/…, control: /simulator/v1/…)")
+                    // Written at once (print is buffered when stdout is a pipe): a supervisor reads the port from it.
+                    FileHandle.standardOutput.write(Data(
+                        "App Store simulator on http://127.0.0.1:\(port) (API: /inApps/…, control: /simulator/v1/…)\n".utf8
+                    ))
                 }
             )
             try await app.runService()
