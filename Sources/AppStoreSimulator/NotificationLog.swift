@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 /// Every notification the simulator recorded, oldest first, with what makes the per-action work independent of
 /// history: positions by UUID and by test-notification token, the set of notifications still awaiting an attempt,

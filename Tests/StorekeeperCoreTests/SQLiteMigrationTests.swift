@@ -37,7 +37,7 @@ struct SQLiteMigrationTests {
             try queue.close()
         }
         let store = try SQLiteLedgerStore(path: path)
-        let columns = try await store.pool.read { db in
+        let columns = try store.pool.read { db in
             try Row.fetchOne(db, sql: "SELECT purchase_date, product_type, bundle_id, quantity, revoked FROM transactions")
         }
         #expect(columns?["purchase_date"] == transaction.payload.purchaseDate.epochMilliseconds)
@@ -122,7 +122,7 @@ struct SQLiteMigrationTests {
         }
         let bytesBefore = try FileManager.default.attributesOfItem(atPath: path)[.size] as! Int
         let store = try SQLiteLedgerStore(path: path)
-        #expect(store.migrationsApplied.count == 3)
+        #expect(store.migrationsApplied == Array(SQLiteLedgerStore.migrator.migrations.drop { !$0.hasPrefix("v5") }))
         for notification in notifications {
             #expect(try await store.rawPayload(notificationUUID: notification.payload.notificationUUID) == notification.notification.jws)
         }
@@ -134,7 +134,7 @@ struct SQLiteMigrationTests {
             }
             for (key, subscription) in ledger.subscriptions { #expect(subscription == reference.subscriptions[key], "\(customer) \(key)") }
         }
-        let owners = try await store.pool.read { db in try Row.fetchAll(db, sql: "SELECT bundle_id, environment, token, customer_id FROM token_owners") }
+        let owners = try store.pool.read { db in try Row.fetchAll(db, sql: "SELECT bundle_id, environment, token, customer_id FROM token_owners") }
         #expect(owners.map { [$0["bundle_id"], $0["environment"], $0["token"], $0["customer_id"]] as [String] } == [["com.example.storekeeper", "Sandbox", token.description, "tina"]])
         #expect(try await store.customerExists("tina", bundleId: "com.example.storekeeper", environment: .sandbox))
         let refused = try await store.refusedNotifications()
