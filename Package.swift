@@ -254,6 +254,10 @@ let package = Package(
                 "StorekeeperDemo",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                "AppStoreServerAPI",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
