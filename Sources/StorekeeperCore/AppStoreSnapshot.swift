@@ -37,6 +37,19 @@ public struct AppStoreSnapshot: Sendable {
     }
 }
 
+extension Ledger {
+    /// Applies what the App Store Server API says, under the ledger's rules (each record replaced only by a version
+    /// signed later; statuses by the renewal info's signing date).
+    public mutating func apply(_ snapshot: AppStoreSnapshot) {
+        for verified in snapshot.transactions { apply(verified.payload, jws: verified.jws, source: Ledger.apiSource) }
+        for item in snapshot.subscriptions {
+            apply(item.transaction.payload, jws: item.transaction.jws, source: Ledger.apiSource)
+            apply(item.renewalInfo.payload, jws: item.renewalInfo.jws, bundleId: item.transaction.payload.bundleId)
+            apply(status: item.status, of: item.transaction.payload, signedDate: item.renewalInfo.payload.signedDate, source: Ledger.apiSource)
+        }
+    }
+}
+
 /// A difference between the ledger and the App Store, field by field.
 public struct Drift: Codable, Hashable, Sendable, CustomStringConvertible {
     public struct Kind: RawRepresentable, Codable, Hashable, Sendable {
@@ -72,46 +85,40 @@ public struct Drift: Codable, Hashable, Sendable, CustomStringConvertible {
         return text
     }
 
-    /// What differs between what the ledger holds of the snapshot's families and the snapshot. Only what the
-    /// App Store signed later than the ledger's version counts (an older API answer is not drift: the ledger knows
-    /// better).
+    /// What differs between what the ledger holds of the snapshot's families and the snapshot: what applying the
+    /// snapshot under the ledger's rules would change (so an API answer older than the ledger's data is no drift:
+    /// the ledger would keep its own), field by field.
     public static func between(_ ledger: Ledger, and snapshot: AppStoreSnapshot) -> [Drift] {
+        var after = ledger
+        after.apply(snapshot)
         var drift: [Drift] = []
-        var seen = Set<LedgerKey>()
-        let transactions = snapshot.transactions + snapshot.subscriptions.map(\.transaction)
-        for verified in transactions {
-            let info = verified.payload
-            guard let environment = info.environment, seen.insert(LedgerKey(environment, info.transactionId)).inserted else { continue }
-            guard let held = ledger.transactions[LedgerKey(environment, info.transactionId)] else {
+        for (key, new) in after.transactions.sorted(by: { $0.key < $1.key }) where ledger.transactions[key] != new {
+            let info = new.info
+            guard let old = ledger.transactions[key] else {
                 drift.append(Drift(kind: .missingTransaction, originalTransactionId: info.originalTransactionId, transactionId: info.transactionId,
                                    field: nil, ledger: nil, appStore: info.productId))
                 continue
             }
-            guard (info.signedDate ?? .distantPast) > held.signedDate else { continue }
-            for (field, mine, theirs) in Self.fields(held.info, info) where mine != theirs {
+            for (field, mine, theirs) in Self.fields(old.info, info) where mine != theirs {
                 let kind: Kind = field == "revocationDate" && mine == nil ? .revoked : .staleTransaction
                 drift.append(Drift(kind: kind, originalTransactionId: info.originalTransactionId, transactionId: info.transactionId,
                                    field: field, ledger: mine, appStore: theirs))
             }
         }
-        for item in snapshot.subscriptions {
-            let info = item.transaction.payload
-            guard let environment = info.environment else { continue }
-            let held = ledger.subscriptions[LedgerKey(environment, info.originalTransactionId)]
-            if held?.status != item.status, (item.renewalInfo.payload.signedDate ?? .distantPast) > (held?.statusSignedDate ?? .distantPast) {
-                drift.append(Drift(kind: .staleStatus, originalTransactionId: info.originalTransactionId, transactionId: nil, field: "status",
-                                   ledger: held?.status.map { String($0.rawValue) }, appStore: String(item.status.rawValue)))
+        for (key, new) in after.subscriptions.sorted(by: { $0.key < $1.key }) where ledger.subscriptions[key] != new {
+            let old = ledger.subscriptions[key]
+            if old?.status != new.status {
+                drift.append(Drift(kind: .staleStatus, originalTransactionId: key.id, transactionId: nil, field: "status",
+                                   ledger: old?.status.map { String($0.rawValue) }, appStore: new.status.map { String($0.rawValue) }))
             }
-            let renewal = item.renewalInfo.payload
-            guard let mine = held?.renewalInfo else {
-                drift.append(Drift(kind: .missingRenewalInfo, originalTransactionId: info.originalTransactionId, transactionId: nil,
-                                   field: nil, ledger: nil, appStore: renewal.autoRenewProductId))
+            guard let renewal = new.renewalInfo else { continue }
+            guard let mine = old?.renewalInfo else {
+                drift.append(Drift(kind: .missingRenewalInfo, originalTransactionId: key.id, transactionId: nil, field: nil, ledger: nil,
+                                   appStore: renewal.autoRenewProductId))
                 continue
             }
-            guard (renewal.signedDate ?? .distantPast) > (held?.renewalSignedDate ?? .distantPast) else { continue }
-            for (field, old, new) in Self.fields(mine, renewal) where old != new {
-                drift.append(Drift(kind: .staleRenewalInfo, originalTransactionId: info.originalTransactionId, transactionId: nil,
-                                   field: field, ledger: old, appStore: new))
+            for (field, before, now) in Self.fields(mine, renewal) where before != now {
+                drift.append(Drift(kind: .staleRenewalInfo, originalTransactionId: key.id, transactionId: nil, field: field, ledger: before, appStore: now))
             }
         }
         return drift

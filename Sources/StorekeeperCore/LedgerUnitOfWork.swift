@@ -87,12 +87,7 @@ public enum LedgerUnitOfWork {
         var before = Ledger()
         for family in snapshot.families.sorted() { try transaction.loadFamily(family, into: &before) }
         var after = before
-        for verified in snapshot.transactions { after.apply(verified.payload, jws: verified.jws, source: Ledger.apiSource) }
-        for item in snapshot.subscriptions {
-            after.apply(item.transaction.payload, jws: item.transaction.jws, source: Ledger.apiSource)
-            after.apply(item.renewalInfo.payload, jws: item.renewalInfo.jws, bundleId: item.transaction.payload.bundleId)
-            after.apply(status: item.status, of: item.transaction.payload, signedDate: item.renewalInfo.payload.signedDate, source: Ledger.apiSource)
-        }
+        after.apply(snapshot)
         let owners = try transaction.tokenOwners(of: before.appAccountTokens.union(after.appAccountTokens))
         before.tokenOwners = owners
         after.tokenOwners = owners

@@ -24,6 +24,8 @@ struct RecoveryTestbed: Sendable {
     let environment: AppStoreEnvironment
     let database: String
     let clock: CustomerCacheServerTests.TestClock
+    /// The one deliverer: the served simulator's, and the one actions and advances deliver with (two would race).
+    let deliverer: NotificationDeliverer
     static let appKey = "recovery-app-\(UUID())"
     static let adminKey = "recovery-admin-\(UUID())"
 
@@ -34,6 +36,7 @@ struct RecoveryTestbed: Sendable {
         self.environment = environment
         database = directory.appendingPathComponent("ledger.sqlite").path
         clock = .init(await simulator.state.now)
+        deliverer = NotificationDeliverer(simulator: simulator, logger: Logger(label: "simulator", factory: { _ in SwiftLogNoOpLogHandler() }), timeout: .seconds(5))
     }
 
     /// A configuration that trusts `root` (the simulator's by default) and calls the simulator's API at `baseURL`.
@@ -59,7 +62,6 @@ struct RecoveryTestbed: Sendable {
     /// Serves the simulator on a loopback port for `body`.
     func withSimulator(_ body: @Sendable @escaping (String) async throws -> Void) async throws {
         let logger = Logger(label: "simulator", factory: { _ in SwiftLogNoOpLogHandler() })
-        let deliverer = NotificationDeliverer(simulator: simulator, logger: logger, timeout: .seconds(5))
         let ports = AsyncStream<Int>.makeStream()
         let app = SimulatorApplication.build(simulator: simulator, deliverer: deliverer, port: 0, logger: logger) { ports.continuation.yield($0) }
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -96,7 +98,7 @@ struct RecoveryTestbed: Sendable {
 
     /// Moves the simulator's clock (delivering at each due time) and the server's with it.
     func advance(by seconds: TimeInterval) async throws {
-        let deliverer = NotificationDeliverer(simulator: simulator, logger: Logger(label: "d", factory: { _ in SwiftLogNoOpLogHandler() }), timeout: .seconds(2))
+        let deliverer = self.deliverer
         try await simulator.advance(by: seconds) { await deliverer.deliverDue() }
         clock.set(await simulator.state.now)
     }
@@ -104,8 +106,7 @@ struct RecoveryTestbed: Sendable {
     /// Runs `change` on the simulator, then delivers what is due (to whatever the notification URL is now).
     func act(_ change: @Sendable (inout LifecycleEngine) throws(SimulatorError) -> Void) async throws {
         _ = try await simulator.perform { (engine) throws(SimulatorError) in try change(&engine) }
-        await NotificationDeliverer(simulator: simulator, logger: Logger(label: "d", factory: { _ in SwiftLogNoOpLogHandler() }), timeout: .seconds(2))
-            .deliverDue()
+        await deliverer.deliverDue()
     }
 
     /// POSTs a customer's signed transaction as their app does.

@@ -117,7 +117,7 @@ struct RecoveryTests {
                     return [("alice", alice.signedTransaction), ("bob", bob.signedTransaction)]
                 }
                 submissions.value = purchases
-                await NotificationDeliverer(simulator: testbed.simulator, logger: .init(label: "d"), timeout: .seconds(2)).deliverDue()
+                await testbed.deliverer.deliverDue()
                 #expect(try await T.submit(purchases[0].1, for: "alice", to: base) == 400)
                 // Two hours on, the watermark has moved past the refused notifications.
                 try await testbed.advance(by: 7_200)

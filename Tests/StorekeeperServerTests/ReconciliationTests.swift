@@ -1,0 +1,59 @@
+import AppStoreModels
+import AppStoreSimulator
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import StorekeeperCore
+import StorekeeperServer
+import StorekeeperSQLite
+import Testing
+
+/// The ledger checked against the App Store and repaired.
+@Suite("Storekeeper server: reconciliation")
+struct ReconciliationTests {
+    typealias T = RecoveryTestbed
+
+    @Test("a notification dropped by the simulator shows as drift in a dry run (which changes nothing); reconciling then equals the ground truth, and a second run finds no drift")
+    func droppedNotification() async throws {
+        let testbed = try await T(environment: .sandbox)
+        try await testbed.withSimulator { simulatorURL in
+            // Recovery off: reconciliation alone must find what was lost.
+            let configuration = try testbed.configuration(baseURL: simulatorURL, recovery: .init(enabled: false))
+            try await testbed.withServer(configuration) { base in
+                let bob = try await testbed.simulator.perform { (engine) throws(SimulatorError) in
+                    try engine.createCustomer(id: "bob")
+                    return try engine.purchase(.init(customerId: "bob", productId: "unlock.lifetime"))
+                }
+                #expect(try await T.submit(bob.signedTransaction, for: "bob", to: base) == 200)
+                await testbed.deliverer.deliverDue()
+                // An hour later (the App Store signs each answer at its own time), bob is refunded.
+                try await testbed.advance(by: 3_600)
+                try await testbed.act { (engine) throws(SimulatorError) in
+                    var faults = engine.state.faults
+                    faults.dropNextNotifications = 1
+                    engine.setFaults(faults)
+                    try engine.refund(transactionId: bob.transactionId)
+                }
+                let all = await testbed.simulator.state.notifications
+                #expect(all.last?.sendAttempts.map(\.sendAttemptResult) == ["TIMED_OUT"], "\(all.map { ($0.notificationType.rawValue, $0.sendAttempts.map(\.sendAttemptResult)) })")
+                #expect(try await testbed.mismatches(at: base).count == 1, "bob still has what was refunded")
+
+                let reconcile = base + "/v1/admin/customers/bob/reconcile"
+                #expect(try await T.call(.POST, reconcile + "?dryRun=true", key: T.appKey).status == 403)
+                let dry = try await T.call(.POST, reconcile + "?dryRun=true", key: T.adminKey)
+                #expect(dry.status == 200, "\(dry.json)")
+                let drift = (dry.json["drift"] as? [[String: Any]]) ?? []
+                #expect(drift.contains { $0["kind"] as? String == "revoked" && $0["transactionId"] as? String == bob.transactionId }, "\(dry.json)")
+                #expect(dry.json["recordsChanged"] as? Int == 0)
+                #expect(try await testbed.mismatches(at: base).count == 1, "a dry run changes nothing")
+
+                let repaired = try await T.call(.POST, reconcile, key: T.adminKey)
+                #expect(repaired.status == 200 && (repaired.json["recordsChanged"] as? Int ?? 0) > 0, "\(repaired.json)")
+                #expect(try await testbed.mismatches(at: base).isEmpty)
+                let again = try await T.call(.POST, reconcile, key: T.adminKey)
+                #expect((again.json["drift"] as? [Any])?.isEmpty == true, "\(again.json)")
+            }
+        }
+    }
+}
