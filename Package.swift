@@ -286,6 +286,7 @@ let package = Package(
                 "AppStoreSimulator",
                 "StorekeeperCore",
                 "StorekeeperSQLite",
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),

@@ -86,9 +86,12 @@ public struct NotificationRecovery: Sendable {
         )
         // The App Store clamps an end in the future to its own now, so a clock ahead of ours loses nothing.
         let end = started.addingTimeInterval(86_400)
-        try await read(NotificationHistoryRequest(startDate: from, endDate: end), into: &report, watermark: RecoveryWatermark(app: app, date: started))
+        var seen = Set<String>()
+        try await read(
+            NotificationHistoryRequest(startDate: from, endDate: end), into: &report, seen: &seen, watermark: RecoveryWatermark(app: app, date: started)
+        )
         if failures {
-            try await read(NotificationHistoryRequest(startDate: earliest, endDate: end, onlyFailures: true), into: &report, watermark: nil)
+            try await read(NotificationHistoryRequest(startDate: earliest, endDate: end, onlyFailures: true), into: &report, seen: &seen, watermark: nil)
         }
         if !dryRun {
             report.watermarkAfter = started
@@ -100,8 +103,11 @@ public struct NotificationRecovery: Sendable {
         return report
     }
 
-    /// Every page of one history request; the last page carries `watermark` into its commit.
-    private func read(_ request: NotificationHistoryRequest, into report: inout Report, watermark: RecoveryWatermark?) async throws {
+    /// Every page of one history request; the last page carries `watermark` into its commit. `seen`: the UUIDs a dry
+    /// run already reported (both passes can meet the same notification).
+    private func read(
+        _ request: NotificationHistoryRequest, into report: inout Report, seen: inout Set<String>, watermark: RecoveryWatermark?
+    ) async throws {
         var request = request
         var pages = try client.notificationHistory(request)
         var token: String? = nil
@@ -125,13 +131,15 @@ public struct NotificationRecovery: Sendable {
             token = next
             report.pages += 1
             report.fetched += page.notificationHistory.count
-            try await take(page, into: &report, watermark: next == nil ? watermark : nil)
+            try await take(page, into: &report, seen: &seen, watermark: next == nil ? watermark : nil)
         } while token != nil
     }
 
     /// Verifies one page (refusals kept for audit, as the webhook keeps them) and applies what verified in one
     /// transaction, with the watermark when given.
-    private func take(_ page: NotificationHistoryResponse, into report: inout Report, watermark: RecoveryWatermark?) async throws {
+    private func take(
+        _ page: NotificationHistoryResponse, into report: inout Report, seen: inout Set<String>, watermark: RecoveryWatermark?
+    ) async throws {
         var verified: [VerifiedNotification] = []
         for item in page.notificationHistory {
             do throws(NotificationRefusal) {
@@ -145,7 +153,7 @@ public struct NotificationRecovery: Sendable {
         if report.dryRun {
             for notification in verified {
                 let uuid = notification.payload.notificationUUID
-                guard try await !ingester.store.containsNotification(uuid) else { continue }
+                guard seen.insert(uuid).inserted, try await !ingester.store.containsNotification(uuid) else { continue }
                 report.missingCount += 1
                 if report.missing.count < 100 { report.missing.append("\(notification.payload.notificationType.rawValue) \(uuid)") }
             }
