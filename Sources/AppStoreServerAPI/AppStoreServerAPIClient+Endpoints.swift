@@ -116,7 +116,7 @@ extension AppStoreServerAPIClient {
         guard !request.productId.isEmpty else { throw .invalid("productId is empty") }
         if let codes = request.storefrontCountryCodes {
             guard !codes.isEmpty else { throw .invalid("storefrontCountryCodes, if given, must not be empty (leave it out for all storefronts)") }
-            for code in codes where code.count != 3 || !code.allSatisfy({ $0.isASCII && $0.isUppercase }) {
+            for code in codes where !APIRequestRules.isStorefrontCountryCode(code) {
                 throw .invalid("storefront '\(code)' is not an ISO 3166-1 alpha-3 code")
             }
         }
@@ -150,7 +150,7 @@ extension AppStoreServerAPIClient {
         try Self.checkTransactionId(transactionId)
         guard request.customerConsented else { throw .invalid("customerConsented must be true; without consent, send nothing") }
         if let percentage = request.consumptionPercentage {
-            guard (0...100_000).contains(percentage) else { throw .invalid("consumptionPercentage is milliunits 0-100000") }
+            guard APIRequestRules.consumptionPercentage.contains(percentage) else { throw .invalid("consumptionPercentage is milliunits 0-100000") }
             if request.deliveryStatus != .delivered && percentage != 0 {
                 throw .invalid("consumptionPercentage must be 0 when the content was not delivered")
             }
@@ -190,14 +190,7 @@ extension AppStoreServerAPIClient {
     public func notificationHistory(
         _ request: NotificationHistoryRequest
     ) throws(AppStoreServerAPIError) -> Paginated<NotificationHistoryResponse> {
-        guard request.startDate < request.endDate else { throw .invalid("startDate must come before endDate") }
-        if request.transactionId != nil && request.notificationType != nil {
-            throw .invalid("give either transactionId or notificationType, not both")
-        }
-        if request.notificationSubtype != nil && request.notificationType == nil {
-            throw .invalid("notificationSubtype needs notificationType")
-        }
-        if let id = request.transactionId { try Self.checkTransactionId(id) }
+        if let (_, reason) = APIRequestRules.refusal(of: request) { throw .invalid(reason) }
         return Paginated { (token) async throws(AppStoreServerAPIError) in
             let page = try await self.send(
                 .POST, "/inApps/v1/notifications/history", query: token.map { [("paginationToken", $0)] } ?? [],
@@ -224,20 +217,20 @@ extension AppStoreServerAPIClient {
 
     /// Transaction IDs are strings of digits.
     static func checkTransactionId(_ id: String) throws(AppStoreServerAPIError) {
-        guard !id.isEmpty, id.count <= 20, id.allSatisfy({ $0.isASCII && $0.isNumber }) else {
+        guard APIRequestRules.isTransactionId(id) else {
             throw .invalid("transaction ID '\(id.prefix(40))' must be 1-20 digits")
         }
     }
 
     static func checkRequestIdentifier(_ identifier: String) throws(AppStoreServerAPIError) {
-        guard !identifier.isEmpty, identifier.count <= 128 else {
+        guard APIRequestRules.isRequestIdentifier(identifier) else {
             throw .invalid("requestIdentifier must be 1-128 characters")
         }
     }
 
     static func checkExtension(days: Int, reason: ExtendReasonCode, identifier: String) throws(AppStoreServerAPIError) {
-        guard (1...90).contains(days) else { throw .invalid("extendByDays is \(days); it must be 1-90") }
-        guard reason.isKnown else { throw .invalid("extendReasonCode \(reason) is not 0-3") }
+        guard APIRequestRules.extendByDays.contains(days) else { throw .invalid("extendByDays is \(days); it must be 1-90") }
+        guard APIRequestRules.extendReasonCodes.contains(reason.rawValue) else { throw .invalid("extendReasonCode \(reason) is not 0-3") }
         try checkRequestIdentifier(identifier)
     }
 }

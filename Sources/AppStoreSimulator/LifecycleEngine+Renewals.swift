@@ -265,7 +265,7 @@ extension LifecycleEngine {
         days: Int
     ) throws(SimulatorError) -> (effectiveDate: Date, webOrderLineItemId: String?) {
         try transaction { (engine) throws(SimulatorError) in
-            guard (1...90).contains(days) else {
+            guard APIRequestRules.extendByDays.contains(days) else {
                 throw SimulatorError(.invalidRequest, "extendByDays must be 1-90, not \(days)", apiErrorCode: 4_000_009)
             }
             var subscription = try engine.subscription(originalTransactionId)

@@ -1,27 +1,21 @@
+import AppStoreModels
 import Foundation
 
-/// Apple's per-endpoint rate limits (APPSTORE-SPEC §1.2): requests per second per app and endpoint family, which
-/// Apple "enforces on an hourly basis"; sandbox gets 10 %. Modelled as a token bucket per family that refills at
+/// Apple's per-endpoint rate limits (APPSTORE-SPEC §1.2, ``APIRateLimitFamily``, the table the client paces itself
+/// by): requests per second per app and endpoint family, which Apple "enforces on an hourly basis"; sandbox gets
+/// 10 %. Modelled as a token bucket per family that refills at
 /// the limit and holds one second's worth, so a sustained rate above the limit is refused while a short bunching of
 /// requests (network or scheduling jitter) is not.
 struct RateLimiter: Sendable {
-    /// Requests per second in production, by endpoint family.
-    static func limit(method: String, path: String) -> (family: String, perSecond: Double) {
-        if path.hasPrefix("/inApps/v1/subscriptions/extend/mass") { return ("mass-extend", 1) }
-        if path.hasPrefix("/inApps/v1/notifications/test") { return ("test-notification", 1) }
-        if path.hasPrefix("/inApps/v1/subscriptions/extend/") || path.hasSuffix("/appAccountToken") { return ("extend", 20) }
-        if path.hasPrefix("/inApps/v1/lookup/") || path.contains("/refund/lookup/") { return ("lookup-refunds", 10) }
-        return ("general", 50)
-    }
 
     private var buckets: [String: (tokens: Double, updated: Date)] = [:]
 
     /// Counts a request; returns the time (epoch ms) after which the caller may retry, if over the limit.
     mutating func admit(bundleId: String, method: String, path: String, sandbox: Bool, now: Date) -> Int64? {
-        let (family, production) = Self.limit(method: method, path: path)
-        let rate = sandbox ? production / 10 : production
+        let family = APIRateLimitFamily.of(path: path)
+        let rate = family.rate(sandbox: sandbox)
         let capacity = max(1, rate)
-        let key = bundleId + "|" + family
+        let key = bundleId + "|" + family.rawValue
         var bucket = buckets[key] ?? (capacity, now)
         bucket.tokens = min(capacity, bucket.tokens + max(0, now.timeIntervalSince(bucket.updated)) * rate)
         bucket.updated = now

@@ -131,7 +131,7 @@ extension SimulatorAPI {
         }
         var customer: String? = nil
         if let id = transactionFilter {
-            guard !id.isEmpty, id.allSatisfy(\.isASCIIDigit) else { throw AppStoreAPIError.invalidTransactionId }
+            guard APIRequestRules.isTransactionId(id) else { throw AppStoreAPIError.invalidTransactionId }
             customer = try await self.customer(of: id, bundleId)
         }
         let fingerprint = body.fingerprint()

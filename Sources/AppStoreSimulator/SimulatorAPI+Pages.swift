@@ -193,9 +193,9 @@ extension SimulatorAPI {
 
     func massExtend(_ request: Request, _ context: some RequestContext, _ bundleId: String) async throws -> Response {
         let body = try await Self.body(request, as: MassExtendBody.self)
-        guard let days = body.extendByDays, (1...90).contains(days) else { throw AppStoreAPIError.invalidExtendByDays }
-        guard let reason = body.extendReasonCode, (0...3).contains(reason) else { throw AppStoreAPIError.invalidExtendReasonCode }
-        guard let requestId = body.requestIdentifier, !requestId.isEmpty, requestId.count <= 128 else {
+        guard let days = body.extendByDays, APIRequestRules.extendByDays.contains(days) else { throw AppStoreAPIError.invalidExtendByDays }
+        guard let reason = body.extendReasonCode, APIRequestRules.extendReasonCodes.contains(reason) else { throw AppStoreAPIError.invalidExtendReasonCode }
+        guard let requestId = body.requestIdentifier, APIRequestRules.isRequestIdentifier(requestId) else {
             throw AppStoreAPIError.invalidRequestIdentifier
         }
         guard let productId = body.productId,
@@ -218,7 +218,7 @@ extension SimulatorAPI {
         guard let productId = context.parameters.get("productId"), !productId.isEmpty else {
             throw AppStoreAPIError.invalidProductId
         }
-        guard let requestId = context.parameters.get("requestIdentifier"), !requestId.isEmpty, requestId.count <= 128 else {
+        guard let requestId = context.parameters.get("requestIdentifier"), APIRequestRules.isRequestIdentifier(requestId) else {
             throw AppStoreAPIError.invalidRequestIdentifier
         }
         guard let request = try await simulator.read({ $0.state.massExtensions[productId + "|" + requestId] }),

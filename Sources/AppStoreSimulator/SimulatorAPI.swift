@@ -129,7 +129,7 @@ public struct SimulatorAPI: Sendable {
 
     /// A transaction ID from the path: digits only, else 4000006.
     static func transactionId(_ context: some RequestContext, _ name: String = "id") throws -> String {
-        guard let id = context.parameters.get(name), !id.isEmpty, id.count <= 20, id.allSatisfy(\.isASCIIDigit) else {
+        guard let id = context.parameters.get(name), APIRequestRules.isTransactionId(id) else {
             throw AppStoreAPIError.invalidTransactionId
         }
         return id
@@ -280,13 +280,13 @@ public struct SimulatorAPI: Sendable {
     }
 
     func extend(_ request: Request, _ context: some RequestContext, _ bundleId: String) async throws -> Response {
-        guard let id = context.parameters.get("id"), !id.isEmpty, id.allSatisfy(\.isASCIIDigit) else {
+        guard let id = context.parameters.get("id"), APIRequestRules.isTransactionId(id) else {
             throw AppStoreAPIError.invalidOriginalTransactionId
         }
         let body = try await Self.body(request, as: ExtendBody.self)
-        guard let days = body.extendByDays, (1...90).contains(days) else { throw AppStoreAPIError.invalidExtendByDays }
-        guard let reason = body.extendReasonCode, (0...3).contains(reason) else { throw AppStoreAPIError.invalidExtendReasonCode }
-        guard let requestId = body.requestIdentifier, !requestId.isEmpty, requestId.count <= 128 else {
+        guard let days = body.extendByDays, APIRequestRules.extendByDays.contains(days) else { throw AppStoreAPIError.invalidExtendByDays }
+        guard let reason = body.extendReasonCode, APIRequestRules.extendReasonCodes.contains(reason) else { throw AppStoreAPIError.invalidExtendReasonCode }
+        guard let requestId = body.requestIdentifier, APIRequestRules.isRequestIdentifier(requestId) else {
             throw AppStoreAPIError.invalidRequestIdentifier
         }
         let owned = try await simulator.read { $0.state.subscriptions[id]?.bundleId == bundleId }

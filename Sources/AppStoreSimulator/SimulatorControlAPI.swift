@@ -1,6 +1,7 @@
 public import AppStoreModels
 public import Foundation
 public import Hummingbird
+import StorekeeperHTTP
 
 /// The simulator's control surface under `/simulator/v1/` (documented in the README): create customers, buy,
 /// change renewal settings, fail or fix billing, refund, share with families, move the clock, set faults, and read
@@ -128,7 +129,7 @@ public struct SimulatorControlAPI: Sendable {
                     Clock(now: engine.state.now, renewalRate: engine.state.renewalRate, environment: engine.state.environment)
                 })
             } catch let error as SimulatorError {
-                return Self.error(error)
+                throw Self.error(error)
             }
         }
         group.get("/clock") { _, _ in
@@ -170,7 +171,7 @@ public struct SimulatorControlAPI: Sendable {
                     events: events.map { "line \($0.line): \($0.description)" }, now: await simulator.now
                 ))
             } catch let error as SimulatorError {
-                return Self.error(error)
+                throw Self.error(error)
             }
         }
         group.get("/notifications") { _, _ in
@@ -230,7 +231,7 @@ public struct SimulatorControlAPI: Sendable {
             do {
                 body = try AppStoreJSON.makeDecoder().decode(Body.self, from: Data(buffer.readableBytesView))
             } catch {
-                return Self.error(SimulatorError(.invalidRequest, "request body: \(Self.describe(error))"))
+                throw Self.error(SimulatorError(.invalidRequest, "request body: \(Self.describe(error))"))
             }
         }
         do {
@@ -238,7 +239,7 @@ public struct SimulatorControlAPI: Sendable {
             await onChange()
             return try Self.json(result, status: status)
         } catch let error as SimulatorError {
-            return Self.error(error)
+            throw Self.error(error)
         }
     }
 
@@ -248,7 +249,7 @@ public struct SimulatorControlAPI: Sendable {
         do {
             return try Self.json(try await simulator.read(body))
         } catch let error as SimulatorError {
-            return Self.error(error)
+            throw Self.error(error)
         }
     }
 
@@ -257,17 +258,15 @@ public struct SimulatorControlAPI: Sendable {
         return Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 
-    static func error(_ error: SimulatorError) -> Response {
-        let status: HTTPResponse.Status
-        switch error.code {
-        case .notFound: status = .notFound
-        case .conflict: status = .conflict
-        case .storage: status = .internalServerError
-        default: status = .badRequest
+    /// A refusal as the answer says it: ``APIError`` (shared with Storekeeper's own API), 400, 404, 409 or 500.
+    static func error(_ error: SimulatorError) -> APIError {
+        let status: HTTPResponse.Status = switch error.code {
+        case .notFound: .notFound
+        case .conflict: .conflict
+        case .storage: .internalServerError
+        default: .badRequest
         }
-        struct Body: Encodable { var error: Inner; struct Inner: Encodable { var code: String; var message: String } }
-        let data = (try? JSONEncoder().encode(Body(error: .init(code: error.code.rawValue, message: error.message)))) ?? Data()
-        return Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        return APIError(status, .init(rawValue: error.code.rawValue), error.message)
     }
 
     static func describe(_ error: any Error) -> String {

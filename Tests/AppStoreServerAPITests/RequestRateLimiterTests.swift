@@ -1,3 +1,4 @@
+import AppStoreModels
 import AppStoreServerAPI
 import Foundation
 import Testing
