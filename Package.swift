@@ -166,6 +166,7 @@ let package = Package(
                 "StorekeeperCore",
                 "StorekeeperServer",
                 "StorekeeperSQLite",
+                "AppStoreServerAPI",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),

@@ -42,6 +42,8 @@ public final class AppStoreServerAPIClient: Sendable {
     public enum RateLimiting: Sendable, Hashable {
         /// Apple's limits for the endpoint's environment (sandbox 10 %), less 10 % headroom for network jitter.
         case apple
+        /// A share of Apple's limits (0 to 1): bulk jobs that must keep close to the limit use 0.95.
+        case appleShare(Double)
         /// No client-side limiting.
         case disabled
         /// Custom requests per second per family.
@@ -81,6 +83,8 @@ public final class AppStoreServerAPIClient: Sendable {
         self.logger = logger
         switch configuration.rateLimiting {
         case .apple: limiter = RequestRateLimiter(sandbox: configuration.endpoint.environment != .production, scale: 0.9)
+        case .appleShare(let share):
+            limiter = RequestRateLimiter(sandbox: configuration.endpoint.environment != .production, scale: min(1, max(0.01, share)))
         case .disabled: limiter = nil
         case .custom(let rates): limiter = RequestRateLimiter(rates: rates)
         }

@@ -312,13 +312,16 @@ public struct ServerAPICredentials: Codable, Sendable {
 
 extension ServerConfiguration {
     /// A client of the App Store Server API for each app and environment that has credentials (Apple's base URL for
-    /// the environment, or the configured one), pacing its calls under Apple's rate limits.
+    /// the environment, or the configured one), pacing its calls at 95 % of Apple's rate limits: the server's jobs
+    /// (recovery, reconciliation) are its only callers, and Apple enforces the limits over an hour.
     public func makeServerAPIClients(logger: Logger) throws -> [VerifierKey: AppStoreServerAPIClient] {
         var clients: [VerifierKey: AppStoreServerAPIClient] = [:]
         for (which, credentials) in try makeServerAPIKeys() {
             let endpoint: AppStoreServerAPIClient.Endpoint = credentials.baseURL.map { .custom(baseURL: $0, environment: which.environment) }
                 ?? (which.environment == .production ? .production : .sandbox)
-            clients[which] = AppStoreServerAPIClient(configuration: .init(key: credentials.key, endpoint: endpoint), logger: logger)
+            var configuration = AppStoreServerAPIClient.Configuration(key: credentials.key, endpoint: endpoint)
+            configuration.rateLimiting = .appleShare(0.95)
+            clients[which] = AppStoreServerAPIClient(configuration: configuration, logger: logger)
         }
         return clients
     }

@@ -1,3 +1,4 @@
+import AppStoreModels
 import ArgumentParser
 import Foundation
 import StorekeeperBenchmarks
@@ -6,7 +7,7 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Measure Storekeeper's performance on this machine (results as JSON).",
-        subcommands: [VerifyBench.self, IngestBench.self, EntitlementsBench.self, SimulatorBench.self]
+        subcommands: [VerifyBench.self, IngestBench.self, EntitlementsBench.self, SimulatorBench.self, ReconcileBench.self]
     )
 
     struct VerifyBench: AsyncParsableCommand {
@@ -108,6 +109,27 @@ struct BenchCommand: AsyncParsableCommand {
             options.customers = customers
             options.productId = product
             try JSONOutput.print(try await SimulatorBenchmark.run(options))
+        }
+    }
+
+    struct ReconcileBench: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "reconcile",
+            abstract: "reconcile --all against a simulator enforcing Apple's rate limits: the request rate against the allowed one, and 429s."
+        )
+        @Option(help: "Subscriptions (one Apple account each) in the ledger.") var subscriptions: Int = 1000
+        @Option(help: "Production (50 calls/s allowed) or Sandbox (5/s).") var environment: String = "Production"
+        @Option(help: "Accounts reconciled at once (the rate limiter sets the pace).") var concurrency: Int = 8
+
+        func validate() throws {
+            guard subscriptions > 0, concurrency > 0 else { throw ValidationError("--subscriptions and --concurrency must be positive") }
+            guard ["Production", "Sandbox"].contains(environment) else { throw ValidationError("--environment must be Production or Sandbox") }
+        }
+
+        func run() async throws {
+            try JSONOutput.print(try await ReconcileBenchmark.run(
+                subscriptions: subscriptions, environment: AppStoreEnvironment(rawValue: environment), concurrency: concurrency
+            ))
         }
     }
 }
