@@ -108,13 +108,15 @@ struct ConfigurationTests {
         #expect(error.map { "\($0)" } == "configuration: \(message)")
     }
 
-    @Test("connection limits and retention are checked, each mistake named", arguments: [
+    @Test("connection limits, retention and recovery settings are checked, each mistake named", arguments: [
         (#""http": {"idleTimeoutSeconds": 0}"#, "http.idleTimeoutSeconds must be more than 0 and at most 3600, not 0.0"),
         (#""http": {"headerReadTimeoutSeconds": -1}"#, "http.headerReadTimeoutSeconds must be more than 0 and at most 3600, not -1.0"),
         (#""http": {"bodyReadTimeoutSeconds": 99999}"#, "http.bodyReadTimeoutSeconds must be more than 0 and at most 3600, not 99999.0"),
         (#""http": {"maxConnections": 0}"#, "http.maxConnections must be 1 to 1000000, not 0"),
         (#""retention": {"refusedNotifications": -5}"#, "retention.refusedNotifications must be 0 to 10000000, not -5"),
         (#""retention": {"rawPayloadDays": 0}"#, "retention.rawPayloadDays must be more than 0 and at most 36500, not 0.0"),
+        (#""recovery": {"intervalSeconds": 0}"#, "recovery.intervalSeconds must be more than 0 and at most 86400, not 0.0"),
+        (#""recovery": {"overlapSeconds": -1}"#, "recovery.overlapSeconds must be more than 0 and at most 86400, not -1.0"),
     ])
     func limits(fragment: String, message: String) throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID()).json")
