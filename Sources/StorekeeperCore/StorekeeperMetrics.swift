@@ -1,5 +1,6 @@
 public import CoreMetrics
 public import Foundation
+import Synchronization
 
 /// What Storekeeper counts and times, through swift-metrics with a factory given to it (never the global one): the
 /// server exports its factory's registry with swift-prometheus at `GET /metrics`; tests and tools make their own.
@@ -8,9 +9,55 @@ public import Foundation
 /// ours, routes are patterns, never IDs.
 public struct StorekeeperMetrics: Sendable {
     public let factory: any MetricsFactory
+    /// The metrics made so far, by name and labels: making one through the factory validates its name and labels
+    /// every time, which cost more than the rest of a cached read.
+    let handles = Handles()
 
     public init(factory: any MetricsFactory) {
         self.factory = factory
+    }
+
+    final class Handles: Sendable {
+        let counters = Mutex<[[String]: Counter]>([:])
+        let timers = Mutex<[[String]: CoreMetrics.Timer]>([:])
+        let gauges = Mutex<[[String]: Gauge]>([:])
+    }
+
+    private func key(_ label: String, _ dimensions: [(String, String)]) -> [String] {
+        [label] + dimensions.flatMap { [$0.0, $0.1] }
+    }
+
+    private func counter(_ label: String, _ dimensions: [(String, String)]) -> Counter {
+        let key = key(label, dimensions)
+        if let counter = handles.counters.withLock({ $0[key] }) { return counter }
+        let counter = Counter(label: label, dimensions: dimensions, factory: factory)
+        return handles.counters.withLock { made in
+            if let existing = made[key] { return existing }
+            made[key] = counter
+            return counter
+        }
+    }
+
+    private func timer(_ label: String, _ dimensions: [(String, String)]) -> CoreMetrics.Timer {
+        let key = key(label, dimensions)
+        if let timer = handles.timers.withLock({ $0[key] }) { return timer }
+        let timer = CoreMetrics.Timer(label: label, dimensions: dimensions, factory: factory)
+        return handles.timers.withLock { made in
+            if let existing = made[key] { return existing }
+            made[key] = timer
+            return timer
+        }
+    }
+
+    private func gauge(_ label: String, _ dimensions: [(String, String)]) -> Gauge {
+        let key = key(label, dimensions)
+        if let gauge = handles.gauges.withLock({ $0[key] }) { return gauge }
+        let gauge = Gauge(label: label, dimensions: dimensions, factory: factory)
+        return handles.gauges.withLock { made in
+            if let existing = made[key] { return existing }
+            made[key] = gauge
+            return gauge
+        }
     }
 
     /// Metrics that go nowhere, for tools and tests that read none.
@@ -40,37 +87,35 @@ public struct StorekeeperMetrics: Sendable {
     /// A notification received (by the webhook or the recovery job): its verified type, or `unverified`, and the
     /// outcome (`applied`, `duplicate`, `recorded`, `rejected`, `storage_failure`).
     public func notification(type: String, outcome: String) {
-        Counter(label: Name.notifications, dimensions: [("type", type), ("outcome", outcome)], factory: factory).increment()
+        counter(Name.notifications, [("type", type), ("outcome", outcome)]).increment()
     }
 
     /// Signed data the verifier refused, by its error code.
     public func verificationFailure(code: String) {
-        Counter(label: Name.verificationFailures, dimensions: [("code", code)], factory: factory).increment()
+        counter(Name.verificationFailures, [("code", code)]).increment()
     }
 
     /// A customer read answered from the cache or not.
     public func customerCache(hit: Bool) {
-        Counter(label: Name.customerCache, dimensions: [("result", hit ? "hit" : "miss")], factory: factory).increment()
+        counter(Name.customerCache, [("result", hit ? "hit" : "miss")]).increment()
     }
 
     /// How long one request took, by route pattern.
     public func request(route: String, method: String, status: Int, duration: Duration) {
-        Timer(label: Name.requestDuration, dimensions: [("route", route), ("method", method), ("status", String(status))], factory: factory)
-            .recordNanoseconds(duration.nanoseconds)
+        timer(Name.requestDuration, [("route", route), ("method", method), ("status", String(status))]).recordNanoseconds(duration.nanoseconds)
     }
 
     /// Notifications the recovery job fetched for one app and environment, by outcome.
     public func recovered(bundleId: String, environment: String, outcome: String, count: Int = 1) {
         guard count > 0 else { return }
-        Counter(label: Name.recovered, dimensions: [("bundle_id", bundleId), ("environment", environment), ("outcome", outcome)], factory: factory)
-            .increment(by: count)
+        counter(Name.recovered, [("bundle_id", bundleId), ("environment", environment), ("outcome", outcome)]).increment(by: count)
     }
 
     /// A recovery run that finished: when, and how far behind its watermark is.
     public func recoveryRun(bundleId: String, environment: String, finishedAt: Date, lagSeconds: Double) {
         let dimensions = [("bundle_id", bundleId), ("environment", environment)]
-        Gauge(label: Name.recoveryLastSuccess, dimensions: dimensions, factory: factory).record(finishedAt.timeIntervalSince1970)
-        Gauge(label: Name.recoveryLag, dimensions: dimensions, factory: factory).record(lagSeconds)
+        gauge(Name.recoveryLastSuccess, dimensions).record(finishedAt.timeIntervalSince1970)
+        gauge(Name.recoveryLag, dimensions).record(lagSeconds)
     }
 }
 
