@@ -1,10 +1,91 @@
 public import AppStoreModels
 public import AppStoreSigning
 
-/// The rows one write of the ledger reads and writes, inside one of the backend's transactions. Core decides what to
-/// load, applies the ``Ledger`` rules and says what to write (``LedgerChanges``); a backend only runs these row
-/// operations, so that SQLite, PostgreSQL, a job or a replay command cannot differ in the rules.
+/// What one step of a unit of work needs read, answered together by the backend inside its write transaction.
+public struct LedgerReads: Sendable {
+    /// A notification to claim for this transaction: the answer says whether the ledger already holds it. A backend
+    /// with one writer may just look it up; one with several concurrent writers must make the database the arbiter
+    /// (PostgreSQL: `INSERT … ON CONFLICT DO NOTHING`), so that two writers cannot both see it as new.
+    public var claimNotification: String?
+    /// Families to load, sorted (a backend with concurrent writers locks them, in this order, before reading).
+    public var families: [LedgerKey] = []
+    /// App account tokens whose owners to read (a backend with concurrent writers locks them too).
+    public var tokens: Set<AppAccountTokenKey> = []
+
+    public init(claimNotification: String? = nil, families: [LedgerKey] = [], tokens: Set<AppAccountTokenKey> = []) {
+        self.claimNotification = claimNotification
+        self.families = families.sorted()
+        self.tokens = tokens
+    }
+}
+
+/// The answers to ``LedgerReads``.
+public struct LedgerReadResults: Sendable {
+    /// Whether the notification to claim was already in the ledger.
+    public var notificationExists = false
+    /// Every transaction, link and subscription record of the families asked for.
+    public var ledger = Ledger()
+    /// The owners of the tokens asked for that have one.
+    public var tokenOwners: [AppAccountTokenKey: String] = [:]
+
+    public init() {}
+}
+
+/// One unit of work on the ledger as the steps a backend runs, the pure core deciding and the backend doing (as
+/// postgres-nio's `ConnectionStateMachine` returns actions that its channel handler executes): read, then write,
+/// then the result. The rules are all in the steps; a backend only answers reads and writes rows, synchronously
+/// (SQLite, inside GRDB's write closure) or asynchronously (PostgreSQL), with ``run(in:)``.
+public indirect enum LedgerStep<Result> {
+    /// Read these, then go on with what the continuation returns.
+    case read(LedgerReads, (LedgerReadResults) -> LedgerStep<Result>)
+    /// Write these changes (and the notification received, if any), then go on.
+    case write(LedgerChanges, then: LedgerStep<Result>)
+    /// Move an app's notification-recovery watermark, then go on.
+    case setWatermark(RecoveryWatermark, then: LedgerStep<Result>)
+    /// Done.
+    case done(Result)
+
+    /// This unit of work followed by the one `next` makes of its result.
+    public func flatMap<Next>(_ next: @escaping (Result) -> LedgerStep<Next>) -> LedgerStep<Next> {
+        switch self {
+        case .read(let reads, let resume): .read(reads) { resume($0).flatMap(next) }
+        case .write(let changes, let rest): .write(changes, then: rest.flatMap(next))
+        case .setWatermark(let watermark, let rest): .setWatermark(watermark, then: rest.flatMap(next))
+        case .done(let result): next(result)
+        }
+    }
+
+    /// Runs the steps in a backend's synchronous write transaction.
+    public func run(in transaction: some LedgerWriteTransaction) throws -> Result {
+        var step = self
+        while true {
+            switch step {
+            case .read(let reads, let resume): step = resume(try transaction.read(reads))
+            case .write(let changes, let rest): try transaction.write(changes); step = rest
+            case .setWatermark(let watermark, let rest): try transaction.setRecoveryWatermark(watermark); step = rest
+            case .done(let result): return result
+            }
+        }
+    }
+
+    /// Runs the steps in a backend's asynchronous write transaction.
+    public func run(in transaction: some AsyncLedgerWriteTransaction) async throws -> Result {
+        var step = self
+        while true {
+            switch step {
+            case .read(let reads, let resume): step = resume(try await transaction.read(reads))
+            case .write(let changes, let rest): try await transaction.write(changes); step = rest
+            case .setWatermark(let watermark, let rest): try await transaction.setRecoveryWatermark(watermark); step = rest
+            case .done(let result): return result
+            }
+        }
+    }
+}
+
+/// The row operations of a backend whose write transaction is synchronous (SQLite).
 public protocol LedgerWriteTransaction {
+    /// Answers one step's reads (by default through the three look-ups below).
+    func read(_ reads: LedgerReads) throws -> LedgerReadResults
     /// Whether the ledger holds a notification with this UUID.
     func notificationExists(_ uuid: String) throws -> Bool
     /// Every transaction of one original transaction ID, its customer link and its subscription record, into `ledger`.
@@ -15,6 +96,26 @@ public protocol LedgerWriteTransaction {
     func write(_ changes: LedgerChanges) throws
     /// Moves an app's notification-recovery watermark.
     func setRecoveryWatermark(_ watermark: RecoveryWatermark) throws
+}
+
+extension LedgerWriteTransaction {
+    public func read(_ reads: LedgerReads) throws -> LedgerReadResults {
+        var results = LedgerReadResults()
+        if let uuid = reads.claimNotification { results.notificationExists = try notificationExists(uuid) }
+        for family in reads.families { try loadFamily(family, into: &results.ledger) }
+        if !reads.tokens.isEmpty { results.tokenOwners = try tokenOwners(of: reads.tokens) }
+        return results
+    }
+}
+
+/// The row operations of a backend whose write transaction is asynchronous (PostgreSQL).
+public protocol AsyncLedgerWriteTransaction {
+    /// Answers one step's reads, claiming the notification and locking the families and tokens asked for.
+    func read(_ reads: LedgerReads) async throws -> LedgerReadResults
+    /// Writes what changed (and the notification received, if any).
+    func write(_ changes: LedgerChanges) async throws
+    /// Moves an app's notification-recovery watermark.
+    func setRecoveryWatermark(_ watermark: RecoveryWatermark) async throws
 }
 
 /// What one write changes: the records to insert or replace.
@@ -41,84 +142,117 @@ public struct LedgerChanges: Sendable {
 }
 
 /// The ledger's writes, each one unit of work run inside one backend transaction: what to load, the rules, what to
-/// write, and which customers the write may have changed (announced to read caches after the commit).
+/// write, and which customers the write may have changed (announced to read caches after the commit). Each is given
+/// as ``LedgerStep``s (`applying`, `submitting`, …) and, for convenience, run in a transaction (`apply(_:in:)`, …).
 public enum LedgerUnitOfWork {
     /// Applies a verified notification and everything it carries, once per `notificationUUID`.
-    public static func apply(
-        _ notification: VerifiedNotification, in transaction: some LedgerWriteTransaction
-    ) throws -> (outcome: ApplyOutcome, affected: Set<String>) {
+    public static func applying(_ notification: VerifiedNotification) -> LedgerStep<(outcome: ApplyOutcome, affected: Set<String>)> {
         let uuid = notification.payload.notificationUUID
-        if try transaction.notificationExists(uuid) { return (.duplicate, []) }
-        var before = Ledger()
-        for family in families(touchedBy: notification) { try transaction.loadFamily(family, into: &before) }
-        var after = before
-        after.apply(notification)
-        // Applying never changes a token's owner, only which tokens count: the owners of both sides' tokens.
-        let owners = try transaction.tokenOwners(of: before.appAccountTokens.union(after.appAccountTokens))
-        before.tokenOwners = owners
-        after.tokenOwners = owners
-        let record = after.notifications[uuid]!
-        try transaction.write(LedgerChanges(from: before, to: after, notification: record))
-        return (record.outcome == "applied" ? .applied : .recorded, after.customersAffected(since: before))
+        return .read(LedgerReads(claimNotification: uuid)) { claimed in
+            if claimed.notificationExists { return .done((.duplicate, [])) }
+            return .read(LedgerReads(families: families(touchedBy: notification))) { loaded in
+                var before = loaded.ledger
+                var after = before
+                after.apply(notification)
+                // Applying never changes a token's owner, only which tokens count: the owners of both sides' tokens.
+                return .read(LedgerReads(tokens: before.appAccountTokens.union(after.appAccountTokens))) { owners in
+                    before.tokenOwners = owners.tokenOwners
+                    after.tokenOwners = owners.tokenOwners
+                    let record = after.notifications[uuid]!
+                    return .write(
+                        LedgerChanges(from: before, to: after, notification: record),
+                        then: .done((record.outcome == "applied" ? .applied : .recorded, after.customersAffected(since: before)))
+                    )
+                }
+            }
+        }
     }
 
     /// Applies a page of notifications fetched from the App Store, each once, and moves the recovery watermark in the
     /// same transaction when given.
-    public static func applyRecovered(
-        _ notifications: [VerifiedNotification], watermark: RecoveryWatermark?, in transaction: some LedgerWriteTransaction
-    ) throws -> (outcomes: [ApplyOutcome], affected: Set<String>) {
-        var outcomes: [ApplyOutcome] = []
-        var affected = Set<String>()
+    public static func applyingRecovered(
+        _ notifications: [VerifiedNotification], watermark: RecoveryWatermark?
+    ) -> LedgerStep<(outcomes: [ApplyOutcome], affected: Set<String>)> {
+        var step: LedgerStep<(outcomes: [ApplyOutcome], affected: Set<String>)> = .done(([], []))
         for notification in notifications {
-            let (outcome, customers) = try apply(notification, in: transaction)
-            outcomes.append(outcome)
-            affected.formUnion(customers)
+            step = step.flatMap { sofar in
+                applying(notification).flatMap { one in .done((sofar.outcomes + [one.outcome], sofar.affected.union(one.affected))) }
+            }
         }
-        if let watermark { try transaction.setRecoveryWatermark(watermark) }
-        return (outcomes, affected)
+        guard let watermark else { return step }
+        return step.flatMap { result in .setWatermark(watermark, then: .done(result)) }
     }
 
     /// Applies what the App Store Server API says (reconciliation) under the ledger's rules: each transaction,
     /// renewal info and status replaces the ledger's only when signed later, so older API data never overwrites newer
     /// ledger data. Returns how many records changed.
-    public static func applySnapshot(
-        _ snapshot: AppStoreSnapshot, in transaction: some LedgerWriteTransaction
-    ) throws -> (changed: Int, affected: Set<String>) {
-        var before = Ledger()
-        for family in snapshot.families.sorted() { try transaction.loadFamily(family, into: &before) }
-        var after = before
-        after.apply(snapshot)
-        let owners = try transaction.tokenOwners(of: before.appAccountTokens.union(after.appAccountTokens))
-        before.tokenOwners = owners
-        after.tokenOwners = owners
-        let changes = LedgerChanges(from: before, to: after)
-        guard !changes.isEmpty else { return (0, []) }
-        try transaction.write(changes)
-        return (changes.transactions.count + changes.subscriptions.count, after.customersAffected(since: before))
+    public static func applyingSnapshot(_ snapshot: AppStoreSnapshot) -> LedgerStep<(changed: Int, affected: Set<String>)> {
+        .read(LedgerReads(families: Array(snapshot.families))) { loaded in
+            var before = loaded.ledger
+            var after = before
+            after.apply(snapshot)
+            return .read(LedgerReads(tokens: before.appAccountTokens.union(after.appAccountTokens))) { owners in
+                before.tokenOwners = owners.tokenOwners
+                after.tokenOwners = owners.tokenOwners
+                let changes = LedgerChanges(from: before, to: after)
+                guard !changes.isEmpty else { return .done((0, [])) }
+                return .write(
+                    changes, then: .done((changes.transactions.count + changes.subscriptions.count, after.customersAffected(since: before)))
+                )
+            }
+        }
     }
 
     /// Applies a transaction the app submitted and links it to the customer, or refuses it (changing nothing) when
     /// its token or its purchase belongs to another customer.
+    public static func submitting(
+        _ submitted: VerifiedSignedData<TransactionInfo>, customerId: String
+    ) -> LedgerStep<(outcome: SubmissionOutcome, affected: Set<String>)> {
+        let info = submitted.payload
+        guard let environment = info.environment else { return .done((.linked, [])) }
+        return .read(LedgerReads(families: [LedgerKey(environment, info.originalTransactionId)])) { loaded in
+            var ledger = loaded.ledger
+            var tokens = ledger.appAccountTokens
+            if let token = info.appAccountToken { tokens.insert(AppAccountTokenKey(bundleId: info.bundleId, environment: environment, token: token)) }
+            return .read(LedgerReads(tokens: tokens)) { owners in
+                ledger.tokenOwners = owners.tokenOwners
+                if let conflict = ledger.ownershipConflict(linking: info, to: customerId) { return .done((.refused(conflict), [])) }
+                let before = ledger
+                ledger.apply(info, jws: submitted.jws, source: "app")
+                do throws(OwnershipConflict) {
+                    try ledger.link(info, to: customerId)
+                } catch {
+                    return .done((.refused(error), []))
+                }
+                return .write(LedgerChanges(from: before, to: ledger), then: .done((.linked, ledger.customersAffected(since: before))))
+            }
+        }
+    }
+
+    // MARK: Run in a synchronous transaction
+
+    public static func apply(
+        _ notification: VerifiedNotification, in transaction: some LedgerWriteTransaction
+    ) throws -> (outcome: ApplyOutcome, affected: Set<String>) {
+        try applying(notification).run(in: transaction)
+    }
+
+    public static func applyRecovered(
+        _ notifications: [VerifiedNotification], watermark: RecoveryWatermark?, in transaction: some LedgerWriteTransaction
+    ) throws -> (outcomes: [ApplyOutcome], affected: Set<String>) {
+        try applyingRecovered(notifications, watermark: watermark).run(in: transaction)
+    }
+
+    public static func applySnapshot(
+        _ snapshot: AppStoreSnapshot, in transaction: some LedgerWriteTransaction
+    ) throws -> (changed: Int, affected: Set<String>) {
+        try applyingSnapshot(snapshot).run(in: transaction)
+    }
+
     public static func submit(
         _ submitted: VerifiedSignedData<TransactionInfo>, customerId: String, in transaction: some LedgerWriteTransaction
     ) throws -> (outcome: SubmissionOutcome, affected: Set<String>) {
-        let info = submitted.payload
-        guard let environment = info.environment else { return (.linked, []) }
-        var ledger = Ledger()
-        try transaction.loadFamily(LedgerKey(environment, info.originalTransactionId), into: &ledger)
-        var tokens = ledger.appAccountTokens
-        if let token = info.appAccountToken { tokens.insert(AppAccountTokenKey(bundleId: info.bundleId, environment: environment, token: token)) }
-        ledger.tokenOwners = try transaction.tokenOwners(of: tokens)
-        if let conflict = ledger.ownershipConflict(linking: info, to: customerId) { return (.refused(conflict), []) }
-        let before = ledger
-        ledger.apply(info, jws: submitted.jws, source: "app")
-        do throws(OwnershipConflict) {
-            try ledger.link(info, to: customerId)
-        } catch {
-            return (.refused(error), [])
-        }
-        try transaction.write(LedgerChanges(from: before, to: ledger))
-        return (.linked, ledger.customersAffected(since: before))
+        try submitting(submitted, customerId: customerId).run(in: transaction)
     }
 
     /// The subscriptions or purchases a notification's transaction and renewal info belong to: their every
