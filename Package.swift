@@ -32,6 +32,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
     ],
     targets: [
         .target(
@@ -117,6 +119,19 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "StorekeeperPostgres",
+            dependencies: [
+                "AppStoreModels",
+                "AppStoreSigning",
+                "StorekeeperCore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "StorekeeperServer",
             dependencies: [
                 "AppStoreModels",
@@ -190,6 +205,7 @@ let package = Package(
                 "StorekeeperCore",
                 "StorekeeperServer",
                 "StorekeeperSQLite",
+                "StorekeeperPostgres",
                 "StorekeeperDemo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -236,7 +252,9 @@ let package = Package(
         .testTarget(
             name: "StorekeeperCoreTests",
             dependencies: [
-                "AppStoreModels", "AppStoreSigning", "AppStoreSimulator", "StorekeeperCore", "StorekeeperSQLite",
+                "AppStoreModels", "AppStoreSigning", "AppStoreSimulator", "StorekeeperCore", "StorekeeperSQLite", "StorekeeperPostgres",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "HashTreeCollections", package: "swift-collections"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],

@@ -92,6 +92,16 @@ public final class CustomerCache<Value: Sendable>: Sendable {
         }
     }
 
+    /// Drops every value; reads that began before this call cannot store theirs afterwards.
+    public func invalidateAll() {
+        guard capacity > 0 else { return }
+        state.withLock { state in
+            state.generation += 1
+            state.floor = state.generation
+            state.slots.removeAll()
+        }
+    }
+
     /// Hits and misses since start, and how many customers are remembered.
     public var statistics: (hits: Int, misses: Int, customers: Int) {
         state.withLock { ($0.hits, $0.misses, $0.slots.count) }

@@ -21,7 +21,12 @@ public struct CustomerReader<Rendered: Sendable>: Sendable {
         store: any LedgerStore, configuration: EntitlementConfiguration, cache: CustomerCache<Rendered>, logger: Logger,
         metrics: StorekeeperMetrics = .discarded, render: @escaping @Sendable (CustomerAnswer) -> Rendered
     ) {
-        store.changes.subscribe { customers in cache.invalidate(customers) }
+        store.changes.subscribe { change in
+            switch change {
+            case .customers(let customers): cache.invalidate(customers)
+            case .everyone: cache.invalidateAll()
+            }
+        }
         self.store = store
         self.configuration = configuration
         self.cache = cache
@@ -41,7 +46,10 @@ public struct CustomerReader<Rendered: Sendable>: Sendable {
     public func read(_ customerId: String, bundleId: String, environment: AppStoreEnvironment, now: @Sendable () -> Date) async -> Outcome {
         let variant = "\(bundleId) \(environment.rawValue)"
         let started = now()
-        if let rendered = cache.value(customer: customerId, variant: variant, now: started) {
+        // A feed that may miss writes (another instance's, announced through a channel that is down) makes any
+        // cached answer unsafe: read the ledger every time until it hears every write again.
+        let cacheable = store.changes.isComplete
+        if cacheable, let rendered = cache.value(customer: customerId, variant: variant, now: started) {
             metrics.customerCache(hit: true)
             return .found(rendered)
         }
@@ -64,7 +72,7 @@ public struct CustomerReader<Rendered: Sendable>: Sendable {
         let at = now()
         let answer = CustomerAnswer(for: customerId, in: ledger, bundleId: bundleId, environment: environment, configuration: configuration, at: at)
         let rendered = render(answer)
-        cache.store(rendered, customer: customerId, variant: variant, validUntil: answer.validUntil, now: at, ticket: ticket)
+        if cacheable { cache.store(rendered, customer: customerId, variant: variant, validUntil: answer.validUntil, now: at, ticket: ticket) }
         return .found(rendered)
     }
 }

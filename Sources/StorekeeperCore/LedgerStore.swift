@@ -116,6 +116,9 @@ public protocol LedgerStore: Sendable {
 
     /// Throws when the database cannot be reached.
     func checkHealth() async throws(StorageError)
+
+    /// Which database holds the ledger (`sqlite`, `postgresql`), for `/health` and logs.
+    var databaseKind: String { get }
 }
 
 extension LedgerStore {

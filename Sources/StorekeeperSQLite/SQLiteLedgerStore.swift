@@ -18,6 +18,7 @@ public final class SQLiteLedgerStore: LedgerStore {
     /// A test seam that runs inside write transactions at named points; throwing from it rolls the write back.
     let unsafeFaultInjection: (@Sendable (String) throws -> Void)?
     public let changes = LedgerChangeFeed()
+    public var databaseKind: String { "sqlite" }
     /// The schema migrations this open applied, oldest first (empty when the database was up to date).
     public let migrationsApplied: [String]
     /// The JWS headers the ledger holds, by reference.

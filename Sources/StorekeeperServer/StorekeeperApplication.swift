@@ -61,9 +61,12 @@ public enum StorekeeperApplication {
         router.get("/health") { _, _ -> Response in
             do {
                 try await store.checkHealth()
-                return jsonResponse(["status": "ok"])
+                // A cache that may miss other instances' writes is off until it hears them again (PostgreSQL).
+                return jsonResponse(["status": "ok", "database": store.databaseKind, "answerCache": store.changes.isComplete ? "on" : "off"])
             } catch {
-                return jsonResponse(["status": "unavailable", "reason": "\(error)"], status: .serviceUnavailable)
+                return jsonResponse(
+                    ["status": "unavailable", "database": store.databaseKind, "reason": "\(error)"], status: .serviceUnavailable
+                )
             }
         }
         return router

@@ -5,7 +5,6 @@ import Foundation
 import Logging
 import StorekeeperCore
 import StorekeeperServer
-import StorekeeperSQLite
 
 struct ReconcileCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -20,7 +19,7 @@ struct ReconcileCommand: AsyncParsableCommand {
     )
 
     @Option(help: "The configuration file (JSON; see config.example.json).") var config: String
-    @Option(help: "The server's SQLite database.") var database: String = "storekeeper.sqlite"
+    @Option(help: ArgumentHelp(stringLiteral: LedgerDatabase.help)) var database: String = "storekeeper.sqlite"
     @Option(help: "Every purchase of this customer.") var customer: String?
     @Option(help: "This purchase.") var originalTransactionId: String?
     @Flag(help: "Every subscription in the ledger.") var all = false
@@ -50,7 +49,8 @@ struct ReconcileCommand: AsyncParsableCommand {
                 throw CLIError(code: "no-credentials", message: "no app in \(config) matching the options has serverAPI credentials")
             }
             let scope: Reconciler.Scope = customer.map { .customer($0) } ?? originalTransactionId.map { .originalTransactionId($0) } ?? .allSubscriptions
-            let store = try SQLiteLedgerStore(path: database)
+            let ledger = try await LedgerDatabase.open(database, logger: logger)
+            let store = ledger.store
             for (app, client) in clients.sorted(by: { $0.key.description < $1.key.description }) {
                 guard let verifier = verifiers[app] else { continue }
                 let reconciler = Reconciler(app: app, client: client, verifier: verifier, store: store, logger: logger)
@@ -61,6 +61,7 @@ struct ReconcileCommand: AsyncParsableCommand {
                 bar?.finish()
                 try JSONOutput.print(report)
             }
+            await ledger.close()
         } catch let error as ExitCode {
             throw error
         } catch {

@@ -4,7 +4,6 @@ import Foundation
 import Logging
 import StorekeeperCore
 import StorekeeperServer
-import StorekeeperSQLite
 
 struct RecoverCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -19,7 +18,7 @@ struct RecoverCommand: AsyncParsableCommand {
     )
 
     @Option(help: "The configuration file (JSON; see config.example.json).") var config: String
-    @Option(help: "The server's SQLite database.") var database: String = "storekeeper.sqlite"
+    @Option(help: ArgumentHelp(stringLiteral: LedgerDatabase.help)) var database: String = "storekeeper.sqlite"
     @Option(help: "Read the history from this ISO-8601 date instead of the watermark.") var since: String?
     @Flag(help: "Read and verify, report what the ledger lacks, change nothing.") var dryRun = false
 
@@ -34,7 +33,8 @@ struct RecoverCommand: AsyncParsableCommand {
                 throw CLIError(code: "no-credentials", message: "no app in \(config) has serverAPI credentials: nothing to recover from")
             }
             let since = try since.map(parseDate)
-            let store = try SQLiteLedgerStore(path: database)
+            let ledger = try await LedgerDatabase.open(database, logger: logger)
+            let store = ledger.store
             let ingester = NotificationIngester(
                 store: store, verifiers: verifiers, refusalsKept: configuration.refusedNotificationsKept, logger: logger
             )
@@ -50,6 +50,7 @@ struct RecoverCommand: AsyncParsableCommand {
                     FileHandle.standardError.write(Data("error: \(app): \(error)\n".utf8))
                 }
             }
+            await ledger.close()
             if failed { throw ExitCode.failure }
         } catch let error as ExitCode {
             throw error

@@ -6,18 +6,17 @@ import Hummingbird
 import Logging
 import StorekeeperCore
 import StorekeeperServer
-import StorekeeperSQLite
 
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
-        abstract: "Serve the notification webhook and the app API on an embedded SQLite ledger."
+        abstract: "Serve the notification webhook and the app API on a SQLite ledger (the default) or PostgreSQL."
     )
 
     @Option(help: "The configuration file (JSON; see config.example.json).") var config: String
     @Option(help: "Port on --host (0: any free port).") var port: Int = 8080
     @Option(help: "Address to listen on.") var host: String = "127.0.0.1"
-    @Option(help: "SQLite database file (created, and migrated, at start).") var database: String = "storekeeper.sqlite"
+    @Option(help: ArgumentHelp(stringLiteral: LedgerDatabase.help)) var database: String = "storekeeper.sqlite"
 
     func validate() throws {
         guard (0...65_535).contains(port) else { throw ValidationError("--port must be 0 to 65535 (0: any free port), not \(port)") }
@@ -69,10 +68,11 @@ struct ServeCommand: AsyncParsableCommand {
                     "retention.raw_payload_days": .string(configuration.retention?.rawPayloadDays.map { "\($0)" } ?? "forever"),
                 ]
             )
-            let store = try SQLiteLedgerStore(path: database)
+            let ledger = try await LedgerDatabase.open(database, logger: logger)
+            let store = ledger.store
             logger.info(
-                store.migrationsApplied.isEmpty ? "database opened, schema up to date" : "database migrated",
-                metadata: ["database.path": .string(database), "database.migrations_applied": .array(store.migrationsApplied.map { .string($0) })]
+                ledger.migrationsApplied.isEmpty ? "database opened, schema up to date" : "database migrated",
+                metadata: ["database": .string(ledger.description), "database.migrations_applied": .array(ledger.migrationsApplied.map { .string($0) })]
             )
             let app = StorekeeperApplication.buildApplication(
                 store: store, configuration: configuration, verifiers: verifiers,
@@ -84,7 +84,13 @@ struct ServeCommand: AsyncParsableCommand {
                     ))
                 }
             )
-            try await app.runService()
+            do {
+                try await app.runService()
+            } catch {
+                await ledger.close()
+                throw error
+            }
+            await ledger.close()
         } catch let error as ConfigurationError {
             FileHandle.standardError.write(Data("error: \(error)\n".utf8))
             throw ExitCode.failure

@@ -45,9 +45,14 @@ struct LedgerChangeFeedTests {
     /// Returns how many times a customer's ledger changed, and the store.
     @discardableResult
     static func check(_ writes: [Write], customers: [String], backend: Backend, until end: Date) async throws -> (changes: Int, store: any LedgerStore) {
-        let store = try backend.makeStore()
+        let store = try await backend.makeStore()
         let announcements = Announcements()
-        store.changes.subscribe { announcements.add($0) }
+        store.changes.subscribe { change in
+            switch change {
+            case .customers(let customers): announcements.add(customers)
+            case .everyone: announcements.add(Set(customers))
+            }
+        }
         let engine = EntitlementEngine(configuration: H.configuration)
         var views: [String: Ledger] = [:]
         for customer in customers { views[customer] = try await store.ledger(for: customer, bundleId: "com.example.storekeeper", environment: .sandbox) }
@@ -105,7 +110,7 @@ struct LedgerChangeFeedTests {
         return (notifications, submissions)
     }
 
-    @Test("every change a write makes to a customer's ledger is announced (shipped scenarios, both orders)", arguments: Backend.allCases, ShippedScenarios.all.map(\.name))
+    @Test("every change a write makes to a customer's ledger is announced (shipped scenarios, both orders)", arguments: Backend.available, ShippedScenarios.all.map(\.name))
     func scenarios(backend: Backend, name: String) async throws {
         var harness = try H()
         try await harness.play(name)
@@ -117,7 +122,7 @@ struct LedgerChangeFeedTests {
         #expect(late > 0 && early > 0, "the scenario changed no customer's view")
     }
 
-    @Test("customers linked only by an app account token are announced, and both owners when a token changes hands", arguments: Backend.allCases)
+    @Test("customers linked only by an app account token are announced, and both owners when a token changes hands", arguments: Backend.available)
     func tokens(backend: Backend) async throws {
         var harness = try H()
         let token = LowercaseUUID(UUID())
@@ -138,7 +143,7 @@ struct LedgerChangeFeedTests {
         #expect(changes >= 3)
     }
 
-    @Test("a notification carrying only renewal info announces the customer of its subscription", arguments: Backend.allCases)
+    @Test("a notification carrying only renewal info announces the customer of its subscription", arguments: Backend.available)
     func renewalInfoOnly(backend: Backend) async throws {
         var harness = try H()
         try harness.engine.createCustomer(id: "alice")
@@ -157,7 +162,7 @@ struct LedgerChangeFeedTests {
         #expect(changes == 3)
     }
 
-    @Test("a subscription whose latest transaction no longer carries the customer's token stays theirs", arguments: Backend.allCases)
+    @Test("a subscription whose latest transaction no longer carries the customer's token stays theirs", arguments: Backend.available)
     func tokenOnOlderTransactionsOnly(backend: Backend) async throws {
         var harness = try H()
         let token = LowercaseUUID(UUID())

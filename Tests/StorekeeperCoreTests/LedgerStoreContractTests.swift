@@ -4,20 +4,28 @@ import AppStoreSimulator
 import Foundation
 import HashTreeCollections
 import StorekeeperCore
+import StorekeeperPostgres
 import StorekeeperSQLite
 import Testing
 
-/// The same cases against every storage backend (SQLite today; PostgreSQL when it comes).
+/// The same cases against every storage backend: SQLite, and PostgreSQL when `STOREKEEPER_TEST_POSTGRES_URL` is set
+/// (``PostgresStoreTests`` says when it is skipped).
 enum Backend: String, CaseIterable, CustomTestStringConvertible, Sendable {
     case sqlite
+    case postgres
 
     var testDescription: String { rawValue }
 
-    func makeStore(unsafeFaultInjection: (@Sendable (String) throws -> Void)? = nil) throws -> any LedgerStore {
+    /// The backends these tests can reach.
+    static var available: [Backend] { PostgresTestDatabase.url == nil ? [.sqlite] : [.sqlite, .postgres] }
+
+    func makeStore(unsafeFaultInjection: (@Sendable (String) throws -> Void)? = nil) async throws -> any LedgerStore {
         switch self {
         case .sqlite:
             let path = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-\(UUID()).sqlite").path
             return try SQLiteLedgerStore(path: path, unsafeFaultInjection: unsafeFaultInjection)
+        case .postgres:
+            return try await PostgresTestDatabase.openStore(unsafeFaultInjection: unsafeFaultInjection)
         }
     }
 }
@@ -42,11 +50,11 @@ struct LedgerStoreContractTests {
         }
     }
 
-    @Test("shipped scenarios through the store end with the simulator's ground truth", arguments: Backend.allCases, ["subscriber-lifecycle", "refunds", "family-sharing", "plan-changes"])
+    @Test("shipped scenarios through the store end with the simulator's ground truth", arguments: Backend.available, ["subscriber-lifecycle", "refunds", "family-sharing", "plan-changes"])
     func scenarios(backend: Backend, name: String) async throws {
         var harness = try H()
         try await harness.play(name)
-        let store = try backend.makeStore()
+        let store = try await backend.makeStore()
         try await Self.submitAll(harness, to: store)
         for notification in try await harness.verifiedNotifications() { _ = try await store.apply(notification) }
         let engine = EntitlementEngine(configuration: H.configuration)
@@ -58,7 +66,7 @@ struct LedgerStoreContractTests {
         }
     }
 
-    @Test("any order of the same notifications, each twice, leaves the same customer ledger", arguments: Backend.allCases)
+    @Test("any order of the same notifications, each twice, leaves the same customer ledger", arguments: Backend.available)
     func orderIndependence(backend: Backend) async throws {
         var harness = try H()
         try await harness.play("subscriber-lifecycle")
@@ -68,7 +76,7 @@ struct LedgerStoreContractTests {
         var generator = SystemRandomNumberGenerator()
         for round in 0..<12 {
             let order = round == 0 ? Array(notifications.indices) : Array(notifications.indices).shuffled(using: &generator)
-            let store = try backend.makeStore()
+            let store = try await backend.makeStore()
             for (transaction, customer) in submissions { _ = try await store.submit(transaction, customerId: customer) }
             for index in order + order.reversed() { _ = try await store.apply(notifications[index]) }
             let ledger = try await store.ledger(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox)
@@ -98,14 +106,14 @@ struct LedgerStoreContractTests {
         return result
     }
 
-    @Test("duplicates are acknowledged and change nothing; refused notifications are kept for audit", arguments: Backend.allCases)
+    @Test("duplicates are acknowledged and change nothing; refused notifications are kept for audit", arguments: Backend.available)
     func duplicatesAndAudit(backend: Backend) async throws {
         var harness = try H()
         try harness.engine.createCustomer(id: "alice")
         _ = try harness.engine.purchase(.init(customerId: "alice", productId: "coins.100"))
         _ = try harness.engine.requestTestNotification(bundleId: "com.example.storekeeper")
         let notifications = try await harness.verifiedNotifications()
-        let store = try backend.makeStore()
+        let store = try await backend.makeStore()
         #expect(try await store.apply(notifications[0]) == .applied)
         #expect(try await store.apply(notifications[0]) == .duplicate)
         #expect(try await store.apply(notifications[1]) == .recorded)
@@ -123,7 +131,7 @@ struct LedgerStoreContractTests {
         try await store.checkHealth()
     }
 
-    @Test("a storage failure mid-notification leaves no partial change; the retry applies fully", arguments: Backend.allCases, ["after-apply", "before-commit"])
+    @Test("a storage failure mid-notification leaves no partial change; the retry applies fully", arguments: Backend.available, ["after-apply", "before-commit"])
     func failureMidNotification(backend: Backend, point: String) async throws {
         var harness = try H()
         try harness.engine.createCustomer(id: "alice")
@@ -131,7 +139,7 @@ struct LedgerStoreContractTests {
         let notification = try #require(try await harness.verifiedNotifications().first)
         struct Injected: Error {}
         let failing = FailOnce(point: point)
-        let store = try backend.makeStore(unsafeFaultInjection: { try failing.check($0) })
+        let store = try await backend.makeStore(unsafeFaultInjection: { try failing.check($0) })
         try await Self.submitAll(harness, to: store)
         let before = try await store.ledger(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox)
         await #expect(throws: StorageError.self) { try await store.apply(notification) }

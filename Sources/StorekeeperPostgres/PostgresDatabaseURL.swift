@@ -1,0 +1,139 @@
+public import Foundation
+import NIOSSL
+public import PostgresNIO
+public import StorekeeperCore
+import AppStoreModels
+
+/// Where a PostgreSQL ledger is, from a `postgres://` (or `postgresql://`) URL as libpq writes them:
+/// `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?OPTION=VALUE&…]`, the user, password and database
+/// percent-encoded. Options: `sslmode` (`disable`, `prefer` (the default, as libpq's), `require` (encrypted, the
+/// server's certificate not checked, as libpq's), `verify-full` (encrypted, certificate and host name checked)),
+/// `pool_size` (connections per instance, default 20), `connect_timeout` (seconds, default 10). The password never
+/// appears in ``description`` (``redacted``), in logs or in errors.
+public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
+    public enum TLSMode: String, Sendable, CaseIterable {
+        case disable, prefer, require
+        case verifyFull = "verify-full"
+    }
+
+    public var host: String
+    public var port: Int
+    public var username: String
+    public var password: String?
+    public var database: String
+    public var tlsMode: TLSMode = .prefer
+    public var poolSize = 20
+    public var connectTimeout: Duration = .seconds(10)
+
+    /// Whether `text` names a PostgreSQL database (anything else given to `--database` is a SQLite file path).
+    public static func isPostgres(_ text: String) -> Bool {
+        text.hasPrefix("postgres://") || text.hasPrefix("postgresql://")
+    }
+
+    /// Parses `text`; the error names what is wrong, never the password.
+    public init(_ text: String) throws(StorageError) {
+        guard Self.isPostgres(text), let components = URLComponents(string: text) else {
+            throw StorageError("the database URL is not a postgres:// URL (postgres://USER:PASSWORD@HOST:PORT/DATABASE)")
+        }
+        guard let host = components.host, !host.isEmpty else { throw StorageError("the database URL has no host") }
+        guard let user = components.percentEncodedUser?.removingPercentEncoding, !user.isEmpty else {
+            throw StorageError("the database URL has no user name (postgres://USER@HOST/DATABASE)")
+        }
+        let path = components.percentEncodedPath.removingPercentEncoding ?? ""
+        let database = path.hasPrefix("/") ? String(path.dropFirst()) : path
+        guard !database.isEmpty, !database.contains("/") else { throw StorageError("the database URL names no database (…@HOST:PORT/DATABASE)") }
+        if let port = components.port, !(1...65_535).contains(port) { throw StorageError("the database URL's port must be 1 to 65535, not \(port)") }
+        self.host = host
+        self.port = components.port ?? 5432
+        self.username = user
+        self.password = components.percentEncodedPassword?.removingPercentEncoding
+        self.database = database
+        for item in components.queryItems ?? [] {
+            let value = item.value ?? ""
+            switch item.name {
+            case "sslmode":
+                guard let mode = TLSMode(rawValue: value) else {
+                    throw StorageError("sslmode must be one of \(TLSMode.allCases.map(\.rawValue).joined(separator: ", ")), not \(UntrustedText.escaped(value, limit: 40))")
+                }
+                tlsMode = mode
+            case "pool_size":
+                guard let size = Int(value), (1...500).contains(size) else { throw StorageError("pool_size must be 1 to 500, not \(UntrustedText.escaped(value, limit: 40))") }
+                poolSize = size
+            case "connect_timeout":
+                guard let seconds = Int(value), (1...600).contains(seconds) else {
+                    throw StorageError("connect_timeout must be 1 to 600 seconds, not \(UntrustedText.escaped(value, limit: 40))")
+                }
+                connectTimeout = .seconds(seconds)
+            default:
+                throw StorageError("unknown database URL option \(UntrustedText.escaped(item.name, limit: 40)) (known: sslmode, pool_size, connect_timeout)")
+            }
+        }
+    }
+
+    /// The URL without its password.
+    public var redacted: String {
+        var text = "postgres://\(username)\(password == nil ? "" : ":***")@\(host):\(port)/\(database)"
+        var options: [String] = []
+        if tlsMode != .prefer { options.append("sslmode=\(tlsMode.rawValue)") }
+        if poolSize != 20 { options.append("pool_size=\(poolSize)") }
+        if !options.isEmpty { text += "?" + options.joined(separator: "&") }
+        return text
+    }
+
+    public var description: String { redacted }
+
+    /// The client configuration postgres-nio takes.
+    func clientConfiguration() throws(StorageError) -> PostgresClient.Configuration {
+        let tls: PostgresClient.Configuration.TLS
+        switch tlsMode {
+        case .disable:
+            tls = .disable
+        case .prefer:
+            tls = .prefer(Self.unverifiedTLS)
+        case .require:
+            tls = .require(Self.unverifiedTLS)
+        case .verifyFull:
+            tls = .require(.makeClientConfiguration())
+        }
+        var configuration = PostgresClient.Configuration(
+            host: host, port: port, username: username, password: password, database: database, tls: tls
+        )
+        configuration.options.maximumConnections = poolSize
+        configuration.options.connectTimeout = connectTimeout
+        return configuration
+    }
+
+    /// One connection's configuration (the store opens one first, to migrate and to report at once why it cannot
+    /// connect, where the pool would retry without end).
+    func connectionConfiguration() throws(StorageError) -> PostgresConnection.Configuration {
+        let tls: PostgresConnection.Configuration.TLS
+        do {
+            switch tlsMode {
+            case .disable: tls = .disable
+            case .prefer: tls = .prefer(try NIOSSLContext(configuration: Self.unverifiedTLS))
+            case .require: tls = .require(try NIOSSLContext(configuration: Self.unverifiedTLS))
+            case .verifyFull: tls = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+            }
+        } catch {
+            throw StorageError("cannot set up TLS for \(redacted): \(error)")
+        }
+        var configuration = PostgresConnection.Configuration(
+            host: host, port: port, username: username, password: password, database: database, tls: tls
+        )
+        let seconds = connectTimeout.components.seconds
+        configuration.options.connectTimeout = .seconds(seconds)
+        return configuration
+    }
+
+    /// The client configuration, for tests that need their own client (creating databases).
+    public func clientConfigurationForTests() throws(StorageError) -> PostgresClient.Configuration {
+        try clientConfiguration()
+    }
+
+    /// libpq's `prefer` and `require` encrypt without checking the server's certificate.
+    private static var unverifiedTLS: TLSConfiguration {
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        configuration.certificateVerification = .none
+        return configuration
+    }
+}

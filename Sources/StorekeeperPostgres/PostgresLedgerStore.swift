@@ -1,0 +1,334 @@
+public import AppStoreModels
+public import AppStoreSigning
+public import Foundation
+public import Logging
+import PostgresNIO
+public import StorekeeperCore
+
+/// The ledger on PostgreSQL, for several `storekeeper serve` instances sharing one database (postgres-nio, no ORM).
+///
+/// The rules are Core's (``LedgerUnitOfWork``); this store runs their steps in a transaction
+/// (``PostgresWriteTransaction`` says how the database keeps concurrent writers correct). A write that fails with a
+/// serialization failure, a deadlock, or a connection lost before the commit was confirmed is run again from the start
+/// (every unit of work is idempotent: a notification applied twice is a duplicate, a submission or a snapshot applied
+/// twice changes nothing), so a transient failure never loses a notification. After each commit the customers the
+/// write may have changed are announced on ``changes`` and, through `NOTIFY` in the same transaction (delivered at
+/// commit), to every other instance, whose ``PostgresChangeListener`` announces them on its own feed.
+///
+/// Signed data is stored as ``StoredJWS`` parts with each distinct header once, as in SQLite.
+public final class PostgresLedgerStore: LedgerStore {
+    let client: PostgresClient
+    private let clientTask: Task<Void, Never>
+    private let listener: PostgresChangeListener
+    public let changes: LedgerChangeFeed
+    public var databaseKind: String { "postgresql" }
+    /// The schema migrations this open applied, oldest first (empty when the database was up to date).
+    public let migrationsApplied: [String]
+    /// Where the database is (without its password).
+    public let url: PostgresDatabaseURL
+    let headers = PostgresHeaders()
+    let logger: Logger
+    /// A test seam that runs inside write transactions at named points; throwing from it rolls the write back.
+    let unsafeFaultInjection: (@Sendable (String) throws -> Void)?
+    /// The channel on which instances announce their commits.
+    static let channel = "storekeeper_ledger_changes"
+
+    private init(
+        client: PostgresClient, clientTask: Task<Void, Never>, listener: PostgresChangeListener, changes: LedgerChangeFeed,
+        migrationsApplied: [String], url: PostgresDatabaseURL, logger: Logger, unsafeFaultInjection: (@Sendable (String) throws -> Void)?
+    ) {
+        self.client = client
+        self.clientTask = clientTask
+        self.listener = listener
+        self.changes = changes
+        self.migrationsApplied = migrationsApplied
+        self.url = url
+        self.logger = logger
+        self.unsafeFaultInjection = unsafeFaultInjection
+    }
+
+    /// Connects, migrates the schema (once, under an advisory lock, whatever the number of instances starting) and
+    /// starts listening for other instances' commits. Call ``close()`` when done.
+    public static func open(
+        _ url: PostgresDatabaseURL, logger: Logger = Logger(label: "storekeeper.postgres"),
+        unsafeFaultInjection: (@Sendable (String) throws -> Void)? = nil
+    ) async throws(StorageError) -> PostgresLedgerStore {
+        let applied: [String]
+        do {
+            // One connection first: it says at once why the database cannot be reached (the pool would retry
+            // without end), and migrates.
+            let connection = try await PostgresConnection.connect(configuration: try url.connectionConfiguration(), id: 0, logger: logger)
+            do {
+                applied = try await PostgresSchema.migrate(connection, logger: logger)
+                try? await connection.close()
+            } catch {
+                try? await connection.close()
+                throw error
+            }
+        } catch let error as StorageError {
+            throw StorageError("cannot open the PostgreSQL database \(url.redacted): \(error.message)")
+        } catch {
+            throw StorageError("cannot open the PostgreSQL database \(url.redacted): \(Self.describe(error))", underlying: error)
+        }
+        let client = PostgresClient(configuration: try url.clientConfiguration(), backgroundLogger: logger)
+        let clientTask = Task { await client.run() }
+        do {
+            let changes = LedgerChangeFeed()
+            let listener = PostgresChangeListener(client: client, channel: channel, feed: changes, logger: logger)
+            try await listener.start()
+            return PostgresLedgerStore(
+                client: client, clientTask: clientTask, listener: listener, changes: changes, migrationsApplied: applied, url: url,
+                logger: logger, unsafeFaultInjection: unsafeFaultInjection
+            )
+        } catch {
+            clientTask.cancel()
+            await clientTask.value
+            if let error = error as? StorageError { throw StorageError("cannot open the PostgreSQL database \(url.redacted): \(error.message)") }
+            throw StorageError("cannot open the PostgreSQL database \(url.redacted): \(Self.describe(error))", underlying: error)
+        }
+    }
+
+    /// Stops listening and closes every connection.
+    public func close() async {
+        await listener.stop()
+        clientTask.cancel()
+        await clientTask.value
+    }
+
+    deinit {
+        listener.cancel()
+        clientTask.cancel()
+    }
+
+    // MARK: - Writes
+
+    public func apply(_ notification: VerifiedNotification) async throws(StorageError) -> ApplyOutcome {
+        try await write { transaction in try await LedgerUnitOfWork.applying(notification).run(in: transaction) }
+    }
+
+    public func applyRecovered(_ notifications: [VerifiedNotification], watermark: RecoveryWatermark?) async throws(StorageError) -> [ApplyOutcome] {
+        try await write { transaction in
+            try await LedgerUnitOfWork.applyingRecovered(notifications, watermark: watermark).run(in: transaction)
+        }
+    }
+
+    public func applySnapshot(_ snapshot: AppStoreSnapshot) async throws(StorageError) -> Int {
+        try await write { transaction in try await LedgerUnitOfWork.applyingSnapshot(snapshot).run(in: transaction) }
+    }
+
+    public func submit(_ transaction: VerifiedSignedData<TransactionInfo>, customerId: String) async throws(StorageError) -> SubmissionOutcome {
+        try await write { write in try await LedgerUnitOfWork.submitting(transaction, customerId: customerId).run(in: write) }
+    }
+
+    public func recordRefused(_ refusal: RefusedNotification, keeping limit: Int) async throws(StorageError) {
+        let claims: String?
+        do {
+            claims = try refusal.claims.map { String(decoding: try AppStoreJSON.makeEncoder().encode($0), as: UTF8.self) }
+        } catch {
+            throw StorageError("cannot encode a refused notification's claims: \(error)")
+        }
+        let _: Int = try await write { transaction in
+            try await transaction.connection.execute("""
+                INSERT INTO refused_notifications (received_at, code, message, status, size, sha256, prefix, claims)
+                VALUES (\(refusal.receivedAt.epochMilliseconds), \(refusal.code), \(refusal.message), \(refusal.status),
+                    \(refusal.size), \(refusal.sha256), \(refusal.prefix), \(claims))
+                """)
+            // Ids only grow (with gaps where inserts rolled back), so at most `limit` rows are within `limit` of the largest.
+            try await transaction.connection.execute(
+                "DELETE FROM refused_notifications WHERE id <= (SELECT max(id) FROM refused_notifications) - \(max(0, limit))"
+            )
+            return (0, [])
+        }
+    }
+
+    public func pruneRawPayloads(receivedBefore date: Date) async throws(StorageError) -> Int {
+        try await write { transaction in
+            var count = 0
+            for try await _ in try await transaction.connection.run("""
+                UPDATE notifications SET jws_header = NULL, jws_payload = NULL, jws_signature = NULL, jws_raw = NULL
+                WHERE received_at < \(date.epochMilliseconds) AND (jws_payload IS NOT NULL OR jws_raw IS NOT NULL)
+                RETURNING 1
+                """).decode(Int.self) { count += 1 }
+            return (count, [])
+        }
+    }
+
+    /// Runs `body` in a transaction (again from the start after a transient failure), then announces the customers
+    /// it says it affected: to the other instances through `NOTIFY` inside the transaction, to this one after commit.
+    func write<T: Sendable>(
+        _ body: @escaping (PostgresWriteTransaction) async throws -> (T, Set<String>)
+    ) async throws(StorageError) -> T {
+        let maximumAttempts = 8
+        var attempt = 0
+        while true {
+            attempt += 1
+            let memo = PostgresHeaders.Memo()
+            do {
+                let (result, affected) = try await client.withTransaction(logger: logger) { connection in
+                    let (result, affected) = try await body(PostgresWriteTransaction(store: self, connection: connection, memo: memo))
+                    if !affected.isEmpty { try await self.listener.announce(affected, on: connection) }
+                    return (result, affected)
+                }
+                headers.commit(memo)
+                changes.publish(affected)
+                return result
+            } catch {
+                let cause = (error as? PostgresTransactionError).flatMap { $0.closureError ?? $0.commitError ?? $0.beginError } ?? error
+                if let storage = cause as? StorageError { throw storage }
+                guard attempt < maximumAttempts, Self.isTransient(cause) else {
+                    throw StorageError("write failed: \(Self.describe(cause))", underlying: error as? any Error & Sendable)
+                }
+                logger.debug("write retried after a transient failure", metadata: ["error": .string(Self.describe(cause)), "attempt": .stringConvertible(attempt)])
+                // A little random backoff, growing, so that writers that collided do not collide again.
+                try? await Task.sleep(for: .milliseconds(Int.random(in: 1...(5 << min(attempt, 6)))))
+            }
+        }
+    }
+
+    /// Serialization failures, deadlocks and lost connections: the transaction did not happen (or, for a connection
+    /// lost during `COMMIT`, may have; running it again is harmless, every unit of work being idempotent).
+    static func isTransient(_ error: any Error) -> Bool {
+        guard let error = error as? PSQLError else { return false }
+        if let state = error.serverInfo?[.sqlState] {
+            return state == "40001" || state == "40P01" || state == "55P03" || state.hasPrefix("08") || state == "57P01"
+        }
+        return error.code == .serverClosedConnection || error.code == .clientClosedConnection || error.code == .connectionError
+    }
+
+    /// What went wrong, from the server's message and SQLSTATE (postgres-nio's own description hides both, lest a
+    /// query's values leak; the server's message names no bound value).
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? PostgresTransactionError, let cause = error.closureError ?? error.commitError ?? error.beginError {
+            return describe(cause)
+        }
+        guard let error = error as? PSQLError else { return "\(error)" }
+        if let message = error.serverInfo?[.message] {
+            return "\(message) (SQLSTATE \(error.serverInfo?[.sqlState] ?? "?"))"
+        }
+        if let underlying = error.underlying { return "\(error.code): \(underlying)" }
+        return "\(error.code)"
+    }
+
+    // MARK: - Reads
+
+    public func customerExists(_ customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Bool {
+        try await read { connection in
+            var exists = false
+            for try await value in try await connection.run("""
+                SELECT EXISTS (SELECT 1 FROM token_owners WHERE customer_id = \(customerId) AND bundle_id = \(bundleId) AND environment = \(environment.rawValue))
+                    OR EXISTS (SELECT 1 FROM customer_links l JOIN transactions t
+                        ON t.environment = l.environment AND t.original_transaction_id = l.original_transaction_id
+                        WHERE l.customer_id = \(customerId) AND l.environment = \(environment.rawValue) AND t.bundle_id = \(bundleId))
+                """).decode(Bool.self) { exists = value }
+            return exists
+        }
+    }
+
+    public func ledger(for customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger {
+        try await read(snapshot: true) { connection in
+            var ledger = Ledger()
+            let (linked, byToken) = try await self.customerFamilies(connection, customerId, bundleId, environment, into: &ledger)
+            try await self.loadFamilies(connection, nil, linked.union(byToken).map { LedgerKey(environment, $0) }, into: &ledger)
+            return ledger
+        }
+    }
+
+    public func entitlementLedger(for customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger {
+        try await read(snapshot: true) { connection in
+            var ledger = Ledger()
+            let (linked, byToken) = try await self.customerFamilies(connection, customerId, bundleId, environment, into: &ledger)
+            try await self.loadFamilies(
+                connection, nil, linked.union(byToken).map { LedgerKey(environment, $0) }, into: &ledger, latestOnly: true, signedData: false
+            )
+            return ledger
+        }
+    }
+
+    public func ledger(families: [LedgerKey]) async throws(StorageError) -> Ledger {
+        try await read(snapshot: true) { connection in
+            var ledger = Ledger()
+            try await self.loadFamilies(connection, nil, families, into: &ledger)
+            return ledger
+        }
+    }
+
+    public func subscriptionFamilies(bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> [String] {
+        try await read { connection in
+            var originals: [String] = []
+            for try await original in try await connection.run("""
+                SELECT original_transaction_id FROM subscriptions WHERE environment = \(environment.rawValue) AND bundle_id = \(bundleId)
+                ORDER BY original_transaction_id
+                """).decode(String.self) { originals.append(original) }
+            return originals
+        }
+    }
+
+    public func containsNotification(_ uuid: String) async throws(StorageError) -> Bool {
+        try await read { connection in
+            var found = false
+            // A claimed row not yet committed is not seen; one committed is always complete.
+            for try await _ in try await connection.run("SELECT 1 FROM notifications WHERE uuid = \(uuid)").decode(Int.self) { found = true }
+            return found
+        }
+    }
+
+    public func recoveryWatermark(_ app: VerifierKey) async throws(StorageError) -> Date? {
+        try await read { connection in
+            var watermark: Date? = nil
+            for try await value in try await connection.run("""
+                SELECT watermark FROM recovery_watermarks WHERE bundle_id = \(app.bundleId) AND environment = \(app.environment.rawValue)
+                """).decode(Int64.self) { watermark = Date(epochMilliseconds: value) }
+            return watermark
+        }
+    }
+
+    public func rawPayload(notificationUUID: String) async throws(StorageError) -> String? {
+        try await read { connection in
+            var columns: PostgresHeaders.Columns? = nil
+            for try await (header, payload, signature, raw) in try await connection.run("""
+                SELECT jws_header, jws_payload, jws_signature, jws_raw FROM notifications WHERE uuid = \(notificationUUID)
+                """).decode((Int64?, Data?, Data?, String?).self) {
+                columns = PostgresHeaders.Columns(header: header, payload: payload, signature: signature, raw: raw)
+            }
+            guard let columns else { return nil }
+            try await self.headers.load(self.headers.references(columns), connection, nil)
+            return try self.headers.jws(columns, nil)
+        }
+    }
+
+    public func notificationCounts() async throws(StorageError) -> [String: Int] {
+        try await read { connection in
+            var counts: [String: Int] = [:]
+            for try await (outcome, count) in try await connection.run(
+                "SELECT outcome, COUNT(*) FROM notifications GROUP BY outcome"
+            ).decode((String, Int).self) { counts[outcome] = count }
+            for try await count in try await connection.run("SELECT COUNT(*) FROM refused_notifications").decode(Int.self) {
+                counts["rejected"] = count
+            }
+            return counts
+        }
+    }
+
+    public func checkHealth() async throws(StorageError) {
+        try await read { connection in
+            for try await _ in try await connection.run("SELECT 1").decode(Int.self) {}
+        }
+    }
+
+    /// Runs `body` on a pooled connection: each statement sees what was committed when it began or, with `snapshot`,
+    /// every statement sees the same committed state (a read-only `REPEATABLE READ` transaction), so that a read of
+    /// several rows never mixes two sides of another instance's commit.
+    func read<T: Sendable>(snapshot: Bool = false, _ body: @escaping (PostgresConnection) async throws -> T) async throws(StorageError) -> T {
+        do {
+            guard snapshot else { return try await client.withConnection { connection in try await body(connection) } }
+            return try await client.withTransaction(logger: logger) { connection in
+                try await connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                return try await body(connection)
+            }
+        } catch let error as StorageError {
+            throw error
+        } catch {
+            throw StorageError("read failed: \(Self.describe(error))", underlying: error as? any Error & Sendable)
+        }
+    }
+}

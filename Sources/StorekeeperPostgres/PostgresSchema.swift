@@ -1,0 +1,109 @@
+import Foundation
+import Logging
+import PostgresNIO
+import StorekeeperCore
+
+/// The ledger's PostgreSQL schema, as migrations, oldest first. A migration never changes once released; a new one
+/// is added instead. Several instances starting together migrate once: each takes a session advisory lock first,
+/// and a database migrated by a newer Storekeeper (a migration this version does not know) is refused.
+///
+/// The tables are SQLite's (same names, same meaning) with PostgreSQL's types: times are milliseconds since 1970
+/// (`BIGINT`), signed data is stored as ``StoredJWS`` parts (`BYTEA`) with each distinct protected header once in
+/// `jws_headers`, found by its SHA-256 (a header is kilobytes long, past what a B-tree index entry may hold).
+enum PostgresSchema {
+    /// The advisory lock key under which migrations run (any constant; "storekeeper" in ASCII, truncated).
+    static let migrationLock: Int64 = 0x73746F72656B6565
+
+    static let migrations: [(id: String, sql: String)] = [
+        ("v1: ledger", """
+            CREATE TABLE jws_headers (id BIGSERIAL PRIMARY KEY, sha256 BYTEA NOT NULL UNIQUE, header TEXT NOT NULL);
+            CREATE TABLE notifications (
+                uuid TEXT PRIMARY KEY, type TEXT NOT NULL, subtype TEXT, signed_date BIGINT, environment TEXT,
+                outcome TEXT NOT NULL, received_at BIGINT NOT NULL,
+                jws_header BIGINT REFERENCES jws_headers (id), jws_payload BYTEA, jws_signature BYTEA, jws_raw TEXT);
+            CREATE INDEX notifications_by_received_at ON notifications (received_at);
+            CREATE TABLE transactions (
+                environment TEXT NOT NULL, transaction_id TEXT NOT NULL, original_transaction_id TEXT NOT NULL,
+                product_id TEXT NOT NULL, app_account_token TEXT, signed_date BIGINT NOT NULL, source TEXT NOT NULL,
+                purchase_date BIGINT NOT NULL, product_type TEXT NOT NULL, bundle_id TEXT NOT NULL,
+                quantity INTEGER NOT NULL, revoked BOOLEAN NOT NULL,
+                jws_header BIGINT REFERENCES jws_headers (id), jws_payload BYTEA, jws_signature BYTEA, jws_raw TEXT,
+                PRIMARY KEY (environment, transaction_id));
+            CREATE INDEX transactions_latest_first ON transactions (
+                environment, original_transaction_id, purchase_date DESC, transaction_id DESC);
+            CREATE INDEX transactions_by_token ON transactions (app_account_token, environment, original_transaction_id)
+                WHERE app_account_token IS NOT NULL;
+            CREATE TABLE subscriptions (
+                environment TEXT NOT NULL, original_transaction_id TEXT NOT NULL, bundle_id TEXT NOT NULL,
+                status INTEGER, status_signed_date BIGINT, status_notification_uuid TEXT, renewal_signed_date BIGINT,
+                renewal_header BIGINT REFERENCES jws_headers (id), renewal_payload BYTEA, renewal_signature BYTEA,
+                renewal_raw TEXT,
+                PRIMARY KEY (environment, original_transaction_id));
+            CREATE INDEX subscriptions_by_app ON subscriptions (environment, bundle_id, original_transaction_id);
+            CREATE TABLE customer_links (
+                environment TEXT NOT NULL, original_transaction_id TEXT NOT NULL, customer_id TEXT NOT NULL,
+                PRIMARY KEY (environment, original_transaction_id));
+            CREATE INDEX customer_links_by_customer ON customer_links (customer_id, environment);
+            CREATE TABLE token_owners (
+                bundle_id TEXT NOT NULL, environment TEXT NOT NULL, token TEXT NOT NULL, customer_id TEXT NOT NULL,
+                PRIMARY KEY (bundle_id, environment, token));
+            CREATE INDEX token_owners_by_customer ON token_owners (customer_id, bundle_id, environment);
+            CREATE TABLE refused_notifications (
+                id BIGSERIAL PRIMARY KEY, received_at BIGINT NOT NULL, code TEXT NOT NULL, message TEXT NOT NULL,
+                status INTEGER NOT NULL, size INTEGER NOT NULL, sha256 TEXT NOT NULL, prefix TEXT NOT NULL, claims TEXT);
+            CREATE TABLE recovery_watermarks (
+                bundle_id TEXT NOT NULL, environment TEXT NOT NULL, watermark BIGINT NOT NULL,
+                PRIMARY KEY (bundle_id, environment));
+            """),
+    ]
+
+    /// Brings the database's schema up to date on `connection`, under the migration lock; returns the migrations
+    /// applied (empty when it was up to date).
+    static func migrate(_ connection: PostgresConnection, logger: Logger) async throws -> [String] {
+        try await connection.execute("SELECT pg_advisory_lock(\(migrationLock))")
+        do {
+            let applied = try await run(connection, logger: logger)
+            try await connection.execute("SELECT pg_advisory_unlock(\(migrationLock))")
+            return applied
+        } catch {
+            try? await connection.execute("SELECT pg_advisory_unlock(\(migrationLock))")
+            throw error
+        }
+    }
+
+    /// The statements of a migration (each ends with `;` at the end of a line).
+    static func statements(_ sql: String) -> [String] {
+        sql.components(separatedBy: ";\n").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+            .map { $0.hasSuffix(";") ? String($0.dropLast()) : $0 }.filter { !$0.isEmpty }
+    }
+
+    private static func run(_ connection: PostgresConnection, logger: Logger) async throws -> [String] {
+        try await connection.execute(
+            "CREATE TABLE IF NOT EXISTS storekeeper_migrations (id TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+        )
+        var before = Set<String>()
+        for try await id in try await connection.query("SELECT id FROM storekeeper_migrations", logger: logger).decode(String.self) {
+            before.insert(id)
+        }
+        // A ledger migrated by a newer Storekeeper may hold data this version would misread or leave stale.
+        let unknown = before.subtracting(migrations.map(\.id))
+        guard unknown.isEmpty else {
+            throw StorageError(
+                "the PostgreSQL database was migrated by a newer Storekeeper (migrations this version does not know: "
+                    + "\(unknown.sorted().joined(separator: ", "))); run that version, or restore a backup made with this one"
+            )
+        }
+        var applied: [String] = []
+        for migration in migrations where !before.contains(migration.id) {
+            try await connection.withTransaction(logger: logger) { connection in
+                // One statement per query: the extended protocol postgres-nio speaks takes no more.
+                for statement in statements(migration.sql) {
+                    try await connection.execute(PostgresQuery(unsafeSQL: statement))
+                }
+                try await connection.execute("INSERT INTO storekeeper_migrations (id) VALUES (\(migration.id))")
+            }
+            applied.append(migration.id)
+        }
+        return applied
+    }
+}

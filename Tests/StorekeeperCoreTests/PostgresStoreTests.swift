@@ -1,0 +1,213 @@
+import AppStoreModels
+import AppStoreSigning
+import AppStoreSimulator
+import Foundation
+import PostgresNIO
+import StorekeeperCore
+import StorekeeperPostgres
+import StorekeeperSQLite
+import Synchronization
+import Testing
+
+/// What only PostgreSQL has to prove: several instances (stores) on one database at once. The contract tests run
+/// against it too (``Backend``).
+@Suite("PostgreSQL store: several instances on one database", .enabled(if: PostgresTestDatabase.url != nil, PostgresTestDatabase.skipReason))
+struct PostgresStoreTests {
+    typealias H = LedgerHarness
+
+    /// Opens `count` stores (instances) on one new database.
+    static func instances(_ count: Int) async throws -> [PostgresLedgerStore] {
+        let url = try await PostgresTestDatabase.create()
+        var stores: [PostgresLedgerStore] = []
+        for _ in 0..<count { stores.append(try await PostgresLedgerStore.open(url)) }
+        return stores
+    }
+
+    @Test("several instances starting together migrate the database once")
+    func migrationsUnderLock() async throws {
+        let url = try await PostgresTestDatabase.create()
+        let stores = try await withThrowingTaskGroup(of: PostgresLedgerStore.self) { group in
+            for _ in 0..<4 { group.addTask { try await PostgresLedgerStore.open(url) } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        // Exactly one of them applied each migration; the others found the schema up to date.
+        #expect(stores.filter { !$0.migrationsApplied.isEmpty }.count == 1)
+        let rows = try await PostgresTestDatabase.withClient(url) { client in
+            var ids: [String] = []
+            for try await id in try await client.query("SELECT id FROM storekeeper_migrations").decode(String.self) { ids.append(id) }
+            return ids
+        }
+        #expect(rows.count == Set(rows).count && !rows.isEmpty)
+        for store in stores { await store.close() }
+    }
+
+    @Test("a database migrated by a newer Storekeeper is refused, naming the migrations it does not know")
+    func newerDatabaseRefused() async throws {
+        let url = try await PostgresTestDatabase.create()
+        await try PostgresLedgerStore.open(url).close()
+        try await PostgresTestDatabase.withClient(url) { client in
+            _ = try await client.query("INSERT INTO storekeeper_migrations (id) VALUES ('v99: from the future')")
+        }
+        let error = await #expect(throws: StorageError.self) { try await PostgresLedgerStore.open(url) }
+        #expect(error?.message.contains("v99: from the future") == true)
+        #expect(error?.message.contains("newer Storekeeper") == true)
+    }
+
+    @Test("the same notifications applied by three instances at once, in random orders with duplicates, end as one writer in order")
+    func concurrentWritersAgreeWithOneWriter() async throws {
+        var harness = try H()
+        try await harness.play("subscriber-lifecycle")
+        for index in 0..<20 {
+            let customer = "customer-\(index)"
+            try harness.engine.createCustomer(id: customer)
+            _ = try harness.engine.purchase(.init(customerId: customer, productId: "pro.monthly", appAccountToken: LowercaseUUID(UUID())))
+            _ = try harness.engine.purchase(.init(customerId: customer, productId: "coins.100"))
+        }
+        try harness.engine.advance(by: 70 * 86_400)
+        let notifications = try await harness.verifiedNotifications()
+        let submissions = try await LedgerStoreContractTests.appSubmissions(harness)
+        let customers = Set(submissions.map(\.1)).sorted()
+
+        // The reference: one writer, in order.
+        let reference = try SQLiteLedgerStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("ledger-\(UUID()).sqlite").path)
+        for (transaction, customer) in submissions { _ = try await reference.submit(transaction, customerId: customer) }
+        for notification in notifications { _ = try await reference.apply(notification) }
+
+        let stores = try await Self.instances(3)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (index, (transaction, customer)) in submissions.enumerated() {
+                group.addTask { _ = try await stores[index % stores.count].submit(transaction, customerId: customer) }
+            }
+            try await group.waitForAll()
+        }
+        let outcomes = Collected<ApplyOutcome>()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            // Four writers per instance, each with every notification twice in its own random order.
+            for writer in 0..<(stores.count * 4) {
+                let store = stores[writer % stores.count]
+                let order = (Array(notifications.indices) + Array(notifications.indices)).shuffled()
+                group.addTask {
+                    for index in order {
+                        let outcome = try await store.apply(notifications[index])
+                        outcomes.add(outcome)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        // Each notification was applied (or recorded) exactly once; every other delivery was a duplicate.
+        let all = outcomes.values
+        #expect(all.filter { $0 != .duplicate }.count == notifications.count)
+        #expect(try await stores[0].notificationCounts() == reference.notificationCounts())
+        for customer in customers {
+            let expected = try await reference.ledger(for: customer, bundleId: "com.example.storekeeper", environment: .sandbox)
+            for store in stores {
+                let ledger = try await store.ledger(for: customer, bundleId: "com.example.storekeeper", environment: .sandbox)
+                #expect(LedgerStoreContractTests.differences(ledger, expected).isEmpty, "\(customer): \(LedgerStoreContractTests.differences(ledger, expected))")
+            }
+        }
+        for store in stores { await store.close() }
+    }
+
+    @Test("pages of recovered notifications in opposite orders on two instances (deadlocks) are retried, never lost")
+    func deadlocksAreRetried() async throws {
+        var harness = try H()
+        for index in 0..<12 {
+            try harness.engine.createCustomer(id: "c\(index)")
+            _ = try harness.engine.purchase(.init(customerId: "c\(index)", productId: "pro.monthly"))
+        }
+        try harness.engine.advance(by: 100 * 86_400)
+        let notifications = try await harness.verifiedNotifications()
+        let stores = try await Self.instances(2)
+        let app = VerifierKey(bundleId: "com.example.storekeeper", environment: .sandbox)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for round in 0..<6 {
+                let page = round % 2 == 0 ? notifications : notifications.reversed()
+                let store = stores[round % 2]
+                group.addTask { _ = try await store.applyRecovered(page, watermark: RecoveryWatermark(app: app, date: Date())) }
+            }
+            try await group.waitForAll()
+        }
+        let counts = try await stores[1].notificationCounts()
+        #expect(counts.values.reduce(0, +) == notifications.count)
+        #expect(try await stores[0].recoveryWatermark(app) != nil)
+        for store in stores { await store.close() }
+    }
+
+    @Test("two customers submitting purchases with one token on two instances at once: one gets it, the other is refused")
+    func concurrentTokenClaims() async throws {
+        var harness = try H()
+        var pairs: [(VerifiedSignedData<TransactionInfo>, VerifiedSignedData<TransactionInfo>)] = []
+        for customer in ["alice", "eve"] { try harness.engine.createCustomer(id: customer) }
+        for _ in 0..<10 {
+            let token = LowercaseUUID(UUID())
+            let first = try harness.engine.purchase(.init(customerId: "alice", productId: "coins.100", appAccountToken: token))
+            let second = try harness.engine.purchase(.init(customerId: "eve", productId: "coins.100", appAccountToken: token))
+            pairs.append((
+                try await harness.verifier.verifyTransaction(first.signedTransaction),
+                try await harness.verifier.verifyTransaction(second.signedTransaction)
+            ))
+        }
+        let stores = try await Self.instances(2)
+        for (first, second) in pairs {
+            async let alice = stores[0].submit(first, customerId: "alice")
+            async let eve = stores[1].submit(second, customerId: "eve")
+            let outcomes = try await [alice, eve]
+            #expect(outcomes.filter { $0 == .linked }.count == 1, "\(outcomes)")
+            #expect(outcomes.contains { if case .refused(let conflict) = $0 { conflict.kind == .appAccountToken } else { false } })
+        }
+        for store in stores { await store.close() }
+    }
+
+    @Test("a commit on one instance reaches the others' change feeds (their read caches)")
+    func changesReachOtherInstances() async throws {
+        var harness = try H()
+        try harness.engine.createCustomer(id: "alice")
+        _ = try harness.engine.purchase(.init(customerId: "alice", productId: "pro.monthly"))
+        let notification = try #require(try await harness.verifiedNotifications().first)
+        let submission = try #require(try await LedgerStoreContractTests.appSubmissions(harness).first)
+        let stores = try await Self.instances(2)
+        let heard = Collected<LedgerChange>()
+        stores[1].changes.subscribe { change in heard.add(change) }
+        #expect(stores[1].changes.isComplete)
+        _ = try await stores[0].submit(submission.0, customerId: "alice")
+        _ = try await stores[0].apply(notification)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while heard.values.count < 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(heard.values == [.customers(["alice"]), .customers(["alice"])])
+        for store in stores { await store.close() }
+    }
+}
+
+@Suite("PostgreSQL database URLs")
+struct PostgresDatabaseURLTests {
+    @Test("a URL's parts and options are read; the password never appears in its description")
+    func parsing() throws {
+        let url = try PostgresDatabaseURL("postgres://app%40corp:s3cr%3At@db.internal:6432/ledger?sslmode=verify-full&pool_size=8&connect_timeout=3")
+        #expect(url.username == "app@corp" && url.password == "s3cr:t" && url.host == "db.internal" && url.port == 6432)
+        #expect(url.database == "ledger" && url.tlsMode == .verifyFull && url.poolSize == 8)
+        #expect(!url.description.contains("s3cr") && url.description.contains("***"))
+        #expect(try PostgresDatabaseURL("postgresql://u@h/d").port == 5432)
+    }
+
+    @Test("a wrong URL is refused with what is wrong, never the password", arguments: [
+        ("postgres://user:hunter2@host", "no database"),
+        ("postgres://:hunter2@host/db", "no user name"),
+        ("postgres://u:hunter2@host/db?sslmode=maybe", "sslmode must be one of"),
+        ("postgres://u:hunter2@host/db?pool_size=0", "pool_size must be 1 to 500"),
+        ("postgres://u:hunter2@host/db?application=x", "unknown database URL option"),
+        ("mysql://u:hunter2@host/db", "not a postgres:// URL"),
+    ])
+    func refusals(text: String, expected: String) throws {
+        let error = #expect(throws: StorageError.self) { try PostgresDatabaseURL(text) }
+        #expect(error?.message.contains(expected) == true, "\(error?.message ?? "")")
+        #expect(error?.message.contains("hunter2") == false)
+    }
+}
+
+/// Values collected from any thread.
+final class Collected<Value: Sendable>: Sendable {
+    private let storage = Mutex<[Value]>([])
+    func add(_ value: Value) { storage.withLock { $0.append(value) } }
+    var values: [Value] { storage.withLock { $0 } }
+}
