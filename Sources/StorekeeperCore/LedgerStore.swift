@@ -117,6 +117,13 @@ public protocol LedgerStore: Sendable {
     /// Throws when the database cannot be reached.
     func checkHealth() async throws(StorageError)
 
+    /// Takes the lease of a scheduled job for `holder` for `duration` when it is free or has lapsed, or renews it when
+    /// `holder` has it; returns whether `holder` has it now (``JobLease``).
+    func acquireLease(_ job: String, holder: String, duration: Duration) async throws(StorageError) -> Bool
+
+    /// Gives a job's lease back, if `holder` has it.
+    func releaseLease(_ job: String, holder: String) async throws(StorageError)
+
     /// Which database holds the ledger (`sqlite`, `postgresql`), for `/health` and logs.
     var databaseKind: String { get }
 }

@@ -1,5 +1,6 @@
 import AppStoreModels
 import Foundation
+import Synchronization
 public import Logging
 public import ServiceLifecycle
 
@@ -7,48 +8,63 @@ public import ServiceLifecycle
 /// (every failed delivery in the history at start and every ``NotificationRecovery/Settings/failuresInterval``),
 /// until graceful shutdown. A failed run (Apple unreachable, the ledger down) is logged and tried again at the next
 /// interval; the watermark only moves with a run that finished.
+///
+/// With several instances on one database, each app's job runs on the instance that holds its ``JobLease`` (the
+/// only one calling Get Notification History for that app, so the instances never add up past Apple's rate limit);
+/// another takes over within the lease's duration when that instance dies.
 public struct NotificationRecoveryService: Service {
     let recoveries: [NotificationRecovery]
+    let store: any LedgerStore
+    let leaseDuration: Duration
     let logger: Logger
 
-    public init(recoveries: [NotificationRecovery], logger: Logger) {
+    public init(recoveries: [NotificationRecovery], store: any LedgerStore, leaseDuration: Duration = .seconds(60), logger: Logger) {
         self.recoveries = recoveries
+        self.store = store
+        self.leaseDuration = leaseDuration
         self.logger = logger
     }
+
+    /// The lease name of an app's recovery job.
+    public static func jobName(_ app: VerifierKey) -> String { "notification recovery \(app.bundleId) \(app.environment.rawValue)" }
 
     public func run() async throws {
         await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
                 for recovery in recoveries {
-                    group.addTask { await Self.loop(recovery, logger: logger) }
+                    let lease = JobLease(store: store, job: Self.jobName(recovery.app), duration: leaseDuration)
+                    let schedule = LeasedSchedule(lease: lease, interval: recovery.settings.interval, logger: logger)
+                    let state = RunState()
+                    group.addTask { await schedule.run { await Self.runOnce(recovery, state: state, logger: logger) } }
                 }
             }
         }
     }
 
-    static func loop(_ recovery: NotificationRecovery, logger: Logger) async {
-        var lastFailuresPass: Date? = nil
+    /// When the last pass over every failed delivery began.
+    final class RunState: Sendable {
+        let lastFailuresPass = Mutex<Date?>(nil)
+    }
+
+    static func runOnce(_ recovery: NotificationRecovery, state: RunState, logger: Logger) async {
         let app: Logger.Metadata = ["app.bundle_id": .string(recovery.app.bundleId), "app.environment": .string(recovery.app.environment.rawValue)]
-        while !Task.isCancelled {
-            let started = recovery.now()
-            let failures = lastFailuresPass.map { started.timeIntervalSince($0) >= recovery.settings.failuresInterval } ?? true
-            do {
-                let report = try await recovery.run(failures: failures)
-                if failures { lastFailuresPass = started }
-                let level: Logger.Level = report.applied + report.recorded + report.refused > 0 ? .info : .debug
-                logger.log(level: level, "notification recovery run", metadata: app.merging([
-                    "recovery.fetched": .stringConvertible(report.fetched), "recovery.applied": .stringConvertible(report.applied),
-                    "recovery.recorded": .stringConvertible(report.recorded), "recovery.duplicates": .stringConvertible(report.duplicates),
-                    "recovery.refused": .stringConvertible(report.refused), "recovery.failures_pass": .stringConvertible(failures),
-                ]) { $1 })
-            } catch is CancellationError {
-                return
-            } catch {
-                logger.error("notification recovery run failed; it runs again at the next interval", metadata: app.merging([
-                    "error": .string(UntrustedText.escaped(String(describing: error), limit: 512)),
-                ]) { $1 })
-            }
-            try? await Task.sleep(for: recovery.settings.interval)
+        let started = recovery.now()
+        let failures = state.lastFailuresPass.withLock { $0 }.map { started.timeIntervalSince($0) >= recovery.settings.failuresInterval } ?? true
+        do {
+            let report = try await recovery.run(failures: failures)
+            if failures { state.lastFailuresPass.withLock { $0 = started } }
+            let level: Logger.Level = report.applied + report.recorded + report.refused > 0 ? .info : .debug
+            logger.log(level: level, "notification recovery run", metadata: app.merging([
+                "recovery.fetched": .stringConvertible(report.fetched), "recovery.applied": .stringConvertible(report.applied),
+                "recovery.recorded": .stringConvertible(report.recorded), "recovery.duplicates": .stringConvertible(report.duplicates),
+                "recovery.refused": .stringConvertible(report.refused), "recovery.failures_pass": .stringConvertible(failures),
+            ]) { $1 })
+        } catch is CancellationError {
+            return
+        } catch {
+            logger.error("notification recovery run failed; it runs again at the next interval", metadata: app.merging([
+                "error": .string(UntrustedText.escaped(String(describing: error), limit: 512)),
+            ]) { $1 })
         }
     }
 }

@@ -55,6 +55,9 @@ enum PostgresSchema {
                 bundle_id TEXT NOT NULL, environment TEXT NOT NULL, watermark BIGINT NOT NULL,
                 PRIMARY KEY (bundle_id, environment));
             """),
+        ("v2: job leases", """
+            CREATE TABLE job_leases (name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at TIMESTAMPTZ NOT NULL);
+            """),
     ]
 
     /// Brings the database's schema up to date on `connection`, under the migration lock; returns the migrations

@@ -19,6 +19,8 @@ public final class SQLiteLedgerStore: LedgerStore {
     let unsafeFaultInjection: (@Sendable (String) throws -> Void)?
     public let changes = LedgerChangeFeed()
     public var databaseKind: String { "sqlite" }
+    /// The job leases (``acquireLease(_:holder:duration:)``).
+    private let leases = Mutex<[String: (holder: String, expires: ContinuousClock.Instant)]>([:])
     /// The schema migrations this open applied, oldest first (empty when the database was up to date).
     public let migrationsApplied: [String]
     /// The JWS headers the ledger holds, by reference.
@@ -126,6 +128,24 @@ public final class SQLiteLedgerStore: LedgerStore {
                 arguments: [date.epochMilliseconds]
             )
             return db.changesCount
+        }
+    }
+
+    /// A SQLite ledger has one `serve` process (the file's only writer), so its job leases live in this store's
+    /// memory: they order the holders within the process, and a process restarted after a crash is not kept waiting
+    /// for a lease its previous life held.
+    public func acquireLease(_ job: String, holder: String, duration: Duration) async throws(StorageError) -> Bool {
+        let now = ContinuousClock.now
+        return leases.withLock { leases in
+            if let lease = leases[job], lease.holder != holder, lease.expires > now { return false }
+            leases[job] = (holder, now + duration)
+            return true
+        }
+    }
+
+    public func releaseLease(_ job: String, holder: String) async throws(StorageError) {
+        leases.withLock { leases in
+            if leases[job]?.holder == holder { leases[job] = nil }
         }
     }
 

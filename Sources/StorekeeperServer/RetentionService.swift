@@ -5,18 +5,18 @@ import StorekeeperCore
 
 /// Drops the raw signed payloads of notifications older than the configured number of days (their decoded facts
 /// stay), at start and then every hour, until graceful shutdown.
+///
 struct RetentionService: Service {
     let store: any LedgerStore
     let rawPayloadDays: Double
     let logger: Logger
     var interval: Duration = .seconds(3_600)
 
+    /// With several instances on one database, the one holding the job's lease prunes.
     func run() async throws {
+        let schedule = LeasedSchedule(lease: JobLease(store: store, job: "retention"), interval: interval, logger: logger)
         await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                await prune()
-                try? await Task.sleep(for: interval)
-            }
+            await schedule.run { await prune() }
         }
     }
 

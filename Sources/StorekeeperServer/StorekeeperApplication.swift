@@ -102,7 +102,7 @@ public enum StorekeeperApplication {
             let recoveries = apiClients.sorted { $0.key.description < $1.key.description }.map { app, client in
                 NotificationRecovery(app: app, client: client, ingester: ingester, settings: settings, logger: logger, metrics: exporter.metrics, now: now)
             }
-            services.append(NotificationRecoveryService(recoveries: recoveries, logger: logger))
+            services.append(NotificationRecoveryService(recoveries: recoveries, store: store, logger: logger))
         }
         return Application(
             router: buildRouter(

@@ -57,7 +57,19 @@ struct ReconcileCommand: AsyncParsableCommand {
                 let bar: ProgressLine? = all ? ProgressLine(label: "\(app)") : nil
                 var progress: (@Sendable (Reconciler.Progress) -> Void)? = nil
                 if let bar { progress = { bar.show($0) } }
-                let report = try await reconciler.reconcile(scope, dryRun: dryRun, progress: progress)
+                // One `reconcile --all` per app at a time on one database (each paces itself to Apple's whole limit).
+                let lease = all ? JobLease(store: store, job: "reconcile all \(app.bundleId) \(app.environment.rawValue)") : nil
+                if let lease, try await !lease.acquire() {
+                    throw CLIError(code: "job-running", message: "another `storekeeper reconcile --all` for \(app) is running on this database (it holds the job's lease)")
+                }
+                let report: Reconciler.Report
+                if let lease {
+                    let progress = progress
+                    report = try await lease.whileHolding { try await reconciler.reconcile(scope, dryRun: dryRun, progress: progress) }
+                    await lease.release()
+                } else {
+                    report = try await reconciler.reconcile(scope, dryRun: dryRun, progress: progress)
+                }
                 bar?.finish()
                 try JSONOutput.print(report)
             }
@@ -88,6 +100,11 @@ final class ProgressLine: Sendable {
             Double(progress.requests) / seconds, Int(left) / 60, Int(left) % 60
         )
         FileHandle.standardError.write(Data(line.utf8))
+    }
+
+    /// A count without a total (records copied).
+    func show(count: Int) {
+        FileHandle.standardError.write(Data("\r\(label): \(count) records ".utf8))
     }
 
     func finish() { FileHandle.standardError.write(Data("\n".utf8)) }

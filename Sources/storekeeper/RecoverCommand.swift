@@ -43,8 +43,15 @@ struct RecoverCommand: AsyncParsableCommand {
                 let recovery = NotificationRecovery(
                     app: app, client: client, ingester: ingester, settings: configuration.recovery?.settings ?? .init(), logger: logger
                 )
+                // A server on the same PostgreSQL database may be running this job: one caller of Apple at a time.
+                let lease = JobLease(store: store, job: NotificationRecoveryService.jobName(app))
                 do {
-                    try JSONOutput.print(try await recovery.run(since: since, dryRun: dryRun))
+                    guard try await lease.acquire() else {
+                        throw CLIError(code: "job-running", message: "a server on this database is recovering \(app)'s notifications now (it holds the job's lease); it needs no help")
+                    }
+                    let report = try await lease.whileHolding { try await recovery.run(since: since, dryRun: dryRun) }
+                    await lease.release()
+                    try JSONOutput.print(report)
                 } catch {
                     failed = true
                     FileHandle.standardError.write(Data("error: \(app): \(error)\n".utf8))

@@ -1,0 +1,109 @@
+public import Foundation
+public import Logging
+
+/// A scheduled job's lease in the ledger's database, so that with several instances on one database the job runs on
+/// one of them at a time, and another takes over within the lease's duration when that one dies (its lease runs out;
+/// a graceful shutdown gives it back at once). The database's clock decides expiry (PostgreSQL's), so the instances'
+/// clocks need not agree.
+public struct JobLease: Sendable {
+    public let store: any LedgerStore
+    /// The job, e.g. `recovery com.example.app Production`.
+    public let job: String
+    /// This instance (``instanceName``).
+    public let holder: String
+    /// How long a lease lasts without renewal: the longest a dead holder keeps the job from the others.
+    public let duration: Duration
+
+    public init(store: any LedgerStore, job: String, holder: String = JobLease.instanceName, duration: Duration = .seconds(60)) {
+        self.store = store
+        self.job = job
+        self.holder = holder
+        self.duration = duration
+    }
+
+    /// This process, as lease holders and logs name it: host, process ID and a random suffix (a restarted process
+    /// on the same host is another holder).
+    public static let instanceName = "\(ProcessInfo.processInfo.hostName)/\(ProcessInfo.processInfo.processIdentifier)/\(UUID().uuidString.prefix(8).lowercased())"
+
+    /// Takes the lease, or renews it when this holder has it; whether this holder has it now.
+    public func acquire() async throws(StorageError) -> Bool {
+        try await store.acquireLease(job, holder: holder, duration: duration)
+    }
+
+    /// Gives the lease back, if this holder has it.
+    public func release() async {
+        try? await store.releaseLease(job, holder: holder)
+    }
+
+    /// The lease was lost while `body` ran (not renewed in time, or taken): `body` was cancelled.
+    public struct Lost: Error {}
+
+    /// Runs `body` while renewing the lease every third of its duration; a renewal that fails or finds the lease
+    /// taken cancels `body` and throws ``Lost``. Call with the lease held.
+    public func whileHolding<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await body() }
+            group.addTask {
+                while true {
+                    try await Task.sleep(for: duration / 3)
+                    guard (try? await acquire()) == true else { throw Lost() }
+                }
+            }
+            defer { group.cancelAll() }
+            while let result = try await group.next() {
+                if let result { return result }
+            }
+            throw CancellationError()
+        }
+    }
+}
+
+/// Runs a job every `interval` while this instance holds its ``JobLease``; the others poll for the lease every third
+/// of its duration and take over when it lapses. Ends (giving the lease back) when the task is cancelled.
+public struct LeasedSchedule: Sendable {
+    public let lease: JobLease
+    public let interval: Duration
+    public let logger: Logger
+
+    public init(lease: JobLease, interval: Duration, logger: Logger) {
+        self.lease = lease
+        self.interval = interval
+        self.logger = logger
+    }
+
+    public func run(_ job: @escaping @Sendable () async -> Void) async {
+        let clock = ContinuousClock()
+        var nextRun = clock.now
+        var holding = false
+        let metadata: Logger.Metadata = ["job": .string(lease.job), "job.holder": .string(lease.holder)]
+        while !Task.isCancelled {
+            let held: Bool
+            do {
+                held = try await lease.acquire()
+            } catch {
+                logger.warning("cannot take or renew a job's lease; trying again", metadata: metadata.merging(["error": .string(error.message)]) { $1 })
+                held = false
+            }
+            if held != holding {
+                logger.info(held ? "job lease taken: this instance runs the job" : "job lease lost: another instance runs the job", metadata: metadata)
+                holding = held
+                if held { nextRun = clock.now }
+            }
+            if holding, clock.now >= nextRun {
+                do {
+                    try await lease.whileHolding { await job() }
+                    nextRun = clock.now + interval
+                } catch is CancellationError {
+                    break
+                } catch {
+                    logger.warning("job lease lost during a run; the run was stopped", metadata: metadata)
+                    holding = false
+                }
+            }
+            let poll = lease.duration / 3
+            let untilNext = nextRun - clock.now
+            try? await Task.sleep(for: holding ? max(.milliseconds(1), min(poll, untilNext)) : poll)
+        }
+        if holding { await lease.release() }
+    }
+}

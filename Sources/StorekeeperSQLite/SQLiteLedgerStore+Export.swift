@@ -1,0 +1,116 @@
+import AppStoreModels
+import Foundation
+import GRDB
+public import StorekeeperCore
+
+/// The whole ledger in pages (``LedgerExporting``), read by primary key so that a page never holds a record twice.
+/// Pages are separate reads: copy a ledger that no server is writing.
+extension SQLiteLedgerStore: LedgerExporting {
+    public func exportPages(pageSize: Int, _ body: (LedgerPage) async throws -> Void) async throws {
+        let size = max(1, pageSize)
+        // Transactions (with their families' links and subscription records), family by family.
+        var after: (String, String) = ("", "")
+        while true {
+            let last = after
+            let families = try await readPage { db in
+                try Row.fetchAll(db, sql: """
+                    SELECT DISTINCT environment, original_transaction_id FROM transactions
+                    WHERE (environment, original_transaction_id) > (?, ?) ORDER BY environment, original_transaction_id LIMIT ?
+                    """, arguments: [last.0, last.1, size]).map { row in
+                    LedgerKey(AppStoreEnvironment(rawValue: row["environment"]), row["original_transaction_id"])
+                }
+            }
+            guard let final = families.last else { break }
+            after = (final.environment.rawValue, final.id)
+            let ledger = try await self.ledger(families: families)
+            var page = LedgerPage()
+            page.transactions = ledger.transactions.values.sorted { $0.info.transactionId < $1.info.transactionId }
+            page.subscriptions = ledger.subscriptions.values.sorted { $0.key < $1.key }
+            page.links = ledger.explicitLinks
+            try await body(page)
+        }
+        // Subscriptions and links without a transaction (none are written so, but a copy leaves nothing behind).
+        let orphans = try await readPage { db in
+            try Row.fetchAll(db, sql: """
+                SELECT environment, original_transaction_id FROM subscriptions s WHERE NOT EXISTS (SELECT 1 FROM transactions t
+                    WHERE t.environment = s.environment AND t.original_transaction_id = s.original_transaction_id)
+                UNION SELECT environment, original_transaction_id FROM customer_links l WHERE NOT EXISTS (SELECT 1 FROM transactions t
+                    WHERE t.environment = l.environment AND t.original_transaction_id = l.original_transaction_id)
+                """).map { row in LedgerKey(AppStoreEnvironment(rawValue: row["environment"]), row["original_transaction_id"]) }
+        }
+        if !orphans.isEmpty {
+            let ledger = try await self.ledger(families: orphans)
+            var page = LedgerPage()
+            page.subscriptions = Array(ledger.subscriptions.values)
+            page.links = ledger.explicitLinks
+            try await body(page)
+        }
+        // Token owners, notifications, refused requests, watermarks.
+        var page = LedgerPage()
+        page.tokenOwners = try await readPage { db in
+            var owners: [AppAccountTokenKey: String] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT * FROM token_owners") {
+                let environment = AppStoreEnvironment(rawValue: row["environment"])
+                guard let token = LowercaseUUID(uuidString: row["token"]) else { continue }
+                owners[AppAccountTokenKey(bundleId: row["bundle_id"], environment: environment, token: token)] = row["customer_id"]
+            }
+            return owners
+        }
+        page.refused = try await refusedNotifications()
+        page.watermarks = try await readPage { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM recovery_watermarks").map { row in
+                RecoveryWatermark(
+                    app: VerifierKey(bundleId: row["bundle_id"], environment: AppStoreEnvironment(rawValue: row["environment"])),
+                    date: Date(epochMilliseconds: row["watermark"])
+                )
+            }
+        }
+        try await body(page)
+        var lastUUID = ""
+        while true {
+            let from = lastUUID
+            let notifications = try await readPage { db in
+                try Row.fetchAll(db, sql: "SELECT * FROM notifications WHERE uuid > ? ORDER BY uuid LIMIT ?", arguments: [from, size]).map { row in
+                    KeptNotification(
+                        notificationUUID: row["uuid"], notificationType: NotificationType(rawValue: row["type"]),
+                        subtype: (row["subtype"] as String?).map(NotificationSubtype.init(rawValue:)),
+                        signedDate: (row["signed_date"] as Int64?).map(Date.init(epochMilliseconds:)),
+                        environment: (row["environment"] as String?).map(AppStoreEnvironment.init(rawValue:)), outcome: row["outcome"],
+                        receivedAt: Date(epochMilliseconds: row["received_at"]), signedPayload: try self.headers.jws(row, "jws", db, nil)
+                    )
+                }
+            }
+            guard let final = notifications.last else { break }
+            lastUUID = final.notificationUUID
+            var page = LedgerPage()
+            page.notifications = notifications
+            try await body(page)
+        }
+    }
+
+    public func customers() async throws(StorageError) -> [CustomerScope] {
+        try await readPage { db in
+            var customers = Set<CustomerScope>()
+            for row in try Row.fetchAll(db, sql: """
+                SELECT DISTINCT l.customer_id, t.bundle_id, l.environment FROM customer_links l JOIN transactions t
+                    ON t.environment = l.environment AND t.original_transaction_id = l.original_transaction_id
+                UNION SELECT customer_id, bundle_id, environment FROM token_owners
+                """) {
+                let environment = AppStoreEnvironment(rawValue: row["environment"])
+                guard let bundleId = row["bundle_id"] as String? else { continue }
+                customers.insert(CustomerScope(customerId: row["customer_id"], bundleId: bundleId, environment: environment))
+            }
+            return customers.sorted()
+        }
+    }
+
+    private func readPage<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(StorageError) -> T {
+        do {
+            return try await pool.read(body)
+        } catch let error as StorageError {
+            throw error
+        } catch {
+            throw StorageError("read failed: \(error)", underlying: error)
+        }
+    }
+}

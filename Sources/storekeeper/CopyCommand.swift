@@ -1,0 +1,52 @@
+import ArgumentParser
+import Foundation
+import Logging
+import StorekeeperCore
+import StorekeeperPostgres
+import StorekeeperSQLite
+
+struct CopyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "copy",
+        abstract: "Copy a SQLite ledger into an empty PostgreSQL database, then check every customer reads the same from both.",
+        discussion: """
+            For a ledger that outgrew SQLite. Stop the server first (the copy reads the file page by page). Every \
+            record is copied as it is (notifications with their raw payloads and when they were received, refused \
+            requests, recovery watermarks); then each customer's ledger is read from both databases and compared. \
+            Prints a JSON report; exits 1 if any customer differs. The target must be empty (a new database).
+            """
+    )
+
+    @Option(help: "The SQLite ledger to copy.") var from: String
+    @Option(help: "The PostgreSQL database to copy into (postgres://…; migrated first).") var to: String
+
+    func run() async throws {
+        do {
+            guard FileManager.default.fileExists(atPath: from) else { throw CLIError(code: "no-such-file", message: "no SQLite ledger at \(from)") }
+            guard PostgresDatabaseURL.isPostgres(to) else {
+                throw CLIError(code: "not-postgres", message: "--to must be a postgres:// URL (copy moves a SQLite ledger into PostgreSQL)")
+            }
+            var logger = Logger(label: "storekeeper")
+            logger.logLevel = .warning
+            let source = try SQLiteLedgerStore(path: from)
+            let target = try await PostgresLedgerStore.open(try PostgresDatabaseURL(to), logger: logger)
+            let bar = ProgressLine(label: "copy")
+            do {
+                let report = try await LedgerCopy.copy(from: source, to: target) { records in bar.show(count: records) }
+                bar.finish()
+                await target.close()
+                try JSONOutput.print(report)
+                if !report.customersDiffering.isEmpty { throw ExitCode.failure }
+            } catch {
+                bar.finish()
+                await target.close()
+                throw error
+            }
+        } catch let error as ExitCode {
+            throw error
+        } catch {
+            FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+            throw ExitCode.failure
+        }
+    }
+}

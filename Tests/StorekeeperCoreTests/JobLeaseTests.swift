@@ -1,0 +1,93 @@
+import Foundation
+import Logging
+import StorekeeperCore
+import StorekeeperPostgres
+import StorekeeperSQLite
+import Synchronization
+import Testing
+
+/// Scheduled jobs with several instances on one database: one runs the job at a time, another takes over when it dies.
+@Suite("Job leases")
+struct JobLeaseTests {
+    /// `count` stores on one database of `backend` (several instances); SQLite has one process per ledger, whose
+    /// holders share its store.
+    static func instances(_ count: Int, _ backend: Backend) async throws -> [any LedgerStore] {
+        switch backend {
+        case .sqlite:
+            let store = try SQLiteLedgerStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("ledger-\(UUID()).sqlite").path)
+            return Array(repeating: store, count: count)
+        case .postgres:
+            let url = try await PostgresTestDatabase.create()
+            var stores: [any LedgerStore] = []
+            for _ in 0..<count { stores.append(try await PostgresLedgerStore.open(url)) }
+            return stores
+        }
+    }
+
+    @Test("a lease has one holder; it is renewed by its holder, taken when it lapses, free at once when given back", arguments: Backend.available)
+    func leaseRules(backend: Backend) async throws {
+        let stores = try await Self.instances(2, backend)
+        let a = JobLease(store: stores[0], job: "job", holder: "a", duration: .milliseconds(400))
+        let b = JobLease(store: stores[1], job: "job", holder: "b", duration: .milliseconds(400))
+        #expect(try await a.acquire())
+        #expect(try await b.acquire() == false)
+        #expect(try await a.acquire())
+        // Another job's lease is another lease.
+        #expect(try await JobLease(store: stores[1], job: "other job", holder: "b").acquire())
+        try await Task.sleep(for: .milliseconds(600))
+        #expect(try await b.acquire(), "a's lease lapsed")
+        #expect(try await a.acquire() == false)
+        await b.release()
+        #expect(try await a.acquire(), "b gave it back")
+    }
+
+    @Test("three instances scheduling one job: it runs on one at a time; when that one dies, another takes over within the lease", arguments: Backend.available)
+    func oneRunnerAndTakeover(backend: Backend) async throws {
+        let stores = try await Self.instances(3, backend)
+        let runs = Collected<(instance: Int, start: ContinuousClock.Instant, end: ContinuousClock.Instant)>()
+        let leaseDuration = Duration.milliseconds(900)
+        var tasks: [Task<Void, Never>] = []
+        for (index, store) in stores.enumerated() {
+            let schedule = LeasedSchedule(
+                lease: JobLease(store: store, job: "recovery", holder: "instance-\(index)", duration: leaseDuration),
+                interval: .milliseconds(50), logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+            )
+            tasks.append(Task {
+                await schedule.run {
+                    let start = ContinuousClock.now
+                    try? await Task.sleep(for: .milliseconds(20))
+                    runs.add((index, start, ContinuousClock.now))
+                }
+            })
+        }
+        try await Task.sleep(for: .seconds(2))
+        let first = runs.values
+        let holders = Set(first.map(\.instance))
+        #expect(holders.count == 1, "while its holder lives, one instance runs the job: \(holders)")
+        #expect(first.count >= 2)
+        // The holder dies: it stops without giving the lease back (its database connection is gone first).
+        let dead = try #require(holders.first)
+        if let store = stores[dead] as? PostgresLedgerStore { await store.close() }
+        let died = ContinuousClock.now
+        tasks[dead].cancel()
+        if backend == .sqlite {
+            // SQLite's holder gives the lease back as it stops; take it again as a dead holder would have left it.
+            await tasks[dead].value
+            #expect(try await JobLease(store: stores[dead], job: "recovery", holder: "instance-\(dead)", duration: leaseDuration).acquire())
+        }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline, !runs.values.contains(where: { $0.instance != dead }) { try await Task.sleep(for: .milliseconds(20)) }
+        let takeover = try #require(runs.values.first { $0.instance != dead })
+        #expect(takeover.start - died < leaseDuration + leaseDuration / 3 + .milliseconds(500), "took over after \(takeover.start - died)")
+        try await Task.sleep(for: .milliseconds(500))
+        for task in tasks { task.cancel() }
+        for task in tasks { await task.value }
+        // Never two runs at once, over the whole test.
+        let all = runs.values.sorted { $0.start < $1.start }
+        for (earlier, later) in zip(all, all.dropFirst()) {
+            #expect(later.start >= earlier.end || later.instance == earlier.instance, "runs of \(earlier.instance) and \(later.instance) overlapped")
+        }
+        #expect(Set(all.filter { $0.start > takeover.start }.map(\.instance)).count == 1)
+        for store in stores { if let store = store as? PostgresLedgerStore { await store.close() } }
+    }
+}

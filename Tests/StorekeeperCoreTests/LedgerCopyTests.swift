@@ -1,0 +1,61 @@
+import AppStoreModels
+import AppStoreSigning
+import AppStoreSimulator
+import Foundation
+import StorekeeperCore
+import StorekeeperPostgres
+import StorekeeperSQLite
+import Testing
+
+/// `storekeeper copy`: a SQLite ledger moved into PostgreSQL answers the same for every customer.
+@Suite("Ledger copy: SQLite to PostgreSQL", .enabled(if: PostgresTestDatabase.url != nil, PostgresTestDatabase.skipReason))
+struct LedgerCopyTests {
+    typealias H = LedgerHarness
+
+    @Test("a ledger built by a shipped scenario, copied, gives every customer byte-identical answers", arguments: ShippedScenarios.all.map(\.name))
+    func copyAnswersTheSame(name: String) async throws {
+        var harness = try H()
+        try await harness.play(name)
+        let source = try SQLiteLedgerStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("ledger-\(UUID()).sqlite").path)
+        try await LedgerStoreContractTests.submitAll(harness, to: source)
+        let notifications = try await harness.verifiedNotifications()
+        for notification in notifications { _ = try await source.apply(notification) }
+        try await source.recordRefused(
+            RefusedNotification(input: Array("junk".utf8), receivedAt: Date(), code: "malformed-jws", message: "not a JWS", status: 400, claims: nil),
+            keeping: 10
+        )
+        let app = VerifierKey(bundleId: "com.example.storekeeper", environment: .sandbox)
+        _ = try await source.applyRecovered([], watermark: RecoveryWatermark(app: app, date: Date(epochMilliseconds: 1_790_000_000_000)))
+
+        let target = try await PostgresTestDatabase.openStore()
+        let report = try await LedgerCopy.copy(from: source, to: target, pageSize: 7)
+        #expect(report.customersDiffering.isEmpty, "\(report.customersDiffering)")
+        let customers = try await source.customers()
+        #expect(report.customersCompared == customers.count && !customers.isEmpty)
+
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        for customer in customers {
+            var answers: [Data] = []
+            for store in [source, target] as [any LedgerStore] {
+                var ledger = try await store.entitlementLedger(for: customer.customerId, bundleId: customer.bundleId, environment: customer.environment)
+                ledger.transactions = ledger.transactions.filter { $0.value.info.bundleId == customer.bundleId }
+                let answer = CustomerAnswer(
+                    for: customer.customerId, in: ledger, bundleId: customer.bundleId, environment: customer.environment,
+                    configuration: H.configuration, at: harness.engine.state.now
+                )
+                answers.append(try encoder.encode(answer))
+            }
+            #expect(answers[0] == answers[1], "\(customer.customerId): \(String(decoding: answers[0], as: UTF8.self)) vs \(String(decoding: answers[1], as: UTF8.self))")
+        }
+        #expect(try await target.notificationCounts() == source.notificationCounts())
+        #expect(try await target.recoveryWatermark(app) == source.recoveryWatermark(app))
+        for notification in notifications {
+            let uuid = notification.payload.notificationUUID
+            #expect(try await target.rawPayload(notificationUUID: uuid) == source.rawPayload(notificationUUID: uuid))
+        }
+        // A copy goes into an empty database only.
+        await #expect(throws: StorageError.self) { try await LedgerCopy.copy(from: source, to: target) }
+        await target.close()
+    }
+}
