@@ -300,6 +300,7 @@ let package = Package(
             name: "StorekeeperCLITests",
             dependencies: [
                 "storekeeper",
+                "StorekeeperPostgres",
                 "AppStoreModels",
                 "AppStoreSigning",
                 "AppStoreSimulator",

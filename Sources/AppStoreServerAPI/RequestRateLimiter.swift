@@ -1,4 +1,5 @@
 public import AppStoreModels
+import Synchronization
 /// Keeps a client under Apple's per-endpoint rate limits (APPSTORE-SPEC §1.2): requests of each endpoint family
 /// leave at least `1 / rate` apart, so no second ever holds more than the limit (sandbox: 10 %).
 public actor RequestRateLimiter {
@@ -16,6 +17,9 @@ public actor RequestRateLimiter {
     private var lastLetGo: [Family: ContinuousClock.Instant] = [:]
     private var pacing: Set<Family> = []
     private var lastWaiterID: UInt64 = 0
+    /// Waiters whose task was cancelled, marked at once by the cancellation handler (which cannot wait for the
+    /// actor): pacing never lets one of them go, even when the handler's withdrawal has not run yet.
+    private nonisolated let cancelled = Mutex<Set<UInt64>>([])
 
     /// Apple's limits for production, or 10 % of them for sandbox; `scale` below 1 leaves headroom.
     public init(sandbox: Bool, scale: Double = 1) {
@@ -53,6 +57,7 @@ public actor RequestRateLimiter {
                 }
             }
         } onCancel: {
+            cancelled.withLock { _ = $0.insert(id) }
             Task { await self.withdraw(id, family) }
         }
     }
@@ -65,6 +70,10 @@ public actor RequestRateLimiter {
                 continue
             }
             let waiter = waiting[family]!.removeFirst()
+            if cancelled.withLock({ $0.remove(waiter.id) != nil }) {
+                waiter.continuation.resume(throwing: CancellationError())
+                continue
+            }
             lastLetGo[family] = .now
             waiter.continuation.resume()
         }
@@ -72,6 +81,7 @@ public actor RequestRateLimiter {
     }
 
     private func withdraw(_ id: UInt64, _ family: Family) {
+        cancelled.withLock { _ = $0.remove(id) }
         guard let index = waiting[family]?.firstIndex(where: { $0.id == id }) else { return }
         waiting[family]!.remove(at: index).continuation.resume(throwing: CancellationError())
     }

@@ -137,3 +137,26 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
         return configuration
     }
 }
+
+extension PostgresDatabaseURL {
+    /// Creates a database named `name` (letters, digits and `_` only) on this URL's server, connecting to this URL's
+    /// database to do so (the user needs `CREATEDB`), and returns its URL. For tests, and for a `storekeeper copy`
+    /// target.
+    public func creatingDatabase(named name: String) async throws(StorageError) -> PostgresDatabaseURL {
+        guard !name.isEmpty, name.count <= 63, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
+            throw StorageError("a database name is 1-63 ASCII letters, digits and _")
+        }
+        do {
+            let connection = try await PostgresConnection.connect(configuration: try connectionConfiguration(), id: 0, logger: PostgresConnection.quiet)
+            defer { Task { try? await connection.close() } }
+            try await connection.execute(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
+        } catch let error as StorageError {
+            throw error
+        } catch {
+            throw StorageError("cannot create database \(name) on \(redacted): \(PostgresLedgerStore.describe(error))")
+        }
+        var created = self
+        created.database = name
+        return created
+    }
+}

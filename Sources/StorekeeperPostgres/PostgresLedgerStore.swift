@@ -198,7 +198,7 @@ public final class PostgresLedgerStore: LedgerStore {
                 let cause = (error as? PostgresTransactionError).flatMap { $0.closureError ?? $0.commitError ?? $0.beginError } ?? error
                 if let storage = cause as? StorageError { throw storage }
                 guard attempt < maximumAttempts, Self.isTransient(cause) else {
-                    throw StorageError("write failed: \(Self.describe(cause))", underlying: error as? any Error & Sendable)
+                    throw StorageError("write failed: \(Self.describe(cause))", underlying: error)
                 }
                 logger.debug("write retried after a transient failure", metadata: ["error": .string(Self.describe(cause)), "attempt": .stringConvertible(attempt)])
                 // A little random backoff, growing, so that writers that collided do not collide again.
@@ -350,7 +350,7 @@ public final class PostgresLedgerStore: LedgerStore {
         } catch let error as StorageError {
             throw error
         } catch {
-            throw StorageError("read failed: \(Self.describe(error))", underlying: error as? any Error & Sendable)
+            throw StorageError("read failed: \(Self.describe(error))", underlying: error)
         }
     }
 }

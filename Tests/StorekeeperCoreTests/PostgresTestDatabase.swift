@@ -19,13 +19,7 @@ enum PostgresTestDatabase {
     /// A new, empty database on the test server.
     static func create() async throws -> PostgresDatabaseURL {
         guard let base = url else { throw NotConfigured() }
-        let name = "storekeeper_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16)
-        try await withClient(base) { client in
-            _ = try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
-        }
-        var created = base
-        created.database = String(name)
-        return created
+        return try await base.creatingDatabase(named: "storekeeper_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16))
     }
 
     /// Runs `body` with a client of `url`'s database.
