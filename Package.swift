@@ -181,6 +181,7 @@ let package = Package(
                 "StorekeeperCore",
                 "StorekeeperServer",
                 "StorekeeperSQLite",
+                "StorekeeperPostgres",
                 "AppStoreServerAPI",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),

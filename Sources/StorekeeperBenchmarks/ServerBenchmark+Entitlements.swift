@@ -30,6 +30,8 @@ extension ServerBenchmark {
         public var writesPerSecond: Double = 0
         /// Before measuring, keep the seeded server up this long for another load generator, with this API key.
         public var externalLoad: (seconds: Double, apiKey: String)? = nil
+        /// SQLite (the default), or PostgreSQL with one or more instances.
+        public var storage = Storage.sqlite
 
         public init() {}
     }
@@ -52,7 +54,8 @@ extension ServerBenchmark {
             customers: options.customers, renewals: options.renewals, changes: options.writesPerSecond > 0,
             appAccountTokens: options.appAccountTokens, consumables: options.consumables
         )
-        return try await withServer(apiKey: options.externalLoad?.apiKey, cacheCapacity: options.cacheCapacity, exporter: exporter) { port, key, store in
+        return try await withServer(storage: options.storage, apiKey: options.externalLoad?.apiKey, cacheCapacity: options.cacheCapacity, exporter: exporter) { ports, key, store, description in
+            let port = ports[0]
             let seeding = try await LoadConnection.connect(host: "127.0.0.1", port: port)
             for (customer, jws) in purchases {
                 let status = try await seeding.send(
@@ -61,7 +64,7 @@ extension ServerBenchmark {
                 )
                 guard status == 200 else { throw VerifyBenchmark.BenchmarkError(message: "seeding \(customer) answered \(status)") }
             }
-            let seeded = try await drive(history, port: port, concurrency: 8, rate: nil) { connection, body in
+            let seeded = try await drive(history, ports: ports, concurrency: 8, rate: nil) { connection, body in
                 try await connection.send(.POST, "/appstore/notifications", headers: [("Content-Type", "application/json")], body: ByteBuffer(string: body))
             }
             guard seeded.failures == 0 else { throw VerifyBenchmark.BenchmarkError(message: "\(seeded.failures) renewal notifications failed") }
@@ -79,16 +82,16 @@ extension ServerBenchmark {
                 try await connection.send(.GET, "/v1/customers/\(id)?environment=Sandbox", headers: [("Authorization", "Bearer \(key)")])
             }
             let (full, fullWrites) = try await withWrites(changes, rate: options.writesPerSecond, over: seeding) {
-                try await drive(ids, port: port, concurrency: options.concurrency, rate: nil, send)
+                try await drive(ids, ports: ports, concurrency: options.concurrency, rate: nil, send)
             }
             let (half, halfWrites) = try await withWrites(Array(changes.dropFirst(fullWrites)), rate: options.writesPerSecond, over: seeding) {
-                try await drive(Array(ids.prefix(options.count / 2)), port: port, concurrency: options.concurrency, rate: full.throughput / 2, send)
+                try await drive(Array(ids.prefix(options.count / 2)), ports: ports, concurrency: options.concurrency, rate: full.throughput / 2, send)
             }
             await seeding.close()
             let after = Self.cacheCounts(exporter)
             let missPath = try await measureMissPath(store: store, customers: options.customers)
             return Result(
-                benchmark: "entitlements", fullSpeed: full, halfRate: half,
+                benchmark: "entitlements", storage: description, fullSpeed: full, halfRate: half,
                 server: ServerFigures(
                     cacheCapacity: options.cacheCapacity, cacheHits: after.hits - before.hits, cacheMisses: after.misses - before.misses,
                     writesDuringReads: fullWrites + halfWrites, writeRate: options.writesPerSecond,

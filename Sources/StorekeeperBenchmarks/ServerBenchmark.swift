@@ -8,6 +8,7 @@ import NIOCore
 import NIOHTTP1
 import StorekeeperCore
 import StorekeeperServer
+import StorekeeperPostgres
 import StorekeeperSQLite
 import SwiftASN1
 import X509
@@ -76,17 +77,17 @@ public enum ServerBenchmark {
 
     /// Posts `count` distinct notifications (one-time purchases and subscriptions, signed by an Apple-shaped test
     /// CA) to a fresh server.
-    public static func ingest(count: Int, concurrency: Int) async throws -> Result {
+    public static func ingest(count: Int, concurrency: Int, storage: Storage = .sqlite) async throws -> Result {
         let bodies = try makeNotifications(count: count * 3 / 2 + 10)
-        return try await withServer { port, _, store in
+        return try await withServer(storage: storage) { ports, _, store, description in
             let send: @Sendable (LoadConnection, String) async throws -> UInt = { connection, body in
                 try await connection.send(.POST, "/appstore/notifications", headers: [("Content-Type", "application/json")], body: ByteBuffer(string: body))
             }
             let sqlite = store as? SQLiteLedgerStore
             let empty = try await sqlite?.usedBytes() ?? 0
-            let full = try await drive(Array(bodies.prefix(count)), port: port, concurrency: concurrency, rate: nil, send)
-            let half = try await drive(Array(bodies.dropFirst(count).prefix(count / 2)), port: port, concurrency: concurrency, rate: full.throughput / 2, send)
-            var result = Result(benchmark: "ingest", fullSpeed: full, halfRate: half)
+            let full = try await drive(Array(bodies.prefix(count)), ports: ports, concurrency: concurrency, rate: nil, send)
+            let half = try await drive(Array(bodies.dropFirst(count).prefix(count / 2)), ports: ports, concurrency: concurrency, rate: full.throughput / 2, send)
+            var result = Result(benchmark: "ingest", storage: description, fullSpeed: full, halfRate: half)
             let applied = full.requests + half.requests - full.failures - half.failures
             if let sqlite, applied > 0 { result.ledgerBytesPerNotification = (try await sqlite.usedBytes() - empty) / applied }
             return result
@@ -123,10 +124,25 @@ public enum ServerBenchmark {
     /// What the benchmark server's products grant.
     static let entitlementConfiguration = EntitlementConfiguration(subscriptionLevels: ["pro.monthly": 2])
 
-    /// A server over a temporary SQLite file on a loopback port, trusting the benchmark CA.
+    /// Where a benchmark's ledger lives: a temporary SQLite file (the default), or a new database on a PostgreSQL
+    /// server (`--database postgres://…`, created for the run and dropped after it) shared by `instances` servers.
+    public struct Storage: Sendable {
+        public var postgres: String?
+        public var instances: Int
+
+        public init(postgres: String? = nil, instances: Int = 1) {
+            self.postgres = postgres
+            self.instances = max(1, instances)
+        }
+
+        public static let sqlite = Storage()
+    }
+
+    /// `instances` servers on one ledger on loopback ports, trusting the benchmark CA; `body` gets their ports, the
+    /// API key and the first one's store, and the storage's description for the result.
     static func withServer<T: Sendable>(
-        apiKey: String? = nil, cacheCapacity: Int = 10_000, exporter: MetricsExporter = MetricsExporter(),
-        _ body: @Sendable @escaping (_ port: Int, _ apiKey: String, _ store: any LedgerStore) async throws -> T
+        storage: Storage = .sqlite, apiKey: String? = nil, cacheCapacity: Int = 10_000, exporter: MetricsExporter = MetricsExporter(),
+        _ body: @Sendable @escaping (_ ports: [Int], _ apiKey: String, _ store: any LedgerStore, _ description: String) async throws -> T
     ) async throws -> T {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("storekeeper-bench-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -140,25 +156,48 @@ public enum ServerBenchmark {
             apiKeys: [.init(name: "bench", sha256: ServerConfiguration.hash(apiKey: key), scope: .app, bundleId: "com.example.storekeeper")],
             customerCache: .init(capacity: cacheCapacity)
         )
-        let store = try SQLiteLedgerStore(path: directory.appendingPathComponent("bench.sqlite").path)
         var logger = Logger(label: "bench")
         logger.logLevel = .critical
+        var stores: [any LedgerStore] = []
+        var description = "SQLite (WAL, synchronous=FULL), temporary file"
+        var created: PostgresDatabaseURL? = nil
+        if let postgres = storage.postgres {
+            let url = try await PostgresDatabaseURL(postgres).creatingDatabase(named: "storekeeper_bench_" + UUID().uuidString.prefix(8).lowercased())
+            created = url
+            for _ in 0..<storage.instances { stores.append(try await PostgresLedgerStore.open(url, logger: logger)) }
+            let server = try await (stores[0] as! PostgresLedgerStore).serverDescription()
+            description = "\(server), \(storage.instances) instance\(storage.instances == 1 ? "" : "s") on one database (pool_size \(url.poolSize) each)"
+        } else {
+            stores = [try SQLiteLedgerStore(path: directory.appendingPathComponent("bench.sqlite").path)]
+        }
         let ports = AsyncStream<Int>.makeStream()
-        let app = StorekeeperApplication.buildApplication(
-            store: store, configuration: configuration, verifiers: try configuration.makeVerifiers(), port: 0, logger: logger,
-            exporter: exporter, onServerRunning: { port in ports.continuation.yield(port) }
-        )
-        return try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask {
-                try await app.runService(gracefulShutdownSignals: [])
-                return nil
+        let apps = try stores.map { store in
+            StorekeeperApplication.buildApplication(
+                store: store, configuration: configuration, verifiers: try configuration.makeVerifiers(), port: 0, logger: logger,
+                exporter: exporter, onServerRunning: { port in ports.continuation.yield(port) }
+            )
+        }
+        let store = stores[0]
+        let result = try await withThrowingTaskGroup(of: T?.self) { group in
+            for app in apps {
+                group.addTask {
+                    try await app.runService(gracefulShutdownSignals: [])
+                    return nil
+                }
             }
             var iterator = ports.stream.makeAsyncIterator()
-            guard let port = await iterator.next() else { throw VerifyBenchmark.BenchmarkError(message: "the server did not start") }
-            let result = try await body(port, key, store)
+            var running: [Int] = []
+            while running.count < apps.count {
+                guard let port = await iterator.next() else { throw VerifyBenchmark.BenchmarkError(message: "a server did not start") }
+                running.append(port)
+            }
+            let result = try await body(running, key, store, description)
             group.cancelAll()
             return result
-        }!
+        }
+        for store in stores { await (store as? PostgresLedgerStore)?.close() }
+        if let created { try? await created.droppingDatabase() }
+        return result
     }
 
     // MARK: - Load
@@ -167,13 +206,14 @@ public enum ServerBenchmark {
     /// `rate` per second); latencies per request. A request fails on a transport error or a status other than 200.
     static func drive<Item: Sendable>(
         _ items: [Item],
-        port: Int,
+        ports: [Int],
         concurrency: Int,
         rate: Double?,
         _ send: @Sendable @escaping (LoadConnection, Item) async throws -> UInt
     ) async throws -> Run {
         var connections: [LoadConnection] = []
-        for _ in 0..<concurrency { connections.append(try await LoadConnection.connect(host: "127.0.0.1", port: port)) }
+        // Worker i talks to server i modulo their number (several instances behind a balancer).
+        for worker in 0..<concurrency { connections.append(try await LoadConnection.connect(host: "127.0.0.1", port: ports[worker % ports.count])) }
         let clock = ContinuousClock()
         let start = clock.now
         let results = try await withThrowingTaskGroup(of: [(Double, Bool)].self) { group in
@@ -195,7 +235,7 @@ public enum ServerBenchmark {
                         } catch {
                             ok = false
                             await connection.close()
-                            connection = try await LoadConnection.connect(host: "127.0.0.1", port: port)
+                            connection = try await LoadConnection.connect(host: "127.0.0.1", port: ports[worker % ports.count])
                         }
                         measured.append(((clock.now - began) / .milliseconds(1), ok))
                         index += concurrency

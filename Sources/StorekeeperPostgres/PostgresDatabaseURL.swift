@@ -146,17 +146,31 @@ extension PostgresDatabaseURL {
         guard !name.isEmpty, name.count <= 63, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
             throw StorageError("a database name is 1-63 ASCII letters, digits and _")
         }
-        do {
-            let connection = try await PostgresConnection.connect(configuration: try connectionConfiguration(), id: 0, logger: PostgresConnection.quiet)
-            defer { Task { try? await connection.close() } }
-            try await connection.execute(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
-        } catch let error as StorageError {
-            throw error
-        } catch {
-            throw StorageError("cannot create database \(name) on \(redacted): \(PostgresLedgerStore.describe(error))")
-        }
+        try await runMaintenance("CREATE DATABASE \(name)", doing: "create database \(name)")
         var created = self
         created.database = name
         return created
+    }
+}
+
+extension PostgresDatabaseURL {
+    /// Drops this URL's database (no connection may be open on it), connecting to the server's `postgres` database.
+    public func droppingDatabase() async throws(StorageError) {
+        var maintenance = self
+        maintenance.database = "postgres"
+        try await maintenance.runMaintenance("DROP DATABASE IF EXISTS \(database)", doing: "drop database \(database)")
+    }
+
+    /// Runs one statement (built from checked names only) on a connection of its own to this URL's database.
+    private func runMaintenance(_ sql: String, doing what: String) async throws(StorageError) {
+        do {
+            let connection = try await PostgresConnection.connect(configuration: try connectionConfiguration(), id: 0, logger: PostgresConnection.quiet)
+            defer { Task { try? await connection.close() } }
+            try await connection.execute(PostgresQuery(unsafeSQL: sql))
+        } catch let error as StorageError {
+            throw error
+        } catch {
+            throw StorageError("cannot \(what) on \(redacted): \(PostgresLedgerStore.describe(error))")
+        }
     }
 }

@@ -331,6 +331,19 @@ public final class PostgresLedgerStore: LedgerStore {
         }
     }
 
+    /// The server's version and the commit settings that decide durability, for benchmark reports.
+    public func serverDescription() async throws(StorageError) -> String {
+        try await read { connection in
+            var parts: [String] = []
+            for try await (version, synchronous, fsync) in try await connection.run(
+                "SELECT current_setting('server_version'), current_setting('synchronous_commit'), current_setting('fsync')"
+            ).decode((String, String, String).self) {
+                parts = ["PostgreSQL \(version)", "synchronous_commit=\(synchronous)", "fsync=\(fsync)"]
+            }
+            return parts.joined(separator: ", ")
+        }
+    }
+
     public func checkHealth() async throws(StorageError) {
         try await read { connection in
             for try await _ in try await connection.run("SELECT 1").decode(Int.self) {}

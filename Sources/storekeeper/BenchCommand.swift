@@ -1,5 +1,6 @@
 import AppStoreModels
 import ArgumentParser
+import StorekeeperPostgres
 import Foundation
 import StorekeeperBenchmarks
 
@@ -35,9 +36,12 @@ struct BenchCommand: AsyncParsableCommand {
         )
         @Option(help: "Notifications at full speed (half as many at half the rate).") var count: Int = 3000
         @Option(help: "Concurrent clients.") var concurrency: Int = 16
+        @OptionGroup var storage: BenchStorageOptions
+
+        func validate() throws { try storage.validate() }
 
         func run() async throws {
-            try JSONOutput.print(try await ServerBenchmark.ingest(count: count, concurrency: concurrency))
+            try JSONOutput.print(try await ServerBenchmark.ingest(count: count, concurrency: concurrency, storage: storage.storage))
         }
     }
 
@@ -60,8 +64,10 @@ struct BenchCommand: AsyncParsableCommand {
             valueName: "seconds"
         ))
         var externalLoad: Double?
+        @OptionGroup var storage: BenchStorageOptions
 
         func validate() throws {
+            try storage.validate()
             guard count > 0, customers > 0, concurrency > 0 else { throw ValidationError("--count, --customers and --concurrency must be positive") }
             guard cacheCapacity >= 0, writeRate >= 0, (0...120).contains(renewals), (0...10_000).contains(consumables) else {
                 throw ValidationError("--cache-capacity and --write-rate cannot be negative; --renewals is 0 to 120, --consumables 0 to 10000")
@@ -78,6 +84,7 @@ struct BenchCommand: AsyncParsableCommand {
             options.concurrency = concurrency
             options.cacheCapacity = cacheCapacity
             options.renewals = renewals
+            options.storage = storage.storage
             options.appAccountTokens = appAccountTokens
             options.consumables = consumables
             options.writesPerSecond = writeRate
@@ -132,4 +139,23 @@ struct BenchCommand: AsyncParsableCommand {
             ))
         }
     }
+}
+
+/// Where `bench ingest` and `bench entitlements` keep the ledger.
+struct BenchStorageOptions: ParsableArguments {
+    @Option(help: ArgumentHelp(
+        "A PostgreSQL server (postgres://…) on which the run creates, and then drops, a database of its own; "
+            + "by default a temporary SQLite file.",
+        valueName: "url"
+    ))
+    var database: String?
+    @Option(help: "Servers sharing the PostgreSQL database, the clients spread over them (PostgreSQL only).") var instances: Int = 1
+
+    func validate() throws {
+        guard (1...16).contains(instances) else { throw ValidationError("--instances must be 1 to 16") }
+        if let database, !PostgresDatabaseURL.isPostgres(database) { throw ValidationError("--database must be a postgres:// URL (the default is SQLite)") }
+        if instances > 1, database == nil { throw ValidationError("--instances needs --database postgres://… (one SQLite file has one server)") }
+    }
+
+    var storage: ServerBenchmark.Storage { ServerBenchmark.Storage(postgres: database, instances: instances) }
 }

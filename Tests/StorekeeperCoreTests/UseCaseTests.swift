@@ -67,8 +67,8 @@ struct UseCaseTests {
         #expect(rejection.kind == .forbidden && rejection.code == "bundle-id-mismatch")
     }
 
-    @Test("the reader answers from the ledger, then from its cache until a write changes the customer; an unknown customer is unknown")
-    func reader() async throws {
+    /// alice's subscription submitted to a new store, and a reader over it counting the answers it renders.
+    static func aliceAndReader() async throws -> (H, LifecycleEngine.PurchaseResult, SQLiteLedgerStore, CustomerReader<CustomerAnswer>, Counter) {
         var harness = try H()
         try harness.engine.createCustomer(id: "alice")
         let purchase = try harness.engine.purchase(.init(customerId: "alice", productId: "pro.monthly"))
@@ -79,6 +79,12 @@ struct UseCaseTests {
             store: store, configuration: H.configuration, cache: CustomerCache(capacity: 10, maxAge: 60), logger: Self.logger,
             render: { answer in renders.add(); return answer }
         )
+        return (harness, purchase, store, reader, renders)
+    }
+
+    @Test("the reader answers from the ledger, then from its cache until a write changes the customer; an unknown customer is unknown")
+    func reader() async throws {
+        let (harness, purchase, store, reader, renders) = try await Self.aliceAndReader()
         let now = harness.engine.state.now
         guard case .found(let first) = await reader.read("alice", bundleId: "com.example.storekeeper", environment: .sandbox, now: { now }) else {
             Issue.record("alice not found"); return
@@ -96,6 +102,27 @@ struct UseCaseTests {
         guard case .unknownCustomer = await reader.read("alice", bundleId: "com.other", environment: .sandbox, now: { now }) else {
             Issue.record("alice is known to another app"); return
         }
+    }
+
+    @Test("while the change feed may miss writes (another instance's channel down) the reader never caches; everything cached is dropped")
+    func readerWithIncompleteFeed() async throws {
+        let (harness, _, store, reader, renders) = try await Self.aliceAndReader()
+        let now = harness.engine.state.now
+        let read = { _ = await reader.read("alice", bundleId: "com.example.storekeeper", environment: .sandbox, now: { now }) }
+        await read()
+        await read()
+        #expect(renders.value == 1, "cached while the feed hears every write")
+        store.changes.setComplete(false)
+        await read()
+        await read()
+        #expect(renders.value == 3, "every read from the ledger while the feed may miss writes")
+        store.changes.setComplete(true)
+        await read()
+        await read()
+        #expect(renders.value == 4, "cached again once the feed hears every write")
+        store.changes.publishEveryone()
+        await read()
+        #expect(renders.value == 5, "an announcement about everyone drops every answer")
     }
 
     @Test("reconciliation never overwrites newer ledger data with an older App Store answer, and finds no drift in it")
