@@ -1,4 +1,9 @@
-public import Foundation
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 public import Logging
 
 /// A scheduled job's lease in the ledger's database, so that with several instances on one database the job runs on
@@ -22,8 +27,12 @@ public struct JobLease: Sendable {
     }
 
     /// This process, as lease holders and logs name it: host, process ID and a random suffix (a restarted process
-    /// on the same host is another holder).
-    public static let instanceName = "\(ProcessInfo.processInfo.hostName)/\(ProcessInfo.processInfo.processIdentifier)/\(UUID().uuidString.prefix(8).lowercased())"
+    /// on the same host is another holder). The host name is the kernel's (`gethostname`), never a DNS look-up.
+    public static let instanceName: String = {
+        var buffer = [CChar](repeating: 0, count: 256)
+        let host = gethostname(&buffer, buffer.count) == 0 ? String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "host"
+        return "\(host)/\(ProcessInfo.processInfo.processIdentifier)/\(UUID().uuidString.prefix(8).lowercased())"
+    }()
 
     /// Takes the lease, or renews it when this holder has it; whether this holder has it now.
     public func acquire() async throws(StorageError) -> Bool {

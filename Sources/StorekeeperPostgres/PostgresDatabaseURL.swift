@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 import NIOSSL
 public import PostgresNIO
 public import StorekeeperCore

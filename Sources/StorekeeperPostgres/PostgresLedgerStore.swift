@@ -344,9 +344,32 @@ public final class PostgresLedgerStore: LedgerStore {
         }
     }
 
+    /// Answers within 5 s: a database that is down makes the pool wait for a connection, which a load balancer's
+    /// health check must not.
     public func checkHealth() async throws(StorageError) {
-        try await read { connection in
-            for try await _ in try await connection.run("SELECT 1").decode(Int.self) {}
+        let healthy: Result<Void, StorageError>? = await withTaskGroup(of: Result<Void, StorageError>?.self) { group in
+            group.addTask {
+                do throws(StorageError) {
+                    try await self.read { connection in
+                        for try await _ in try await connection.run("SELECT 1").decode(Int.self) {}
+                    }
+                    return .success(())
+                } catch {
+                    return .failure(error)
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(5))
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        switch healthy {
+        case .success: return
+        case .failure(let error): throw error
+        case nil: throw StorageError("the database did not answer within 5 s")
         }
     }
 

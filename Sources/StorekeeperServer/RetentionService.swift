@@ -5,7 +5,6 @@ import StorekeeperCore
 
 /// Drops the raw signed payloads of notifications older than the configured number of days (their decoded facts
 /// stay), at start and then every hour, until graceful shutdown.
-///
 struct RetentionService: Service {
     let store: any LedgerStore
     let rawPayloadDays: Double

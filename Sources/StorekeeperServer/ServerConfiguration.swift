@@ -331,7 +331,8 @@ extension ServerConfiguration {
     public func makeServerAPIKeys() throws -> [VerifierKey: (key: AppStoreAPIKey, baseURL: String?)] {
         var keys: [VerifierKey: (key: AppStoreAPIKey, baseURL: String?)] = [:]
         for app in apps {
-            for (name, credentials) in app.serverAPI ?? [:] {
+            // In name order, so that the first error reported is the same on every run.
+            for (name, credentials) in (app.serverAPI ?? [:]).sorted(by: { $0.key < $1.key }) {
                 let environment = AppStoreEnvironment(rawValue: name)
                 guard app.environments.contains(environment) else {
                     throw ConfigurationError("app '\(app.bundleId)': serverAPI credentials for '\(name)', an environment the app does not accept")

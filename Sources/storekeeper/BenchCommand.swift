@@ -32,7 +32,7 @@ struct BenchCommand: AsyncParsableCommand {
     struct IngestBench: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "ingest",
-            abstract: "Notifications posted over loopback HTTP by concurrent clients into a server on SQLite (durable commits)."
+            abstract: "Notifications posted over loopback HTTP by concurrent clients into a server on SQLite or PostgreSQL (durable commits)."
         )
         @Option(help: "Notifications at full speed (half as many at half the rate).") var count: Int = 3000
         @Option(help: "Concurrent clients.") var concurrency: Int = 16

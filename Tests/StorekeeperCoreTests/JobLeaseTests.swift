@@ -65,22 +65,25 @@ struct JobLeaseTests {
         let warmUp = ContinuousClock.now + .seconds(30)
         while runs.values.count < 3, ContinuousClock.now < warmUp { try await Task.sleep(for: .milliseconds(20)) }
         let first = runs.values
-        let holders = Set(first.map(\.instance))
-        #expect(holders.count == 1, "while its holder lives, one instance runs the job: \(holders)")
-        #expect(first.count >= 2)
-        // The holder dies: it stops without giving the lease back (its database connection is gone first).
-        let dead = try #require(holders.first)
+        #expect(first.count >= 3)
+        // The instance running the job dies: it stops without giving the lease back (its database connection is
+        // gone first). (The job may have changed hands before, if a starved holder could not renew in time: that is
+        // the lease at work; what must never happen is two runs at once, checked at the end.)
+        let dead = try #require(first.last?.instance)
         if let store = stores[dead] as? PostgresLedgerStore { await store.close() }
         let died = ContinuousClock.now
         tasks[dead].cancel()
         if backend == .sqlite {
-            // SQLite's holder gives the lease back as it stops; take it again as a dead holder would have left it.
+            // SQLite's holder gives the lease back as it stops; take it again as a dead holder would have left it
+            // (unless another instance was quicker, which is a takeover too).
             await tasks[dead].value
-            #expect(try await JobLease(store: stores[dead], job: "recovery", holder: "instance-\(dead)", duration: leaseDuration).acquire())
+            _ = try await JobLease(store: stores[dead], job: "recovery", holder: "instance-\(dead)", duration: leaseDuration).acquire()
         }
-        let deadline = ContinuousClock.now + .seconds(20)
-        while ContinuousClock.now < deadline, !runs.values.contains(where: { $0.instance != dead }) { try await Task.sleep(for: .milliseconds(20)) }
-        let takeover = try #require(runs.values.first { $0.instance != dead })
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline, !runs.values.contains(where: { $0.instance != dead && $0.start > died }) {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let takeover = try #require(runs.values.first { $0.instance != dead && $0.start > died })
         // Within the lease and one poll (a third of it), with room for a busy machine.
         #expect(takeover.start - died < leaseDuration + leaseDuration / 3 + .seconds(2), "took over after \(takeover.start - died)")
         try await Task.sleep(for: .milliseconds(500))
@@ -91,7 +94,6 @@ struct JobLeaseTests {
         for (earlier, later) in zip(all, all.dropFirst()) {
             #expect(later.start >= earlier.end || later.instance == earlier.instance, "runs of \(earlier.instance) and \(later.instance) overlapped")
         }
-        #expect(Set(all.filter { $0.start > takeover.start }.map(\.instance)).count == 1)
         for store in stores { if let store = store as? PostgresLedgerStore { await store.close() } }
     }
 }

@@ -44,7 +44,7 @@ struct PostgresStoreTests {
     @Test("a database migrated by a newer Storekeeper is refused, naming the migrations it does not know")
     func newerDatabaseRefused() async throws {
         let url = try await PostgresTestDatabase.create()
-        await try PostgresLedgerStore.open(url).close()
+        try await PostgresLedgerStore.open(url).close()
         try await PostgresTestDatabase.withClient(url) { client in
             _ = try await client.query("INSERT INTO storekeeper_migrations (id) VALUES ('v99: from the future')")
         }
