@@ -150,20 +150,12 @@ public enum LedgerUnitOfWork {
         let uuid = notification.payload.notificationUUID
         return .read(LedgerReads(claimNotification: uuid)) { claimed in
             if claimed.notificationExists { return .done((.duplicate, [])) }
-            return .read(LedgerReads(families: families(touchedBy: notification))) { loaded in
-                var before = loaded.ledger
-                var after = before
-                after.apply(notification)
-                // Applying never changes a token's owner, only which tokens count: the owners of both sides' tokens.
-                return .read(LedgerReads(tokens: before.appAccountTokens.union(after.appAccountTokens))) { owners in
-                    before.tokenOwners = owners.tokenOwners
-                    after.tokenOwners = owners.tokenOwners
-                    let record = after.notifications[uuid]!
-                    return .write(
-                        LedgerChanges(from: before, to: after, notification: record),
-                        then: .done((record.outcome == "applied" ? .applied : .recorded, after.customersAffected(since: before)))
-                    )
-                }
+            return applyingToFamilies(families(touchedBy: notification), { $0.apply(notification) }) { before, after in
+                let record = after.notifications[uuid]!
+                return .write(
+                    LedgerChanges(from: before, to: after, notification: record),
+                    then: .done((record.outcome == "applied" ? .applied : .recorded, after.customersAffected(since: before)))
+                )
             }
         }
     }
@@ -187,19 +179,12 @@ public enum LedgerUnitOfWork {
     /// renewal info and status replaces the ledger's only when signed later, so older API data never overwrites newer
     /// ledger data. Returns how many records changed.
     public static func applyingSnapshot(_ snapshot: AppStoreSnapshot) -> LedgerStep<(changed: Int, affected: Set<String>)> {
-        .read(LedgerReads(families: Array(snapshot.families))) { loaded in
-            var before = loaded.ledger
-            var after = before
-            after.apply(snapshot)
-            return .read(LedgerReads(tokens: before.appAccountTokens.union(after.appAccountTokens))) { owners in
-                before.tokenOwners = owners.tokenOwners
-                after.tokenOwners = owners.tokenOwners
-                let changes = LedgerChanges(from: before, to: after)
-                guard !changes.isEmpty else { return .done((0, [])) }
-                return .write(
-                    changes, then: .done((changes.transactions.count + changes.subscriptions.count, after.customersAffected(since: before)))
-                )
-            }
+        applyingToFamilies(Array(snapshot.families), { $0.apply(snapshot) }) { before, after in
+            let changes = LedgerChanges(from: before, to: after)
+            guard !changes.isEmpty else { return .done((0, [])) }
+            return .write(
+                changes, then: .done((changes.transactions.count + changes.subscriptions.count, after.customersAffected(since: before)))
+            )
         }
     }
 
@@ -225,6 +210,24 @@ public enum LedgerUnitOfWork {
                     return .done((.refused(error), []))
                 }
                 return .write(LedgerChanges(from: before, to: ledger), then: .done((.linked, ledger.customersAffected(since: before))))
+            }
+        }
+    }
+
+    /// Loads `families`, applies `change` to them, and reads the owners of both sides' tokens (applying never
+    /// changes a token's owner, only which tokens count); `then` gets the ledger before and after, owners known.
+    static func applyingToFamilies<Result>(
+        _ families: [LedgerKey], _ change: @escaping (inout Ledger) -> Void,
+        then: @escaping (_ before: Ledger, _ after: Ledger) -> LedgerStep<Result>
+    ) -> LedgerStep<Result> {
+        .read(LedgerReads(families: families)) { loaded in
+            var before = loaded.ledger
+            var after = before
+            change(&after)
+            return .read(LedgerReads(tokens: before.appAccountTokens.union(after.appAccountTokens))) { owners in
+                before.tokenOwners = owners.tokenOwners
+                after.tokenOwners = owners.tokenOwners
+                return then(before, after)
             }
         }
     }

@@ -2,7 +2,6 @@ import AppStoreSigning
 import Foundation
 import GRDB
 import StorekeeperCore
-import Synchronization
 
 /// The `jws_headers` table: every distinct JWS protected header the ledger holds, stored once and referred to by its
 /// row ID from the ``StoredJWS`` columns of notifications, transactions and subscriptions (a few rows in all: one per
@@ -10,27 +9,8 @@ import Synchronization
 /// forever and is remembered here; what a write transaction learns is remembered only once it has committed (a rolled
 /// back insert's ID may be given to another header later).
 final class HeaderReferences: Sendable {
-    private let committed = Mutex<(ids: [HeaderText: Int64], texts: [Int64: String])>(([:], [:]))
-
-    /// A header's text as a dictionary key that hashes its length, start and end only (a header is kilobytes of
-    /// base64, and hashing all of it on every write cost more than the rest of the look-up); equality compares it
-    /// whole, so two headers are never confused.
-    struct HeaderText: Hashable {
-        let text: String
-
-        func hash(into hasher: inout Hasher) {
-            let bytes = text.utf8
-            hasher.combine(bytes.count)
-            for byte in bytes.prefix(256) { hasher.combine(byte) }
-            for byte in bytes.suffix(32) { hasher.combine(byte) }
-        }
-    }
-
-    /// What one write transaction learned, remembered for good by ``commit(_:)`` after its commit.
-    final class Memo {
-        var ids: [HeaderText: Int64] = [:]
-        var texts: [Int64: String] = [:]
-    }
+    typealias Memo = JWSHeaderCache.Memo
+    private let cache = JWSHeaderCache()
 
     /// The stored columns of one JWS: the ``StoredJWS`` parts, or the text as it came when it would not be reproduced
     /// from parts, or all `NULL` for no JWS.
@@ -48,8 +28,7 @@ final class HeaderReferences: Sendable {
 
     /// The reference of `text`, inserted when new.
     func reference(_ text: String, _ db: Database, _ memo: Memo) throws -> Int64 {
-        let key = HeaderText(text: text)
-        if let id = committed.withLock({ $0.ids[key] }) ?? memo.ids[key] { return id }
+        if let id = cache.id(of: text, memo) { return id }
         let id: Int64
         if let existing = try Int64.fetchOne(db.cachedStatement(sql: "SELECT id FROM jws_headers WHERE header = ?"), arguments: [text]) {
             id = existing
@@ -57,34 +36,24 @@ final class HeaderReferences: Sendable {
             try db.cachedStatement(sql: "INSERT INTO jws_headers (header) VALUES (?)").execute(arguments: [text])
             id = db.lastInsertedRowID
         }
-        memo.ids[key] = id
-        memo.texts[id] = text
+        cache.learned(id: id, text: text, memo)
         return id
     }
 
     /// The header of `id`; in a write transaction (`memo` given) remembered only after commit, in a read transaction
     /// at once (it reads committed data).
     func text(_ id: Int64, _ db: Database, _ memo: Memo?) throws -> String? {
-        if let text = memo?.texts[id] ?? committed.withLock({ $0.texts[id] }) { return text }
+        if let text = cache.text(of: id, memo) { return text }
         guard let text = try String.fetchOne(db.cachedStatement(sql: "SELECT header FROM jws_headers WHERE id = ?"), arguments: [id]) else {
             return nil
         }
-        if let memo {
-            memo.ids[HeaderText(text: text)] = id
-            memo.texts[id] = text
-        } else {
-            committed.withLock { $0.ids[HeaderText(text: text)] = id; $0.texts[id] = text }
-        }
+        cache.learned(id: id, text: text, memo)
         return text
     }
 
     /// Remembers what a committed write learned.
     func commit(_ memo: Memo) {
-        guard !memo.ids.isEmpty else { return }
-        committed.withLock { cache in
-            cache.ids.merge(memo.ids) { old, _ in old }
-            cache.texts.merge(memo.texts) { old, _ in old }
-        }
+        cache.commit(memo)
     }
 
     /// `jws` in its stored columns (the text itself when it does not split into parts that give it back exactly).
@@ -113,11 +82,7 @@ final class HeaderReferences: Sendable {
     /// The payload bytes as signed (for decoding), from the same columns as ``jws(_:_:_:_:)``; `nil` when none. A
     /// payload without nested headers (a transaction's, a renewal info's) is the stored bytes as they are.
     func payload(_ row: Row, _ prefix: String, _ db: Database, _ memo: Memo?) throws -> Data? {
-        if let raw = row["\(prefix)_raw"] as String? {
-            let parts = raw.split(separator: ".", omittingEmptySubsequences: false)
-            guard parts.count == 3, let payload = try? Base64URL.decode(parts[1].utf8) else { throw StorageError("a stored JWS is not a compact JWS") }
-            return Data(payload)
-        }
+        if let raw = row["\(prefix)_raw"] as String? { return try JWSHeaderCache.payload(ofRaw: raw) }
         guard let stored = row["\(prefix)_payload"] as Data? else { return nil }
         guard stored.contains(StoredJWS.marker) else { return stored }
         guard let parts = storedJWS(row, prefix) else { return nil }
