@@ -189,7 +189,7 @@ struct PostgresInstancesTests {
             for server in servers {
                 let started = ContinuousClock.now
                 var answer = try await Self.entitlements(customer, port: server.port)
-                while answer != truth[customer], ContinuousClock.now - started < .seconds(3) {
+                while answer != truth[customer], ContinuousClock.now - started < .seconds(20) {
                     try await Task.sleep(for: .milliseconds(5))
                     answer = try await Self.entitlements(customer, port: server.port)
                 }
@@ -197,7 +197,9 @@ struct PostgresInstancesTests {
                 #expect(answer == truth[customer], "\(customer) on :\(server.port) still answers \(answer) after a refund")
             }
         }
-        #expect(slowest < .seconds(3), "the slowest instance took \(slowest) to follow a write")
+        // Without the invalidation the cached answers would stay for their 60 s; the bound leaves room for a stalled
+        // machine (the answer normally follows within milliseconds).
+        #expect(slowest < .seconds(20), "the slowest instance took \(slowest) to follow a write")
     }
 }
 

@@ -84,8 +84,8 @@ struct JobLeaseTests {
             try await Task.sleep(for: .milliseconds(20))
         }
         let takeover = try #require(runs.values.first { $0.instance != dead && $0.start > died })
-        // Within the lease and one poll (a third of it), with room for a busy machine.
-        #expect(takeover.start - died < leaseDuration + leaseDuration / 3 + .seconds(2), "took over after \(takeover.start - died)")
+        // Within the lease and one poll (a third of it), with room for a machine stalled for a while.
+        #expect(takeover.start - died < leaseDuration + leaseDuration / 3 + .seconds(10), "took over after \(takeover.start - died)")
         try await Task.sleep(for: .milliseconds(500))
         for task in tasks { task.cancel() }
         for task in tasks { await task.value }
