@@ -1,4 +1,4 @@
-import AppStoreModels
+public import AppStoreModels
 
 extension Ledger {
     /// The customers whose view of the ledger can differ between `before` and this ledger: for every subscription
@@ -63,7 +63,10 @@ extension Ledger {
 
 extension LedgerTransaction {
     /// Its app account token in its app and environment, if it carries one.
-    public var tokenKey: AppAccountTokenKey? {
+    public var tokenKey: AppAccountTokenKey? { Self.tokenKey(of: info) }
+
+    /// A transaction's app account token in its app and environment, if it carries one.
+    public static func tokenKey(of info: TransactionInfo) -> AppAccountTokenKey? {
         guard let token = info.appAccountToken, let environment = info.environment else { return nil }
         return AppAccountTokenKey(bundleId: info.bundleId, environment: environment, token: token)
     }

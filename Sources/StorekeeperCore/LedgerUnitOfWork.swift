@@ -11,17 +11,30 @@ public struct LedgerReads: Sendable {
     public var families: [LedgerKey] = []
     /// App account tokens whose owners to read (a backend with concurrent writers locks them too).
     public var tokens: Set<AppAccountTokenKey> = []
+    /// Families only to lock, not to load (a backend with one writer ignores them): a unit of work that will go on
+    /// to load several families in several steps (a page of recovered notifications) locks them all at once first,
+    /// so that two such units working on the same families in opposite orders wait for each other instead of
+    /// deadlocking.
+    public var locking: [LedgerKey] = []
 
-    public init(claimNotification: String? = nil, families: [LedgerKey] = [], tokens: Set<AppAccountTokenKey> = []) {
+    /// A backend answers in this order: it locks `families`, `locking` and `tokens` (in one sorted order, so that
+    /// two steps can never hold each other's locks), then claims the notification, and only when it is new loads
+    /// the families and reads the tokens' owners. Claiming after locking matters with concurrent writers: a writer
+    /// that has claimed a notification holds its families' locks, so no other writer can wait for the claim while
+    /// holding a lock that writer needs.
+    public init(
+        claimNotification: String? = nil, families: [LedgerKey] = [], tokens: Set<AppAccountTokenKey> = [], locking: [LedgerKey] = []
+    ) {
         self.claimNotification = claimNotification
         self.families = families.sorted()
         self.tokens = tokens
+        self.locking = locking.sorted()
     }
 }
 
 /// The answers to ``LedgerReads``.
 public struct LedgerReadResults: Sendable {
-    /// Whether the notification to claim was already in the ledger.
+    /// Whether the notification to claim was already in the ledger (then nothing else was read).
     public var notificationExists = false
     /// Every transaction, link and subscription record of the families asked for.
     public var ledger = Ledger()
@@ -101,7 +114,10 @@ public protocol LedgerWriteTransaction {
 extension LedgerWriteTransaction {
     public func read(_ reads: LedgerReads) throws -> LedgerReadResults {
         var results = LedgerReadResults()
-        if let uuid = reads.claimNotification { results.notificationExists = try notificationExists(uuid) }
+        if let uuid = reads.claimNotification {
+            results.notificationExists = try notificationExists(uuid)
+            if results.notificationExists { return results }
+        }
         for family in reads.families { try loadFamily(family, into: &results.ledger) }
         if !reads.tokens.isEmpty { results.tokenOwners = try tokenOwners(of: reads.tokens) }
         return results
@@ -148,9 +164,13 @@ public enum LedgerUnitOfWork {
     /// Applies a verified notification and everything it carries, once per `notificationUUID`.
     public static func applying(_ notification: VerifiedNotification) -> LedgerStep<(outcome: ApplyOutcome, affected: Set<String>)> {
         let uuid = notification.payload.notificationUUID
-        return .read(LedgerReads(claimNotification: uuid)) { claimed in
-            if claimed.notificationExists { return .done((.duplicate, [])) }
-            return applyingToFamilies(families(touchedBy: notification), { $0.apply(notification) }) { before, after in
+        // One read: the families' locks, the claim, the families and the owner of the token the notification's
+        // transaction carries (often the only one a write needs, so that no second read is needed).
+        let token = notification.transaction.flatMap { LedgerTransaction.tokenKey(of: $0.payload) }
+        let reads = LedgerReads(claimNotification: uuid, families: families(touchedBy: notification), tokens: token.map { [$0] } ?? [])
+        return .read(reads) { loaded in
+            if loaded.notificationExists { return .done((.duplicate, [])) }
+            return applyingToLoaded(loaded, tokensRead: reads.tokens, { $0.apply(notification) }) { before, after in
                 let record = after.notifications[uuid]!
                 return .write(
                     LedgerChanges(from: before, to: after, notification: record),
@@ -165,7 +185,10 @@ public enum LedgerUnitOfWork {
     public static func applyingRecovered(
         _ notifications: [VerifiedNotification], watermark: RecoveryWatermark?
     ) -> LedgerStep<(outcomes: [ApplyOutcome], affected: Set<String>)> {
-        var step: LedgerStep<(outcomes: [ApplyOutcome], affected: Set<String>)> = .done(([], []))
+        // Every family of the page locked first, at once (see ``LedgerReads/locking``).
+        let families = Set(notifications.flatMap { Self.families(touchedBy: $0) })
+        var step: LedgerStep<(outcomes: [ApplyOutcome], affected: Set<String>)> =
+            families.isEmpty ? .done(([], [])) : .read(LedgerReads(locking: Array(families))) { _ in .done(([], [])) }
         for notification in notifications {
             step = step.flatMap { sofar in
                 applying(notification).flatMap { one in .done((sofar.outcomes + [one.outcome], sofar.affected.union(one.affected))) }
@@ -195,12 +218,15 @@ public enum LedgerUnitOfWork {
     ) -> LedgerStep<(outcome: SubmissionOutcome, affected: Set<String>)> {
         let info = submitted.payload
         guard let environment = info.environment else { return .done((.linked, [])) }
-        return .read(LedgerReads(families: [LedgerKey(environment, info.originalTransactionId)])) { loaded in
+        let submittedToken = LedgerTransaction.tokenKey(of: info)
+        let first = LedgerReads(families: [LedgerKey(environment, info.originalTransactionId)], tokens: submittedToken.map { [$0] } ?? [])
+        return .read(first) { loaded in
             var ledger = loaded.ledger
             var tokens = ledger.appAccountTokens
-            if let token = info.appAccountToken { tokens.insert(AppAccountTokenKey(bundleId: info.bundleId, environment: environment, token: token)) }
-            return .read(LedgerReads(tokens: tokens)) { owners in
-                ledger.tokenOwners = owners.tokenOwners
+            if let submittedToken { tokens.insert(submittedToken) }
+            let missing = tokens.subtracting(first.tokens)
+            let decide = { (owners: [AppAccountTokenKey: String]) -> LedgerStep<(outcome: SubmissionOutcome, affected: Set<String>)> in
+                ledger.tokenOwners = owners
                 if let conflict = ledger.ownershipConflict(linking: info, to: customerId) { return .done((.refused(conflict), [])) }
                 let before = ledger
                 ledger.apply(info, jws: submitted.jws, source: "app")
@@ -211,6 +237,8 @@ public enum LedgerUnitOfWork {
                 }
                 return .write(LedgerChanges(from: before, to: ledger), then: .done((.linked, ledger.customersAffected(since: before))))
             }
+            guard !missing.isEmpty else { return decide(loaded.tokenOwners) }
+            return .read(LedgerReads(tokens: missing)) { owners in decide(loaded.tokenOwners.merging(owners.tokenOwners) { $1 }) }
         }
     }
 
@@ -220,16 +248,28 @@ public enum LedgerUnitOfWork {
         _ families: [LedgerKey], _ change: @escaping (inout Ledger) -> Void,
         then: @escaping (_ before: Ledger, _ after: Ledger) -> LedgerStep<Result>
     ) -> LedgerStep<Result> {
-        .read(LedgerReads(families: families)) { loaded in
-            var before = loaded.ledger
-            var after = before
-            change(&after)
-            return .read(LedgerReads(tokens: before.appAccountTokens.union(after.appAccountTokens))) { owners in
-                before.tokenOwners = owners.tokenOwners
-                after.tokenOwners = owners.tokenOwners
-                return then(before, after)
-            }
+        .read(LedgerReads(families: families)) { loaded in applyingToLoaded(loaded, tokensRead: [], change, then: then) }
+    }
+
+    /// ``applyingToFamilies(_:_:then:)`` once the families are loaded, with the owners of `tokensRead` read too: only
+    /// the other tokens' owners are read.
+    static func applyingToLoaded<Result>(
+        _ loaded: LedgerReadResults, tokensRead: Set<AppAccountTokenKey>, _ change: @escaping (inout Ledger) -> Void,
+        then: @escaping (_ before: Ledger, _ after: Ledger) -> LedgerStep<Result>
+    ) -> LedgerStep<Result> {
+        var before = loaded.ledger
+        var after = before
+        change(&after)
+        let finish = { (owners: [AppAccountTokenKey: String]) -> LedgerStep<Result> in
+            before.tokenOwners = owners
+            after.tokenOwners = owners
+            return then(before, after)
         }
+        let needed = before.appAccountTokens.union(after.appAccountTokens)
+        let missing = needed.subtracting(tokensRead)
+        let known = loaded.tokenOwners.filter { needed.contains($0.key) }
+        guard !missing.isEmpty else { return finish(known) }
+        return .read(LedgerReads(tokens: missing)) { owners in finish(known.merging(owners.tokenOwners) { $1 }) }
     }
 
     // MARK: Run in a synchronous transaction

@@ -77,15 +77,16 @@ final class PostgresChangeListener: Sendable {
         await listening?.value
     }
 
-    /// Announces `customers` to the other instances when the transaction on `connection` commits.
-    func announce(_ customers: Set<String>, on connection: PostgresConnection) async throws {
+    /// The `SELECT` that announces `customers` to the other instances when the transaction that runs it commits
+    /// (sent with the transaction's last writes, ``PendingWrites``).
+    func announcement(_ customers: Set<String>, binding pending: PendingWrites) throws -> String {
         var payload = instance + " "
         if let json = try? JSONEncoder().encode(customers.sorted()), json.count + payload.utf8.count < 7_900 {
             payload += String(decoding: json, as: UTF8.self)
         } else {
             payload += "*"
         }
-        try await connection.execute("SELECT pg_notify(\(channel), \(payload))")
+        return "SELECT pg_notify(\(try pending.bind(channel)), \(try pending.bind(payload)))"
     }
 
     private func received(_ payload: String) {

@@ -25,7 +25,8 @@ extension PostgresLedgerStore: LedgerImporting {
             changes.subscriptions = page.subscriptions
             changes.links = page.links
             changes.tokenOwners = page.tokenOwners
-            try await self.save(connection, transaction.memo, changes)
+            try await self.save(connection, transaction.memo, changes, into: transaction.pending)
+            try await transaction.flush()
             for notification in page.notifications {
                 let payload = try await self.headers.store(notification.signedPayload, connection, transaction.memo)
                 try await connection.execute("""

@@ -5,115 +5,224 @@ import PostgresNIO
 import Logging
 import StorekeeperCore
 
-/// Rows to ledger records. `memo` is the write transaction's (``PostgresHeaders/Memo``), `nil` in reads.
+/// Rows to ledger records, each read one statement: every statement costs a round trip and the server's parse and
+/// plan, which is most of what a write or a read costs here. `memo` is the write transaction's
+/// (``PostgresHeaders/Memo``), `nil` in reads.
+///
+/// The statements return the rows of several tables as one result (`UNION ALL`), in these columns:
+///
+/// | kind | row | env | a | b | c | d | e | n1 | n2 | n3 | h, p, s, r |
+/// |---|---|---|---|---|---|---|---|---|---|---|---|
+/// | 0 | transaction | environment | transaction ID | original ID | product type | token | source | signed date | purchase date | | JWS |
+/// | 1 | subscription | environment | | original ID | bundle ID | status notification | | status | status signed | renewal signed | renewal JWS |
+/// | 2 | customer link | environment | | original ID | customer ID | | | | | | |
+/// | 3 | token owner | environment | token | bundle ID | customer ID | | | | | | |
+/// | 4 | consumables counted | environment | bundle ID | product ID | | | | units | purchases | | |
+///
+/// sorted by kind, then a family's transactions latest first (the order ``Ledger`` reads a subscription in).
 extension PostgresLedgerStore {
-    /// Every transaction of one original transaction ID, its customer link and its subscription record.
-    func loadFamily(_ connection: PostgresConnection, _ memo: PostgresHeaders.Memo?, _ key: LedgerKey, into ledger: inout Ledger) async throws {
-        try await loadFamilies(connection, memo, [key], into: &ledger)
+    typealias FamilyRow = (
+        kind: Int32, env: String, a: String?, b: String?, c: String?, d: String?, e: String?,
+        n1: Int64?, n2: Int64?, n3: Int64?, h: Int64?, p: Data?, s: Data?, r: String?
+    )
+
+    /// The five kinds of rows of `families` (a CTE of `env, id`) and `owners` (a query of token owner rows).
+    private static func rowsSQL(families: String, owners: String, consumables: String?) -> String {
+        """
+        SELECT 0 AS kind, t.environment AS env, t.transaction_id AS a, t.original_transaction_id AS b, t.product_type AS c,
+            t.app_account_token AS d, t.source AS e, t.signed_date AS n1, t.purchase_date AS n2, NULL::int8 AS n3,
+            t.jws_header AS h, t.jws_payload AS p, t.jws_signature AS s, t.jws_raw AS r
+        FROM \(families) f JOIN transactions t ON t.environment = f.env AND t.original_transaction_id = f.id
+        UNION ALL
+        SELECT 1, s.environment, NULL, s.original_transaction_id, s.bundle_id, s.status_notification_uuid, NULL, s.status::int8,
+            s.status_signed_date, s.renewal_signed_date, s.renewal_header, s.renewal_payload, s.renewal_signature, s.renewal_raw
+        FROM \(families) f JOIN subscriptions s ON s.environment = f.env AND s.original_transaction_id = f.id
+        UNION ALL
+        SELECT 2, l.environment, NULL, l.original_transaction_id, l.customer_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+        FROM \(families) f JOIN customer_links l ON l.environment = f.env AND l.original_transaction_id = f.id
+        UNION ALL
+        SELECT 3, o.environment, o.token, o.bundle_id, o.customer_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+        FROM \(owners)
+        \(consumables.map { "UNION ALL\n" + $0 } ?? "")
+        ORDER BY kind, env, b, n2 DESC, a DESC
+        """
     }
 
-    /// Every transaction, customer link and subscription record of these families, in four statements whatever their
-    /// number. With `latestOnly`, an auto-renewable subscription gets only its latest transaction (by purchase date)
-    /// and the tokens of the others (``Ledger/omittedTransactionTokens``), which is all the entitlement engine and the
-    /// customer view use (``LedgerStore/entitlementLedger(for:bundleId:environment:)``); and no raw JWS is rebuilt
-    /// (`signedData` false) when no answer needs it.
-    func loadFamilies(
-        _ connection: PostgresConnection, _ memo: PostgresHeaders.Memo?, _ keys: [LedgerKey], into ledger: inout Ledger,
-        latestOnly: Bool = false, signedData: Bool = true
-    ) async throws {
-        for (environment, group) in Dictionary(grouping: keys, by: \.environment).sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
-            let ids = Array(Set(group.map(\.id))).sorted()
-            typealias Row = (id: String, original: String, type: String, token: String?, signedDate: Int64, source: String, jws: PostgresHeaders.Columns)
-            var rows: [Row] = []
-            for try await (id, original, type, token, signedDate, source, header, payload, signature, raw) in try await connection.run("""
-                SELECT transaction_id, original_transaction_id, product_type, app_account_token, signed_date, source,
-                    jws_header, jws_payload, jws_signature, jws_raw
-                FROM transactions WHERE environment = \(environment.rawValue) AND original_transaction_id = ANY(\(ids))
-                ORDER BY original_transaction_id, purchase_date DESC, transaction_id DESC
-                """).decode((String, String, String, String?, Int64, String, Int64?, Data?, Data?, String?).self) {
-                rows.append((id, original, type, token, signedDate, source, .init(header: header, payload: payload, signature: signature, raw: raw)))
-            }
-            var subscriptions: [(row: LedgerSubscription, renewal: PostgresHeaders.Columns)] = []
-            for try await (original, bundleId, status, statusDate, statusUUID, renewalDate, header, payload, signature, raw) in try await connection.run("""
-                SELECT original_transaction_id, bundle_id, status, status_signed_date, status_notification_uuid, renewal_signed_date,
-                    renewal_header, renewal_payload, renewal_signature, renewal_raw
-                FROM subscriptions WHERE environment = \(environment.rawValue) AND original_transaction_id = ANY(\(ids))
-                """).decode((String, String, Int?, Int64?, String?, Int64?, Int64?, Data?, Data?, String?).self) {
-                var record = LedgerSubscription(key: LedgerKey(environment, original), bundleId: bundleId)
-                record.status = status.map(SubscriptionStatus.init(rawValue:))
-                record.statusSignedDate = statusDate.map(Date.init(epochMilliseconds:))
-                record.statusNotificationUUID = statusUUID
-                record.renewalSignedDate = renewalDate.map(Date.init(epochMilliseconds:))
-                subscriptions.append((record, .init(header: header, payload: payload, signature: signature, raw: raw)))
-            }
-            for try await (original, customer) in try await connection.run("""
-                SELECT original_transaction_id, customer_id FROM customer_links
-                WHERE environment = \(environment.rawValue) AND original_transaction_id = ANY(\(ids))
-                """).decode((String, String).self) { ledger.explicitLinks[LedgerKey(environment, original)] = customer }
+    /// Families and token owners named by the binds: `$1`/`$2` the families' environments and original IDs,
+    /// `$3`/`$4`/`$5` the tokens' apps, environments and tokens.
+    static let familiesSQL = """
+        WITH families AS (SELECT * FROM unnest($1::text[], $2::text[]) AS f(env, id))
+        """ + "\n" + rowsSQL(
+            families: "families",
+            owners: "unnest($3::text[], $4::text[], $5::text[]) AS k(bundle, env, token) JOIN token_owners o ON o.bundle_id = k.bundle AND o.environment = k.env AND o.token = k.token",
+            consumables: nil
+        )
 
-            // Rows come latest first within each family: a subscription's first row is the one that decides.
-            var kept: [Row] = []
-            var latestOfFamily: [String: Bool] = [:]
-            for row in rows {
-                if latestOnly, let isSubscription = latestOfFamily[row.original] {
+    /// Customer `$1`'s tokens in app `$2` and environment `$3`, and every family linked to them or carrying one of
+    /// those tokens. With `countingConsumables`, as SQLite does (``LedgerStore/entitlementLedger(for:bundleId:environment:)``):
+    /// the consumables linked to them are counted (kind 4), not loaded, and not loaded again through a token.
+    static func customerSQL(countingConsumables: Bool) -> String {
+        let linked = countingConsumables ? """
+            linked AS (
+                SELECT l.original_transaction_id AS id, EXISTS (
+                    SELECT 1 FROM transactions t WHERE t.environment = l.environment
+                        AND t.original_transaction_id = l.original_transaction_id AND t.product_type = 'Consumable'
+                ) AS consumable
+                FROM customer_links l WHERE l.customer_id = $1 AND l.environment = $3
+            ),
+            families AS (
+                SELECT $3::text AS env, id FROM linked WHERE NOT consumable
+                UNION
+                SELECT $3::text, t.original_transaction_id FROM owned o JOIN transactions t ON t.app_account_token = o.token AND t.environment = $3
+                WHERE NOT (t.product_type = 'Consumable' AND EXISTS (SELECT 1 FROM linked k WHERE k.consumable AND k.id = t.original_transaction_id))
+            )
+            """ : """
+            families AS (
+                SELECT $3::text AS env, original_transaction_id AS id FROM customer_links WHERE customer_id = $1 AND environment = $3
+                UNION
+                SELECT $3::text, t.original_transaction_id FROM owned o JOIN transactions t ON t.app_account_token = o.token AND t.environment = $3
+            )
+            """
+        let consumables = countingConsumables ? """
+            SELECT 4, $3::text, t.bundle_id, t.product_id, NULL, NULL, NULL, SUM(CASE WHEN t.revoked THEN 0 ELSE t.quantity END),
+                COUNT(*), NULL, NULL, NULL, NULL, NULL
+            FROM linked k JOIN transactions t ON t.environment = $3 AND t.original_transaction_id = k.id
+            WHERE k.consumable AND t.product_type = 'Consumable'
+            GROUP BY t.bundle_id, t.product_id
+            """ : nil
+        return """
+            WITH owned AS (
+                SELECT token FROM token_owners WHERE customer_id = $1::text AND bundle_id = $2::text AND environment = $3::text
+            ),
+            \(linked)
+            """ + "\n" + rowsSQL(
+                families: "families",
+                owners: "(SELECT $3::text AS environment, token, $2::text AS bundle_id, $1::text AS customer_id FROM owned) o",
+                consumables: consumables
+            )
+    }
+
+    static let customerLedgerSQL = customerSQL(countingConsumables: false)
+    static let entitlementLedgerSQL = customerSQL(countingConsumables: true)
+
+    /// Every transaction, customer link and subscription record of `keys`, and the owners of `tokens`, in one
+    /// statement (and one more for headers not yet known).
+    func loadFamilies(
+        _ connection: PostgresConnection, _ memo: PostgresHeaders.Memo?, _ keys: [LedgerKey], tokens: Set<AppAccountTokenKey> = [],
+        into ledger: inout Ledger
+    ) async throws {
+        guard !keys.isEmpty || !tokens.isEmpty else { return }
+        let tokens = tokens.sorted()
+        var binds = PostgresBindings(capacity: 5)
+        binds.append(keys.map(\.environment.rawValue))
+        binds.append(keys.map(\.id))
+        binds.append(tokens.map(\.bundleId))
+        binds.append(tokens.map(\.environment.rawValue))
+        binds.append(tokens.map(\.token.description))
+        try await load(connection, memo, PostgresQuery(unsafeSQL: Self.familiesSQL, binds: binds), into: &ledger)
+    }
+
+    /// A customer's ledger in one app and environment, in one statement (see ``customerSQL(countingConsumables:)``):
+    /// one statement reads one committed state, so no transaction is needed for a consistent answer.
+    func loadCustomer(
+        _ connection: PostgresConnection, _ customerId: String, _ bundleId: String, _ environment: AppStoreEnvironment,
+        entitlementsOnly: Bool, into ledger: inout Ledger
+    ) async throws {
+        var binds = PostgresBindings(capacity: 3)
+        binds.append(customerId)
+        binds.append(bundleId)
+        binds.append(environment.rawValue)
+        let sql = entitlementsOnly ? Self.entitlementLedgerSQL : Self.customerLedgerSQL
+        try await load(
+            connection, nil, PostgresQuery(unsafeSQL: sql, binds: binds), into: &ledger,
+            latestOnly: entitlementsOnly, signedData: !entitlementsOnly, consumablesOf: entitlementsOnly ? customerId : nil
+        )
+    }
+
+    /// Runs a statement returning ``FamilyRow``s and puts them in `ledger`. With `latestOnly`, an auto-renewable
+    /// subscription gets only its latest transaction (by purchase date) and the tokens of the others
+    /// (``Ledger/omittedTransactionTokens``), which is all the entitlement engine and the customer view use; and no
+    /// raw JWS is rebuilt (`signedData` false) when no answer needs it.
+    private func load(
+        _ connection: PostgresConnection, _ memo: PostgresHeaders.Memo?, _ query: PostgresQuery, into ledger: inout Ledger,
+        latestOnly: Bool = false, signedData: Bool = true, consumablesOf customer: String? = nil
+    ) async throws {
+        var transactions: [FamilyRow] = []
+        var subscriptions: [(row: LedgerSubscription, renewal: PostgresHeaders.Columns)] = []
+        var latestOfFamily: [LedgerKey: Bool] = [:]
+        let rows = try await connection.run(query).decode(
+            (Int32, String, String?, String?, String?, String?, String?, Int64?, Int64?, Int64?, Int64?, Data?, Data?, String?).self
+        )
+        for try await row in rows {
+            let row = row as FamilyRow
+            let environment = AppStoreEnvironment(rawValue: row.env)
+            switch row.kind {
+            case 0:
+                guard let original = row.b else { continue }
+                let key = LedgerKey(environment, original)
+                // Rows come latest first within each family: a subscription's first row is the one that decides.
+                if latestOnly, let isSubscription = latestOfFamily[key] {
                     if isSubscription {
-                        if let token = row.token.flatMap(LowercaseUUID.init(uuidString:)) {
-                            ledger.omittedTransactionTokens[LedgerKey(environment, row.original), default: []].insert(token)
-                        }
+                        if let token = row.d.flatMap(LowercaseUUID.init(uuidString:)) { ledger.omittedTransactionTokens[key, default: []].insert(token) }
                         continue
                     }
                 } else {
-                    latestOfFamily[row.original] = row.type == ProductType.autoRenewable.rawValue
+                    latestOfFamily[key] = row.c == ProductType.autoRenewable.rawValue
                 }
-                kept.append(row)
+                transactions.append(row)
+            case 1:
+                guard let original = row.b, let bundleId = row.c else { continue }
+                var record = LedgerSubscription(key: LedgerKey(environment, original), bundleId: bundleId)
+                record.status = row.n1.map { SubscriptionStatus(rawValue: Int($0)) }
+                record.statusSignedDate = row.n2.map(Date.init(epochMilliseconds:))
+                record.statusNotificationUUID = row.d
+                record.renewalSignedDate = row.n3.map(Date.init(epochMilliseconds:))
+                subscriptions.append((record, .init(header: row.h, payload: row.p, signature: row.s, raw: row.r)))
+            case 2:
+                if let original = row.b, let customer = row.c { ledger.explicitLinks[LedgerKey(environment, original)] = customer }
+            case 3:
+                if let token = row.a.flatMap(LowercaseUUID.init(uuidString:)), let bundleId = row.b, let customer = row.c {
+                    ledger.tokenOwners[AppAccountTokenKey(bundleId: bundleId, environment: environment, token: token)] = customer
+                }
+            case 4:
+                if let customer, let bundleId = row.a, let productId = row.b, let units = row.n1, let purchases = row.n2 {
+                    let key = ConsumableTotalKey(customerId: customer, environment: environment, bundleId: bundleId, productId: productId)
+                    ledger.consumableTotals[key] = ConsumableTotal(units: Int(units), purchases: Int(purchases))
+                }
+            default:
+                throw StorageError("a row of an unknown kind \(row.kind)")
             }
-            var references = Set<Int64>()
-            for row in kept { references.formUnion(headers.references(row.jws)) }
-            for subscription in subscriptions { references.formUnion(headers.references(subscription.renewal)) }
-            try await headers.load(references, connection, memo)
+        }
+        var references = Set<Int64>()
+        for row in transactions { references.formUnion(headers.references(Self.columns(row))) }
+        for subscription in subscriptions { references.formUnion(headers.references(subscription.renewal)) }
+        try await headers.load(references, connection, memo)
 
-            let decoder = AppStoreJSON.makeDecoder()
-            for row in kept {
-                guard let payload = try headers.payload(row.jws, memo), let jws = signedData ? try headers.jws(row.jws, memo) : "" else {
-                    throw StorageError("transaction \(row.id) has no stored JWS")
-                }
-                ledger.transactions[LedgerKey(environment, row.id)] = LedgerTransaction(
-                    info: try decoder.decode(TransactionInfo.self, from: payload),
-                    signedDate: Date(epochMilliseconds: row.signedDate), source: row.source, jws: jws
-                )
+        let decoder = AppStoreJSON.makeDecoder()
+        for row in transactions {
+            guard let id = row.a, let signedDate = row.n1, let source = row.e else { continue }
+            let columns = Self.columns(row)
+            let environment = AppStoreEnvironment(rawValue: row.env)
+            guard let payload = try headers.payload(columns, memo), let jws = signedData ? try headers.jws(columns, memo) : "" else {
+                throw StorageError("transaction \(id) has no stored JWS")
             }
-            for subscription in subscriptions {
-                var record = subscription.row
-                if let payload = try headers.payload(subscription.renewal, memo) {
-                    record.renewalInfo = try decoder.decode(RenewalInfo.self, from: payload)
-                    if signedData { record.renewalJWS = try headers.jws(subscription.renewal, memo) }
-                }
-                ledger.subscriptions[record.key] = record
+            ledger.transactions[LedgerKey(environment, id)] = LedgerTransaction(
+                info: try decoder.decode(TransactionInfo.self, from: payload),
+                signedDate: Date(epochMilliseconds: signedDate), source: source, jws: jws
+            )
+        }
+        for subscription in subscriptions {
+            var record = subscription.row
+            if let payload = try headers.payload(subscription.renewal, memo) {
+                record.renewalInfo = try decoder.decode(RenewalInfo.self, from: payload)
+                if signedData { record.renewalJWS = try headers.jws(subscription.renewal, memo) }
             }
+            ledger.subscriptions[record.key] = record
         }
     }
 
-    /// A customer's app account tokens in one app and environment (into `ledger`), and the original transaction IDs
-    /// of everything linked to them or carrying one of those tokens, in two statements.
-    func customerFamilies(
-        _ connection: PostgresConnection, _ customerId: String, _ bundleId: String, _ environment: AppStoreEnvironment, into ledger: inout Ledger
-    ) async throws -> (linked: Set<String>, byToken: Set<String>) {
-        var byToken = Set<String>()
-        for try await (token, original) in try await connection.run("""
-            SELECT o.token, t.original_transaction_id FROM token_owners o
-            LEFT JOIN transactions t ON t.app_account_token = o.token AND t.environment = o.environment
-            WHERE o.customer_id = \(customerId) AND o.bundle_id = \(bundleId) AND o.environment = \(environment.rawValue)
-            """).decode((String, String?).self) {
-            if let uuid = LowercaseUUID(uuidString: token) {
-                ledger.tokenOwners[AppAccountTokenKey(bundleId: bundleId, environment: environment, token: uuid)] = customerId
-            }
-            if let original { byToken.insert(original) }
-        }
-        var linked = Set<String>()
-        for try await original in try await connection.run("""
-            SELECT original_transaction_id FROM customer_links WHERE customer_id = \(customerId) AND environment = \(environment.rawValue)
-            """).decode(String.self) { linked.insert(original) }
-        return (linked, byToken)
+    private static func columns(_ row: FamilyRow) -> PostgresHeaders.Columns {
+        PostgresHeaders.Columns(header: row.h, payload: row.p, signature: row.s, raw: row.r)
     }
 }
 

@@ -4,6 +4,7 @@ public import Foundation
 public import Logging
 import PostgresNIO
 public import StorekeeperCore
+import Synchronization
 
 /// The ledger on PostgreSQL, for several `storekeeper serve` instances sharing one database (postgres-nio, no ORM).
 ///
@@ -32,6 +33,10 @@ public final class PostgresLedgerStore: LedgerStore {
     let unsafeFaultInjection: (@Sendable (String) throws -> Void)?
     /// The channel on which instances announce their commits.
     static let channel = "storekeeper_ledger_changes"
+    private let retries = Mutex<Int>(0)
+    /// How many times a write was run again after a transient failure (a deadlock, a serialization failure, a lost
+    /// connection), since this store was opened.
+    public var writesRetried: Int { retries.withLock { $0 } }
 
     private init(
         client: PostgresClient, clientTask: Task<Void, Never>, listener: PostgresChangeListener, changes: LedgerChangeFeed,
@@ -187,8 +192,10 @@ public final class PostgresLedgerStore: LedgerStore {
             let memo = PostgresHeaders.Memo()
             do {
                 let (result, affected) = try await client.withTransaction(logger: logger) { connection in
-                    let (result, affected) = try await body(PostgresWriteTransaction(store: self, connection: connection, memo: memo))
-                    if !affected.isEmpty { try await self.listener.announce(affected, on: connection) }
+                    let transaction = PostgresWriteTransaction(store: self, connection: connection, memo: memo)
+                    let (result, affected) = try await body(transaction)
+                    // The last writes and the announcement, in one statement.
+                    try await transaction.flush(final: affected.isEmpty ? nil : try self.listener.announcement(affected, binding: transaction.pending))
                     return (result, affected)
                 }
                 headers.commit(memo)
@@ -200,6 +207,7 @@ public final class PostgresLedgerStore: LedgerStore {
                 guard attempt < maximumAttempts, Self.isTransient(cause) else {
                     throw StorageError("write failed: \(Self.describe(cause))", underlying: error)
                 }
+                retries.withLock { $0 += 1 }
                 logger.debug("write retried after a transient failure", metadata: ["error": .string(Self.describe(cause)), "attempt": .stringConvertible(attempt)])
                 // A little random backoff, growing, so that writers that collided do not collide again.
                 try? await Task.sleep(for: .milliseconds(Int.random(in: 1...(5 << min(attempt, 6)))))
@@ -247,27 +255,23 @@ public final class PostgresLedgerStore: LedgerStore {
     }
 
     public func ledger(for customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger {
-        try await read(snapshot: true) { connection in
+        try await read { connection in
             var ledger = Ledger()
-            let (linked, byToken) = try await self.customerFamilies(connection, customerId, bundleId, environment, into: &ledger)
-            try await self.loadFamilies(connection, nil, linked.union(byToken).map { LedgerKey(environment, $0) }, into: &ledger)
+            try await self.loadCustomer(connection, customerId, bundleId, environment, entitlementsOnly: false, into: &ledger)
             return ledger
         }
     }
 
     public func entitlementLedger(for customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger {
-        try await read(snapshot: true) { connection in
+        try await read { connection in
             var ledger = Ledger()
-            let (linked, byToken) = try await self.customerFamilies(connection, customerId, bundleId, environment, into: &ledger)
-            try await self.loadFamilies(
-                connection, nil, linked.union(byToken).map { LedgerKey(environment, $0) }, into: &ledger, latestOnly: true, signedData: false
-            )
+            try await self.loadCustomer(connection, customerId, bundleId, environment, entitlementsOnly: true, into: &ledger)
             return ledger
         }
     }
 
     public func ledger(families: [LedgerKey]) async throws(StorageError) -> Ledger {
-        try await read(snapshot: true) { connection in
+        try await read { connection in
             var ledger = Ledger()
             try await self.loadFamilies(connection, nil, families, into: &ledger)
             return ledger
@@ -373,16 +377,11 @@ public final class PostgresLedgerStore: LedgerStore {
         }
     }
 
-    /// Runs `body` on a pooled connection: each statement sees what was committed when it began or, with `snapshot`,
-    /// every statement sees the same committed state (a read-only `REPEATABLE READ` transaction), so that a read of
-    /// several rows never mixes two sides of another instance's commit.
-    func read<T: Sendable>(snapshot: Bool = false, _ body: @escaping (PostgresConnection) async throws -> T) async throws(StorageError) -> T {
+    /// Runs `body` on a pooled connection, outside any transaction: each statement sees what was committed when it
+    /// began, which is why every read that must be consistent is one statement (``loadCustomer``, ``loadFamilies``).
+    func read<T: Sendable>(_ body: @escaping (PostgresConnection) async throws -> T) async throws(StorageError) -> T {
         do {
-            guard snapshot else { return try await client.withConnection { connection in try await body(connection) } }
-            return try await client.withTransaction(logger: logger) { connection in
-                try await connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                return try await body(connection)
-            }
+            return try await client.withConnection { connection in try await body(connection) }
         } catch let error as StorageError {
             throw error
         } catch {
