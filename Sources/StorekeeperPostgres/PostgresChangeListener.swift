@@ -77,16 +77,16 @@ final class PostgresChangeListener: Sendable {
         await listening?.value
     }
 
-    /// The `SELECT` that announces `customers` to the other instances when the transaction that runs it commits
-    /// (sent with the transaction's last writes, ``PendingWrites``).
-    func announcement(_ customers: Set<String>, binding pending: PendingWrites) throws -> String {
+    /// The payload that announces `customers` to the other instances (sent by the transaction's last statement,
+    /// ``WriteStatement``, and delivered when it commits).
+    func announcement(_ customers: Set<String>) -> String {
         var payload = instance + " "
         if let json = try? JSONEncoder().encode(customers.sorted()), json.count + payload.utf8.count < 7_900 {
             payload += String(decoding: json, as: UTF8.self)
         } else {
             payload += "*"
         }
-        return "SELECT pg_notify(\(try pending.bind(channel)), \(try pending.bind(payload)))"
+        return payload
     }
 
     private func received(_ payload: String) {

@@ -102,8 +102,20 @@ extension PostgresLedgerStore {
             )
     }
 
-    static let customerLedgerSQL = customerSQL(countingConsumables: false)
-    static let entitlementLedgerSQL = customerSQL(countingConsumables: true)
+    enum FamilyRowsStatement: PreparedStatementText {
+        static let name = "storekeeper_family_rows_v1"
+        static let sql = familiesSQL
+    }
+
+    enum CustomerRowsStatement: PreparedStatementText {
+        static let name = "storekeeper_customer_rows_v1"
+        static let sql = customerSQL(countingConsumables: false)
+    }
+
+    enum EntitlementRowsStatement: PreparedStatementText {
+        static let name = "storekeeper_entitlement_rows_v1"
+        static let sql = customerSQL(countingConsumables: true)
+    }
 
     /// Every transaction, customer link and subscription record of `keys`, and the owners of `tokens`, in one
     /// statement (and one more for headers not yet known).
@@ -119,7 +131,7 @@ extension PostgresLedgerStore {
         binds.append(tokens.map(\.bundleId))
         binds.append(tokens.map(\.environment.rawValue))
         binds.append(tokens.map(\.token.description))
-        try await load(connection, memo, PostgresQuery(unsafeSQL: Self.familiesSQL, binds: binds), into: &ledger)
+        try await load(connection, memo, try await connection.run(FamilyRowsStatement.self, binds), into: &ledger)
     }
 
     /// A customer's ledger in one app and environment, in one statement (see ``customerSQL(countingConsumables:)``):
@@ -132,9 +144,10 @@ extension PostgresLedgerStore {
         binds.append(customerId)
         binds.append(bundleId)
         binds.append(environment.rawValue)
-        let sql = entitlementsOnly ? Self.entitlementLedgerSQL : Self.customerLedgerSQL
+        let rows = entitlementsOnly
+            ? try await connection.run(EntitlementRowsStatement.self, binds) : try await connection.run(CustomerRowsStatement.self, binds)
         try await load(
-            connection, nil, PostgresQuery(unsafeSQL: sql, binds: binds), into: &ledger,
+            connection, nil, rows, into: &ledger,
             latestOnly: entitlementsOnly, signedData: !entitlementsOnly, consumablesOf: entitlementsOnly ? customerId : nil
         )
     }
@@ -144,17 +157,17 @@ extension PostgresLedgerStore {
     /// (``Ledger/omittedTransactionTokens``), which is all the entitlement engine and the customer view use; and no
     /// raw JWS is rebuilt (`signedData` false) when no answer needs it.
     private func load(
-        _ connection: PostgresConnection, _ memo: PostgresHeaders.Memo?, _ query: PostgresQuery, into ledger: inout Ledger,
+        _ connection: PostgresConnection, _ memo: PostgresHeaders.Memo?, _ rows: AsyncThrowingMapSequence<PostgresRowSequence, PostgresRow>,
+        into ledger: inout Ledger,
         latestOnly: Bool = false, signedData: Bool = true, consumablesOf customer: String? = nil
     ) async throws {
         var transactions: [FamilyRow] = []
         var subscriptions: [(row: LedgerSubscription, renewal: PostgresHeaders.Columns)] = []
         var latestOfFamily: [LedgerKey: Bool] = [:]
-        let rows = try await connection.run(query).decode(
-            (Int32, String, String?, String?, String?, String?, String?, Int64?, Int64?, Int64?, Int64?, Data?, Data?, String?).self
-        )
-        for try await row in rows {
-            let row = row as FamilyRow
+        for try await raw in rows {
+            let row = try raw.decode(
+                (Int32, String, String?, String?, String?, String?, String?, Int64?, Int64?, Int64?, Int64?, Data?, Data?, String?).self
+            ) as FamilyRow
             let environment = AppStoreEnvironment(rawValue: row.env)
             switch row.kind {
             case 0:

@@ -195,7 +195,7 @@ public final class PostgresLedgerStore: LedgerStore {
                     let transaction = PostgresWriteTransaction(store: self, connection: connection, memo: memo)
                     let (result, affected) = try await body(transaction)
                     // The last writes and the announcement, in one statement.
-                    try await transaction.flush(final: affected.isEmpty ? nil : try self.listener.announcement(affected, binding: transaction.pending))
+                    try await transaction.flush(announcing: affected.isEmpty ? nil : self.listener.announcement(affected))
                     return (result, affected)
                 }
                 headers.commit(memo)

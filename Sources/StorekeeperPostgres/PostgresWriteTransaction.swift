@@ -49,30 +49,19 @@ struct PostgresWriteTransaction: AsyncLedgerWriteTransaction {
             binds.append(uuid)
             binds.append(Date().epochMilliseconds)
             var claimed = false
-            for try await _ in try await connection.run(PostgresQuery(unsafeSQL: """
-                WITH locks AS MATERIALIZED (\(Self.lockSQL(1)))
-                INSERT INTO notifications (uuid, type, outcome, received_at)
-                SELECT $2, '', 'claimed', $3 FROM (SELECT count(*) FROM locks) AS held
-                ON CONFLICT (uuid) DO NOTHING RETURNING 1
-                """, binds: binds)).decode(Int.self) { claimed = true }
+            for try await _ in try await connection.run(LockAndClaimStatement.self, binds) { claimed = true }
             guard claimed else {
                 results.notificationExists = true
                 return results
             }
         } else if !keys.isEmpty {
-            try await connection.execute(PostgresQuery(unsafeSQL: Self.lockSQL(1), binds: binds))
+            for try await _ in try await connection.run(LockStatement.self, binds) {}
         }
         guard !reads.families.isEmpty || !reads.tokens.isEmpty else { return results }
         try await store.loadFamilies(connection, memo, reads.families, tokens: reads.tokens, into: &results.ledger)
         results.tokenOwners = results.ledger.tokenOwners
         results.ledger.tokenOwners = [:]
         return results
-    }
-
-    /// Takes the transaction-level advisory locks of the keys in bind `$n` (a text array), in ascending order of
-    /// their 64-bit hashes.
-    static func lockSQL(_ n: Int) -> String {
-        "SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtextextended(k, 0) AS h FROM unnest($\(n)::text[]) AS k) AS keys ORDER BY h"
     }
 
     func write(_ changes: LedgerChanges) async throws {
@@ -83,49 +72,127 @@ struct PostgresWriteTransaction: AsyncLedgerWriteTransaction {
     }
 
     func setRecoveryWatermark(_ watermark: RecoveryWatermark) async throws {
-        try pending.add("""
-            INSERT INTO recovery_watermarks (bundle_id, environment, watermark)
-            VALUES (\(pending.bind(watermark.app.bundleId)), \(pending.bind(watermark.app.environment.rawValue)),
-                \(pending.bind(watermark.date.epochMilliseconds)))
-            ON CONFLICT (bundle_id, environment) DO UPDATE SET watermark = excluded.watermark
-            """)
+        let app = watermark.app
+        pending.watermarks["\(app.bundleId) \(app.environment.rawValue)"] = (app.bundleId, app.environment.rawValue, watermark.date.epochMilliseconds)
         try store.unsafeFaultInjection?("after-watermark")
     }
 
-    /// Sends the pending writes, as one statement, ending with `final` (a `SELECT`) when given.
-    func flush(final: String? = nil) async throws {
-        guard let query = pending.take(final: final) else { return }
-        try await connection.execute(query)
+    /// Sends the pending writes and `announcement` (to the other instances), as one statement.
+    func flush(announcing announcement: String? = nil) async throws {
+        guard let binds = try pending.take(announcing: announcement) else { return }
+        for try await _ in try await connection.run(WriteStatement.self, binds) {}
     }
 }
 
-/// Writes not sent yet: each a data-modifying statement, sent together as the CTEs of one statement.
+/// Writes not sent yet, by table and key (a later write of a key replaces an earlier one, as it would have in
+/// order), sent as one ``WriteStatement``.
 final class PendingWrites {
-    private var statements: [String] = []
-    private var binds = PostgresBindings()
-
-    var bindCount: Int { binds.count }
-
-    /// A placeholder for `value`, bound when the writes are sent.
-    func bind<Value: PostgresThrowingDynamicTypeEncodable>(_ value: Value?) throws -> String {
-        if let value { try binds.append(value) } else { binds.appendNull() }
-        return "$\(binds.count)"
+    struct TransactionRow {
+        var environment, id, original, productId: String
+        var token: String?
+        var signedDate: Int64
+        var source: String
+        var purchaseDate: Int64
+        var type, bundleId: String
+        var quantity: Int32
+        var revoked: Bool
+        var jws: PostgresHeaders.Columns
+    }
+    struct SubscriptionRow {
+        var environment, original, bundleId: String
+        var status: Int32?
+        var statusSignedDate: Int64?
+        var statusNotificationUUID: String?
+        var renewalSignedDate: Int64?
+        var renewal: PostgresHeaders.Columns
+    }
+    struct NotificationRow {
+        var uuid, type: String
+        var subtype: String?
+        var signedDate: Int64?
+        var environment: String?
+        var outcome: String
+        var receivedAt: Int64
+        var jws: PostgresHeaders.Columns
     }
 
-    func add(_ statement: String) {
-        statements.append(statement)
+    var transactions: [String: TransactionRow] = [:]
+    var subscriptions: [String: SubscriptionRow] = [:]
+    var links: [String: (environment: String, original: String, customer: String)] = [:]
+    var tokenOwners: [String: (bundleId: String, environment: String, token: String, customer: String)] = [:]
+    var notifications: [String: NotificationRow] = [:]
+    var watermarks: [String: (bundleId: String, environment: String, watermark: Int64)] = [:]
+
+    var isEmpty: Bool {
+        transactions.isEmpty && subscriptions.isEmpty && links.isEmpty && tokenOwners.isEmpty && notifications.isEmpty && watermarks.isEmpty
     }
 
-    /// The statement that makes every pending write and then runs `final` (its `SELECT …` may use binds made with
-    /// ``bind(_:)`` too), or `nil` when there is nothing to send; empties the list.
-    func take(final: String?) -> PostgresQuery? {
-        guard !statements.isEmpty || final != nil else { return nil }
-        let ctes = statements.enumerated().map { "w\($0.offset) AS (\($0.element))" }
-        let sql = (ctes.isEmpty ? "" : "WITH " + ctes.joined(separator: ",\n") + "\n") + (final ?? "SELECT 1")
-        let query = PostgresQuery(unsafeSQL: sql, binds: binds)
-        statements = []
-        binds = PostgresBindings()
-        return query
+    /// The binds of ``WriteStatement`` for every pending write and `announcement` (to the other instances), or `nil`
+    /// when there is nothing to send; empties the lists.
+    func take(announcing announcement: String? = nil) throws -> PostgresBindings? {
+        guard !isEmpty || announcement != nil else { return nil }
+        var binds = PostgresBindings(capacity: 50)
+        let t = transactions.sorted { $0.key < $1.key }.map(\.value)
+        try binds.appendColumn(t) { $0.environment }
+        try binds.appendColumn(t) { $0.id }
+        try binds.appendColumn(t) { $0.original }
+        try binds.appendColumn(t) { $0.productId }
+        try binds.appendColumn(t) { $0.token }
+        try binds.appendColumn(t) { $0.signedDate }
+        try binds.appendColumn(t) { $0.source }
+        try binds.appendColumn(t) { $0.purchaseDate }
+        try binds.appendColumn(t) { $0.type }
+        try binds.appendColumn(t) { $0.bundleId }
+        try binds.appendColumn(t) { $0.quantity }
+        try binds.appendColumn(t) { $0.revoked }
+        try Self.appendJWS(t.map(\.jws), to: &binds)
+        let s = subscriptions.sorted { $0.key < $1.key }.map(\.value)
+        try binds.appendColumn(s) { $0.environment }
+        try binds.appendColumn(s) { $0.original }
+        try binds.appendColumn(s) { $0.bundleId }
+        try binds.appendColumn(s) { $0.status }
+        try binds.appendColumn(s) { $0.statusSignedDate }
+        try binds.appendColumn(s) { $0.statusNotificationUUID }
+        try binds.appendColumn(s) { $0.renewalSignedDate }
+        try Self.appendJWS(s.map(\.renewal), to: &binds)
+        let l = links.sorted { $0.key < $1.key }.map(\.value)
+        try binds.appendColumn(l) { $0.environment }
+        try binds.appendColumn(l) { $0.original }
+        try binds.appendColumn(l) { $0.customer }
+        let o = tokenOwners.sorted { $0.key < $1.key }.map(\.value)
+        try binds.appendColumn(o) { $0.bundleId }
+        try binds.appendColumn(o) { $0.environment }
+        try binds.appendColumn(o) { $0.token }
+        try binds.appendColumn(o) { $0.customer }
+        let n = notifications.sorted { $0.key < $1.key }.map(\.value)
+        try binds.appendColumn(n) { $0.uuid }
+        try binds.appendColumn(n) { $0.type }
+        try binds.appendColumn(n) { $0.subtype }
+        try binds.appendColumn(n) { $0.signedDate }
+        try binds.appendColumn(n) { $0.environment }
+        try binds.appendColumn(n) { $0.outcome }
+        try binds.appendColumn(n) { $0.receivedAt }
+        try Self.appendJWS(n.map(\.jws), to: &binds)
+        let w = watermarks.sorted { $0.key < $1.key }.map(\.value)
+        try binds.appendColumn(w) { $0.bundleId }
+        try binds.appendColumn(w) { $0.environment }
+        try binds.appendColumn(w) { $0.watermark }
+        binds.append(PostgresLedgerStore.channel)
+        binds.append(announcement)
+        transactions = [:]
+        subscriptions = [:]
+        links = [:]
+        tokenOwners = [:]
+        notifications = [:]
+        watermarks = [:]
+        return binds
+    }
+
+    private static func appendJWS(_ columns: [PostgresHeaders.Columns], to binds: inout PostgresBindings) throws {
+        try binds.appendColumn(columns) { $0.header }
+        try binds.appendColumn(columns) { $0.payload.map { ByteBuffer(bytes: $0) } }
+        try binds.appendColumn(columns) { $0.signature.map { ByteBuffer(bytes: $0) } }
+        try binds.appendColumn(columns) { $0.raw }
     }
 }
 
@@ -133,89 +200,40 @@ extension PostgresLedgerStore {
     /// Adds to `pending` the writes of what a unit of work changed, and of the notification received (completing its
     /// claimed row). Headers not yet stored are inserted now (their IDs go in the rows).
     func save(_ connection: PostgresConnection, _ memo: PostgresHeaders.Memo, _ changes: LedgerChanges, into pending: PendingWrites) async throws {
-        // PostgreSQL takes at most 65,535 binds in a statement: a long list (a copied ledger's page) goes in several.
-        func sendIfLong() async throws {
-            if pending.bindCount > 30_000, let query = pending.take(final: nil) { try await connection.execute(query) }
-        }
         for transaction in changes.transactions {
             guard let environment = transaction.info.environment else { continue }
-            let jws = try await headers.store(transaction.jws, connection, memo)
             let info = transaction.info
-            let p = pending
-            pending.add("""
-                INSERT INTO transactions (environment, transaction_id, original_transaction_id, product_id,
-                    app_account_token, signed_date, source, purchase_date, product_type, bundle_id, quantity, revoked,
-                    jws_header, jws_payload, jws_signature, jws_raw)
-                VALUES (\(try p.bind(environment.rawValue)), \(try p.bind(info.transactionId)), \(try p.bind(info.originalTransactionId)),
-                    \(try p.bind(info.productId)), \(try p.bind(info.appAccountToken?.description)),
-                    \(try p.bind(transaction.signedDate.epochMilliseconds)), \(try p.bind(transaction.source)),
-                    \(try p.bind(info.purchaseDate.epochMilliseconds)), \(try p.bind(info.type.rawValue)), \(try p.bind(info.bundleId)),
-                    \(try p.bind(Int32(info.quantity ?? 1))), \(try p.bind(info.revocationDate != nil)), \(try p.bind(jws.header)),
-                    \(try p.bind(jws.payload)), \(try p.bind(jws.signature)), \(try p.bind(jws.raw)))
-                ON CONFLICT (environment, transaction_id) DO UPDATE SET
-                    original_transaction_id = excluded.original_transaction_id, product_id = excluded.product_id,
-                    app_account_token = excluded.app_account_token, signed_date = excluded.signed_date,
-                    source = excluded.source, purchase_date = excluded.purchase_date, product_type = excluded.product_type,
-                    bundle_id = excluded.bundle_id, quantity = excluded.quantity, revoked = excluded.revoked,
-                    jws_header = excluded.jws_header, jws_payload = excluded.jws_payload,
-                    jws_signature = excluded.jws_signature, jws_raw = excluded.jws_raw
-                """)
-            try await sendIfLong()
+            pending.transactions["\(environment.rawValue) \(info.transactionId)"] = PendingWrites.TransactionRow(
+                environment: environment.rawValue, id: info.transactionId, original: info.originalTransactionId, productId: info.productId,
+                token: info.appAccountToken?.description, signedDate: transaction.signedDate.epochMilliseconds, source: transaction.source,
+                purchaseDate: info.purchaseDate.epochMilliseconds, type: info.type.rawValue, bundleId: info.bundleId,
+                quantity: Int32(clamping: info.quantity ?? 1), revoked: info.revocationDate != nil,
+                jws: try await headers.store(transaction.jws, connection, memo)
+            )
         }
         for subscription in changes.subscriptions {
             let key = subscription.key
-            let renewal = try await headers.store(subscription.renewalJWS, connection, memo)
-            let p = pending
-            pending.add("""
-                INSERT INTO subscriptions (environment, original_transaction_id, bundle_id, status, status_signed_date,
-                    status_notification_uuid, renewal_signed_date, renewal_header, renewal_payload, renewal_signature, renewal_raw)
-                VALUES (\(try p.bind(key.environment.rawValue)), \(try p.bind(key.id)), \(try p.bind(subscription.bundleId)),
-                    \(try p.bind(subscription.status.map { Int32($0.rawValue) })), \(try p.bind(subscription.statusSignedDate?.epochMilliseconds)),
-                    \(try p.bind(subscription.statusNotificationUUID)), \(try p.bind(subscription.renewalSignedDate?.epochMilliseconds)),
-                    \(try p.bind(renewal.header)), \(try p.bind(renewal.payload)), \(try p.bind(renewal.signature)), \(try p.bind(renewal.raw)))
-                ON CONFLICT (environment, original_transaction_id) DO UPDATE SET
-                    bundle_id = excluded.bundle_id, status = excluded.status, status_signed_date = excluded.status_signed_date,
-                    status_notification_uuid = excluded.status_notification_uuid,
-                    renewal_signed_date = excluded.renewal_signed_date, renewal_header = excluded.renewal_header,
-                    renewal_payload = excluded.renewal_payload, renewal_signature = excluded.renewal_signature,
-                    renewal_raw = excluded.renewal_raw
-                """)
-            try await sendIfLong()
+            pending.subscriptions["\(key.environment.rawValue) \(key.id)"] = PendingWrites.SubscriptionRow(
+                environment: key.environment.rawValue, original: key.id, bundleId: subscription.bundleId,
+                status: subscription.status.map { Int32(clamping: $0.rawValue) }, statusSignedDate: subscription.statusSignedDate?.epochMilliseconds,
+                statusNotificationUUID: subscription.statusNotificationUUID, renewalSignedDate: subscription.renewalSignedDate?.epochMilliseconds,
+                renewal: try await headers.store(subscription.renewalJWS, connection, memo)
+            )
         }
-        for (key, customer) in changes.links.sorted(by: { $0.key < $1.key }) {
-            let p = pending
-            pending.add("""
-                INSERT INTO customer_links (environment, original_transaction_id, customer_id)
-                VALUES (\(try p.bind(key.environment.rawValue)), \(try p.bind(key.id)), \(try p.bind(customer)))
-                ON CONFLICT (environment, original_transaction_id) DO UPDATE SET customer_id = excluded.customer_id
-                """)
-            try await sendIfLong()
+        for (key, customer) in changes.links {
+            pending.links["\(key.environment.rawValue) \(key.id)"] = (key.environment.rawValue, key.id, customer)
         }
-        for (token, customer) in changes.tokenOwners.sorted(by: { $0.key < $1.key }) {
-            let p = pending
-            pending.add("""
-                INSERT INTO token_owners (bundle_id, environment, token, customer_id)
-                VALUES (\(try p.bind(token.bundleId)), \(try p.bind(token.environment.rawValue)), \(try p.bind(token.token.description)),
-                    \(try p.bind(customer)))
-                ON CONFLICT (bundle_id, environment, token) DO UPDATE SET customer_id = excluded.customer_id
-                """)
-            try await sendIfLong()
+        for (token, customer) in changes.tokenOwners {
+            pending.tokenOwners["\(token.bundleId) \(token.environment.rawValue) \(token.token)"] = (
+                token.bundleId, token.environment.rawValue, token.token.description, customer
+            )
         }
         if let record = changes.notification {
-            let payload = try await headers.store(record.signedPayload, connection, memo)
-            let p = pending
-            pending.add("""
-                INSERT INTO notifications (uuid, type, subtype, signed_date, environment, outcome, received_at,
-                    jws_header, jws_payload, jws_signature, jws_raw)
-                VALUES (\(try p.bind(record.notificationUUID)), \(try p.bind(record.notificationType.rawValue)),
-                    \(try p.bind(record.subtype?.rawValue)), \(try p.bind(record.signedDate?.epochMilliseconds)),
-                    \(try p.bind(record.environment?.rawValue)), \(try p.bind(record.outcome)), \(try p.bind(Date().epochMilliseconds)),
-                    \(try p.bind(payload.header)), \(try p.bind(payload.payload)), \(try p.bind(payload.signature)), \(try p.bind(payload.raw)))
-                ON CONFLICT (uuid) DO UPDATE SET type = excluded.type, subtype = excluded.subtype,
-                    signed_date = excluded.signed_date, environment = excluded.environment, outcome = excluded.outcome,
-                    received_at = excluded.received_at, jws_header = excluded.jws_header, jws_payload = excluded.jws_payload,
-                    jws_signature = excluded.jws_signature, jws_raw = excluded.jws_raw
-                """)
+            pending.notifications[record.notificationUUID] = PendingWrites.NotificationRow(
+                uuid: record.notificationUUID, type: record.notificationType.rawValue, subtype: record.subtype?.rawValue,
+                signedDate: record.signedDate?.epochMilliseconds, environment: record.environment?.rawValue, outcome: record.outcome,
+                receivedAt: Date().epochMilliseconds, jws: try await headers.store(record.signedPayload, connection, memo)
+            )
         }
     }
 }
