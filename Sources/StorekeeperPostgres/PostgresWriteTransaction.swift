@@ -25,13 +25,13 @@ import StorekeeperCore
 /// with `INSERT … ON CONFLICT DO NOTHING`, after taking its families' locks; a second instance claiming it waits for
 /// the first's locks, then finds the row and answers "duplicate".
 ///
-/// **Few statements.** Each statement costs a round trip and the server's parse and plan, most of what a write costs.
-/// So a step's reads are two statements (the locks and the claim in one, `WITH locks AS MATERIALIZED (…) INSERT`;
-/// every row of its families and tokens in another: under `READ COMMITTED` each statement reads what was committed
-/// when it began, so the rows must be read by a statement that begins after the locks are held), and the writes are
-/// not sent when made: they wait in ``pending`` and go as one statement (`WITH w0 AS (INSERT …), w1 AS (…)
-/// SELECT pg_notify(…)`) before the next read or the commit. A notification that changes one purchase is then
-/// `BEGIN`, three statements and `COMMIT`.
+/// **Few statements.** Each statement costs a round trip and, unless prepared, the server's parse and plan: most of
+/// what a write costs. So a step's reads are two prepared statements (the locks and the claim in one,
+/// ``LockAndClaimStatement``; every row of its families and tokens in another, ``PostgresLedgerStore/FamilyRowsStatement``:
+/// under `READ COMMITTED` each statement reads what was committed when it began, so the rows must be read by a
+/// statement that begins after the locks are held), and the writes are not sent when made: they wait in ``pending``
+/// and go as one prepared statement (``WriteStatement``, with the `pg_notify`) before the next read or the commit. A
+/// notification that changes one purchase is then `BEGIN`, three statements and `COMMIT`.
 struct PostgresWriteTransaction: AsyncLedgerWriteTransaction {
     let store: PostgresLedgerStore
     let connection: PostgresConnection
