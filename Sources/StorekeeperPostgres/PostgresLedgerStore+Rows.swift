@@ -26,20 +26,24 @@ extension PostgresLedgerStore {
         n1: Int64?, n2: Int64?, n3: Int64?, h: Int64?, p: Data?, s: Data?, r: String?
     )
 
-    /// The five kinds of rows of `families` (a CTE of `env, id`) and `owners` (a query of token owner rows).
-    private static func rowsSQL(families: String, owners: String, consumables: String?) -> String {
-        """
-        SELECT 0 AS kind, t.environment AS env, t.transaction_id AS a, t.original_transaction_id AS b, t.product_type AS c,
-            t.app_account_token AS d, t.source AS e, t.signed_date AS n1, t.purchase_date AS n2, NULL::int8 AS n3,
-            t.jws_header AS h, t.jws_payload AS p, t.jws_signature AS s, t.jws_raw AS r
-        FROM \(families) f JOIN transactions t ON t.environment = f.env AND t.original_transaction_id = f.id
+    /// The five kinds of rows: of the families `from` selects in each table (given the table and its alias, a `FROM`
+    /// clause), of the token owners `owners` selects (alias `o`), and the consumables counted when given.
+    private static func rowsSQL(from: (String, String) -> String, owners: String, consumables: String?) -> String {
+        let transactions = """
+            SELECT 0 AS kind, t.environment AS env, t.transaction_id AS a, t.original_transaction_id AS b, t.product_type AS c,
+                t.app_account_token AS d, t.source AS e, t.signed_date AS n1, t.purchase_date AS n2, NULL::int8 AS n3,
+                t.jws_header AS h, t.jws_payload AS p, t.jws_signature AS s, t.jws_raw AS r
+            FROM \(from("transactions", "t"))
+            """
+        return """
+        \(transactions)
         UNION ALL
         SELECT 1, s.environment, NULL, s.original_transaction_id, s.bundle_id, s.status_notification_uuid, NULL, s.status::int8,
             s.status_signed_date, s.renewal_signed_date, s.renewal_header, s.renewal_payload, s.renewal_signature, s.renewal_raw
-        FROM \(families) f JOIN subscriptions s ON s.environment = f.env AND s.original_transaction_id = f.id
+        FROM \(from("subscriptions", "s"))
         UNION ALL
         SELECT 2, l.environment, NULL, l.original_transaction_id, l.customer_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-        FROM \(families) f JOIN customer_links l ON l.environment = f.env AND l.original_transaction_id = f.id
+        FROM \(from("customer_links", "l"))
         UNION ALL
         SELECT 3, o.environment, o.token, o.bundle_id, o.customer_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
         FROM \(owners)
@@ -48,12 +52,28 @@ extension PostgresLedgerStore {
         """
     }
 
+    /// Families joined from a CTE `families (env, id)`.
+    private static func joiningFamilies(_ table: String, _ alias: String) -> String {
+        "families f JOIN \(table) \(alias) ON \(alias).environment = f.env AND \(alias).original_transaction_id = f.id"
+    }
+
+    /// One family and at most one token, in scalar binds: `$1`/`$2` the family's environment and original ID, `$3`/`$4`/
+    /// `$5` the token's app, environment and token (`NULL` for none). Most steps read just that (a notification's
+    /// purchase and the token it carries), and a statement of scalar binds keeps one generic plan, where one of
+    /// arrays is planned at every call (a generic plan guesses 100 elements per array, so PostgreSQL keeps planning
+    /// for the one or two a call has).
+    static let oneFamilySQL = rowsSQL(
+        from: { table, alias in "\(table) \(alias) WHERE \(alias).environment = $1::text AND \(alias).original_transaction_id = $2::text" },
+        owners: "token_owners o WHERE o.bundle_id = $3::text AND o.environment = $4::text AND o.token = $5::text",
+        consumables: nil
+    )
+
     /// Families and token owners named by the binds: `$1`/`$2` the families' environments and original IDs,
     /// `$3`/`$4`/`$5` the tokens' apps, environments and tokens.
     static let familiesSQL = """
         WITH families AS (SELECT * FROM unnest($1::text[], $2::text[]) AS f(env, id))
         """ + "\n" + rowsSQL(
-            families: "families",
+            from: joiningFamilies,
             owners: "unnest($3::text[], $4::text[], $5::text[]) AS k(bundle, env, token) JOIN token_owners o ON o.bundle_id = k.bundle AND o.environment = k.env AND o.token = k.token",
             consumables: nil
         )
@@ -96,7 +116,7 @@ extension PostgresLedgerStore {
             ),
             \(linked)
             """ + "\n" + rowsSQL(
-                families: "families",
+                from: joiningFamilies,
                 owners: "(SELECT $3::text AS environment, token, $2::text AS bundle_id, $1::text AS customer_id FROM owned) o",
                 consumables: consumables
             )
@@ -105,6 +125,11 @@ extension PostgresLedgerStore {
     enum FamilyRowsStatement: PreparedStatementText {
         static let name = "storekeeper_family_rows_v1"
         static let sql = familiesSQL
+    }
+
+    enum OneFamilyRowsStatement: PreparedStatementText {
+        static let name = "storekeeper_one_family_rows_v1"
+        static let sql = oneFamilySQL
     }
 
     enum CustomerRowsStatement: PreparedStatementText {
@@ -126,6 +151,14 @@ extension PostgresLedgerStore {
         guard !keys.isEmpty || !tokens.isEmpty else { return }
         let tokens = tokens.sorted()
         var binds = PostgresBindings(capacity: 5)
+        if keys.count == 1, tokens.count <= 1 {
+            binds.append(keys[0].environment.rawValue)
+            binds.append(keys[0].id)
+            binds.append(tokens.first?.bundleId)
+            binds.append(tokens.first?.environment.rawValue)
+            binds.append(tokens.first?.token.description)
+            return try await load(connection, memo, try await connection.run(OneFamilyRowsStatement.self, binds), into: &ledger)
+        }
         binds.append(keys.map(\.environment.rawValue))
         binds.append(keys.map(\.id))
         binds.append(tokens.map(\.bundleId))

@@ -158,19 +158,23 @@ struct PostgresStoreTests {
             let (first, second) = hashes[0].hash < hashes[1].hash ? (hashes[0].key, hashes[1].key) : (hashes[1].key, hashes[0].key)
             return try await client.withTransaction(logger: Logger(label: "test")) { connection -> Task<[ApplyOutcome], any Error> in
                 // This transaction holds `second`: the store's page takes `first` and waits for `second`…
-                try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(second), 0))", logger: Logger(label: "test")).collect()
+                _ = try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(second), 0))", logger: Logger(label: "test")).collect()
                 let page = Task { try await store.applyRecovered(notifications, watermark: nil) }
+                // pg_locks shows the whole server's locks: only this test's database counts, other tests run beside it.
                 var waiting = false
                 for _ in 0..<500 where !waiting {
                     for try await count in try await connection.query(
-                        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted", logger: Logger(label: "test")
+                        """
+                        SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+                            AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                        """, logger: Logger(label: "test")
                     ).decode(Int.self) { waiting = count > 0 }
                     if !waiting { try await Task.sleep(for: .milliseconds(10)) }
                 }
                 try #require(waiting)
                 // …and this one now waits for `first`: a cycle. The store's transaction, waiting longest, is the one
                 // PostgreSQL's deadlock check aborts (after `deadlock_timeout`); this one then gets `first` and commits.
-                try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(first), 0))", logger: Logger(label: "test")).collect()
+                _ = try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(first), 0))", logger: Logger(label: "test")).collect()
                 return page
             }.value
         }
