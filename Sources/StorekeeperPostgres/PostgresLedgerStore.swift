@@ -174,6 +174,17 @@ public final class PostgresLedgerStore: LedgerStore {
         }
     }
 
+    /// Who holds a job's lease now (`nil` when nobody does, or the lease has lapsed), by the database's clock.
+    public func leaseHolder(_ job: String) async throws(StorageError) -> String? {
+        try await read { connection in
+            var holder: String? = nil
+            for try await name in try await connection.run(
+                "SELECT holder FROM job_leases WHERE name = \(job) AND expires_at >= clock_timestamp()"
+            ).decode(String.self) { holder = name }
+            return holder
+        }
+    }
+
     public func releaseLease(_ job: String, holder: String) async throws(StorageError) {
         try await read { connection in
             try await connection.execute("DELETE FROM job_leases WHERE name = \(job) AND holder = \(holder)")

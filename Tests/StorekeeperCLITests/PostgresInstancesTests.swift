@@ -201,6 +201,55 @@ struct PostgresInstancesTests {
         // machine (the answer normally follows within milliseconds).
         #expect(slowest < .seconds(20), "the slowest instance took \(slowest) to follow a write")
     }
+
+    @Test("three serve processes and one scheduled job: one holds its lease; SIGKILLed, another takes the job over within the lease and a check")
+    func leaseHolderKilled() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pg-lease-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (_, config, _) = try CrashRecoveryTests.setUp(in: directory)
+        // Raw-payload retention is a leased job every instance schedules.
+        var configuration = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: config))) as! [String: Any]
+        configuration["retention"] = ["rawPayloadDays": 30]
+        try JSONSerialization.data(withJSONObject: configuration).write(to: URL(fileURLWithPath: config))
+        let database = try await Self.newDatabase()
+        var servers: [ServerProcess] = []
+        for _ in 0..<3 { servers.append(try await Task.detached { try ServerProcess(config: config, database: database) }.value) }
+        defer { for server in servers { server.kill() } }
+        let store = try await PostgresLedgerStore.open(try PostgresDatabaseURL(database))
+        let pid: (String) -> Int32? = { holder in
+            let parts = holder.split(separator: "/")
+            return parts.count >= 3 ? Int32(parts[parts.count - 2]) : nil
+        }
+
+        // One of the three holds it, and it stays with that one while it lives.
+        var holder: String? = nil
+        let started = ContinuousClock.now
+        while holder == nil, ContinuousClock.now - started < .seconds(30) {
+            holder = try await store.leaseHolder("retention")
+            if holder == nil { try await Task.sleep(for: .milliseconds(200)) }
+        }
+        let first = try #require(holder, "no instance took the retention job's lease")
+        let index = try #require(servers.firstIndex { $0.process.processIdentifier == pid(first) }, "\(first) is none of the three")
+        try await Task.sleep(for: .seconds(2))
+        #expect(try await store.leaseHolder("retention") == first)
+
+        // Its holder dies without giving it back: the lease lapses (60 s after its last renewal, at most 20 s before
+        // the kill) and the next check of another instance (every 20 s) takes it.
+        servers[index].kill()
+        let killed = ContinuousClock.now
+        var next: String? = first
+        while next == first || next == nil, ContinuousClock.now - killed < .seconds(120) {
+            try await Task.sleep(for: .milliseconds(500))
+            next = try await store.leaseHolder("retention")
+        }
+        let waited = ContinuousClock.now - killed
+        let taker = try #require(next.flatMap(pid), "the lease was not taken over within 120 s (holder: \(next ?? "none"))")
+        let living = servers.enumerated().filter { $0.offset != index }.map { $0.element.process.processIdentifier }
+        #expect(living.contains(taker), "taken by \(next ?? "?"), not one of the living instances")
+        // Bound: the lease's 60 s plus one 20 s check, and room for a stalled machine.
+        #expect(waited < .seconds(95), "took \(waited)")
+        await store.close()
+    }
 }
 
 /// The PostgreSQL server the tests may use (`STOREKEEPER_TEST_POSTGRES_URL`; `.ci/run` starts one).
