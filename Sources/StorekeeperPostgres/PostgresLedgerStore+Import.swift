@@ -26,25 +26,16 @@ extension PostgresLedgerStore: LedgerImporting {
             changes.links = page.links
             changes.tokenOwners = page.tokenOwners
             try await self.save(connection, transaction.memo, changes, into: transaction.pending)
-            try await transaction.flush()
+            // Each notification as it was kept, with when it was received (the same row a write makes).
             for notification in page.notifications {
-                let payload = try await self.headers.store(notification.signedPayload, connection, transaction.memo)
-                try await connection.execute("""
-                    INSERT INTO notifications (uuid, type, subtype, signed_date, environment, outcome, received_at,
-                        jws_header, jws_payload, jws_signature, jws_raw)
-                    VALUES (\(notification.notificationUUID), \(notification.notificationType.rawValue), \(notification.subtype?.rawValue),
-                        \(notification.signedDate?.epochMilliseconds), \(notification.environment?.rawValue), \(notification.outcome),
-                        \(notification.receivedAt.epochMilliseconds), \(payload.header), \(payload.payload), \(payload.signature), \(payload.raw))
-                    """)
+                transaction.pending.notifications[notification.notificationUUID] = PendingWrites.NotificationRow(
+                    uuid: notification.notificationUUID, type: notification.notificationType.rawValue, subtype: notification.subtype?.rawValue,
+                    signedDate: notification.signedDate?.epochMilliseconds, environment: notification.environment?.rawValue,
+                    outcome: notification.outcome, receivedAt: notification.receivedAt.epochMilliseconds,
+                    jws: try await self.headers.store(notification.signedPayload, connection, transaction.memo)
+                )
             }
-            for refusal in page.refused {
-                let claims = try refusal.claims.map { String(decoding: try AppStoreJSON.makeEncoder().encode($0), as: UTF8.self) }
-                try await connection.execute("""
-                    INSERT INTO refused_notifications (received_at, code, message, status, size, sha256, prefix, claims)
-                    VALUES (\(refusal.receivedAt.epochMilliseconds), \(refusal.code), \(refusal.message), \(refusal.status),
-                        \(refusal.size), \(refusal.sha256), \(refusal.prefix), \(claims))
-                    """)
-            }
+            for refusal in page.refused { try await self.insertRefused(refusal, on: connection) }
             for watermark in page.watermarks { try await transaction.setRecoveryWatermark(watermark) }
             return (0, [])
         }

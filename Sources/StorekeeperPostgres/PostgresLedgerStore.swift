@@ -126,24 +126,29 @@ public final class PostgresLedgerStore: LedgerStore {
     }
 
     public func recordRefused(_ refusal: RefusedNotification, keeping limit: Int) async throws(StorageError) {
-        let claims: String?
-        do {
-            claims = try refusal.claims.map { String(decoding: try AppStoreJSON.makeEncoder().encode($0), as: UTF8.self) }
-        } catch {
-            throw StorageError("cannot encode a refused notification's claims: \(error)")
-        }
         let _: Int = try await write { transaction in
-            try await transaction.connection.execute("""
-                INSERT INTO refused_notifications (received_at, code, message, status, size, sha256, prefix, claims)
-                VALUES (\(refusal.receivedAt.epochMilliseconds), \(refusal.code), \(refusal.message), \(refusal.status),
-                    \(refusal.size), \(refusal.sha256), \(refusal.prefix), \(claims))
-                """)
+            try await self.insertRefused(refusal, on: transaction.connection)
             // Ids only grow (with gaps where inserts rolled back), so at most `limit` rows are within `limit` of the largest.
             try await transaction.connection.execute(
                 "DELETE FROM refused_notifications WHERE id <= (SELECT max(id) FROM refused_notifications) - \(max(0, limit))"
             )
             return (0, [])
         }
+    }
+
+    /// Keeps the record of a refused request (also what ``importPage(_:)`` copies).
+    func insertRefused(_ refusal: RefusedNotification, on connection: PostgresConnection) async throws {
+        let claims: String?
+        do {
+            claims = try refusal.claims.map { String(decoding: try AppStoreJSON.makeEncoder().encode($0), as: UTF8.self) }
+        } catch {
+            throw StorageError("cannot encode a refused notification's claims: \(error)")
+        }
+        try await connection.execute("""
+            INSERT INTO refused_notifications (received_at, code, message, status, size, sha256, prefix, claims)
+            VALUES (\(refusal.receivedAt.epochMilliseconds), \(refusal.code), \(refusal.message), \(refusal.status),
+                \(refusal.size), \(refusal.sha256), \(refusal.prefix), \(claims))
+            """)
     }
 
     public func pruneRawPayloads(receivedBefore date: Date) async throws(StorageError) -> Int {
