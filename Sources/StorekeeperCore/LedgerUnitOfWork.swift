@@ -224,8 +224,7 @@ public enum LedgerUnitOfWork {
             var ledger = loaded.ledger
             var tokens = ledger.appAccountTokens
             if let submittedToken { tokens.insert(submittedToken) }
-            let missing = tokens.subtracting(first.tokens)
-            let decide = { (owners: [AppAccountTokenKey: String]) -> LedgerStep<(outcome: SubmissionOutcome, affected: Set<String>)> in
+            return withOwners(of: tokens, read: first.tokens, from: loaded) { owners in
                 ledger.tokenOwners = owners
                 if let conflict = ledger.ownershipConflict(linking: info, to: customerId) { return .done((.refused(conflict), [])) }
                 let before = ledger
@@ -237,8 +236,6 @@ public enum LedgerUnitOfWork {
                 }
                 return .write(LedgerChanges(from: before, to: ledger), then: .done((.linked, ledger.customersAffected(since: before))))
             }
-            guard !missing.isEmpty else { return decide(loaded.tokenOwners) }
-            return .read(LedgerReads(tokens: missing)) { owners in decide(loaded.tokenOwners.merging(owners.tokenOwners) { $1 }) }
         }
     }
 
@@ -260,16 +257,23 @@ public enum LedgerUnitOfWork {
         var before = loaded.ledger
         var after = before
         change(&after)
-        let finish = { (owners: [AppAccountTokenKey: String]) -> LedgerStep<Result> in
+        return withOwners(of: before.appAccountTokens.union(after.appAccountTokens), read: tokensRead, from: loaded) { owners in
             before.tokenOwners = owners
             after.tokenOwners = owners
             return then(before, after)
         }
-        let needed = before.appAccountTokens.union(after.appAccountTokens)
-        let missing = needed.subtracting(tokensRead)
+    }
+
+    /// The owners of `needed` tokens, then `then`: those of `read` were read with `loaded`, the others are read now
+    /// (no step at all when none is missing).
+    static func withOwners<Result>(
+        of needed: Set<AppAccountTokenKey>, read: Set<AppAccountTokenKey>, from loaded: LedgerReadResults,
+        then: @escaping ([AppAccountTokenKey: String]) -> LedgerStep<Result>
+    ) -> LedgerStep<Result> {
         let known = loaded.tokenOwners.filter { needed.contains($0.key) }
-        guard !missing.isEmpty else { return finish(known) }
-        return .read(LedgerReads(tokens: missing)) { owners in finish(known.merging(owners.tokenOwners) { $1 }) }
+        let missing = needed.subtracting(read)
+        guard !missing.isEmpty else { return then(known) }
+        return .read(LedgerReads(tokens: missing)) { owners in then(known.merging(owners.tokenOwners) { $1 }) }
     }
 
     // MARK: Run in a synchronous transaction
