@@ -52,6 +52,11 @@ package enum Base64URL {
         }.get()
     }
 
+    /// Decodes unpadded base64url bytes strictly.
+    package static func decode(_ bytes: UnsafeRawBufferPointer) throws(DecodingFailure) -> [UInt8] {
+        try decode(bytes, table: urlTable, padded: false)
+    }
+
     /// Decodes standard, canonically padded base64 strictly.
     static func decodeStandard(_ text: String) throws(DecodingFailure) -> [UInt8] {
         var text = text

@@ -3,39 +3,32 @@ public import AppStoreSigning
 
 /// What one step of a unit of work needs read, answered together by the backend inside its write transaction.
 public struct LedgerReads: Sendable {
-    /// A notification to claim for this transaction: the answer says whether the ledger already holds it. A backend
-    /// with one writer may just look it up; one with several concurrent writers must make the database the arbiter
-    /// (PostgreSQL: `INSERT … ON CONFLICT DO NOTHING`), so that two writers cannot both see it as new.
-    public var claimNotification: String?
+    /// Notifications to claim for this transaction: the answer says which of them the ledger already holds. A
+    /// backend with one writer may just look them up; one with several concurrent writers must make the database the
+    /// arbiter (PostgreSQL: `INSERT … ON CONFLICT DO NOTHING`), so that two writers cannot both see one as new.
+    /// Distinct.
+    public var claimNotifications: [String]
     /// Families to load, sorted (a backend with concurrent writers locks them, in this order, before reading).
     public var families: [LedgerKey] = []
     /// App account tokens whose owners to read (a backend with concurrent writers locks them too).
     public var tokens: Set<AppAccountTokenKey> = []
-    /// Families only to lock, not to load (a backend with one writer ignores them): a unit of work that will go on
-    /// to load several families in several steps (a page of recovered notifications) locks them all at once first,
-    /// so that two such units working on the same families in opposite orders wait for each other instead of
-    /// deadlocking.
-    public var locking: [LedgerKey] = []
 
-    /// A backend answers in this order: it locks `families`, `locking` and `tokens` (in one sorted order, so that
-    /// two steps can never hold each other's locks), then claims the notification, and only when it is new loads
-    /// the families and reads the tokens' owners. Claiming after locking matters with concurrent writers: a writer
-    /// that has claimed a notification holds its families' locks, so no other writer can wait for the claim while
-    /// holding a lock that writer needs.
-    public init(
-        claimNotification: String? = nil, families: [LedgerKey] = [], tokens: Set<AppAccountTokenKey> = [], locking: [LedgerKey] = []
-    ) {
-        self.claimNotification = claimNotification
+    /// A backend answers in this order: it locks `families` and `tokens` (in one sorted order, so that two steps can
+    /// never hold each other's locks), then claims the notifications, and only when one of them is new (or none was
+    /// asked for) loads the families and reads the tokens' owners. Claiming after locking matters with concurrent
+    /// writers: a writer that has claimed a notification holds its families' locks, so no other writer can wait for
+    /// the claim while holding a lock that writer needs.
+    public init(claimNotifications: [String] = [], families: [LedgerKey] = [], tokens: Set<AppAccountTokenKey> = []) {
+        self.claimNotifications = claimNotifications
         self.families = families.sorted()
         self.tokens = tokens
-        self.locking = locking.sorted()
     }
 }
 
 /// The answers to ``LedgerReads``.
 public struct LedgerReadResults: Sendable {
-    /// Whether the notification to claim was already in the ledger (then nothing else was read).
-    public var notificationExists = false
+    /// The notifications to claim that were already in the ledger (when all were, nothing else was read).
+    public var existingNotifications: Set<String> = []
     /// Every transaction, link and subscription record of the families asked for.
     public var ledger = Ledger()
     /// The owners of the tokens asked for that have one.
@@ -114,10 +107,10 @@ public protocol LedgerWriteTransaction {
 extension LedgerWriteTransaction {
     public func read(_ reads: LedgerReads) throws -> LedgerReadResults {
         var results = LedgerReadResults()
-        if let uuid = reads.claimNotification {
-            results.notificationExists = try notificationExists(uuid)
-            if results.notificationExists { return results }
+        for uuid in reads.claimNotifications {
+            if try notificationExists(uuid) { results.existingNotifications.insert(uuid) }
         }
+        if !reads.claimNotifications.isEmpty, results.existingNotifications.count == reads.claimNotifications.count { return results }
         for family in reads.families { try loadFamily(family, into: &results.ledger) }
         if !reads.tokens.isEmpty { results.tokenOwners = try tokenOwners(of: reads.tokens) }
         return results
@@ -126,7 +119,7 @@ extension LedgerWriteTransaction {
 
 /// The row operations of a backend whose write transaction is asynchronous (PostgreSQL).
 public protocol AsyncLedgerWriteTransaction {
-    /// Answers one step's reads, claiming the notification and locking the families and tokens asked for.
+    /// Answers one step's reads, claiming the notifications and locking the families and tokens asked for.
     func read(_ reads: LedgerReads) async throws -> LedgerReadResults
     /// Writes what changed (and the notification received, if any).
     func write(_ changes: LedgerChanges) async throws
@@ -140,20 +133,20 @@ public struct LedgerChanges: Sendable {
     public var subscriptions: [LedgerSubscription] = []
     public var links: [LedgerKey: String] = [:]
     public var tokenOwners: [AppAccountTokenKey: String] = [:]
-    /// The notification received, to keep (every notification applied is kept once).
-    public var notification: LedgerNotification?
+    /// The notifications received, to keep (every notification applied is kept once).
+    public var notifications: [LedgerNotification] = []
 
     /// The records of `after` that differ from `before`.
-    public init(from before: Ledger, to after: Ledger, notification: LedgerNotification? = nil) {
+    public init(from before: Ledger, to after: Ledger, notifications: [LedgerNotification] = []) {
         transactions = after.transactions.sorted { $0.key < $1.key }.filter { before.transactions[$0.key] != $0.value }.map(\.value)
         subscriptions = after.subscriptions.sorted { $0.key < $1.key }.filter { before.subscriptions[$0.key] != $0.value }.map(\.value)
         links = after.explicitLinks.filter { before.explicitLinks[$0.key] != $0.value }
         tokenOwners = after.tokenOwners.filter { before.tokenOwners[$0.key] != $0.value }
-        self.notification = notification
+        self.notifications = notifications
     }
 
     public var isEmpty: Bool {
-        transactions.isEmpty && subscriptions.isEmpty && links.isEmpty && tokenOwners.isEmpty && notification == nil
+        transactions.isEmpty && subscriptions.isEmpty && links.isEmpty && tokenOwners.isEmpty && notifications.isEmpty
     }
 }
 
@@ -163,37 +156,45 @@ public struct LedgerChanges: Sendable {
 public enum LedgerUnitOfWork {
     /// Applies a verified notification and everything it carries, once per `notificationUUID`.
     public static func applying(_ notification: VerifiedNotification) -> LedgerStep<(outcome: ApplyOutcome, affected: Set<String>)> {
-        let uuid = notification.payload.notificationUUID
-        // One read: the families' locks, the claim, the families and the owner of the token the notification's
-        // transaction carries (often the only one a write needs, so that no second read is needed).
-        let token = notification.transaction.flatMap { LedgerTransaction.tokenKey(of: $0.payload) }
-        let reads = LedgerReads(claimNotification: uuid, families: families(touchedBy: notification), tokens: token.map { [$0] } ?? [])
+        applyingTogether([notification]).flatMap { result in .done((result.outcomes[0], result.affected)) }
+    }
+
+    /// Applies notifications together, in one transaction, each once per `notificationUUID` (a UUID repeated in the
+    /// list is a duplicate after its first), in their order: the same ledger as applying them one after another. One
+    /// read asks for the locks of all their families, the claims of all of them, their families and the owners of the
+    /// tokens their transactions carry (often all a write needs); one write keeps them. A backend with concurrent
+    /// writers uses this to apply the notifications that arrive together as one commit (and a page of recovered
+    /// notifications is applied so).
+    public static func applyingTogether(_ notifications: [VerifiedNotification]) -> LedgerStep<(outcomes: [ApplyOutcome], affected: Set<String>)> {
+        var distinct: [VerifiedNotification] = []
+        var seen = Set<String>()
+        for notification in notifications where seen.insert(notification.payload.notificationUUID).inserted { distinct.append(notification) }
+        guard !distinct.isEmpty else { return .done(([], [])) }
+        let tokens = Set(distinct.compactMap { $0.transaction.flatMap { LedgerTransaction.tokenKey(of: $0.payload) } })
+        let reads = LedgerReads(
+            claimNotifications: distinct.map(\.payload.notificationUUID), families: Array(Set(distinct.flatMap(families(touchedBy:)))), tokens: tokens
+        )
         return .read(reads) { loaded in
-            if loaded.notificationExists { return .done((.duplicate, [])) }
-            return applyingToLoaded(loaded, tokensRead: reads.tokens, { $0.apply(notification) }) { before, after in
-                let record = after.notifications[uuid]!
-                return .write(
-                    LedgerChanges(from: before, to: after, notification: record),
-                    then: .done((record.outcome == "applied" ? .applied : .recorded, after.customersAffected(since: before)))
-                )
+            let new = distinct.filter { !loaded.existingNotifications.contains($0.payload.notificationUUID) }
+            guard !new.isEmpty else { return .done((notifications.map { _ in .duplicate }, [])) }
+            return applyingToLoaded(loaded, tokensRead: reads.tokens, { ledger in for notification in new { ledger.apply(notification) } }) { before, after in
+                let records = new.map { after.notifications[$0.payload.notificationUUID]! }
+                var outcomes: [String: ApplyOutcome] = [:]
+                for record in records { outcomes[record.notificationUUID] = record.outcome == "applied" ? .applied : .recorded }
+                // Each UUID's outcome goes to its first occurrence; a repeat is a duplicate.
+                let answers = notifications.map { notification in outcomes.removeValue(forKey: notification.payload.notificationUUID) ?? .duplicate }
+                return .write(LedgerChanges(from: before, to: after, notifications: records), then: .done((answers, after.customersAffected(since: before))))
             }
         }
     }
 
-    /// Applies a page of notifications fetched from the App Store, each once, and moves the recovery watermark in the
-    /// same transaction when given.
+    /// Applies a page of notifications fetched from the App Store together (``applyingTogether(_:)``: every family of
+    /// the page locked at once, so that two instances applying overlapping pages in opposite orders wait for each
+    /// other instead of deadlocking), and moves the recovery watermark in the same transaction when given.
     public static func applyingRecovered(
         _ notifications: [VerifiedNotification], watermark: RecoveryWatermark?
     ) -> LedgerStep<(outcomes: [ApplyOutcome], affected: Set<String>)> {
-        // Every family of the page locked first, at once (see ``LedgerReads/locking``).
-        let families = Set(notifications.flatMap { Self.families(touchedBy: $0) })
-        var step: LedgerStep<(outcomes: [ApplyOutcome], affected: Set<String>)> =
-            families.isEmpty ? .done(([], [])) : .read(LedgerReads(locking: Array(families))) { _ in .done(([], [])) }
-        for notification in notifications {
-            step = step.flatMap { sofar in
-                applying(notification).flatMap { one in .done((sofar.outcomes + [one.outcome], sofar.affected.union(one.affected))) }
-            }
-        }
+        let step = applyingTogether(notifications)
         guard let watermark else { return step }
         return step.flatMap { result in .setWatermark(watermark, then: .done(result)) }
     }

@@ -8,8 +8,10 @@ import AppStoreModels
 /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?OPTION=VALUE&…]`, the user, password and database
 /// percent-encoded. Options: `sslmode` (`disable`, `prefer` (the default, as libpq's), `require` (encrypted, the
 /// server's certificate not checked, as libpq's), `verify-full` (encrypted, certificate and host name checked)),
-/// `pool_size` (connections per instance, default 20), `connect_timeout` (seconds, default 10). The password never
-/// appears in ``description`` (``redacted``), in logs or in errors.
+/// `pool_size` (connections per instance, default 20), `connect_timeout` (seconds, default 10), `write_concurrency`
+/// (batches of live notifications written at once per instance, default 4) and `write_batch` (the most notifications
+/// in one batch, default 32; 1 turns batching off): see ``WriteBatcher``. The password never appears in
+/// ``description`` (``redacted``), in logs or in errors.
 public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
     public enum TLSMode: String, Sendable, CaseIterable {
         case disable, prefer, require
@@ -24,6 +26,10 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
     public var tlsMode: TLSMode = .prefer
     public var poolSize = 20
     public var connectTimeout: Duration = .seconds(10)
+    /// How many batches of live notifications an instance writes at once (``WriteBatcher/writers``).
+    public var writeConcurrency = 4
+    /// The most live notifications in one transaction (``WriteBatcher/maximumBatch``); 1: each alone.
+    public var writeBatch = 32
 
     /// Whether `text` names a PostgreSQL database (anything else given to `--database` is a SQLite file path).
     public static func isPostgres(_ text: String) -> Bool {
@@ -64,8 +70,20 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
                     throw StorageError("connect_timeout must be 1 to 600 seconds, not \(UntrustedText.escaped(value, limit: 40))")
                 }
                 connectTimeout = .seconds(seconds)
+            case "write_concurrency":
+                guard let count = Int(value), (1...100).contains(count) else {
+                    throw StorageError("write_concurrency must be 1 to 100, not \(UntrustedText.escaped(value, limit: 40))")
+                }
+                writeConcurrency = count
+            case "write_batch":
+                guard let count = Int(value), (1...1_000).contains(count) else {
+                    throw StorageError("write_batch must be 1 to 1000, not \(UntrustedText.escaped(value, limit: 40))")
+                }
+                writeBatch = count
             default:
-                throw StorageError("unknown database URL option \(UntrustedText.escaped(item.name, limit: 40)) (known: sslmode, pool_size, connect_timeout)")
+                throw StorageError(
+                    "unknown database URL option \(UntrustedText.escaped(item.name, limit: 40)) (known: sslmode, pool_size, connect_timeout, write_concurrency, write_batch)"
+                )
             }
         }
     }
@@ -76,6 +94,8 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
         var options: [String] = []
         if tlsMode != .prefer { options.append("sslmode=\(tlsMode.rawValue)") }
         if poolSize != 20 { options.append("pool_size=\(poolSize)") }
+        if writeConcurrency != 4 { options.append("write_concurrency=\(writeConcurrency)") }
+        if writeBatch != 32 { options.append("write_batch=\(writeBatch)") }
         if !options.isEmpty { text += "?" + options.joined(separator: "&") }
         return text
     }

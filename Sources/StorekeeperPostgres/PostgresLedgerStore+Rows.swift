@@ -69,12 +69,21 @@ extension PostgresLedgerStore {
     )
 
     /// Families and token owners named by the binds: `$1`/`$2` the families' environments and original IDs,
-    /// `$3`/`$4`/`$5` the tokens' apps, environments and tokens.
+    /// `$3`/`$4`/`$5` the tokens' apps, environments and tokens. Each is looked up through its index by a `LATERAL`
+    /// sub-query (`OFFSET 0` keeps the planner from flattening it into a join): with array binds the planner guesses
+    /// 100 elements per array and, as the tables grow, chose hash joins over a scan of every transaction, where a
+    /// batch names a few dozen keys at most.
     static let familiesSQL = """
         WITH families AS (SELECT * FROM unnest($1::text[], $2::text[]) AS f(env, id))
         """ + "\n" + rowsSQL(
-            from: joiningFamilies,
-            owners: "unnest($3::text[], $4::text[], $5::text[]) AS k(bundle, env, token) JOIN token_owners o ON o.bundle_id = k.bundle AND o.environment = k.env AND o.token = k.token",
+            from: { table, alias in
+                "families f CROSS JOIN LATERAL (SELECT * FROM \(table) x WHERE x.environment = f.env AND x.original_transaction_id = f.id OFFSET 0) \(alias)"
+            },
+            owners: """
+                unnest($3::text[], $4::text[], $5::text[]) AS k(bundle, env, token) CROSS JOIN LATERAL (
+                    SELECT * FROM token_owners x WHERE x.bundle_id = k.bundle AND x.environment = k.env AND x.token = k.token OFFSET 0
+                ) o
+                """,
             consumables: nil
         )
 
@@ -123,7 +132,7 @@ extension PostgresLedgerStore {
     }
 
     enum FamilyRowsStatement: PreparedStatementText {
-        static let name = "storekeeper_family_rows_v1"
+        static let name = "storekeeper_family_rows_v2"
         static let sql = familiesSQL
     }
 

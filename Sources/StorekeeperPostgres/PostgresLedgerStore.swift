@@ -34,6 +34,8 @@ public final class PostgresLedgerStore: LedgerStore {
     /// The channel on which instances announce their commits.
     static let channel = "storekeeper_ledger_changes"
     private let retries = Mutex<Int>(0)
+    /// Live notifications, applied in batches under load.
+    public let notificationBatcher: WriteBatcher<VerifiedNotification, ApplyOutcome>
     /// How many times a write was run again after a transient failure (a deadlock, a serialization failure, a lost
     /// connection), since this store was opened.
     public var writesRetried: Int { retries.withLock { $0 } }
@@ -50,6 +52,7 @@ public final class PostgresLedgerStore: LedgerStore {
         self.url = url
         self.logger = logger
         self.unsafeFaultInjection = unsafeFaultInjection
+        self.notificationBatcher = WriteBatcher(writers: url.writeConcurrency, maximumBatch: url.writeBatch)
     }
 
     /// Connects, migrates the schema (once, under an advisory lock, whatever the number of instances starting) and
@@ -107,7 +110,42 @@ public final class PostgresLedgerStore: LedgerStore {
 
     // MARK: - Writes
 
+    /// Notifications arriving together are applied together (``WriteBatcher``): one that arrives while a writer is
+    /// free is applied at once, alone; under load, the next free writer applies all that wait in one transaction
+    /// (``LedgerUnitOfWork/applyingTogether(_:)``), which costs about what one notification alone costs.
     public func apply(_ notification: VerifiedNotification) async throws(StorageError) -> ApplyOutcome {
+        try await notificationBatcher.write(notification) { batch in await self.applyTogether(batch) }
+    }
+
+    /// Applies a batch in one transaction; if that fails for other than a transient reason (which ``write(_:)``
+    /// retries), each notification alone, at once, so that one notification the database refuses fails only its own
+    /// request.
+    func applyTogether(_ notifications: [VerifiedNotification]) async -> [Result<ApplyOutcome, StorageError>] {
+        do throws(StorageError) {
+            if notifications.count == 1 { return [.success(try await applyAlone(notifications[0]))] }
+            return try await write { transaction in
+                try await LedgerUnitOfWork.applyingTogether(notifications).run(in: transaction)
+            }.map { .success($0) }
+        } catch {
+            guard notifications.count > 1 else { return [.failure(error)] }
+            return await withTaskGroup(of: (Int, Result<ApplyOutcome, StorageError>).self) { group in
+                for (index, notification) in notifications.enumerated() {
+                    group.addTask {
+                        do throws(StorageError) {
+                            return (index, .success(try await self.applyAlone(notification)))
+                        } catch {
+                            return (index, .failure(error))
+                        }
+                    }
+                }
+                var results = [Result<ApplyOutcome, StorageError>](repeating: .failure(StorageError("not applied")), count: notifications.count)
+                for await (index, result) in group { results[index] = result }
+                return results
+            }
+        }
+    }
+
+    private func applyAlone(_ notification: VerifiedNotification) async throws(StorageError) -> ApplyOutcome {
         try await write { transaction in try await LedgerUnitOfWork.applying(notification).run(in: transaction) }
     }
 

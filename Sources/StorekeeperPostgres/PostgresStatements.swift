@@ -90,6 +90,18 @@ enum LockAndClaimStatement: PreparedStatementText {
         """
 }
 
+/// The locks of `$1`, then the claims of the distinct notifications `$2` (a text array) received at `$3`: the
+/// UUIDs of those that are new.
+enum LockAndClaimAllStatement: PreparedStatementText {
+    static let name = "storekeeper_lock_and_claim_all_v1"
+    static let sql = """
+        WITH locks AS MATERIALIZED (\(LockStatement.lockSQL))
+        INSERT INTO notifications (uuid, type, outcome, received_at)
+        SELECT u, '', 'claimed', $3::int8 FROM (SELECT count(*) FROM locks) AS held, unnest($2::text[]) AS u
+        ON CONFLICT (uuid) DO NOTHING RETURNING uuid
+        """
+}
+
 /// Every write a unit of work makes, as one statement: each table's rows as arrays (an empty array writes
 /// nothing), then the announcement to other instances (`$49` the channel, `$50` the payload, none when `NULL`).
 enum WriteStatement: PreparedStatementText {

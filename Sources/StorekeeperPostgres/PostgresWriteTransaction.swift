@@ -41,21 +41,30 @@ struct PostgresWriteTransaction: AsyncLedgerWriteTransaction {
     func read(_ reads: LedgerReads) async throws -> LedgerReadResults {
         try await flush()
         var results = LedgerReadResults()
-        let keys = (reads.families + reads.locking).map { "family \($0.environment.rawValue) \($0.id)" }
+        let keys = reads.families.map { "family \($0.environment.rawValue) \($0.id)" }
             + reads.tokens.sorted().map { "token \($0.bundleId) \($0.environment.rawValue) \($0.token)" }
         var binds = PostgresBindings(capacity: 3)
         binds.append(keys)
-        if let uuid = reads.claimNotification {
-            binds.append(uuid)
+        switch reads.claimNotifications.count {
+        case 0:
+            if !keys.isEmpty { for try await _ in try await connection.run(LockStatement.self, binds) {} }
+        case 1:
+            // Scalar binds: one generic plan (see ``PostgresLedgerStore/oneFamilySQL``).
+            binds.append(reads.claimNotifications[0])
             binds.append(Date().epochMilliseconds)
             var claimed = false
             for try await _ in try await connection.run(LockAndClaimStatement.self, binds) { claimed = true }
             guard claimed else {
-                results.notificationExists = true
+                results.existingNotifications = [reads.claimNotifications[0]]
                 return results
             }
-        } else if !keys.isEmpty {
-            for try await _ in try await connection.run(LockStatement.self, binds) {}
+        default:
+            binds.append(reads.claimNotifications)
+            binds.append(Date().epochMilliseconds)
+            var claimed = Set<String>()
+            for try await row in try await connection.run(LockAndClaimAllStatement.self, binds) { claimed.insert(try row.decode(String.self)) }
+            results.existingNotifications = Set(reads.claimNotifications).subtracting(claimed)
+            guard !claimed.isEmpty else { return results }
         }
         guard !reads.families.isEmpty || !reads.tokens.isEmpty else { return results }
         try await store.loadFamilies(connection, memo, reads.families, tokens: reads.tokens, into: &results.ledger)
@@ -65,8 +74,10 @@ struct PostgresWriteTransaction: AsyncLedgerWriteTransaction {
     }
 
     func write(_ changes: LedgerChanges) async throws {
-        let faults = changes.notification == nil ? nil : store.unsafeFaultInjection
+        let faults = changes.notifications.isEmpty ? nil : store.unsafeFaultInjection
         try faults?("after-apply")
+        // One point per notification too, so that a test can make the database refuse one of a batch.
+        for record in changes.notifications { try faults?("notification \(record.notificationUUID)") }
         try await store.save(connection, memo, changes, into: pending)
         try faults?("before-commit")
     }
@@ -228,7 +239,7 @@ extension PostgresLedgerStore {
                 token.bundleId, token.environment.rawValue, token.token.description, customer
             )
         }
-        if let record = changes.notification {
+        for record in changes.notifications {
             pending.notifications[record.notificationUUID] = PendingWrites.NotificationRow(
                 uuid: record.notificationUUID, type: record.notificationType.rawValue, subtype: record.subtype?.rawValue,
                 signedDate: record.signedDate?.epochMilliseconds, environment: record.environment?.rawValue, outcome: record.outcome,

@@ -182,7 +182,7 @@ extension SQLiteLedgerStore {
                 ON CONFLICT (bundle_id, environment, token) DO UPDATE SET customer_id = excluded.customer_id
                 """).execute(arguments: [token.bundleId, token.environment.rawValue, token.token.description, customer])
         }
-        if let record = changes.notification {
+        for record in changes.notifications {
             let payload = try headers.store(record.signedPayload, db, memo)
             try db.cachedStatement(sql: """
                 INSERT INTO notifications (uuid, type, subtype, signed_date, environment, outcome, received_at,
@@ -225,7 +225,7 @@ struct SQLiteWriteTransaction: LedgerWriteTransaction {
     }
 
     func write(_ changes: LedgerChanges) throws {
-        let faults = changes.notification == nil ? nil : store.unsafeFaultInjection
+        let faults = changes.notifications.isEmpty ? nil : store.unsafeFaultInjection
         try faults?("after-apply")
         try store.save(db, memo, changes)
         try faults?("before-commit")

@@ -110,6 +110,57 @@ struct PostgresStoreTests {
         for store in stores { await store.close() }
     }
 
+    @Test("notifications arriving together are applied in batches, each once, as one writer in order; one the database refuses fails alone")
+    func batchedNotifications() async throws {
+        var harness = try H()
+        for index in 0..<15 {
+            try harness.engine.createCustomer(id: "b\(index)")
+            _ = try harness.engine.purchase(.init(customerId: "b\(index)", productId: index % 3 == 0 ? "coins.100" : "pro.monthly"))
+        }
+        try harness.engine.advance(by: 65 * 86_400)
+        let notifications = try await harness.verifiedNotifications()
+        let refused = notifications[notifications.count / 2].payload.notificationUUID
+        let reference = try SQLiteLedgerStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("ledger-\(UUID()).sqlite").path)
+        for notification in notifications where notification.payload.notificationUUID != refused { _ = try await reference.apply(notification) }
+
+        // One writer: whatever arrives while it commits waits and goes in its next batch.
+        var url = try await PostgresTestDatabase.create()
+        url.writeConcurrency = 1
+        let store = try await PostgresLedgerStore.open(url, unsafeFaultInjection: { point in
+            if point == "notification \(refused)" { throw StorageError("refused by the test") }
+        })
+        let outcomes = Collected<(String, Result<ApplyOutcome, StorageError>)>()
+        await withTaskGroup(of: Void.self) { group in
+            for notification in (notifications + notifications).shuffled() {
+                group.addTask {
+                    do throws(StorageError) {
+                        outcomes.add((notification.payload.notificationUUID, .success(try await store.apply(notification))))
+                    } catch {
+                        outcomes.add((notification.payload.notificationUUID, .failure(error)))
+                    }
+                }
+            }
+        }
+        let written = store.notificationBatcher.written
+        #expect(written.items == notifications.count * 2 && written.batches < written.items / 2, "\(written)")
+        // The refused notification failed both times, alone; every other was applied once, then a duplicate.
+        for (uuid, result) in outcomes.values where uuid == refused {
+            #expect(throws: StorageError.self) { try result.get() }
+        }
+        let others = outcomes.values.filter { $0.0 != refused }
+        #expect(others.allSatisfy { (try? $0.1.get()) != nil })
+        #expect(others.filter { (try? $0.1.get()) != .duplicate }.count == notifications.count - 1)
+        #expect(Set(others.filter { (try? $0.1.get()) != .duplicate }.map(\.0)).count == notifications.count - 1)
+        #expect(try await store.containsNotification(refused) == false)
+        #expect(try await store.notificationCounts() == reference.notificationCounts())
+        for index in 0..<15 {
+            let expected = try await reference.ledger(for: "b\(index)", bundleId: "com.example.storekeeper", environment: .sandbox)
+            let ledger = try await store.ledger(for: "b\(index)", bundleId: "com.example.storekeeper", environment: .sandbox)
+            #expect(LedgerStoreContractTests.differences(ledger, expected).isEmpty, "b\(index): \(LedgerStoreContractTests.differences(ledger, expected))")
+        }
+        await store.close()
+    }
+
     @Test("pages of recovered notifications in opposite orders on two instances wait for each other: none deadlocks, none is lost")
     func oppositePagesDoNotDeadlock() async throws {
         var harness = try H()
@@ -233,9 +284,12 @@ struct PostgresStoreTests {
 struct PostgresDatabaseURLTests {
     @Test("a URL's parts and options are read; the password never appears in its description")
     func parsing() throws {
-        let url = try PostgresDatabaseURL("postgres://app%40corp:s3cr%3At@db.internal:6432/ledger?sslmode=verify-full&pool_size=8&connect_timeout=3")
+        let url = try PostgresDatabaseURL(
+            "postgres://app%40corp:s3cr%3At@db.internal:6432/ledger?sslmode=verify-full&pool_size=8&connect_timeout=3&write_concurrency=2&write_batch=1"
+        )
         #expect(url.username == "app@corp" && url.password == "s3cr:t" && url.host == "db.internal" && url.port == 6432)
         #expect(url.database == "ledger" && url.tlsMode == .verifyFull && url.poolSize == 8)
+        #expect(url.writeConcurrency == 2 && url.writeBatch == 1 && url.description.hasSuffix("write_concurrency=2&write_batch=1"))
         #expect(!url.description.contains("s3cr") && url.description.contains("***"))
         #expect(try PostgresDatabaseURL("postgresql://u@h/d").port == 5432)
     }
@@ -245,6 +299,8 @@ struct PostgresDatabaseURLTests {
         ("postgres://:hunter2@host/db", "no user name"),
         ("postgres://u:hunter2@host/db?sslmode=maybe", "sslmode must be one of"),
         ("postgres://u:hunter2@host/db?pool_size=0", "pool_size must be 1 to 500"),
+        ("postgres://u:hunter2@host/db?write_batch=0", "write_batch must be 1 to 1000"),
+        ("postgres://u:hunter2@host/db?write_concurrency=many", "write_concurrency must be 1 to 100"),
         ("postgres://u:hunter2@host/db?application=x", "unknown database URL option"),
         ("mysql://u:hunter2@host/db", "not a postgres:// URL"),
     ])

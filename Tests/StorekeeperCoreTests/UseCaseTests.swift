@@ -173,6 +173,38 @@ struct UseCaseTests {
     }
 }
 
+extension UseCaseTests {
+    @Test("notifications applied together, with repeats and ones already held, end where applying them one by one does")
+    func applyingTogether() async throws {
+        var harness = try H()
+        try await harness.play("subscriber-lifecycle")
+        let notifications = try await harness.verifiedNotifications()
+        var reference = Ledger()
+        for notification in notifications { reference.apply(notification) }
+        let memory = InMemoryTransaction()
+        // The first notification alone first, so that the first batch holds one the ledger already has.
+        _ = try LedgerUnitOfWork.apply(notifications[0], in: memory)
+        var answers: [String: [ApplyOutcome]] = [:]
+        for start in stride(from: 0, to: notifications.count, by: 5) {
+            let batch = Array(notifications[start..<min(start + 5, notifications.count)])
+            let repeated = batch + [batch[0]]
+            let result = try LedgerUnitOfWork.applyingTogether(repeated).run(in: memory)
+            #expect(result.outcomes.count == repeated.count)
+            for (notification, outcome) in zip(repeated, result.outcomes) { answers[notification.payload.notificationUUID, default: []].append(outcome) }
+        }
+        // Each UUID: one application (the first delivery), then duplicates; the one applied alone first: duplicates only.
+        #expect(answers[notifications[0].payload.notificationUUID]?.allSatisfy { $0 == .duplicate } == true)
+        for notification in notifications.dropFirst() {
+            let outcomes = answers[notification.payload.notificationUUID] ?? []
+            #expect(outcomes.first != .duplicate && outcomes.dropFirst().allSatisfy { $0 == .duplicate }, "\(outcomes)")
+        }
+        let held = memory.ledger.withLock { $0 }
+        #expect(held.transactions == reference.transactions && held.subscriptions == reference.subscriptions)
+        #expect(held.explicitLinks == reference.explicitLinks && Set(held.notifications.keys) == Set(reference.notifications.keys))
+        #expect(held.notifications.mapValues(\.outcome) == reference.notifications.mapValues(\.outcome))
+    }
+}
+
 /// A ledger held in memory, through the row operations a backend implements.
 final class InMemoryTransaction: LedgerWriteTransaction, Sendable {
     let ledger = Mutex(Ledger())
@@ -198,7 +230,7 @@ final class InMemoryTransaction: LedgerWriteTransaction, Sendable {
             for subscription in changes.subscriptions { held.subscriptions[subscription.key] = subscription }
             held.explicitLinks.merge(changes.links) { $1 }
             held.tokenOwners.merge(changes.tokenOwners) { $1 }
-            if let notification = changes.notification { held.notifications[notification.notificationUUID] = notification }
+            for notification in changes.notifications { held.notifications[notification.notificationUUID] = notification }
         }
     }
 
