@@ -52,9 +52,13 @@ extension PostgresLedgerStore {
         """
     }
 
-    /// Families joined from a CTE `families (env, id)`.
+    /// Families joined from a CTE `families (env, id)`, each looked up through its table's index by a `LATERAL`
+    /// sub-query (`OFFSET 0` keeps the planner from flattening it into a join). A plain join was planned from the
+    /// tables' statistics, and a prepared statement's generic plan, made while a table was small, kept scanning all of
+    /// it with a hash join as it grew (seen with `auto_explain`: every transaction read for one customer); with array
+    /// binds the planner also guesses 100 elements per array, where a read names a few dozen keys at most.
     private static func joiningFamilies(_ table: String, _ alias: String) -> String {
-        "families f JOIN \(table) \(alias) ON \(alias).environment = f.env AND \(alias).original_transaction_id = f.id"
+        "families f CROSS JOIN LATERAL (SELECT * FROM \(table) x WHERE x.environment = f.env AND x.original_transaction_id = f.id OFFSET 0) \(alias)"
     }
 
     /// One family and at most one token, in scalar binds: `$1`/`$2` the family's environment and original ID, `$3`/`$4`/
@@ -69,16 +73,12 @@ extension PostgresLedgerStore {
     )
 
     /// Families and token owners named by the binds: `$1`/`$2` the families' environments and original IDs,
-    /// `$3`/`$4`/`$5` the tokens' apps, environments and tokens. Each is looked up through its index by a `LATERAL`
-    /// sub-query (`OFFSET 0` keeps the planner from flattening it into a join): with array binds the planner guesses
-    /// 100 elements per array and, as the tables grow, chose hash joins over a scan of every transaction, where a
-    /// batch names a few dozen keys at most.
+    /// `$3`/`$4`/`$5` the tokens' apps, environments and tokens, each looked up by index (see
+    /// ``joiningFamilies(_:_:)``).
     static let familiesSQL = """
         WITH families AS (SELECT * FROM unnest($1::text[], $2::text[]) AS f(env, id))
         """ + "\n" + rowsSQL(
-            from: { table, alias in
-                "families f CROSS JOIN LATERAL (SELECT * FROM \(table) x WHERE x.environment = f.env AND x.original_transaction_id = f.id OFFSET 0) \(alias)"
-            },
+            from: joiningFamilies,
             owners: """
                 unnest($3::text[], $4::text[], $5::text[]) AS k(bundle, env, token) CROSS JOIN LATERAL (
                     SELECT * FROM token_owners x WHERE x.bundle_id = k.bundle AND x.environment = k.env AND x.token = k.token OFFSET 0
@@ -89,7 +89,8 @@ extension PostgresLedgerStore {
 
     /// Customer `$1`'s tokens in app `$2` and environment `$3`, and every family linked to them or carrying one of
     /// those tokens. With `countingConsumables`, as SQLite does (``LedgerStore/entitlementLedger(for:bundleId:environment:)``):
-    /// the consumables linked to them are counted (kind 4), not loaded, and not loaded again through a token.
+    /// the consumables linked to them are counted (kind 4), not loaded, and not loaded again through a token. Every
+    /// look-up goes through an index whatever the statistics say (see ``joiningFamilies(_:_:)``).
     static func customerSQL(countingConsumables: Bool) -> String {
         let linked = countingConsumables ? """
             linked AS (
@@ -102,20 +103,27 @@ extension PostgresLedgerStore {
             families AS (
                 SELECT $3::text AS env, id FROM linked WHERE NOT consumable
                 UNION
-                SELECT $3::text, t.original_transaction_id FROM owned o JOIN transactions t ON t.app_account_token = o.token AND t.environment = $3
+                SELECT $3::text, t.original_transaction_id FROM owned o CROSS JOIN LATERAL (
+                    SELECT x.original_transaction_id, x.product_type FROM transactions x WHERE x.app_account_token = o.token AND x.environment = $3 OFFSET 0
+                ) t
                 WHERE NOT (t.product_type = 'Consumable' AND EXISTS (SELECT 1 FROM linked k WHERE k.consumable AND k.id = t.original_transaction_id))
             )
             """ : """
             families AS (
                 SELECT $3::text AS env, original_transaction_id AS id FROM customer_links WHERE customer_id = $1 AND environment = $3
                 UNION
-                SELECT $3::text, t.original_transaction_id FROM owned o JOIN transactions t ON t.app_account_token = o.token AND t.environment = $3
+                SELECT $3::text, t.original_transaction_id FROM owned o CROSS JOIN LATERAL (
+                    SELECT x.original_transaction_id, x.product_type FROM transactions x WHERE x.app_account_token = o.token AND x.environment = $3 OFFSET 0
+                ) t
             )
             """
         let consumables = countingConsumables ? """
             SELECT 4, $3::text, t.bundle_id, t.product_id, NULL, NULL, NULL, SUM(CASE WHEN t.revoked THEN 0 ELSE t.quantity END),
                 COUNT(*), NULL, NULL, NULL, NULL, NULL
-            FROM linked k JOIN transactions t ON t.environment = $3 AND t.original_transaction_id = k.id
+            FROM linked k CROSS JOIN LATERAL (
+                SELECT x.bundle_id, x.product_id, x.product_type, x.revoked, x.quantity FROM transactions x
+                WHERE x.environment = $3 AND x.original_transaction_id = k.id OFFSET 0
+            ) t
             WHERE k.consumable AND t.product_type = 'Consumable'
             GROUP BY t.bundle_id, t.product_id
             """ : nil
@@ -142,12 +150,12 @@ extension PostgresLedgerStore {
     }
 
     enum CustomerRowsStatement: PreparedStatementText {
-        static let name = "storekeeper_customer_rows_v1"
+        static let name = "storekeeper_customer_rows_v2"
         static let sql = customerSQL(countingConsumables: false)
     }
 
     enum EntitlementRowsStatement: PreparedStatementText {
-        static let name = "storekeeper_entitlement_rows_v1"
+        static let name = "storekeeper_entitlement_rows_v2"
         static let sql = customerSQL(countingConsumables: true)
     }
 
