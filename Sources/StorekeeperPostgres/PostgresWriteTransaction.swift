@@ -17,9 +17,10 @@ import StorekeeperCore
 /// customers' submissions cannot both take one token. `SERIALIZABLE` would be correct too, but would abort writers of
 /// unrelated families whose predicate locks happen to overlap, and turn every conflict into a retry; conditional
 /// upserts alone cannot express "apply the rules to what is there". Locks are taken in ascending key order within a
-/// step, so single units of work cannot deadlock; a page of recovered notifications takes several steps' locks and
-/// may, in which case PostgreSQL aborts one transaction and the store runs it again (as for any serialization or
-/// deadlock failure, see ``PostgresLedgerStore``).
+/// step, and a batch of notifications (live ones arriving together, or a page of recovered ones) takes all its
+/// families' locks in its first step, so two writers over the same families queue; a unit of work whose second step
+/// locks more tokens may still deadlock with another, in which case PostgreSQL aborts one transaction and the store
+/// runs it again (as for any serialization or deadlock failure, see ``PostgresLedgerStore``).
 ///
 /// **A notification is applied once** because the database says so: the unit of work's first read claims its UUID
 /// with `INSERT … ON CONFLICT DO NOTHING`, after taking its families' locks; a second instance claiming it waits for
@@ -31,7 +32,8 @@ import StorekeeperCore
 /// under `READ COMMITTED` each statement reads what was committed when it began, so the rows must be read by a
 /// statement that begins after the locks are held), and the writes are not sent when made: they wait in ``pending``
 /// and go as one prepared statement (``WriteStatement``, with the `pg_notify`) before the next read or the commit. A
-/// notification that changes one purchase is then `BEGIN`, three statements and `COMMIT`.
+/// notification that changes one purchase is then `BEGIN`, three statements and `COMMIT`, and so is a batch of them
+/// (``LedgerUnitOfWork/applyingTogether(_:)``, claimed by ``LockAndClaimAllStatement``).
 struct PostgresWriteTransaction: AsyncLedgerWriteTransaction {
     let store: PostgresLedgerStore
     let connection: PostgresConnection
