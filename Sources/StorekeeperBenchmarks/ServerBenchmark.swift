@@ -41,6 +41,9 @@ public enum ServerBenchmark {
         public var server: ServerFigures? = nil
         /// Ingest only: the ledger's bytes in use (pages holding data, after a checkpoint) per notification applied.
         public var ledgerBytesPerNotification: Int? = nil
+        /// Ingest on PostgreSQL only: notifications per transaction on the first instance, over both runs (group
+        /// commit, ``WriteBatcher``).
+        public var notificationsPerCommit: Double? = nil
     }
 
     /// The server's side of an entitlement-read run.
@@ -90,6 +93,9 @@ public enum ServerBenchmark {
             var result = Result(benchmark: "ingest", storage: description, fullSpeed: full, halfRate: half)
             let applied = full.requests + half.requests - full.failures - half.failures
             if let sqlite, applied > 0 { result.ledgerBytesPerNotification = (try await sqlite.usedBytes() - empty) / applied }
+            if let written = (store as? PostgresLedgerStore)?.notificationBatcher.written, written.batches > 0 {
+                result.notificationsPerCommit = (Double(written.items) / Double(written.batches) * 10).rounded() / 10
+            }
             return result
         }
     }
