@@ -128,6 +128,9 @@ public final class PostgresLedgerStore: LedgerStore {
             }.map { .success($0) }
         } catch {
             guard notifications.count > 1 else { return [.failure(error)] }
+            logger.notice("a batch of notifications failed; applying each alone", metadata: [
+                "error": .string(error.message), "batch": .stringConvertible(notifications.count),
+            ])
             return await withTaskGroup(of: (Int, Result<ApplyOutcome, StorageError>).self) { group in
                 for (index, notification) in notifications.enumerated() {
                     group.addTask {
