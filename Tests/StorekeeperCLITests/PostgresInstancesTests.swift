@@ -98,17 +98,25 @@ struct PostgresInstancesTests {
         return truth
     }
 
+    /// The crash tests' simulator and configuration in `directory`, the configuration edited by `edit`.
+    static func setUp(in directory: URL, editing edit: (inout [String: Any]) -> Void) throws -> (Simulator, config: String) {
+        let (simulator, config, _) = try CrashRecoveryTests.setUp(in: directory)
+        var configuration = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: config))) as! [String: Any]
+        edit(&configuration)
+        try JSONSerialization.data(withJSONObject: configuration).write(to: URL(fileURLWithPath: config))
+        return (simulator, config)
+    }
+
     @Test("deliveries spread over three instances with duplicates, reorders and a SIGKILL: every customer equals the ground truth on every instance, nothing applied twice, caches follow each write")
     func threeInstances() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pg-e2e-\(UUID())")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let (simulator, config, _) = try CrashRecoveryTests.setUp(in: directory)
-        // An app key, so that the test reads customers and submits purchases as the app does.
-        var configuration = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: config))) as! [String: Any]
-        let hash = SHA256.hash(data: Data(Self.apiKey.utf8)).map { String(format: "%02x", $0) }.joined()
-        configuration["apiKeys"] = [["name": "e2e", "sha256": hash, "scope": "app", "bundleId": "com.example.storekeeper"]]
-        configuration["entitlements"] = ["productEntitlements": ["pro.monthly": ["pro"]], "subscriptionLevels": [:], "nonRenewingDurations": [:], "billingRetryGrantsAccess": false]
-        try JSONSerialization.data(withJSONObject: configuration).write(to: URL(fileURLWithPath: config))
+        let (simulator, config) = try Self.setUp(in: directory) { configuration in
+            // An app key, so that the test reads customers and submits purchases as the app does.
+            let hash = SHA256.hash(data: Data(Self.apiKey.utf8)).map { String(format: "%02x", $0) }.joined()
+            configuration["apiKeys"] = [["name": "e2e", "sha256": hash, "scope": "app", "bundleId": "com.example.storekeeper"]]
+            configuration["entitlements"] = ["productEntitlements": ["pro.monthly": ["pro"]], "subscriptionLevels": [:], "nonRenewingDurations": [:], "billingRetryGrantsAccess": false]
+        }
         let database = try await Self.newDatabase()
 
         var servers: [ServerProcess] = []
@@ -206,11 +214,8 @@ struct PostgresInstancesTests {
     func leaseHolderKilled() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pg-lease-\(UUID())")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let (_, config, _) = try CrashRecoveryTests.setUp(in: directory)
         // Raw-payload retention is a leased job every instance schedules.
-        var configuration = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: config))) as! [String: Any]
-        configuration["retention"] = ["rawPayloadDays": 30]
-        try JSONSerialization.data(withJSONObject: configuration).write(to: URL(fileURLWithPath: config))
+        let (_, config) = try Self.setUp(in: directory) { $0["retention"] = ["rawPayloadDays": 30] }
         let database = try await Self.newDatabase()
         var servers: [ServerProcess] = []
         for _ in 0..<3 { servers.append(try await Task.detached { try ServerProcess(config: config, database: database) }.value) }
