@@ -4,6 +4,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import StorekeeperCore
+import StorekeeperPostgres
 import StorekeeperServer
 
 extension ServerBenchmark {
@@ -89,6 +90,7 @@ extension ServerBenchmark {
             }
             await seeding.close()
             let after = Self.cacheCounts(exporter)
+            let statements = (store as? PostgresLedgerStore)?.readBatcher.completed
             let missPath = try await measureMissPath(store: store, customers: options.customers)
             return Result(
                 benchmark: "entitlements", storage: description, fullSpeed: full, halfRate: half,
@@ -96,7 +98,8 @@ extension ServerBenchmark {
                     cacheCapacity: options.cacheCapacity, cacheHits: after.hits - before.hits, cacheMisses: after.misses - before.misses,
                     writesDuringReads: fullWrites + halfWrites, writeRate: options.writesPerSecond,
                     renewalNotificationsSeeded: history.count, appAccountTokens: options.appAccountTokens,
-                    consumablesPerCustomer: options.consumables, missPath: missPath
+                    consumablesPerCustomer: options.consumables, missPath: missPath,
+                    customersPerStatement: statements.flatMap { $0.batches > 0 ? (Double($0.items) / Double($0.batches) * 10).rounded() / 10 : nil }
                 )
             )
         }

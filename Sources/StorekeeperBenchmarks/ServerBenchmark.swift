@@ -42,7 +42,7 @@ public enum ServerBenchmark {
         /// Ingest only: the ledger's bytes in use (pages holding data, after a checkpoint) per notification applied.
         public var ledgerBytesPerNotification: Int? = nil
         /// Ingest on PostgreSQL only: notifications per transaction on the first instance, over both runs (group
-        /// commit, ``WriteBatcher``).
+        /// commit, ``Batcher``).
         public var notificationsPerCommit: Double? = nil
     }
 
@@ -64,6 +64,8 @@ public enum ServerBenchmark {
         public var consumablesPerCustomer: Int
         /// A cache miss taken apart, without HTTP, one read at a time.
         public var missPath: MissPath
+        /// PostgreSQL only: customers read per statement on the first instance, over both runs (``Batcher``).
+        public var customersPerStatement: Double? = nil
     }
 
     /// The average time of each part of answering a customer from the ledger.
@@ -93,7 +95,7 @@ public enum ServerBenchmark {
             var result = Result(benchmark: "ingest", storage: description, fullSpeed: full, halfRate: half)
             let applied = full.requests + half.requests - full.failures - half.failures
             if let sqlite, applied > 0 { result.ledgerBytesPerNotification = (try await sqlite.usedBytes() - empty) / applied }
-            if let written = (store as? PostgresLedgerStore)?.notificationBatcher.written, written.batches > 0 {
+            if let written = (store as? PostgresLedgerStore)?.notificationBatcher.completed, written.batches > 0 {
                 result.notificationsPerCommit = (Double(written.items) / Double(written.batches) * 10).rounded() / 10
             }
             return result

@@ -9,8 +9,9 @@ import AppStoreModels
 /// percent-encoded. Options: `sslmode` (`disable`, `prefer` (the default, as libpq's), `require` (encrypted, the
 /// server's certificate not checked, as libpq's), `verify-full` (encrypted, certificate and host name checked)),
 /// `pool_size` (connections per instance, default 20), `connect_timeout` (seconds, default 10), `write_concurrency`
-/// (batches of live notifications written at once per instance, default 4) and `write_batch` (the most notifications
-/// in one batch, default 32; 1 turns batching off): see ``WriteBatcher``. The password never appears in
+/// (batches of live notifications written at once per instance, default 4), `write_batch` (the most notifications
+/// in one batch, default 32; 1 turns batching off), `read_concurrency` and `read_batch` (the same for customer reads,
+/// read in one statement per batch; defaults 4 and 32): see ``Batcher``. The password never appears in
 /// ``description`` (``redacted``), in logs or in errors.
 public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
     public enum TLSMode: String, Sendable, CaseIterable {
@@ -26,10 +27,14 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
     public var tlsMode: TLSMode = .prefer
     public var poolSize = 20
     public var connectTimeout: Duration = .seconds(10)
-    /// How many batches of live notifications an instance writes at once (``WriteBatcher/writers``).
+    /// How many batches of live notifications an instance writes at once (``Batcher/workers``).
     public var writeConcurrency = 4
-    /// The most live notifications in one transaction (``WriteBatcher/maximumBatch``); 1: each alone.
+    /// The most live notifications in one transaction (``Batcher/maximumBatch``); 1: each alone.
     public var writeBatch = 32
+    /// How many statements of customer reads an instance runs at once (``Batcher/workers``).
+    public var readConcurrency = 4
+    /// The most customer reads in one statement (``Batcher/maximumBatch``); 1: each alone.
+    public var readBatch = 32
 
     /// Whether `text` names a PostgreSQL database (anything else given to `--database` is a SQLite file path).
     public static func isPostgres(_ text: String) -> Bool {
@@ -70,22 +75,24 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
                     throw StorageError("connect_timeout must be 1 to 600 seconds, not \(UntrustedText.escaped(value, limit: 40))")
                 }
                 connectTimeout = .seconds(seconds)
-            case "write_concurrency":
-                guard let count = Int(value), (1...100).contains(count) else {
-                    throw StorageError("write_concurrency must be 1 to 100, not \(UntrustedText.escaped(value, limit: 40))")
-                }
-                writeConcurrency = count
-            case "write_batch":
-                guard let count = Int(value), (1...1_000).contains(count) else {
-                    throw StorageError("write_batch must be 1 to 1000, not \(UntrustedText.escaped(value, limit: 40))")
-                }
-                writeBatch = count
+            case "write_concurrency": writeConcurrency = try Self.count(item.name, value, 1...100)
+            case "write_batch": writeBatch = try Self.count(item.name, value, 1...1_000)
+            case "read_concurrency": readConcurrency = try Self.count(item.name, value, 1...100)
+            case "read_batch": readBatch = try Self.count(item.name, value, 1...1_000)
             default:
                 throw StorageError(
-                    "unknown database URL option \(UntrustedText.escaped(item.name, limit: 40)) (known: sslmode, pool_size, connect_timeout, write_concurrency, write_batch)"
+                    "unknown database URL option \(UntrustedText.escaped(item.name, limit: 40)) (known: sslmode, pool_size, connect_timeout, write_concurrency, write_batch, read_concurrency, read_batch)"
                 )
             }
         }
+    }
+
+    /// An option's whole number, refused (named, with the value escaped) outside `range`.
+    private static func count(_ name: String, _ value: String, _ range: ClosedRange<Int>) throws(StorageError) -> Int {
+        guard let count = Int(value), range.contains(count) else {
+            throw StorageError("\(name) must be \(range.lowerBound) to \(range.upperBound), not \(UntrustedText.escaped(value, limit: 40))")
+        }
+        return count
     }
 
     /// The URL without its password.
@@ -96,6 +103,8 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
         if poolSize != 20 { options.append("pool_size=\(poolSize)") }
         if writeConcurrency != 4 { options.append("write_concurrency=\(writeConcurrency)") }
         if writeBatch != 32 { options.append("write_batch=\(writeBatch)") }
+        if readConcurrency != 4 { options.append("read_concurrency=\(readConcurrency)") }
+        if readBatch != 32 { options.append("read_batch=\(readBatch)") }
         if !options.isEmpty { text += "?" + options.joined(separator: "&") }
         return text
     }

@@ -29,13 +29,16 @@ public final class PostgresLedgerStore: LedgerStore {
     public let url: PostgresDatabaseURL
     let headers = PostgresHeaders()
     let logger: Logger
-    /// A test seam that runs inside write transactions at named points; throwing from it rolls the write back.
+    /// A test seam that runs inside write transactions at named points (throwing from it rolls the write back), and
+    /// before each statement of customer reads with `read <customer ID>` for each of its customers.
     let unsafeFaultInjection: (@Sendable (String) throws -> Void)?
     /// The channel on which instances announce their commits.
     static let channel = "storekeeper_ledger_changes"
     private let retries = Mutex<Int>(0)
     /// Live notifications, applied in batches under load.
-    public let notificationBatcher: WriteBatcher<VerifiedNotification, ApplyOutcome>
+    public let notificationBatcher: Batcher<VerifiedNotification, ApplyOutcome>
+    /// Customer reads for entitlements, read in batches under load.
+    public let readBatcher: Batcher<CustomerRead, Ledger>
     /// How many times a write was run again after a transient failure (a deadlock, a serialization failure, a lost
     /// connection), since this store was opened.
     public var writesRetried: Int { retries.withLock { $0 } }
@@ -52,7 +55,8 @@ public final class PostgresLedgerStore: LedgerStore {
         self.url = url
         self.logger = logger
         self.unsafeFaultInjection = unsafeFaultInjection
-        self.notificationBatcher = WriteBatcher(writers: url.writeConcurrency, maximumBatch: url.writeBatch)
+        self.notificationBatcher = Batcher(workers: url.writeConcurrency, maximumBatch: url.writeBatch)
+        self.readBatcher = Batcher(workers: url.readConcurrency, maximumBatch: url.readBatch)
     }
 
     /// Connects, migrates the schema (once, under an advisory lock, whatever the number of instances starting) and
@@ -110,11 +114,11 @@ public final class PostgresLedgerStore: LedgerStore {
 
     // MARK: - Writes
 
-    /// Notifications arriving together are applied together (``WriteBatcher``): one that arrives while a writer is
+    /// Notifications arriving together are applied together (``Batcher``): one that arrives while a writer is
     /// free is applied at once, alone; under load, the next free writer applies all that wait in one transaction
     /// (``LedgerUnitOfWork/applyingTogether(_:)``), which costs about what one notification alone costs.
     public func apply(_ notification: VerifiedNotification) async throws(StorageError) -> ApplyOutcome {
-        try await notificationBatcher.write(notification) { batch in await self.applyTogether(batch) }
+        try await notificationBatcher.submit(notification) { batch in await self.applyTogether(batch) }
     }
 
     /// Applies a batch in one transaction; if that fails for other than a transient reason (which ``write(_:)``
@@ -131,20 +135,7 @@ public final class PostgresLedgerStore: LedgerStore {
             logger.notice("a batch of notifications failed; applying each alone", metadata: [
                 "error": .string(error.message), "batch": .stringConvertible(notifications.count),
             ])
-            return await withTaskGroup(of: (Int, Result<ApplyOutcome, StorageError>).self) { group in
-                for (index, notification) in notifications.enumerated() {
-                    group.addTask {
-                        do throws(StorageError) {
-                            return (index, .success(try await self.applyAlone(notification)))
-                        } catch {
-                            return (index, .failure(error))
-                        }
-                    }
-                }
-                var results = [Result<ApplyOutcome, StorageError>](repeating: .failure(StorageError("not applied")), count: notifications.count)
-                for await (index, result) in group { results[index] = result }
-                return results
-            }
+            return await Batcher.eachAlone(notifications) { notification throws(StorageError) in try await self.applyAlone(notification) }
         }
     }
 
@@ -312,18 +303,33 @@ public final class PostgresLedgerStore: LedgerStore {
     }
 
     public func ledger(for customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger {
-        try await read { connection in
-            var ledger = Ledger()
-            try await self.loadCustomer(connection, customerId, bundleId, environment, entitlementsOnly: false, into: &ledger)
-            return ledger
+        let read = CustomerRead(customerId: customerId, bundleId: bundleId, environment: environment)
+        return try await self.read { connection in try await self.loadCustomers(connection, [read], entitlementsOnly: false)[0] }
+    }
+
+    /// Customers read together are read together (``Batcher``), the way notifications are applied: a read arriving
+    /// while a reader is free runs at once, alone; under load, the next free reader reads all that wait in one
+    /// statement, which costs PostgreSQL about what one read alone costs (its start-up work, not its index look-ups,
+    /// is most of a read's cost).
+    public func entitlementLedger(for customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger {
+        try await readBatcher.submit(CustomerRead(customerId: customerId, bundleId: bundleId, environment: environment)) { reads in
+            await self.readTogether(reads)
         }
     }
 
-    public func entitlementLedger(for customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger {
-        try await read { connection in
-            var ledger = Ledger()
-            try await self.loadCustomer(connection, customerId, bundleId, environment, entitlementsOnly: true, into: &ledger)
-            return ledger
+    /// Reads a batch in one statement; if that fails, each read alone, at once, so that one customer whose rows
+    /// cannot be read fails only its own request.
+    func readTogether(_ reads: [CustomerRead]) async -> [Result<Ledger, StorageError>] {
+        do throws(StorageError) {
+            return try await read { connection in try await self.loadCustomers(connection, reads, entitlementsOnly: true) }.map { .success($0) }
+        } catch {
+            guard reads.count > 1 else { return [.failure(error)] }
+            logger.notice("a batch of customer reads failed; reading each alone", metadata: [
+                "error": .string(error.message), "batch": .stringConvertible(reads.count),
+            ])
+            return await Batcher.eachAlone(reads) { read throws(StorageError) in
+                try await self.read { connection in try await self.loadCustomers(connection, [read], entitlementsOnly: true)[0] }
+            }
         }
     }
 
@@ -444,5 +450,18 @@ public final class PostgresLedgerStore: LedgerStore {
         } catch {
             throw StorageError("read failed: \(Self.describe(error))", underlying: error)
         }
+    }
+}
+
+/// One customer's ledger to read, in one app and environment.
+public struct CustomerRead: Sendable {
+    public var customerId: String
+    public var bundleId: String
+    public var environment: AppStoreEnvironment
+
+    public init(customerId: String, bundleId: String, environment: AppStoreEnvironment) {
+        self.customerId = customerId
+        self.bundleId = bundleId
+        self.environment = environment
     }
 }

@@ -141,7 +141,7 @@ struct PostgresStoreTests {
                 }
             }
         }
-        let written = store.notificationBatcher.written
+        let written = store.notificationBatcher.completed
         #expect(written.items == notifications.count * 2 && written.batches < written.items / 2, "\(written)")
         // The refused notification failed both times, alone; every other was applied once, then a duplicate.
         for (uuid, result) in outcomes.values where uuid == refused {
@@ -158,6 +158,84 @@ struct PostgresStoreTests {
             let ledger = try await store.ledger(for: "b\(index)", bundleId: "com.example.storekeeper", environment: .sandbox)
             #expect(LedgerStoreContractTests.differences(ledger, expected).isEmpty, "b\(index): \(LedgerStoreContractTests.differences(ledger, expected))")
         }
+        await store.close()
+    }
+
+    @Test("customer reads arriving together are read in batches, each the reader's own customer's ledger; one whose read fails fails alone")
+    func batchedReads() async throws {
+        var harness = try H()
+        for index in 0..<12 {
+            let customer = "r\(index)"
+            try harness.engine.createCustomer(id: customer)
+            let token = index % 2 == 0 ? LowercaseUUID(UUID()) : nil
+            _ = try harness.engine.purchase(.init(customerId: customer, productId: index % 3 == 0 ? "unlock.lifetime" : "pro.monthly", appAccountToken: token))
+            for _ in 0..<(index % 4) { _ = try harness.engine.purchase(.init(customerId: customer, productId: "coins.100", appAccountToken: token)) }
+        }
+        try harness.engine.advance(by: 65 * 86_400)
+        let notifications = try await harness.verifiedNotifications()
+        let reference = try SQLiteLedgerStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("ledger-\(UUID()).sqlite").path)
+        var url = try await PostgresTestDatabase.create()
+        let writer = try await PostgresLedgerStore.open(url)
+        for store in [reference, writer] as [any LedgerStore] {
+            try await LedgerStoreContractTests.submitAll(harness, to: store)
+            for notification in notifications { _ = try await store.apply(notification) }
+        }
+        await writer.close()
+
+        // One reader: whatever arrives while it reads waits and goes in its next statement. Each customer is read four
+        // times, besides customers nobody knows, another app and the other environment.
+        url.readConcurrency = 1
+        let failing = Mutex<String?>(nil)
+        let store = try await PostgresLedgerStore.open(url, unsafeFaultInjection: { point in
+            if let customer = failing.withLock({ $0 }), point == "read \(customer)" { throw StorageError("refused by the test") }
+        })
+        var reads: [CustomerRead] = []
+        for index in 0..<12 {
+            for _ in 0..<4 { reads.append(CustomerRead(customerId: "r\(index)", bundleId: "com.example.storekeeper", environment: .sandbox)) }
+        }
+        reads += [
+            CustomerRead(customerId: "nobody", bundleId: "com.example.storekeeper", environment: .sandbox),
+            CustomerRead(customerId: "r2", bundleId: "com.other.app", environment: .sandbox),
+            CustomerRead(customerId: "r2", bundleId: "com.example.storekeeper", environment: .production),
+        ]
+        // Every read at once, then each answer against SQLite's for the same customer, app and environment.
+        func readAll(failing: String?) async throws {
+            let answers = Collected<(CustomerRead, Result<Ledger, StorageError>)>()
+            await withTaskGroup(of: Void.self) { group in
+                for read in reads.shuffled() {
+                    group.addTask {
+                        do throws(StorageError) {
+                            answers.add((read, .success(try await store.entitlementLedger(for: read.customerId, bundleId: read.bundleId, environment: read.environment))))
+                        } catch {
+                            answers.add((read, .failure(error)))
+                        }
+                    }
+                }
+            }
+            #expect(answers.values.count == reads.count)
+            for (read, result) in answers.values {
+                if read.customerId == failing {
+                    #expect(throws: StorageError.self) { try result.get() }
+                    continue
+                }
+                let ledger = try result.get()
+                let expected = try await reference.entitlementLedger(for: read.customerId, bundleId: read.bundleId, environment: read.environment)
+                #expect(LedgerStoreContractTests.differences(ledger, expected).isEmpty, "\(read): \(LedgerStoreContractTests.differences(ledger, expected))")
+                #expect(ledger.consumableTotals == expected.consumableTotals && ledger.omittedTransactionTokens == expected.omittedTransactionTokens, "\(read)")
+            }
+        }
+        try await readAll(failing: nil)
+        let statements = store.readBatcher.completed
+        #expect(statements.items == reads.count && statements.batches < reads.count / 2, "\(statements)")
+        // A customer whose read fails makes its batch fail: each read of the batch is then read alone, and only theirs fails.
+        failing.withLock { $0 = "r5" }
+        try await readAll(failing: "r5")
+        failing.withLock { $0 = nil }
+        // What the reads saw is each customer's own: r3 has three coin purchases counted, r4 a token it owns.
+        let r3 = try await store.entitlementLedger(for: "r3", bundleId: "com.example.storekeeper", environment: .sandbox)
+        #expect(r3.consumableTotals.values.map(\.purchases) == [3])
+        let r4 = try await store.entitlementLedger(for: "r4", bundleId: "com.example.storekeeper", environment: .sandbox)
+        #expect(r4.tokenOwners.count == 1 && r4.tokenOwners.values.allSatisfy { $0 == "r4" })
         await store.close()
     }
 
@@ -285,11 +363,12 @@ struct PostgresDatabaseURLTests {
     @Test("a URL's parts and options are read; the password never appears in its description")
     func parsing() throws {
         let url = try PostgresDatabaseURL(
-            "postgres://app%40corp:s3cr%3At@db.internal:6432/ledger?sslmode=verify-full&pool_size=8&connect_timeout=3&write_concurrency=2&write_batch=1"
+            "postgres://app%40corp:s3cr%3At@db.internal:6432/ledger?sslmode=verify-full&pool_size=8&connect_timeout=3&write_concurrency=2&write_batch=1&read_concurrency=3&read_batch=7"
         )
         #expect(url.username == "app@corp" && url.password == "s3cr:t" && url.host == "db.internal" && url.port == 6432)
         #expect(url.database == "ledger" && url.tlsMode == .verifyFull && url.poolSize == 8)
-        #expect(url.writeConcurrency == 2 && url.writeBatch == 1 && url.description.hasSuffix("write_concurrency=2&write_batch=1"))
+        #expect(url.writeConcurrency == 2 && url.writeBatch == 1 && url.readConcurrency == 3 && url.readBatch == 7)
+        #expect(url.description.hasSuffix("write_concurrency=2&write_batch=1&read_concurrency=3&read_batch=7"))
         #expect(!url.description.contains("s3cr") && url.description.contains("***"))
         #expect(try PostgresDatabaseURL("postgresql://u@h/d").port == 5432)
     }
@@ -301,6 +380,8 @@ struct PostgresDatabaseURLTests {
         ("postgres://u:hunter2@host/db?pool_size=0", "pool_size must be 1 to 500"),
         ("postgres://u:hunter2@host/db?write_batch=0", "write_batch must be 1 to 1000"),
         ("postgres://u:hunter2@host/db?write_concurrency=many", "write_concurrency must be 1 to 100"),
+        ("postgres://u:hunter2@host/db?read_batch=1001", "read_batch must be 1 to 1000"),
+        ("postgres://u:hunter2@host/db?read_concurrency=%0A%1B%5B31m", "read_concurrency must be 1 to 100, not \\n\\u{1B}[31m"),
         ("postgres://u:hunter2@host/db?application=x", "unknown database URL option"),
         ("mysql://u:hunter2@host/db", "not a postgres:// URL"),
     ])
