@@ -255,6 +255,7 @@ let package = Package(
             dependencies: [
                 "AppStoreModels", "AppStoreSigning", "AppStoreSimulator", "StorekeeperCore", "StorekeeperSQLite", "StorekeeperPostgres",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HashTreeCollections", package: "swift-collections"),
                 .product(name: "GRDB", package: "GRDB.swift"),

@@ -72,6 +72,9 @@ public struct StorekeeperMetrics: Sendable {
         public static let recovered = "storekeeper_recovery_notifications_total"
         public static let recoveryLastSuccess = "storekeeper_recovery_last_success_timestamp_seconds"
         public static let recoveryLag = "storekeeper_recovery_lag_seconds"
+        public static let databaseBatches = "storekeeper_database_batches_total"
+        public static let databaseBatchedRequests = "storekeeper_database_batched_requests_total"
+        public static let databaseRetries = "storekeeper_database_retries_total"
 
         public static let help: [String: String] = [
             notifications: "App Store Server Notifications received, by type and outcome.",
@@ -81,6 +84,9 @@ public struct StorekeeperMetrics: Sendable {
             recovered: "Notifications fetched from Get Notification History by the recovery job, by app, environment and outcome.",
             recoveryLastSuccess: "When the recovery job last finished a run without error, by app and environment (UNIX seconds).",
             recoveryLag: "How far behind the recovery job's watermark is, by app and environment (seconds).",
+            databaseBatches: "PostgreSQL: batches run, by kind (notifications: transactions of live notifications; customer_reads: statements of customer reads).",
+            databaseBatchedRequests: "PostgreSQL: requests in those batches, by kind (divided by the batches: the mean batch size).",
+            databaseRetries: "PostgreSQL: writes run again after a transient failure (deadlock, serialization failure, lost connection).",
         ]
     }
 
@@ -109,6 +115,17 @@ public struct StorekeeperMetrics: Sendable {
     public func recovered(bundleId: String, environment: String, outcome: String, count: Int = 1) {
         guard count > 0 else { return }
         counter(Name.recovered, [("bundle_id", bundleId), ("environment", environment), ("outcome", outcome)]).increment(by: count)
+    }
+
+    /// A batch of `size` requests run as one (``Batcher``): `kind` is `notifications` or `customer_reads`.
+    public func batch(kind: String, size: Int) {
+        counter(Name.databaseBatches, [("kind", kind)]).increment()
+        counter(Name.databaseBatchedRequests, [("kind", kind)]).increment(by: size)
+    }
+
+    /// A write run again after a transient failure.
+    public func databaseRetry() {
+        counter(Name.databaseRetries, []).increment()
     }
 
     /// A recovery run that finished: when, and how far behind its watermark is.

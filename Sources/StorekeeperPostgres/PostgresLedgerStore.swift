@@ -29,6 +29,8 @@ public final class PostgresLedgerStore: LedgerStore {
     public let url: PostgresDatabaseURL
     let headers = PostgresHeaders()
     let logger: Logger
+    /// Batches and retries, counted for `/metrics`.
+    let metrics: StorekeeperMetrics
     /// A test seam that runs inside write transactions at named points (throwing from it rolls the write back), and
     /// before each statement of customer reads with `read <customer ID>` for each of its customers.
     let unsafeFaultInjection: (@Sendable (String) throws -> Void)?
@@ -45,8 +47,10 @@ public final class PostgresLedgerStore: LedgerStore {
 
     private init(
         client: PostgresClient, clientTask: Task<Void, Never>, listener: PostgresChangeListener, changes: LedgerChangeFeed,
-        migrationsApplied: [String], url: PostgresDatabaseURL, logger: Logger, unsafeFaultInjection: (@Sendable (String) throws -> Void)?
+        migrationsApplied: [String], url: PostgresDatabaseURL, logger: Logger, metrics: StorekeeperMetrics,
+        unsafeFaultInjection: (@Sendable (String) throws -> Void)?
     ) {
+        self.metrics = metrics
         self.client = client
         self.clientTask = clientTask
         self.listener = listener
@@ -62,7 +66,7 @@ public final class PostgresLedgerStore: LedgerStore {
     /// Connects, migrates the schema (once, under an advisory lock, whatever the number of instances starting) and
     /// starts listening for other instances' commits. Call ``close()`` when done.
     public static func open(
-        _ url: PostgresDatabaseURL, logger: Logger = Logger(label: "storekeeper.postgres"),
+        _ url: PostgresDatabaseURL, logger: Logger = Logger(label: "storekeeper.postgres"), metrics: StorekeeperMetrics = .discarded,
         unsafeFaultInjection: (@Sendable (String) throws -> Void)? = nil
     ) async throws(StorageError) -> PostgresLedgerStore {
         let applied: [String]
@@ -90,7 +94,7 @@ public final class PostgresLedgerStore: LedgerStore {
             try await listener.start()
             return PostgresLedgerStore(
                 client: client, clientTask: clientTask, listener: listener, changes: changes, migrationsApplied: applied, url: url,
-                logger: logger, unsafeFaultInjection: unsafeFaultInjection
+                logger: logger, metrics: metrics, unsafeFaultInjection: unsafeFaultInjection
             )
         } catch {
             clientTask.cancel()
@@ -118,7 +122,10 @@ public final class PostgresLedgerStore: LedgerStore {
     /// free is applied at once, alone; under load, the next free writer applies all that wait in one transaction
     /// (``LedgerUnitOfWork/applyingTogether(_:)``), which costs about what one notification alone costs.
     public func apply(_ notification: VerifiedNotification) async throws(StorageError) -> ApplyOutcome {
-        try await notificationBatcher.submit(notification) { batch in await self.applyTogether(batch) }
+        try await notificationBatcher.submit(notification) { batch in
+            self.metrics.batch(kind: "notifications", size: batch.count)
+            return await self.applyTogether(batch)
+        }
     }
 
     /// Applies a batch in one transaction; if that fails for other than a transient reason (which ``write(_:)``
@@ -256,6 +263,7 @@ public final class PostgresLedgerStore: LedgerStore {
                     throw StorageError("write failed: \(Self.describe(cause))", underlying: error)
                 }
                 retries.withLock { $0 += 1 }
+                metrics.databaseRetry()
                 logger.debug("write retried after a transient failure", metadata: ["error": .string(Self.describe(cause)), "attempt": .stringConvertible(attempt)])
                 // A little random backoff, growing, so that writers that collided do not collide again.
                 try? await Task.sleep(for: .milliseconds(Int.random(in: 1...(5 << min(attempt, 6)))))
@@ -313,7 +321,8 @@ public final class PostgresLedgerStore: LedgerStore {
     /// is most of a read's cost).
     public func entitlementLedger(for customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger {
         try await readBatcher.submit(CustomerRead(customerId: customerId, bundleId: bundleId, environment: environment)) { reads in
-            await self.readTogether(reads)
+            self.metrics.batch(kind: "customer_reads", size: reads.count)
+            return await self.readTogether(reads)
         }
     }
 

@@ -13,10 +13,11 @@ struct LedgerDatabase {
     let migrationsApplied: [String]
     private let closing: @Sendable () async -> Void
 
-    static func open(_ database: String, logger: Logger) async throws(StorageError) -> LedgerDatabase {
+    /// Opens `database`; a PostgreSQL store counts its batches and retries in `metrics`.
+    static func open(_ database: String, logger: Logger, metrics: StorekeeperMetrics = .discarded) async throws(StorageError) -> LedgerDatabase {
         if PostgresDatabaseURL.isPostgres(database) {
             let url = try PostgresDatabaseURL(database)
-            let store = try await PostgresLedgerStore.open(url, logger: logger)
+            let store = try await PostgresLedgerStore.open(url, logger: logger, metrics: metrics)
             return LedgerDatabase(store: store, description: url.redacted, migrationsApplied: store.migrationsApplied, closing: { await store.close() })
         }
         let store = try SQLiteLedgerStore(path: database)

@@ -68,7 +68,8 @@ struct ServeCommand: AsyncParsableCommand {
                     "retention.raw_payload_days": .string(configuration.retention?.rawPayloadDays.map { "\($0)" } ?? "forever"),
                 ]
             )
-            let ledger = try await LedgerDatabase.open(database, logger: logger)
+            let exporter = MetricsExporter()
+            let ledger = try await LedgerDatabase.open(database, logger: logger, metrics: exporter.metrics)
             let store = ledger.store
             logger.info(
                 ledger.migrationsApplied.isEmpty ? "database opened, schema up to date" : "database migrated",
@@ -76,7 +77,7 @@ struct ServeCommand: AsyncParsableCommand {
             )
             let app = StorekeeperApplication.buildApplication(
                 store: store, configuration: configuration, verifiers: verifiers,
-                host: host, port: port, logger: logger, apiClients: apiClients,
+                host: host, port: port, logger: logger, exporter: exporter, apiClients: apiClients,
                 onServerRunning: { port in
                     // Written unbuffered, so a supervisor reading the pipe learns the port at once.
                     FileHandle.standardOutput.write(Data(

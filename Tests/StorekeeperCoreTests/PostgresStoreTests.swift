@@ -3,6 +3,7 @@ import AppStoreSigning
 import AppStoreSimulator
 import Foundation
 import Logging
+import MetricsTestKit
 import PostgresNIO
 import StorekeeperCore
 import StorekeeperPostgres
@@ -186,7 +187,8 @@ struct PostgresStoreTests {
         // times, besides customers nobody knows, another app and the other environment.
         url.readConcurrency = 1
         let failing = Mutex<String?>(nil)
-        let store = try await PostgresLedgerStore.open(url, unsafeFaultInjection: { point in
+        let metrics = TestMetrics()
+        let store = try await PostgresLedgerStore.open(url, metrics: StorekeeperMetrics(factory: metrics), unsafeFaultInjection: { point in
             if let customer = failing.withLock({ $0 }), point == "read \(customer)" { throw StorageError("refused by the test") }
         })
         var reads: [CustomerRead] = []
@@ -227,6 +229,10 @@ struct PostgresStoreTests {
         try await readAll(failing: nil)
         let statements = store.readBatcher.completed
         #expect(statements.items == reads.count && statements.batches < reads.count / 2, "\(statements)")
+        // What /metrics shows an operator: the statements and the reads they held.
+        let kind = [("kind", "customer_reads")]
+        #expect(try metrics.expectCounter(StorekeeperMetrics.Name.databaseBatches, kind).totalValue == Int64(statements.batches))
+        #expect(try metrics.expectCounter(StorekeeperMetrics.Name.databaseBatchedRequests, kind).totalValue == Int64(reads.count))
         // A customer whose read fails makes its batch fail: each read of the batch is then read alone, and only theirs fails.
         failing.withLock { $0 = "r5" }
         try await readAll(failing: "r5")
@@ -275,7 +281,8 @@ struct PostgresStoreTests {
         }
         let notifications = try await harness.verifiedNotifications()
         let url = try await PostgresTestDatabase.create()
-        let store = try await PostgresLedgerStore.open(url)
+        let metrics = TestMetrics()
+        let store = try await PostgresLedgerStore.open(url, metrics: StorekeeperMetrics(factory: metrics))
         let keys = notifications.compactMap { $0.transaction?.payload }.map { "family \($0.environment!.rawValue) \($0.originalTransactionId)" }
         try #require(keys.count == 2)
         let outcomes = try await PostgresTestDatabase.withClient(url) { client in
@@ -309,6 +316,7 @@ struct PostgresStoreTests {
         }
         #expect(outcomes == [.applied, .applied])
         #expect(store.writesRetried >= 1)
+        #expect(try metrics.expectCounter(StorekeeperMetrics.Name.databaseRetries).totalValue == Int64(store.writesRetried))
         #expect(try await store.notificationCounts()["applied"] == 2)
         await store.close()
     }
