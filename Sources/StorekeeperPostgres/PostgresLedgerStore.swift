@@ -326,13 +326,14 @@ public final class PostgresLedgerStore: LedgerStore {
         }
     }
 
-    /// Reads a batch in one statement; if that fails, each read alone, at once, so that one customer whose rows
-    /// cannot be read fails only its own request.
+    /// Reads a batch in one statement; if that fails in a way that may be one customer's (see
+    /// ``mayBeOneReadsFault(_:)``), each read alone, at once, so that one customer whose rows cannot be read fails only
+    /// its own request.
     func readTogether(_ reads: [CustomerRead]) async -> [Result<Ledger, StorageError>] {
         do throws(StorageError) {
             return try await read { connection in try await self.loadCustomers(connection, reads, entitlementsOnly: true) }.map { .success($0) }
         } catch {
-            guard reads.count > 1 else { return [.failure(error)] }
+            guard reads.count > 1, Self.mayBeOneReadsFault(error) else { return reads.map { _ in .failure(error) } }
             logger.notice("a batch of customer reads failed; reading each alone", metadata: [
                 "error": .string(error.message), "batch": .stringConvertible(reads.count),
             ])
@@ -340,6 +341,17 @@ public final class PostgresLedgerStore: LedgerStore {
                 try await self.read { connection in try await self.loadCustomers(connection, [read], entitlementsOnly: true)[0] }
             }
         }
+    }
+
+    /// Whether a failed read of several customers may have failed because of one of them: the database refused the
+    /// statement with a non-transient error, a row could not be decoded, or the store's own checks of the rows
+    /// failed. Not when the database could not be reached, the connection was lost or the pool gave none: reading
+    /// each alone would fail each again, and multiply the load on a database already in trouble.
+    static func mayBeOneReadsFault(_ error: StorageError) -> Bool {
+        guard let underlying = error.underlying else { return true }
+        if underlying is PostgresDecodingError { return true }
+        guard let error = underlying as? PSQLError, error.serverInfo?[.sqlState] != nil else { return false }
+        return !isTransient(error)
     }
 
     public func ledger(families: [LedgerKey]) async throws(StorageError) -> Ledger {

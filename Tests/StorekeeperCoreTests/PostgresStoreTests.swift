@@ -162,7 +162,7 @@ struct PostgresStoreTests {
         await store.close()
     }
 
-    @Test("customer reads arriving together are read in batches, each the reader's own customer's ledger; one whose read fails fails alone")
+    @Test("customer reads arriving together are read in batches, each the reader's own customer's ledger; one whose read fails fails alone; a batch failing outside the database fails at once")
     func batchedReads() async throws {
         var harness = try H()
         for index in 0..<12 {
@@ -187,9 +187,15 @@ struct PostgresStoreTests {
         // times, besides customers nobody knows, another app and the other environment.
         url.readConcurrency = 1
         let failing = Mutex<String?>(nil)
+        let unreachable = Mutex(false)
+        let attempts = Mutex(0)
         let metrics = TestMetrics()
         let store = try await PostgresLedgerStore.open(url, metrics: StorekeeperMetrics(factory: metrics), unsafeFaultInjection: { point in
             if let customer = failing.withLock({ $0 }), point == "read \(customer)" { throw StorageError("refused by the test") }
+            if point.hasPrefix("read "), unreachable.withLock({ $0 }) {
+                attempts.withLock { $0 += 1 }
+                throw CancellationError()
+            }
         })
         var reads: [CustomerRead] = []
         for index in 0..<12 {
@@ -237,6 +243,25 @@ struct PostgresStoreTests {
         failing.withLock { $0 = "r5" }
         try await readAll(failing: "r5")
         failing.withLock { $0 = nil }
+        // A batch that fails for a reason that is not one customer's (not the database's refusal of a row: here an error
+        // from outside the database, as a lost connection is) fails every read of the batch at once, none read again alone.
+        let before = store.readBatcher.completed
+        unreachable.withLock { $0 = true }
+        let failures = Collected<Bool>()
+        await withTaskGroup(of: Void.self) { group in
+            for read in reads {
+                group.addTask {
+                    let failed = (try? await store.entitlementLedger(for: read.customerId, bundleId: read.bundleId, environment: read.environment)) == nil
+                    failures.add(failed)
+                }
+            }
+        }
+        unreachable.withLock { $0 = false }
+        let batches = store.readBatcher.completed.batches - before.batches
+        #expect(failures.values.count == reads.count && failures.values.allSatisfy { $0 })
+        #expect(batches < reads.count, "\(batches) batches: none held several reads")
+        // The fault point is reached once per read of each batch's first statement, and never again for a read alone.
+        #expect(attempts.withLock { $0 } == batches, "\(attempts.withLock { $0 }) attempts for \(batches) batches")
         // What the reads saw is each customer's own: r3 has three coin purchases counted, r4 a token it owns.
         let r3 = try await store.entitlementLedger(for: "r3", bundleId: "com.example.storekeeper", environment: .sandbox)
         #expect(r3.consumableTotals.values.map(\.purchases) == [3])
