@@ -8,7 +8,7 @@ import AppStoreModels
 /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?OPTION=VALUE&…]`, the user, password and database
 /// percent-encoded. Options: `sslmode` (`disable`, `prefer` (the default, as libpq's), `require` (encrypted, the
 /// server's certificate not checked, as libpq's), `verify-full` (encrypted, certificate and host name checked)),
-/// `pool_size` (connections per instance, default 20), `connect_timeout` (seconds, default 10), `write_concurrency`
+/// `pool_size` (connections per instance, default 20, at least 2: one listens for the other instances' writes), `connect_timeout` (seconds, default 10), `write_concurrency`
 /// (batches of live notifications written at once per instance, default 4), `write_batch` (the most notifications
 /// in one batch, default 32; 1 turns batching off), `read_concurrency` and `read_batch` (the same for customer reads,
 /// read in one statement per batch; defaults 4 and 32): see ``Batcher``. The password never appears in
@@ -68,8 +68,8 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
                 }
                 tlsMode = mode
             case "pool_size":
-                guard let size = Int(value), (1...500).contains(size) else { throw StorageError("pool_size must be 1 to 500, not \(UntrustedText.escaped(value, limit: 40))") }
-                poolSize = size
+                // One connection is held for good by the listener that hears other instances' writes.
+                poolSize = try Self.count(item.name, value, 2...500)
             case "connect_timeout":
                 guard let seconds = Int(value), (1...600).contains(seconds) else {
                     throw StorageError("connect_timeout must be 1 to 600 seconds, not \(UntrustedText.escaped(value, limit: 40))")

@@ -238,7 +238,7 @@ public final class PostgresLedgerStore: LedgerStore {
     /// Runs `body` in a transaction (again from the start after a transient failure), then announces the customers
     /// it says it affected: to the other instances through `NOTIFY` inside the transaction, to this one after commit.
     func write<T: Sendable>(
-        _ body: @escaping (PostgresWriteTransaction) async throws -> (T, Set<String>)
+        _ body: @escaping @Sendable (PostgresWriteTransaction) async throws -> (T, Set<String>)
     ) async throws(StorageError) -> T {
         let maximumAttempts = 8
         var attempt = 0
@@ -246,13 +246,14 @@ public final class PostgresLedgerStore: LedgerStore {
             attempt += 1
             let memo = PostgresHeaders.Memo()
             do {
-                let (result, affected) = try await client.withTransaction(logger: logger) { connection in
+                let (result, affected) = try await leasing { leased in try await self.client.withTransaction(logger: self.logger) { connection in
+                    leased.set()
                     let transaction = PostgresWriteTransaction(store: self, connection: connection, memo: memo)
                     let (result, affected) = try await body(transaction)
                     // The last writes and the announcement, in one statement.
                     try await transaction.flush(announcing: affected.isEmpty ? nil : self.listener.announcement(affected))
                     return (result, affected)
-                }
+                } }
                 headers.commit(memo)
                 changes.publish(affected)
                 return result
@@ -463,9 +464,53 @@ public final class PostgresLedgerStore: LedgerStore {
 
     /// Runs `body` on a pooled connection, outside any transaction: each statement sees what was committed when it
     /// began, which is why every read that must be consistent is one statement (``loadCustomer``, ``loadFamilies``).
-    func read<T: Sendable>(_ body: @escaping (PostgresConnection) async throws -> T) async throws(StorageError) -> T {
+    /// Runs `operation`, which leases a pooled connection and calls `set()` on the flag it is given once it has one;
+    /// fails it with a ``StorageError`` when it has none after the URL's `connect_timeout`, instead of waiting for one
+    /// without end. When the database stops answering (stopped, unreachable), postgres-nio keeps a lease request
+    /// waiting while it tries to connect again; a request then hung until the server's response timeout closed its
+    /// connection without an answer (60 s, seen by stopping PostgreSQL under a running `serve`). Now it gets a 503
+    /// (a notification: a 5xx, which Apple retries) after `connect_timeout`.
+    func leasing<T: Sendable>(_ operation: @escaping @Sendable (LeaseFlag) async throws -> T) async throws -> T {
+        let flag = LeaseFlag()
+        let timeout = url.connectTimeout
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await operation(flag) }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                guard flag.isSet else {
+                    throw StorageError(
+                        "no database connection within \(timeout.components.seconds) s (connect_timeout): the database does not answer, or every connection of the pool is busy",
+                        underlying: NoConnection()
+                    )
+                }
+                return nil
+            }
+            while let next = try await group.next() {
+                guard let value = next else { continue }
+                group.cancelAll()
+                return value
+            }
+            throw CancellationError()
+        }
+    }
+
+    /// Why a lease timed out (not a failure of any one request: a batch that gets it is not read again one by one).
+    struct NoConnection: Error {}
+
+    final class LeaseFlag: Sendable {
+        private let leased = Mutex(false)
+        func set() { leased.withLock { $0 = true } }
+        var isSet: Bool { leased.withLock { $0 } }
+    }
+
+    func read<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws(StorageError) -> T {
         do {
-            return try await client.withConnection { connection in try await body(connection) }
+            return try await leasing { leased in
+                try await self.client.withConnection { connection in
+                    leased.set()
+                    return try await body(connection)
+                }
+            }
         } catch let error as StorageError {
             throw error
         } catch {

@@ -346,6 +346,59 @@ struct PostgresStoreTests {
         await store.close()
     }
 
+    @Test("with no connection free within connect_timeout, a read and a write fail with a clear error instead of waiting without end; they succeed once one is free")
+    func noConnectionWithinTimeout() async throws {
+        var harness = try H()
+        for customer in ["alice", "bob"] {
+            try harness.engine.createCustomer(id: customer)
+            _ = try harness.engine.purchase(.init(customerId: customer, productId: "pro.monthly"))
+        }
+        let notifications = try await harness.verifiedNotifications()
+        let (notification, other) = (notifications[0], notifications[1])
+        let submission = try #require(try await LedgerStoreContractTests.appSubmissions(harness).first { $0.1 == "alice" })
+        var url = try await PostgresTestDatabase.create()
+        url.poolSize = 2 // One connection listens for other instances' writes: one is left for reads and writes.
+        url.connectTimeout = .seconds(1)
+        let store = try await PostgresLedgerStore.open(url)
+        _ = try await store.submit(submission.0, customerId: "alice")
+        let family = try #require(notification.transaction?.payload)
+        let key = "family \(family.environment!.rawValue) \(family.originalTransactionId)"
+        let write = try await PostgresTestDatabase.withClient(url) { client in
+            try await client.withTransaction(logger: Logger(label: "test")) { connection -> Task<ApplyOutcome, any Error> in
+                // This transaction holds the family's lock: the store's write takes its one free connection and waits.
+                _ = try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(key), 0))", logger: Logger(label: "test")).collect()
+                let write = Task { try await store.apply(notification) }
+                var waiting = false
+                for _ in 0..<500 where !waiting {
+                    for try await count in try await connection.query(
+                        """
+                        SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+                            AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                        """, logger: Logger(label: "test")
+                    ).decode(Int.self) { waiting = count > 0 }
+                    if !waiting { try await Task.sleep(for: .milliseconds(10)) }
+                }
+                try #require(waiting)
+                let started = ContinuousClock.now
+                let error = await #expect(throws: StorageError.self) {
+                    _ = try await store.entitlementLedger(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox)
+                }
+                #expect(error?.message.contains("no database connection within 1 s (connect_timeout)") == true, "\(error?.message ?? "")")
+                #expect(ContinuousClock.now - started < .seconds(5))
+                // A notification of another family too: a storage failure (a 5xx for Apple to retry), not a hang.
+                let refused = await #expect(throws: StorageError.self) { _ = try await store.apply(other) }
+                #expect(refused?.message.contains("no database connection within 1 s") == true, "\(refused?.message ?? "")")
+                return write
+            }
+        }
+        // The lock released, the write goes through, and the connection serves reads again.
+        #expect(try await write.value == .applied)
+        let ledger = try await store.entitlementLedger(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox)
+        #expect(ledger.subscriptions.count == 1)
+        #expect(try await store.apply(other) == .applied)
+        await store.close()
+    }
+
     @Test("two customers submitting purchases with one token on two instances at once: one gets it, the other is refused")
     func concurrentTokenClaims() async throws {
         var harness = try H()
@@ -410,7 +463,7 @@ struct PostgresDatabaseURLTests {
         ("postgres://user:hunter2@host", "no database"),
         ("postgres://:hunter2@host/db", "no user name"),
         ("postgres://u:hunter2@host/db?sslmode=maybe", "sslmode must be one of"),
-        ("postgres://u:hunter2@host/db?pool_size=0", "pool_size must be 1 to 500"),
+        ("postgres://u:hunter2@host/db?pool_size=1", "pool_size must be 2 to 500, not 1"),
         ("postgres://u:hunter2@host/db?write_batch=0", "write_batch must be 1 to 1000"),
         ("postgres://u:hunter2@host/db?write_concurrency=many", "write_concurrency must be 1 to 100"),
         ("postgres://u:hunter2@host/db?read_batch=1001", "read_batch must be 1 to 1000"),
