@@ -17,6 +17,22 @@ import Testing
 struct PostgresStoreTests {
     typealias H = LedgerHarness
 
+    /// Waits (up to 5 s) until some transaction of this test's database waits for an advisory lock. pg_locks shows the
+    /// whole server's locks: only this database counts, other tests run beside it.
+    static func waitUntilALockIsAwaited(_ connection: PostgresConnection) async throws {
+        var waiting = false
+        for _ in 0..<500 where !waiting {
+            for try await count in try await connection.query(
+                """
+                SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+                    AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                """, logger: Logger(label: "test")
+            ).decode(Int.self) { waiting = count > 0 }
+            if !waiting { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        try #require(waiting)
+    }
+
     /// Opens `count` stores (instances) on one new database.
     static func instances(_ count: Int) async throws -> [PostgresLedgerStore] {
         let url = try await PostgresTestDatabase.create()
@@ -321,18 +337,7 @@ struct PostgresStoreTests {
                 // This transaction holds `second`: the store's page takes `first` and waits for `second`…
                 _ = try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(second), 0))", logger: Logger(label: "test")).collect()
                 let page = Task { try await store.applyRecovered(notifications, watermark: nil) }
-                // pg_locks shows the whole server's locks: only this test's database counts, other tests run beside it.
-                var waiting = false
-                for _ in 0..<500 where !waiting {
-                    for try await count in try await connection.query(
-                        """
-                        SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
-                            AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                        """, logger: Logger(label: "test")
-                    ).decode(Int.self) { waiting = count > 0 }
-                    if !waiting { try await Task.sleep(for: .milliseconds(10)) }
-                }
-                try #require(waiting)
+                try await Self.waitUntilALockIsAwaited(connection)
                 // …and this one now waits for `first`: a cycle. The store's transaction, waiting longest, is the one
                 // PostgreSQL's deadlock check aborts (after `deadlock_timeout`); this one then gets `first` and commits.
                 _ = try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(first), 0))", logger: Logger(label: "test")).collect()
@@ -368,17 +373,7 @@ struct PostgresStoreTests {
                 // This transaction holds the family's lock: the store's write takes its one free connection and waits.
                 _ = try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(key), 0))", logger: Logger(label: "test")).collect()
                 let write = Task { try await store.apply(notification) }
-                var waiting = false
-                for _ in 0..<500 where !waiting {
-                    for try await count in try await connection.query(
-                        """
-                        SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
-                            AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                        """, logger: Logger(label: "test")
-                    ).decode(Int.self) { waiting = count > 0 }
-                    if !waiting { try await Task.sleep(for: .milliseconds(10)) }
-                }
-                try #require(waiting)
+                try await Self.waitUntilALockIsAwaited(connection)
                 let started = ContinuousClock.now
                 let error = await #expect(throws: StorageError.self) {
                     _ = try await store.entitlementLedger(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox)
