@@ -215,7 +215,7 @@ extension PostgresLedgerStore {
     /// Customers' ledgers, each in one app and environment, in one statement (see ``customerSQL(countingConsumables:)``),
     /// in the order of `reads`: one statement reads one committed state, so no transaction is needed for a consistent
     /// answer.
-    func loadCustomers(_ connection: PostgresConnection, _ reads: [CustomerRead], entitlementsOnly: Bool) async throws -> [Ledger] {
+    func loadCustomers(_ connection: PostgresConnection, _ reads: [CustomerScope], entitlementsOnly: Bool) async throws -> [Ledger] {
         if let unsafeFaultInjection { for read in reads { try unsafeFaultInjection("read \(read.customerId)") } }
         var binds = PostgresBindings(capacity: 3)
         binds.append(reads.map(\.customerId))

@@ -213,18 +213,18 @@ struct PostgresStoreTests {
                 throw CancellationError()
             }
         })
-        var reads: [CustomerRead] = []
+        var reads: [CustomerScope] = []
         for index in 0..<12 {
-            for _ in 0..<4 { reads.append(CustomerRead(customerId: "r\(index)", bundleId: "com.example.storekeeper", environment: .sandbox)) }
+            for _ in 0..<4 { reads.append(CustomerScope(customerId: "r\(index)", bundleId: "com.example.storekeeper", environment: .sandbox)) }
         }
         reads += [
-            CustomerRead(customerId: "nobody", bundleId: "com.example.storekeeper", environment: .sandbox),
-            CustomerRead(customerId: "r2", bundleId: "com.other.app", environment: .sandbox),
-            CustomerRead(customerId: "r2", bundleId: "com.example.storekeeper", environment: .production),
+            CustomerScope(customerId: "nobody", bundleId: "com.example.storekeeper", environment: .sandbox),
+            CustomerScope(customerId: "r2", bundleId: "com.other.app", environment: .sandbox),
+            CustomerScope(customerId: "r2", bundleId: "com.example.storekeeper", environment: .production),
         ]
         // Every read at once, then each answer against SQLite's for the same customer, app and environment.
         func readAll(failing: String?) async throws {
-            let answers = Collected<(CustomerRead, Result<Ledger, StorageError>)>()
+            let answers = Collected<(CustomerScope, Result<Ledger, StorageError>)>()
             await withTaskGroup(of: Void.self) { group in
                 for read in reads.shuffled() {
                     group.addTask {

@@ -1,0 +1,125 @@
+import Logging
+import PostgresNIO
+import StorekeeperCore
+import Synchronization
+
+/// How the store uses its connections: a write is a transaction run again after a transient failure, a read one
+/// statement on a pooled connection, and neither waits for a connection longer than `connect_timeout`.
+extension PostgresLedgerStore {
+    /// Runs `body` in a transaction (again from the start after a transient failure), then announces the customers
+    /// it says it affected: to the other instances through `NOTIFY` inside the transaction, to this one after commit.
+    func write<T: Sendable>(
+        _ body: @escaping @Sendable (PostgresWriteTransaction) async throws -> (T, Set<String>)
+    ) async throws(StorageError) -> T {
+        let maximumAttempts = 8
+        var attempt = 0
+        while true {
+            attempt += 1
+            let memo = PostgresHeaders.Memo()
+            do {
+                let (result, affected) = try await leasing { leased in try await self.client.withTransaction(logger: self.logger) { connection in
+                    leased.set()
+                    let transaction = PostgresWriteTransaction(store: self, connection: connection, memo: memo)
+                    let (result, affected) = try await body(transaction)
+                    // The last writes and the announcement, in one statement.
+                    try await transaction.flush(announcing: affected.isEmpty ? nil : self.listener.announcement(affected))
+                    return (result, affected)
+                } }
+                headers.commit(memo)
+                changes.publish(affected)
+                return result
+            } catch {
+                let cause = (error as? PostgresTransactionError).flatMap { $0.closureError ?? $0.commitError ?? $0.beginError } ?? error
+                if let storage = cause as? StorageError { throw storage }
+                guard attempt < maximumAttempts, Self.isTransient(cause) else {
+                    throw StorageError("write failed: \(Self.describe(cause))", underlying: error)
+                }
+                retries.withLock { $0 += 1 }
+                metrics.databaseRetry()
+                logger.debug("write retried after a transient failure", metadata: ["error": .string(Self.describe(cause)), "attempt": .stringConvertible(attempt)])
+                // A little random backoff, growing, so that writers that collided do not collide again.
+                try? await Task.sleep(for: .milliseconds(Int.random(in: 1...(5 << min(attempt, 6)))))
+            }
+        }
+    }
+
+    /// Serialization failures, deadlocks and lost connections: the transaction did not happen (or, for a connection
+    /// lost during `COMMIT`, may have; running it again is harmless, every unit of work being idempotent).
+    static func isTransient(_ error: any Error) -> Bool {
+        guard let error = error as? PSQLError else { return false }
+        if let state = error.serverInfo?[.sqlState] {
+            return state == "40001" || state == "40P01" || state == "55P03" || state.hasPrefix("08") || state == "57P01"
+        }
+        return error.code == .serverClosedConnection || error.code == .clientClosedConnection || error.code == .connectionError
+    }
+
+    /// What went wrong, from the server's message and SQLSTATE (postgres-nio's own description hides both, lest a
+    /// query's values leak; the server's message names no bound value).
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? PostgresTransactionError, let cause = error.closureError ?? error.commitError ?? error.beginError {
+            return describe(cause)
+        }
+        guard let error = error as? PSQLError else { return "\(error)" }
+        if let message = error.serverInfo?[.message] {
+            return "\(message) (SQLSTATE \(error.serverInfo?[.sqlState] ?? "?"))"
+        }
+        if let underlying = error.underlying { return "\(error.code): \(underlying)" }
+        return "\(error.code)"
+    }
+
+    /// Runs `operation`, which leases a pooled connection and calls `set()` on the flag it is given once it has one;
+    /// fails it with a ``StorageError`` when it has none after the URL's `connect_timeout`, instead of waiting for one
+    /// without end. When the database stops answering (stopped, unreachable), postgres-nio keeps a lease request
+    /// waiting while it tries to connect again; a request then hung until the server's response timeout closed its
+    /// connection without an answer (60 s, seen by stopping PostgreSQL under a running `serve`). Now it gets a 503
+    /// (a notification: a 5xx, which Apple retries) after `connect_timeout`.
+    func leasing<T: Sendable>(_ operation: @escaping @Sendable (LeaseFlag) async throws -> T) async throws -> T {
+        let flag = LeaseFlag()
+        let timeout = url.connectTimeout
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await operation(flag) }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                guard flag.isSet else {
+                    throw StorageError(
+                        "no database connection within \(timeout.components.seconds) s (connect_timeout): the database does not answer, or every connection of the pool is busy",
+                        underlying: NoConnection()
+                    )
+                }
+                return nil
+            }
+            while let next = try await group.next() {
+                guard let value = next else { continue }
+                group.cancelAll()
+                return value
+            }
+            throw CancellationError()
+        }
+    }
+
+    /// Why a lease timed out (not a failure of any one request: a batch that gets it is not read again one by one).
+    struct NoConnection: Error {}
+
+    final class LeaseFlag: Sendable {
+        private let leased = Mutex(false)
+        func set() { leased.withLock { $0 = true } }
+        var isSet: Bool { leased.withLock { $0 } }
+    }
+
+    /// Runs `body` on a pooled connection, outside any transaction: each statement sees what was committed when it
+    /// began, which is why every read that must be consistent is one statement (``loadCustomers``, ``loadFamilies``).
+    func read<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws(StorageError) -> T {
+        do {
+            return try await leasing { leased in
+                try await self.client.withConnection { connection in
+                    leased.set()
+                    return try await body(connection)
+                }
+            }
+        } catch let error as StorageError {
+            throw error
+        } catch {
+            throw StorageError("read failed: \(Self.describe(error))", underlying: error)
+        }
+    }
+}
