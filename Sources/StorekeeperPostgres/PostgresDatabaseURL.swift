@@ -172,9 +172,7 @@ extension PostgresDatabaseURL {
     /// database to do so (the user needs `CREATEDB`), and returns its URL. For tests, and for a `storekeeper copy`
     /// target.
     public func creatingDatabase(named name: String) async throws(StorageError) -> PostgresDatabaseURL {
-        guard !name.isEmpty, name.count <= 63, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
-            throw StorageError("a database name is 1-63 ASCII letters, digits and _")
-        }
+        try Self.checkName(name)
         try await runMaintenance("CREATE DATABASE \(name)", doing: "create database \(name)")
         var created = self
         created.database = name
@@ -183,11 +181,21 @@ extension PostgresDatabaseURL {
 }
 
 extension PostgresDatabaseURL {
-    /// Drops this URL's database (no connection may be open on it), connecting to the server's `postgres` database.
-    public func droppingDatabase() async throws(StorageError) {
+    /// Drops this URL's database (a name ``creatingDatabase(named:)`` accepts), connecting to the server's `postgres`
+    /// database. No connection may be open on it, unless `closingConnections` (PostgreSQL's `FORCE`: it ends them).
+    public func droppingDatabase(closingConnections: Bool = false) async throws(StorageError) {
+        try Self.checkName(database)
         var maintenance = self
         maintenance.database = "postgres"
-        try await maintenance.runMaintenance("DROP DATABASE IF EXISTS \(database)", doing: "drop database \(database)")
+        let sql = "DROP DATABASE IF EXISTS \(database)" + (closingConnections ? " WITH (FORCE)" : "")
+        try await maintenance.runMaintenance(sql, doing: "drop database \(database)")
+    }
+
+    /// Names this file builds SQL with: letters, digits and `_` only, never quoted.
+    private static func checkName(_ name: String) throws(StorageError) {
+        guard !name.isEmpty, name.count <= 63, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
+            throw StorageError("a database name is 1-63 ASCII letters, digits and _")
+        }
     }
 
     /// Runs one statement (built from checked names only) on a connection of its own to this URL's database.

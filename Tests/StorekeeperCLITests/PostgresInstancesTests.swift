@@ -30,6 +30,19 @@ struct PostgresInstancesTests {
         return try #require(components.string)
     }
 
+    /// Runs `body`, then drops `database` (ending the connections of instances it left running), so that a
+    /// developer's own PostgreSQL server does not collect the tests' databases.
+    static func droppingAfterwards(_ database: String, _ body: () async throws -> Void) async throws {
+        let outcome: Result<Void, any Error>
+        do { try await body(); outcome = .success(()) } catch { outcome = .failure(error) }
+        do {
+            try await PostgresDatabaseURL(database).droppingDatabase(closingConnections: true)
+        } catch {
+            Issue.record("the test database was not dropped: \(error)")
+        }
+        try outcome.get()
+    }
+
     /// Forwards each webhook request to the next backend in turn; 502 when that one is down (the App Store retries).
     final class Balancer: Sendable {
         private let state = Mutex<(ports: [Int], next: Int)>(([], 0))
@@ -118,96 +131,98 @@ struct PostgresInstancesTests {
             configuration["entitlements"] = ["productEntitlements": ["pro.monthly": ["pro"]], "subscriptionLevels": [:], "nonRenewingDurations": [:], "billingRetryGrantsAccess": false]
         }
         let database = try await Self.newDatabase()
+        try await Self.droppingAfterwards(database) {
 
-        var servers: [ServerProcess] = []
-        for _ in 0..<3 { servers.append(try await Task.detached { try ServerProcess(config: config, database: database) }.value) }
-        let balancer = Balancer()
-        for (index, server) in servers.enumerated() { balancer.set(index, port: server.port) }
-        let (balancerPort, balancerTask) = try await Self.startBalancer(balancer)
-        defer { balancerTask.cancel(); for server in servers { server.kill() } }
+            var servers: [ServerProcess] = []
+            for _ in 0..<3 { servers.append(try await Task.detached { try ServerProcess(config: config, database: database) }.value) }
+            let balancer = Balancer()
+            for (index, server) in servers.enumerated() { balancer.set(index, port: server.port) }
+            let (balancerPort, balancerTask) = try await Self.startBalancer(balancer)
+            defer { balancerTask.cancel(); for server in servers { server.kill() } }
 
-        // 60 customers buy; each one's app submits the purchase through an instance in turn.
-        let customers = (0..<60).map { "c\($0)" }
-        let purchases = try await simulator.perform { (engine) throws(SimulatorError) in
-            var purchases: [(String, String)] = []
-            for (index, customer) in customers.enumerated() {
-                try engine.createCustomer(id: customer)
-                let result = try engine.purchase(.init(customerId: customer, productId: index % 2 == 0 ? "coins.100" : "pro.monthly"))
-                purchases.append((customer, result.signedTransaction))
-            }
-            var faults = FaultConfiguration()
-            faults.duplicateNextNotifications = 25
-            faults.reorderNotifications = true
-            engine.setFaults(faults)
-            engine.setNotificationURL("http://127.0.0.1:\(balancerPort)/appstore/notifications")
-            return purchases
-        }
-        for (index, (customer, jws)) in purchases.enumerated() {
-            let (status, body) = try await Self.request(
-                .POST, port: servers[index % 3].port, "/v1/customers/\(customer)/transactions", body: #"{"signedTransaction": "\#(jws)"}"#
-            )
-            #expect(status == 200, "\(body)")
-        }
-        let total = await simulator.state.notifications.count
-
-        // The burst, spread over the three; the second instance is killed partway and restarted.
-        let deliverer = NotificationDeliverer(simulator: simulator, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }), timeout: .seconds(10))
-        async let delivered = deliverer.deliverDue()
-        try await CrashRecoveryTests.waitForAttempts(on: simulator, atLeast: 20)
-        servers[1].kill()
-        servers[1] = try await Task.detached { try ServerProcess(config: config, database: database) }.value
-        balancer.set(1, port: servers[1].port)
-        _ = await delivered
-        for _ in 0..<6 where await simulator.state.notifications.contains(where: { $0.sendAttempts.last?.sendAttemptResult != "SUCCESS" }) {
-            _ = try await simulator.perform { (engine) throws(SimulatorError) in try engine.advance(by: 3_600) }
-            await deliverer.deliverDue()
-        }
-        let notifications = await simulator.state.notifications
-        #expect(notifications.allSatisfy { $0.sendAttempts.last?.sendAttemptResult == "SUCCESS" })
-
-        // Nothing applied twice: each notification once, whatever the duplicates and the retries after the kill.
-        let store = try await PostgresLedgerStore.open(try PostgresDatabaseURL(database))
-        let counts = try await store.notificationCounts()
-        #expect((counts["applied"] ?? 0) + (counts["recorded"] ?? 0) == total, "\(counts), \(total) sent")
-        await store.close()
-
-        // Every customer equals the ground truth, on every instance (which warms every cache).
-        var truth = try await Self.truth(simulator)
-        for customer in customers {
-            for server in servers {
-                #expect(try await Self.entitlements(customer, port: server.port) == truth[customer], "\(customer) on :\(server.port)")
-            }
-        }
-
-        // Refunds written through one instance reach the others' cached answers (not after their 60 s cache age).
-        let refunded = Array(customers.prefix(6))
-        _ = try await simulator.perform { (engine) throws(SimulatorError) in
-            for customer in refunded {
-                let id = engine.state.transactions.values.first { $0.customerId == customer }!.info.transactionId
-                try engine.refund(transactionId: id)
-            }
-            var faults = FaultConfiguration()
-            faults.reorderNotifications = false
-            engine.setFaults(faults)
-        }
-        await deliverer.deliverDue()
-        truth = try await Self.truth(simulator)
-        var slowest = Duration.zero
-        for customer in refunded {
-            for server in servers {
-                let started = ContinuousClock.now
-                var answer = try await Self.entitlements(customer, port: server.port)
-                while answer != truth[customer], ContinuousClock.now - started < .seconds(20) {
-                    try await Task.sleep(for: .milliseconds(5))
-                    answer = try await Self.entitlements(customer, port: server.port)
+            // 60 customers buy; each one's app submits the purchase through an instance in turn.
+            let customers = (0..<60).map { "c\($0)" }
+            let purchases = try await simulator.perform { (engine) throws(SimulatorError) in
+                var purchases: [(String, String)] = []
+                for (index, customer) in customers.enumerated() {
+                    try engine.createCustomer(id: customer)
+                    let result = try engine.purchase(.init(customerId: customer, productId: index % 2 == 0 ? "coins.100" : "pro.monthly"))
+                    purchases.append((customer, result.signedTransaction))
                 }
-                slowest = max(slowest, ContinuousClock.now - started)
-                #expect(answer == truth[customer], "\(customer) on :\(server.port) still answers \(answer) after a refund")
+                var faults = FaultConfiguration()
+                faults.duplicateNextNotifications = 25
+                faults.reorderNotifications = true
+                engine.setFaults(faults)
+                engine.setNotificationURL("http://127.0.0.1:\(balancerPort)/appstore/notifications")
+                return purchases
             }
+            for (index, (customer, jws)) in purchases.enumerated() {
+                let (status, body) = try await Self.request(
+                    .POST, port: servers[index % 3].port, "/v1/customers/\(customer)/transactions", body: #"{"signedTransaction": "\#(jws)"}"#
+                )
+                #expect(status == 200, "\(body)")
+            }
+            let total = await simulator.state.notifications.count
+
+            // The burst, spread over the three; the second instance is killed partway and restarted.
+            let deliverer = NotificationDeliverer(simulator: simulator, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }), timeout: .seconds(10))
+            async let delivered = deliverer.deliverDue()
+            try await CrashRecoveryTests.waitForAttempts(on: simulator, atLeast: 20)
+            servers[1].kill()
+            servers[1] = try await Task.detached { try ServerProcess(config: config, database: database) }.value
+            balancer.set(1, port: servers[1].port)
+            _ = await delivered
+            for _ in 0..<6 where await simulator.state.notifications.contains(where: { $0.sendAttempts.last?.sendAttemptResult != "SUCCESS" }) {
+                _ = try await simulator.perform { (engine) throws(SimulatorError) in try engine.advance(by: 3_600) }
+                await deliverer.deliverDue()
+            }
+            let notifications = await simulator.state.notifications
+            #expect(notifications.allSatisfy { $0.sendAttempts.last?.sendAttemptResult == "SUCCESS" })
+
+            // Nothing applied twice: each notification once, whatever the duplicates and the retries after the kill.
+            let store = try await PostgresLedgerStore.open(try PostgresDatabaseURL(database))
+            let counts = try await store.notificationCounts()
+            #expect((counts["applied"] ?? 0) + (counts["recorded"] ?? 0) == total, "\(counts), \(total) sent")
+            await store.close()
+
+            // Every customer equals the ground truth, on every instance (which warms every cache).
+            var truth = try await Self.truth(simulator)
+            for customer in customers {
+                for server in servers {
+                    #expect(try await Self.entitlements(customer, port: server.port) == truth[customer], "\(customer) on :\(server.port)")
+                }
+            }
+
+            // Refunds written through one instance reach the others' cached answers (not after their 60 s cache age).
+            let refunded = Array(customers.prefix(6))
+            _ = try await simulator.perform { (engine) throws(SimulatorError) in
+                for customer in refunded {
+                    let id = engine.state.transactions.values.first { $0.customerId == customer }!.info.transactionId
+                    try engine.refund(transactionId: id)
+                }
+                var faults = FaultConfiguration()
+                faults.reorderNotifications = false
+                engine.setFaults(faults)
+            }
+            await deliverer.deliverDue()
+            truth = try await Self.truth(simulator)
+            var slowest = Duration.zero
+            for customer in refunded {
+                for server in servers {
+                    let started = ContinuousClock.now
+                    var answer = try await Self.entitlements(customer, port: server.port)
+                    while answer != truth[customer], ContinuousClock.now - started < .seconds(20) {
+                        try await Task.sleep(for: .milliseconds(5))
+                        answer = try await Self.entitlements(customer, port: server.port)
+                    }
+                    slowest = max(slowest, ContinuousClock.now - started)
+                    #expect(answer == truth[customer], "\(customer) on :\(server.port) still answers \(answer) after a refund")
+                }
+            }
+            // Without the invalidation the cached answers would stay for their 60 s; the bound leaves room for a stalled
+            // machine (the answer normally follows within milliseconds).
+            #expect(slowest < .seconds(20), "the slowest instance took \(slowest) to follow a write")
         }
-        // Without the invalidation the cached answers would stay for their 60 s; the bound leaves room for a stalled
-        // machine (the answer normally follows within milliseconds).
-        #expect(slowest < .seconds(20), "the slowest instance took \(slowest) to follow a write")
     }
 
     @Test("three serve processes and one scheduled job: one holds its lease; SIGKILLed, another takes the job over within the lease and a check")
@@ -217,43 +232,45 @@ struct PostgresInstancesTests {
         // Raw-payload retention is a leased job every instance schedules.
         let (_, config) = try Self.setUp(in: directory) { $0["retention"] = ["rawPayloadDays": 30] }
         let database = try await Self.newDatabase()
-        var servers: [ServerProcess] = []
-        for _ in 0..<3 { servers.append(try await Task.detached { try ServerProcess(config: config, database: database) }.value) }
-        defer { for server in servers { server.kill() } }
-        let store = try await PostgresLedgerStore.open(try PostgresDatabaseURL(database))
-        let pid: (String) -> Int32? = { holder in
-            let parts = holder.split(separator: "/")
-            return parts.count >= 3 ? Int32(parts[parts.count - 2]) : nil
-        }
+        try await Self.droppingAfterwards(database) {
+            var servers: [ServerProcess] = []
+            for _ in 0..<3 { servers.append(try await Task.detached { try ServerProcess(config: config, database: database) }.value) }
+            defer { for server in servers { server.kill() } }
+            let store = try await PostgresLedgerStore.open(try PostgresDatabaseURL(database))
+            let pid: (String) -> Int32? = { holder in
+                let parts = holder.split(separator: "/")
+                return parts.count >= 3 ? Int32(parts[parts.count - 2]) : nil
+            }
 
-        // One of the three holds it, and it stays with that one while it lives.
-        var holder: String? = nil
-        let started = ContinuousClock.now
-        while holder == nil, ContinuousClock.now - started < .seconds(30) {
-            holder = try await store.leaseHolder("retention")
-            if holder == nil { try await Task.sleep(for: .milliseconds(200)) }
-        }
-        let first = try #require(holder, "no instance took the retention job's lease")
-        let index = try #require(servers.firstIndex { $0.process.processIdentifier == pid(first) }, "\(first) is none of the three")
-        try await Task.sleep(for: .seconds(2))
-        #expect(try await store.leaseHolder("retention") == first)
+            // One of the three holds it, and it stays with that one while it lives.
+            var holder: String? = nil
+            let started = ContinuousClock.now
+            while holder == nil, ContinuousClock.now - started < .seconds(30) {
+                holder = try await store.leaseHolder("retention")
+                if holder == nil { try await Task.sleep(for: .milliseconds(200)) }
+            }
+            let first = try #require(holder, "no instance took the retention job's lease")
+            let index = try #require(servers.firstIndex { $0.process.processIdentifier == pid(first) }, "\(first) is none of the three")
+            try await Task.sleep(for: .seconds(2))
+            #expect(try await store.leaseHolder("retention") == first)
 
-        // Its holder dies without giving it back: the lease lapses (60 s after its last renewal, at most 20 s before
-        // the kill) and the next check of another instance (every 20 s) takes it.
-        servers[index].kill()
-        let killed = ContinuousClock.now
-        var next: String? = first
-        while next == first || next == nil, ContinuousClock.now - killed < .seconds(120) {
-            try await Task.sleep(for: .milliseconds(500))
-            next = try await store.leaseHolder("retention")
+            // Its holder dies without giving it back: the lease lapses (60 s after its last renewal, at most 20 s before
+            // the kill) and the next check of another instance (every 20 s) takes it.
+            servers[index].kill()
+            let killed = ContinuousClock.now
+            var next: String? = first
+            while next == first || next == nil, ContinuousClock.now - killed < .seconds(120) {
+                try await Task.sleep(for: .milliseconds(500))
+                next = try await store.leaseHolder("retention")
+            }
+            let waited = ContinuousClock.now - killed
+            let taker = try #require(next.flatMap(pid), "the lease was not taken over within 120 s (holder: \(next ?? "none"))")
+            let living = servers.enumerated().filter { $0.offset != index }.map { $0.element.process.processIdentifier }
+            #expect(living.contains(taker), "taken by \(next ?? "?"), not one of the living instances")
+            // Bound: the lease's 60 s plus one 20 s check, and room for a stalled machine.
+            #expect(waited < .seconds(95), "took \(waited)")
+            await store.close()
         }
-        let waited = ContinuousClock.now - killed
-        let taker = try #require(next.flatMap(pid), "the lease was not taken over within 120 s (holder: \(next ?? "none"))")
-        let living = servers.enumerated().filter { $0.offset != index }.map { $0.element.process.processIdentifier }
-        #expect(living.contains(taker), "taken by \(next ?? "?"), not one of the living instances")
-        // Bound: the lease's 60 s plus one 20 s check, and room for a stalled machine.
-        #expect(waited < .seconds(95), "took \(waited)")
-        await store.close()
     }
 }
 

@@ -7,7 +7,7 @@ import Synchronization
 import Testing
 
 /// Scheduled jobs with several instances on one database: one runs the job at a time, another takes over when it dies.
-@Suite("Job leases")
+@Suite("Job leases", .dropsTestDatabases)
 struct JobLeaseTests {
     /// `count` stores on one database of `backend` (several instances); SQLite has one process per ledger, whose
     /// holders share its store.

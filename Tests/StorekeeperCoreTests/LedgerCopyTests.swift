@@ -8,7 +8,7 @@ import StorekeeperSQLite
 import Testing
 
 /// `storekeeper copy`: a SQLite ledger moved into PostgreSQL answers the same for every customer.
-@Suite("Ledger copy: SQLite to PostgreSQL", .enabled(if: PostgresTestDatabase.url != nil, PostgresTestDatabase.skipReason))
+@Suite("Ledger copy: SQLite to PostgreSQL", .enabled(if: PostgresTestDatabase.url != nil, PostgresTestDatabase.skipReason), .dropsTestDatabases)
 struct LedgerCopyTests {
     typealias H = LedgerHarness
 

@@ -30,7 +30,7 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible, Sendable {
     }
 }
 
-@Suite("Ledger stores: contract")
+@Suite("Ledger stores: contract", .dropsTestDatabases)
 struct LedgerStoreContractTests {
     typealias H = LedgerHarness
 

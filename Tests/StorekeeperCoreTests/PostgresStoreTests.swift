@@ -13,7 +13,7 @@ import Testing
 
 /// What only PostgreSQL has to prove: several instances (stores) on one database at once. The contract tests run
 /// against it too (``Backend``).
-@Suite("PostgreSQL store: several instances on one database", .enabled(if: PostgresTestDatabase.url != nil, PostgresTestDatabase.skipReason))
+@Suite("PostgreSQL store: several instances on one database", .enabled(if: PostgresTestDatabase.url != nil, PostgresTestDatabase.skipReason), .dropsTestDatabases)
 struct PostgresStoreTests {
     typealias H = LedgerHarness
 
