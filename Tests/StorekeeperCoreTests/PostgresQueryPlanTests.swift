@@ -12,11 +12,13 @@ import Testing
 /// empty ledger, must find its rows by a key: each index scan's conditions are on the index's leading columns.
 @Suite("PostgreSQL ledger: query plans", .enabled(if: PostgresTestDatabase.url != nil, PostgresTestDatabase.skipReason), .dropsTestDatabases)
 struct PostgresQueryPlanTests {
-    static let statements: [any PreparedStatementText.Type] = [
-        LockStatement.self, LockAndClaimStatement.self, LockAndClaimAllStatement.self, WriteStatement.self,
-        PostgresLedgerStore.FamilyRowsStatement.self, PostgresLedgerStore.OneFamilyRowsStatement.self,
-        PostgresLedgerStore.CustomerRowsStatement.self, PostgresLedgerStore.EntitlementRowsStatement.self,
-    ]
+    static var statements: [any PreparedStatementText.Type] {
+        [
+            LockStatement.self, LockAndClaimStatement.self, LockAndClaimAllStatement.self, WriteStatement.self,
+            PostgresLedgerStore.FamilyRowsStatement.self, PostgresLedgerStore.OneFamilyRowsStatement.self,
+            PostgresLedgerStore.CustomerRowsStatement.self, PostgresLedgerStore.EntitlementRowsStatement.self,
+        ]
+    }
 
     static let ledgerTables: Set = ["transactions", "subscriptions", "customer_links", "token_owners", "notifications", "jws_headers"]
 
