@@ -8,7 +8,9 @@ import AppStoreModels
 /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?OPTION=VALUE&…]`, the user, password and database
 /// percent-encoded. Options: `sslmode` (`disable`, `prefer` (the default, as libpq's), `require` (encrypted, the
 /// server's certificate not checked, as libpq's), `verify-full` (encrypted, certificate and host name checked)),
-/// `pool_size` (connections per instance, default 20, at least 2: one listens for the other instances' writes), `connect_timeout` (seconds, default 10), `write_concurrency`
+/// `pool_size` (connections per instance, default 20, at least 2: one listens for the other instances' writes), `connect_timeout` (seconds, default 10),
+/// `statement_timeout` (seconds a statement of a read or a write may run, waits for locks included, before
+/// PostgreSQL cancels it; default 30, 0 for none; migrations are not bounded), `write_concurrency`
 /// (batches of live notifications written at once per instance, default 4), `write_batch` (the most notifications
 /// in one batch, default 32; 1 turns batching off), `read_concurrency` and `read_batch` (the same for customer reads,
 /// read in one statement per batch; defaults 4 and 32): see ``Batcher``. The password never appears in
@@ -27,6 +29,9 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
     public var tlsMode: TLSMode = .prefer
     public var poolSize = 20
     public var connectTimeout: Duration = .seconds(10)
+    /// How long a statement of a read or a write may run before PostgreSQL cancels it (`statement_timeout`; a lock
+    /// held by a stuck client then costs a request seconds, not an HTTP timeout); 0: no limit.
+    public var statementTimeout: Duration = .seconds(30)
     /// How many batches of live notifications an instance writes at once (``Batcher/workers``).
     public var writeConcurrency = 4
     /// The most live notifications in one transaction (``Batcher/maximumBatch``); 1: each alone.
@@ -75,13 +80,14 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
                     throw StorageError("connect_timeout must be 1 to 600 seconds, not \(UntrustedText.escaped(value, limit: 40))")
                 }
                 connectTimeout = .seconds(seconds)
+            case "statement_timeout": statementTimeout = .seconds(try Self.count(item.name, value, 0...3_600))
             case "write_concurrency": writeConcurrency = try Self.count(item.name, value, 1...100)
             case "write_batch": writeBatch = try Self.count(item.name, value, 1...1_000)
             case "read_concurrency": readConcurrency = try Self.count(item.name, value, 1...100)
             case "read_batch": readBatch = try Self.count(item.name, value, 1...1_000)
             default:
                 throw StorageError(
-                    "unknown database URL option \(UntrustedText.escaped(item.name, limit: 40)) (known: sslmode, pool_size, connect_timeout, write_concurrency, write_batch, read_concurrency, read_batch)"
+                    "unknown database URL option \(UntrustedText.escaped(item.name, limit: 40)) (known: sslmode, pool_size, connect_timeout, statement_timeout, write_concurrency, write_batch, read_concurrency, read_batch)"
                 )
             }
         }
@@ -101,6 +107,8 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
         var options: [String] = []
         if tlsMode != .prefer { options.append("sslmode=\(tlsMode.rawValue)") }
         if poolSize != 20 { options.append("pool_size=\(poolSize)") }
+        if connectTimeout != .seconds(10) { options.append("connect_timeout=\(connectTimeout.components.seconds)") }
+        if statementTimeout != .seconds(30) { options.append("statement_timeout=\(statementTimeout.components.seconds)") }
         if writeConcurrency != 4 { options.append("write_concurrency=\(writeConcurrency)") }
         if writeBatch != 32 { options.append("write_batch=\(writeBatch)") }
         if readConcurrency != 4 { options.append("read_concurrency=\(readConcurrency)") }
@@ -129,6 +137,9 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
         )
         configuration.options.maximumConnections = poolSize
         configuration.options.connectTimeout = connectTimeout
+        // The pool's connections only: the connection that migrates may wait for another instance's migration, and a
+        // migration may build an index over a large table.
+        configuration.options.additionalStartupParameters = [("statement_timeout", "\(statementTimeout.components.seconds)s")]
         return configuration
     }
 

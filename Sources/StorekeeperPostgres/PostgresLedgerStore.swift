@@ -128,9 +128,9 @@ public final class PostgresLedgerStore: LedgerStore {
         }
     }
 
-    /// Applies a batch in one transaction; if that fails for other than a transient reason (which ``write(_:)``
-    /// retries), each notification alone, at once, so that one notification the database refuses fails only its own
-    /// request.
+    /// Applies a batch in one transaction; if that fails in a way one notification may have caused (see
+    /// ``mayBeOneRequestsFault(_:)``; ``write(_:)`` retries transient failures), each notification alone, at once, so
+    /// that one notification the database refuses fails only its own request.
     func applyTogether(_ notifications: [VerifiedNotification]) async -> [Result<ApplyOutcome, StorageError>] {
         do throws(StorageError) {
             if notifications.count == 1 { return [.success(try await applyAlone(notifications[0]))] }
@@ -138,7 +138,7 @@ public final class PostgresLedgerStore: LedgerStore {
                 try await LedgerUnitOfWork.applyingTogether(notifications).run(in: transaction)
             }.map { .success($0) }
         } catch {
-            guard notifications.count > 1 else { return [.failure(error)] }
+            guard notifications.count > 1, Self.mayBeOneRequestsFault(error) else { return notifications.map { _ in .failure(error) } }
             logger.notice("a batch of notifications failed; applying each alone", metadata: [
                 "error": .string(error.message), "batch": .stringConvertible(notifications.count),
             ])
@@ -267,13 +267,13 @@ public final class PostgresLedgerStore: LedgerStore {
     }
 
     /// Reads a batch in one statement; if that fails in a way that may be one customer's (see
-    /// ``mayBeOneReadsFault(_:)``), each read alone, at once, so that one customer whose rows cannot be read fails only
+    /// ``mayBeOneRequestsFault(_:)``), each read alone, at once, so that one customer whose rows cannot be read fails only
     /// its own request.
     func readTogether(_ reads: [CustomerScope]) async -> [Result<Ledger, StorageError>] {
         do throws(StorageError) {
             return try await read { connection in try await self.loadCustomers(connection, reads, entitlementsOnly: true) }.map { .success($0) }
         } catch {
-            guard reads.count > 1, Self.mayBeOneReadsFault(error) else { return reads.map { _ in .failure(error) } }
+            guard reads.count > 1, Self.mayBeOneRequestsFault(error) else { return reads.map { _ in .failure(error) } }
             logger.notice("a batch of customer reads failed; reading each alone", metadata: [
                 "error": .string(error.message), "batch": .stringConvertible(reads.count),
             ])
@@ -283,15 +283,18 @@ public final class PostgresLedgerStore: LedgerStore {
         }
     }
 
-    /// Whether a failed read of several customers may have failed because of one of them: the database refused the
-    /// statement with a non-transient error, a row could not be decoded, or the store's own checks of the rows
-    /// failed. Not when the database could not be reached, the connection was lost or the pool gave none: reading
-    /// each alone would fail each again, and multiply the load on a database already in trouble.
-    static func mayBeOneReadsFault(_ error: StorageError) -> Bool {
+    /// Whether a failed batch (customer reads, notifications) may have failed because of one of its requests: the
+    /// database refused a statement with a non-transient error, a row could not be decoded, or the store's own checks
+    /// failed. Not when the database could not be reached, the connection was lost, the pool gave none or a
+    /// statement ran past `statement_timeout` (SQLSTATE 57014): running each alone would fail each again, and
+    /// multiply the load on a database already in trouble.
+    static func mayBeOneRequestsFault(_ error: StorageError) -> Bool {
         guard let underlying = error.underlying else { return true }
         if underlying is PostgresDecodingError { return true }
-        guard let error = underlying as? PSQLError, error.serverInfo?[.sqlState] != nil else { return false }
-        return !isTransient(error)
+        let cause = (underlying as? PostgresTransactionError).flatMap { $0.closureError ?? $0.commitError ?? $0.beginError } ?? underlying
+        if cause is PostgresDecodingError { return true }
+        guard let error = cause as? PSQLError, let state = error.serverInfo?[.sqlState] else { return false }
+        return !isTransient(error) && state != "57014"
     }
 
     public func ledger(families: [LedgerKey]) async throws(StorageError) -> Ledger {

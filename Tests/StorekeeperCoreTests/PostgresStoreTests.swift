@@ -6,7 +6,7 @@ import Logging
 import MetricsTestKit
 import PostgresNIO
 import StorekeeperCore
-import StorekeeperPostgres
+@testable import StorekeeperPostgres
 import StorekeeperSQLite
 import Synchronization
 import Testing
@@ -394,6 +394,35 @@ struct PostgresStoreTests {
         await store.close()
     }
 
+    @Test("a write waiting on a lock longer than statement_timeout fails with a clear error, at once for its whole batch, and leaves nothing behind; it succeeds once the lock is free")
+    func statementTimeout() async throws {
+        var harness = try H()
+        try harness.engine.createCustomer(id: "carol")
+        _ = try harness.engine.purchase(.init(customerId: "carol", productId: "pro.monthly"))
+        let notification = try #require(try await harness.verifiedNotifications().first)
+        var url = try await PostgresTestDatabase.create()
+        url.statementTimeout = .seconds(1)
+        let store = try await PostgresLedgerStore.open(url)
+        let family = try #require(notification.transaction?.payload)
+        let key = "family \(family.environment!.rawValue) \(family.originalTransactionId)"
+        try await PostgresTestDatabase.withClient(url) { client in
+            try await client.withTransaction(logger: Logger(label: "test")) { connection in
+                // A stuck client holds the family's lock (as a transaction left open would).
+                _ = try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(key), 0))", logger: Logger(label: "test")).collect()
+                let started = ContinuousClock.now
+                let error = await #expect(throws: StorageError.self) { _ = try await store.apply(notification) }
+                #expect(error?.message.contains("canceling statement due to statement timeout (SQLSTATE 57014)") == true, "\(error?.message ?? "")")
+                #expect(ContinuousClock.now - started < .seconds(10))
+                // A batch that times out is not run again notification by notification (each would wait as long).
+                #expect(error.map(PostgresLedgerStore.mayBeOneRequestsFault) == false)
+            }
+        }
+        #expect(try await store.containsNotification(notification.payload.notificationUUID) == false)
+        #expect(try await store.apply(notification) == .applied)
+        #expect(try await store.notificationCounts()["applied"] == 1)
+        await store.close()
+    }
+
     @Test("two customers submitting purchases with one token on two instances at once: one gets it, the other is refused")
     func concurrentTokenClaims() async throws {
         var harness = try H()
@@ -436,40 +465,6 @@ struct PostgresStoreTests {
         while heard.values.count < 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         #expect(heard.values == [.customers(["alice"]), .customers(["alice"])])
         for store in stores { await store.close() }
-    }
-}
-
-@Suite("PostgreSQL database URLs")
-struct PostgresDatabaseURLTests {
-    @Test("a URL's parts and options are read; the password never appears in its description")
-    func parsing() throws {
-        let url = try PostgresDatabaseURL(
-            "postgres://app%40corp:s3cr%3At@db.internal:6432/ledger?sslmode=verify-full&pool_size=8&connect_timeout=3&write_concurrency=2&write_batch=1&read_concurrency=3&read_batch=7"
-        )
-        #expect(url.username == "app@corp" && url.password == "s3cr:t" && url.host == "db.internal" && url.port == 6432)
-        #expect(url.database == "ledger" && url.tlsMode == .verifyFull && url.poolSize == 8)
-        #expect(url.writeConcurrency == 2 && url.writeBatch == 1 && url.readConcurrency == 3 && url.readBatch == 7)
-        #expect(url.description.hasSuffix("write_concurrency=2&write_batch=1&read_concurrency=3&read_batch=7"))
-        #expect(!url.description.contains("s3cr") && url.description.contains("***"))
-        #expect(try PostgresDatabaseURL("postgresql://u@h/d").port == 5432)
-    }
-
-    @Test("a wrong URL is refused with what is wrong, never the password", arguments: [
-        ("postgres://user:hunter2@host", "no database"),
-        ("postgres://:hunter2@host/db", "no user name"),
-        ("postgres://u:hunter2@host/db?sslmode=maybe", "sslmode must be one of"),
-        ("postgres://u:hunter2@host/db?pool_size=1", "pool_size must be 2 to 500, not 1"),
-        ("postgres://u:hunter2@host/db?write_batch=0", "write_batch must be 1 to 1000"),
-        ("postgres://u:hunter2@host/db?write_concurrency=many", "write_concurrency must be 1 to 100"),
-        ("postgres://u:hunter2@host/db?read_batch=1001", "read_batch must be 1 to 1000"),
-        ("postgres://u:hunter2@host/db?read_concurrency=%0A%1B%5B31m", "read_concurrency must be 1 to 100, not \\n\\u{1B}[31m"),
-        ("postgres://u:hunter2@host/db?application=x", "unknown database URL option"),
-        ("mysql://u:hunter2@host/db", "not a postgres:// URL"),
-    ])
-    func refusals(text: String, expected: String) throws {
-        let error = #expect(throws: StorageError.self) { try PostgresDatabaseURL(text) }
-        #expect(error?.message.contains(expected) == true, "\(error?.message ?? "")")
-        #expect(error?.message.contains("hunter2") == false)
     }
 }
 
