@@ -24,9 +24,20 @@ struct Prepared<Text: PreparedStatementText>: PostgresPreparedStatement {
 }
 
 extension PostgresConnection {
-    /// Runs a prepared statement (preparing it on this connection the first time).
+    /// Runs a prepared statement (preparing it on this connection the first time). A connection on which it fails
+    /// is closed (the pool opens another): postgres-nio remembers a statement whose preparation failed and fails every
+    /// later use of it on that connection with the same error, without asking the server. Seen with
+    /// `statement_timeout`: a preparation waiting for a table another client had locked was cancelled, and every read
+    /// on that connection failed at once with "canceling statement due to statement timeout" long after the lock
+    /// was gone. Statements fail rarely (a deadlock, a timeout, an outage), so telling a failed preparation from a
+    /// failed execution is not worth a reconnection saved.
     func run<Text: PreparedStatementText>(_ text: Text.Type, _ bindings: PostgresBindings) async throws -> AsyncThrowingMapSequence<PostgresRowSequence, PostgresRow> {
-        try await execute(Prepared<Text>(bindings: bindings), logger: Self.quiet)
+        do {
+            return try await execute(Prepared<Text>(bindings: bindings), logger: Self.quiet)
+        } catch {
+            try? await close()
+            throw error
+        }
     }
 }
 

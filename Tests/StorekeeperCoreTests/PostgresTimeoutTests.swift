@@ -1,0 +1,110 @@
+import AppStoreModels
+import AppStoreSigning
+import AppStoreSimulator
+import Foundation
+import Logging
+import PostgresNIO
+import StorekeeperCore
+@testable import StorekeeperPostgres
+import Testing
+
+/// What the PostgreSQL store does when the database is slow to answer, or a statement cannot run: bounded waits
+/// (`connect_timeout`, `statement_timeout`) with clear errors, and nothing left broken once the database is fine.
+@Suite("PostgreSQL store: timeouts", .enabled(if: PostgresTestDatabase.url != nil, PostgresTestDatabase.skipReason), .dropsTestDatabases)
+struct PostgresTimeoutTests {
+    @Test("with no connection free within connect_timeout, a read and a write fail with a clear error instead of waiting without end; they succeed once one is free")
+    func noConnectionWithinTimeout() async throws {
+        var harness = try LedgerHarness()
+        for customer in ["alice", "bob"] {
+            try harness.engine.createCustomer(id: customer)
+            _ = try harness.engine.purchase(.init(customerId: customer, productId: "pro.monthly"))
+        }
+        let notifications = try await harness.verifiedNotifications()
+        let (notification, other) = (notifications[0], notifications[1])
+        let submission = try #require(try await LedgerStoreContractTests.appSubmissions(harness).first { $0.1 == "alice" })
+        var url = try await PostgresTestDatabase.create()
+        url.poolSize = 2 // One connection listens for other instances' writes: one is left for reads and writes.
+        url.connectTimeout = .seconds(1)
+        let store = try await PostgresLedgerStore.open(url)
+        _ = try await store.submit(submission.0, customerId: "alice")
+        let family = try #require(notification.transaction?.payload)
+        let key = "family \(family.environment!.rawValue) \(family.originalTransactionId)"
+        let write = try await PostgresTestDatabase.withClient(url) { client in
+            try await client.withTransaction(logger: Logger(label: "test")) { connection -> Task<ApplyOutcome, any Error> in
+                // This transaction holds the family's lock: the store's write takes its one free connection and waits.
+                _ = try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(key), 0))", logger: Logger(label: "test")).collect()
+                let write = Task { try await store.apply(notification) }
+                try await PostgresStoreTests.waitUntilALockIsAwaited(connection)
+                let started = ContinuousClock.now
+                let error = await #expect(throws: StorageError.self) {
+                    _ = try await store.entitlementLedger(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox)
+                }
+                #expect(error?.message.contains("no database connection within 1 s (connect_timeout)") == true, "\(error?.message ?? "")")
+                #expect(ContinuousClock.now - started < .seconds(5))
+                // A notification of another family too: a storage failure (a 5xx for Apple to retry), not a hang.
+                let refused = await #expect(throws: StorageError.self) { _ = try await store.apply(other) }
+                #expect(refused?.message.contains("no database connection within 1 s") == true, "\(refused?.message ?? "")")
+                return write
+            }
+        }
+        // The lock released, the write goes through, and the connection serves reads again.
+        #expect(try await write.value == .applied)
+        let ledger = try await store.entitlementLedger(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox)
+        #expect(ledger.subscriptions.count == 1)
+        #expect(try await store.apply(other) == .applied)
+        await store.close()
+    }
+
+    @Test("a write waiting on a lock longer than statement_timeout fails with a clear error, at once for its whole batch, and leaves nothing behind; it succeeds once the lock is free")
+    func statementTimeout() async throws {
+        var harness = try LedgerHarness()
+        try harness.engine.createCustomer(id: "carol")
+        _ = try harness.engine.purchase(.init(customerId: "carol", productId: "pro.monthly"))
+        let notification = try #require(try await harness.verifiedNotifications().first)
+        var url = try await PostgresTestDatabase.create()
+        url.statementTimeout = .seconds(1)
+        let store = try await PostgresLedgerStore.open(url)
+        let family = try #require(notification.transaction?.payload)
+        let key = "family \(family.environment!.rawValue) \(family.originalTransactionId)"
+        try await PostgresTestDatabase.withClient(url) { client in
+            try await client.withTransaction(logger: Logger(label: "test")) { connection in
+                // A stuck client holds the family's lock (as a transaction left open would).
+                _ = try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(key), 0))", logger: Logger(label: "test")).collect()
+                let started = ContinuousClock.now
+                let error = await #expect(throws: StorageError.self) { _ = try await store.apply(notification) }
+                #expect(error?.message.contains("canceling statement due to statement timeout (SQLSTATE 57014)") == true, "\(error?.message ?? "")")
+                #expect(ContinuousClock.now - started < .seconds(10))
+                // A batch that times out is not run again notification by notification (each would wait as long).
+                #expect(error.map(PostgresLedgerStore.mayBeOneRequestsFault) == false)
+            }
+        }
+        #expect(try await store.containsNotification(notification.payload.notificationUUID) == false)
+        #expect(try await store.apply(notification) == .applied)
+        #expect(try await store.notificationCounts()["applied"] == 1)
+        await store.close()
+    }
+
+    @Test("a read whose statement could not be prepared in time (a table locked by another client) succeeds once the lock is gone: the connection is not left failing")
+    func failedPreparationDoesNotStick() async throws {
+        var url = try await PostgresTestDatabase.create()
+        url.poolSize = 2 // One connection listens: every read below uses the same other one.
+        url.statementTimeout = .seconds(1)
+        let store = try await PostgresLedgerStore.open(url)
+        try await PostgresTestDatabase.withClient(url) { client in
+            try await client.withTransaction(logger: Logger(label: "test")) { connection in
+                // Preparing a read takes a lock on the tables it names: this one waits, and is cancelled.
+                _ = try await connection.query("LOCK TABLE customer_links IN ACCESS EXCLUSIVE MODE", logger: Logger(label: "test")).collect()
+                let error = await #expect(throws: StorageError.self) {
+                    _ = try await store.entitlementLedger(for: "dora", bundleId: "com.example.storekeeper", environment: .sandbox)
+                }
+                #expect(error?.message.contains("statement timeout") == true, "\(error?.message ?? "")")
+            }
+        }
+        // The lock is gone: the reads succeed (postgres-nio would otherwise replay the failed preparation for good).
+        for _ in 0..<3 {
+            let ledger = try await store.entitlementLedger(for: "dora", bundleId: "com.example.storekeeper", environment: .sandbox)
+            #expect(ledger.subscriptions.isEmpty)
+        }
+        await store.close()
+    }
+}
