@@ -10,7 +10,7 @@ import AppStoreModels
 /// server's certificate not checked, as libpq's), `verify-full` (encrypted, certificate and host name checked)),
 /// `pool_size` (connections per instance, default 20, at least 2: one listens for the other instances' writes), `connect_timeout` (seconds, default 10),
 /// `statement_timeout` (seconds a statement of a read or a write may run, waits for locks included, before
-/// PostgreSQL cancels it; default 30, 0 for none; migrations are not bounded), `write_concurrency`
+/// PostgreSQL cancels it; default 0: the server's or the role's setting; migrations are never bounded), `write_concurrency`
 /// (batches of live notifications written at once per instance, default 4), `write_batch` (the most notifications
 /// in one batch, default 32; 1 turns batching off), `read_concurrency` and `read_batch` (the same for customer reads,
 /// read in one statement per batch; defaults 4 and 32): see ``Batcher``. The password never appears in
@@ -30,8 +30,10 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
     public var poolSize = 20
     public var connectTimeout: Duration = .seconds(10)
     /// How long a statement of a read or a write may run before PostgreSQL cancels it (`statement_timeout`; a lock
-    /// held by a stuck client then costs a request seconds, not an HTTP timeout); 0: no limit.
-    public var statementTimeout: Duration = .seconds(30)
+    /// held by a stuck client then costs a request seconds, not an HTTP timeout); 0 (the default): whatever the
+    /// server or the role says. Sent as a startup parameter, which pgBouncer refuses: behind it, set the role's
+    /// (`ALTER ROLE … SET statement_timeout = '30s'`) instead.
+    public var statementTimeout: Duration = .zero
     /// How many batches of live notifications an instance writes at once (``Batcher/workers``).
     public var writeConcurrency = 4
     /// The most live notifications in one transaction (``Batcher/maximumBatch``); 1: each alone.
@@ -108,7 +110,7 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
         if tlsMode != .prefer { options.append("sslmode=\(tlsMode.rawValue)") }
         if poolSize != 20 { options.append("pool_size=\(poolSize)") }
         if connectTimeout != .seconds(10) { options.append("connect_timeout=\(connectTimeout.components.seconds)") }
-        if statementTimeout != .seconds(30) { options.append("statement_timeout=\(statementTimeout.components.seconds)") }
+        if statementTimeout != .zero { options.append("statement_timeout=\(statementTimeout.components.seconds)") }
         if writeConcurrency != 4 { options.append("write_concurrency=\(writeConcurrency)") }
         if writeBatch != 32 { options.append("write_batch=\(writeBatch)") }
         if readConcurrency != 4 { options.append("read_concurrency=\(readConcurrency)") }
@@ -138,8 +140,11 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
         configuration.options.maximumConnections = poolSize
         configuration.options.connectTimeout = connectTimeout
         // The pool's connections only: the connection that migrates may wait for another instance's migration, and a
-        // migration may build an index over a large table.
-        configuration.options.additionalStartupParameters = [("statement_timeout", "\(statementTimeout.components.seconds)s")]
+        // migration may build an index over a large table. Nothing is sent by default (pgBouncer refuses a startup
+        // parameter it does not know).
+        if statementTimeout != .zero {
+            configuration.options.additionalStartupParameters = [("statement_timeout", "\(statementTimeout.components.seconds)s")]
+        }
         return configuration
     }
 
@@ -202,10 +207,11 @@ extension PostgresDatabaseURL {
         try await maintenance.runMaintenance(sql, doing: "drop database \(database)")
     }
 
-    /// Names this file builds SQL with: letters, digits and `_` only, never quoted.
+    /// Names this file builds SQL with: lowercase letters, digits and `_` only, never quoted (PostgreSQL folds an
+    /// unquoted name to lowercase: `MyLedger` would name `myledger`).
     private static func checkName(_ name: String) throws(StorageError) {
-        guard !name.isEmpty, name.count <= 63, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
-            throw StorageError("a database name is 1-63 ASCII letters, digits and _")
+        guard !name.isEmpty, name.count <= 63, name.allSatisfy({ $0.isASCII && ($0.isLowercase || $0.isNumber || $0 == "_") }) else {
+            throw StorageError("a database name here is 1-63 lowercase ASCII letters, digits and _")
         }
     }
 

@@ -138,7 +138,11 @@ public final class PostgresLedgerStore: LedgerStore {
                 try await LedgerUnitOfWork.applyingTogether(notifications).run(in: transaction)
             }.map { .success($0) }
         } catch {
-            guard notifications.count > 1, Self.mayBeOneRequestsFault(error) else { return notifications.map { _ in .failure(error) } }
+            // A statement timeout counts: a write waits on its families' locks, and one family's lock held by a stuck
+            // client would fail the whole batch, where the others, alone (and at once), go through.
+            guard notifications.count > 1, Self.mayBeOneRequestsFault(error, timeoutIncluded: true) else {
+                return notifications.map { _ in .failure(error) }
+            }
             logger.notice("a batch of notifications failed; applying each alone", metadata: [
                 "error": .string(error.message), "batch": .stringConvertible(notifications.count),
             ])
@@ -192,6 +196,9 @@ public final class PostgresLedgerStore: LedgerStore {
 
     public func pruneRawPayloads(receivedBefore date: Date) async throws(StorageError) -> Int {
         try await write { transaction in
+            // One statement over every old notification: the first run over a year's backlog may take longer than a
+            // read or a write is allowed (`statement_timeout`), and would then never get through.
+            try await transaction.connection.execute("SET LOCAL statement_timeout = 0")
             var count = 0
             for try await _ in try await transaction.connection.run("""
                 UPDATE notifications SET jws_header = NULL, jws_payload = NULL, jws_signature = NULL, jws_raw = NULL
@@ -285,16 +292,17 @@ public final class PostgresLedgerStore: LedgerStore {
 
     /// Whether a failed batch (customer reads, notifications) may have failed because of one of its requests: the
     /// database refused a statement with a non-transient error, a row could not be decoded, or the store's own checks
-    /// failed. Not when the database could not be reached, the connection was lost, the pool gave none or a
-    /// statement ran past `statement_timeout` (SQLSTATE 57014): running each alone would fail each again, and
-    /// multiply the load on a database already in trouble.
-    static func mayBeOneRequestsFault(_ error: StorageError) -> Bool {
+    /// failed. Not when the database could not be reached, the connection was lost or the pool gave none: running
+    /// each alone would fail each again, and multiply the load on a database already in trouble. A statement that ran
+    /// past `statement_timeout` (SQLSTATE 57014) counts only when `timeoutIncluded`: a read takes no lock, so its
+    /// timeout says the database is overloaded, where a write may have waited for one request's lock.
+    static func mayBeOneRequestsFault(_ error: StorageError, timeoutIncluded: Bool = false) -> Bool {
         guard let underlying = error.underlying else { return true }
         if underlying is PostgresDecodingError { return true }
         let cause = (underlying as? PostgresTransactionError).flatMap { $0.closureError ?? $0.commitError ?? $0.beginError } ?? underlying
         if cause is PostgresDecodingError { return true }
         guard let error = cause as? PSQLError, let state = error.serverInfo?[.sqlState] else { return false }
-        return !isTransient(error) && state != "57014"
+        return !isTransient(error) && (timeoutIncluded || state != "57014")
     }
 
     public func ledger(families: [LedgerKey]) async throws(StorageError) -> Ledger {

@@ -72,6 +72,9 @@ enum PostgresSchema {
     /// Brings the database's schema up to date on `connection`, under the migration lock; returns the migrations
     /// applied (empty when it was up to date).
     static func migrate(_ connection: PostgresConnection, logger: Logger) async throws -> [String] {
+        // Not bounded by a `statement_timeout` the role or the database may set: waiting for another instance's
+        // migration, or building an index over a large table, may take longer.
+        try await connection.execute("SET statement_timeout = 0")
         try await connection.execute("SELECT pg_advisory_lock(\(migrationLock))")
         do {
             let applied = try await run(connection, logger: logger)

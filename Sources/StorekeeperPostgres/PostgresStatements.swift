@@ -29,8 +29,10 @@ extension PostgresConnection {
     /// later use of it on that connection with the same error, without asking the server. Seen with
     /// `statement_timeout`: a preparation waiting for a table another client had locked was cancelled, and every read
     /// on that connection failed at once with "canceling statement due to statement timeout" long after the lock
-    /// was gone. Statements fail rarely (a deadlock, a timeout, an outage), so telling a failed preparation from a
-    /// failed execution is not worth a reconnection saved.
+    /// was gone. This catches what fails before rows are handed back (a preparation; the whole of a statement that
+    /// returns none); a row-returning statement failing as it runs fails while its rows are read, and keeps its
+    /// connection, which is sound (its preparation succeeded). Statements fail rarely (a deadlock, a timeout, an
+    /// outage), so telling a failed preparation from a failed execution is not worth a reconnection saved.
     func run<Text: PreparedStatementText>(_ text: Text.Type, _ bindings: PostgresBindings) async throws -> AsyncThrowingMapSequence<PostgresRowSequence, PostgresRow> {
         do {
             return try await execute(Prepared<Text>(bindings: bindings), logger: Self.quiet)

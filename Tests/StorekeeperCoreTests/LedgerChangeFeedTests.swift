@@ -9,7 +9,7 @@ import Testing
 /// The change feed is what lets a read cache be exact: after each committed write, every customer whose view of
 /// the ledger changed must be among the customers announced. And the engine's `nextChange` must bound how long a
 /// computed state stays true as time passes.
-@Suite("Ledger stores: change feed and state validity")
+@Suite("Ledger stores: change feed and state validity", .dropsTestDatabases)
 struct LedgerChangeFeedTests {
     typealias H = LedgerHarness
 

@@ -7,14 +7,14 @@ struct PostgresDatabaseURLTests {
     @Test("a URL's parts and options are read; the password never appears in its description")
     func parsing() throws {
         let url = try PostgresDatabaseURL(
-            "postgres://app%40corp:s3cr%3At@db.internal:6432/ledger?sslmode=verify-full&pool_size=8&connect_timeout=3&statement_timeout=0&write_concurrency=2&write_batch=1&read_concurrency=3&read_batch=7"
+            "postgres://app%40corp:s3cr%3At@db.internal:6432/ledger?sslmode=verify-full&pool_size=8&connect_timeout=3&statement_timeout=15&write_concurrency=2&write_batch=1&read_concurrency=3&read_batch=7"
         )
         #expect(url.username == "app@corp" && url.password == "s3cr:t" && url.host == "db.internal" && url.port == 6432)
         #expect(url.database == "ledger" && url.tlsMode == .verifyFull && url.poolSize == 8)
-        #expect(url.connectTimeout == .seconds(3) && url.statementTimeout == .zero)
+        #expect(url.connectTimeout == .seconds(3) && url.statementTimeout == .seconds(15))
         #expect(url.writeConcurrency == 2 && url.writeBatch == 1 && url.readConcurrency == 3 && url.readBatch == 7)
-        #expect(url.description.hasSuffix("connect_timeout=3&statement_timeout=0&write_concurrency=2&write_batch=1&read_concurrency=3&read_batch=7"))
-        #expect(try PostgresDatabaseURL("postgres://u@h/d").statementTimeout == .seconds(30))
+        #expect(url.description.hasSuffix("connect_timeout=3&statement_timeout=15&write_concurrency=2&write_batch=1&read_concurrency=3&read_batch=7"))
+        #expect(try PostgresDatabaseURL("postgres://u@h/d").statementTimeout == .zero)
         #expect(!url.description.contains("s3cr") && url.description.contains("***"))
         #expect(try PostgresDatabaseURL("postgresql://u@h/d").port == 5432)
     }

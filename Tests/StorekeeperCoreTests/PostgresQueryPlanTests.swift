@@ -23,18 +23,18 @@ struct PostgresQueryPlanTests {
     static let ledgerTables: Set = ["transactions", "subscriptions", "customer_links", "token_owners", "notifications", "jws_headers"]
 
     /// Every scan of a plan (in `EXPLAIN (FORMAT JSON)`'s tree): its node type, table, index and index condition.
-    static func scans(_ node: [String: Any]) -> [(type: String, table: String?, index: String?, condition: String?)] {
-        var found: [(type: String, table: String?, index: String?, condition: String?)] = []
+    static func scans(_ node: [String: Any]) -> [(type: String, table: String?, index: String?, condition: String?, filter: String?)] {
+        var found: [(type: String, table: String?, index: String?, condition: String?, filter: String?)] = []
         if let type = node["Node Type"] as? String, type.contains("Scan") {
-            found.append((type, node["Relation Name"] as? String, node["Index Name"] as? String, node["Index Cond"] as? String))
+            found.append((type, node["Relation Name"] as? String, node["Index Name"] as? String, node["Index Cond"] as? String, node["Filter"] as? String))
         }
         for child in node["Plans"] as? [[String: Any]] ?? [] { found += scans(child) }
         return found
     }
 
-    /// The columns an index condition tests, in the order written (`((x.environment = f.env) AND (x.id = f.id))`).
-    static func columns(of condition: String) -> [String] {
-        condition.matches(of: #/\((?:\w+\.)?(\w+) (?:=|<|>|<=|>=) /#).map { String($0.output.1) }
+    /// The columns an index condition tests and how, in the order written (`((x.environment = f.env) AND (x.id = f.id))`).
+    static func columns(of condition: String) -> [(column: String, operator: String)] {
+        condition.matches(of: #/\((?:\w+\.)?(\w+) (=|<|>|<=|>=) /#).map { (String($0.output.1), String($0.output.2)) }
     }
 
     @Test("a ledger migrated by the version before the subscription index changed is migrated once more and keeps its subscriptions")
@@ -113,12 +113,17 @@ struct PostgresQueryPlanTests {
                             problems.append("\(statement.name): a sequential scan of \(table)")
                         }
                         guard let index = scan.index else { continue }
-                        // The condition's columns must be the index's first ones: a column further in, with one
-                        // before it untested, is checked entry by entry over a range that grows with the table.
-                        let tested = Set(Self.columns(of: scan.condition ?? ""))
+                        // The condition's columns must be the index's first ones, each but the last tested for
+                        // equality: a column further in, with one before it untested or a range, is checked entry by
+                        // entry over a range that grows with the table. And no row the index finds may be filtered
+                        // out after (the index would be searched by fewer columns than the statement names).
+                        let tested = Self.columns(of: scan.condition ?? "")
                         let leading = indexColumns[index, default: []].prefix(tested.count)
-                        if tested.isEmpty || Set(leading) != tested {
+                        if tested.isEmpty || Set(leading) != Set(tested.map(\.column)) || tested.dropLast().contains(where: { $0.operator != "=" }) {
                             problems.append("\(statement.name): \(index) (\(indexColumns[index, default: []].joined(separator: ", "))) searched by \(scan.condition ?? "nothing")")
+                        }
+                        if let filter = scan.filter, let table = scan.table, Self.ledgerTables.contains(table) {
+                            problems.append("\(statement.name): \(index) on \(table) searched, then filtered by \(filter)")
                         }
                     }
                 }
