@@ -139,13 +139,15 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
         )
         configuration.options.maximumConnections = poolSize
         configuration.options.connectTimeout = connectTimeout
-        // The pool's connections only: the connection that migrates may wait for another instance's migration, and a
-        // migration may build an index over a large table. Nothing is sent by default (pgBouncer refuses a startup
-        // parameter it does not know).
-        if statementTimeout != .zero {
-            configuration.options.additionalStartupParameters = [("statement_timeout", "\(statementTimeout.components.seconds)s")]
-        }
+        configuration.options.additionalStartupParameters = startupParameters
         return configuration
+    }
+
+    /// `statement_timeout` when one is set, nothing by default: pgBouncer refuses a startup parameter it does not
+    /// know. The store's first connection sends the same, so that a server refusing them stops the store at once
+    /// with its reason (the pool would retry without end); it migrates with no limit (``PostgresSchema``).
+    private var startupParameters: [(String, String)] {
+        statementTimeout == .zero ? [] : [("statement_timeout", "\(statementTimeout.components.seconds)s")]
     }
 
     /// One connection's configuration (the store opens one first, to migrate and to report at once why it cannot
@@ -167,6 +169,7 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
         )
         let seconds = connectTimeout.components.seconds
         configuration.options.connectTimeout = .seconds(seconds)
+        configuration.options.additionalStartupParameters = startupParameters
         return configuration
     }
 
