@@ -90,7 +90,7 @@ extension ServerBenchmark {
             }
             await seeding.close()
             let after = Self.cacheCounts(exporter)
-            let statements = (store as? PostgresLedgerStore)?.readBatcher.completed
+            let customersPerStatement = (store as? PostgresLedgerStore)?.readBatcher.meanBatchSize
             let missPath = try await measureMissPath(store: store, customers: options.customers)
             return Result(
                 benchmark: "entitlements", storage: description, fullSpeed: full, halfRate: half,
@@ -99,7 +99,7 @@ extension ServerBenchmark {
                     writesDuringReads: fullWrites + halfWrites, writeRate: options.writesPerSecond,
                     renewalNotificationsSeeded: history.count, appAccountTokens: options.appAccountTokens,
                     consumablesPerCustomer: options.consumables, missPath: missPath,
-                    customersPerStatement: statements.flatMap { $0.batches > 0 ? (Double($0.items) / Double($0.batches) * 10).rounded() / 10 : nil }
+                    customersPerStatement: customersPerStatement
                 )
             )
         }

@@ -95,9 +95,7 @@ public enum ServerBenchmark {
             var result = Result(benchmark: "ingest", storage: description, fullSpeed: full, halfRate: half)
             let applied = full.requests + half.requests - full.failures - half.failures
             if let sqlite, applied > 0 { result.ledgerBytesPerNotification = (try await sqlite.usedBytes() - empty) / applied }
-            if let written = (store as? PostgresLedgerStore)?.notificationBatcher.completed, written.batches > 0 {
-                result.notificationsPerCommit = (Double(written.items) / Double(written.batches) * 10).rounded() / 10
-            }
+            result.notificationsPerCommit = (store as? PostgresLedgerStore)?.notificationBatcher.meanBatchSize
             return result
         }
     }

@@ -41,6 +41,12 @@ public final class Batcher<Item: Sendable, Answer: Sendable>: Sendable {
     /// Batches run so far and the requests they held (their ratio is the mean batch size).
     public var completed: (batches: Int, items: Int) { counts.withLock { $0 } }
 
+    /// Requests per batch so far, to one decimal; `nil` before the first batch.
+    public var meanBatchSize: Double? {
+        let (batches, items) = completed
+        return batches > 0 ? (Double(items) / Double(batches) * 10).rounded() / 10 : nil
+    }
+
     /// Runs `item` with whatever else waits, through `run` (the same for every call: the worker that takes a batch
     /// runs the `run` of the call that made it busy).
     public func submit(_ item: Item, run: @escaping Run) async throws(StorageError) -> Answer {

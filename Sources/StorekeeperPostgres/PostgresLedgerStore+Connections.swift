@@ -29,7 +29,7 @@ extension PostgresLedgerStore {
                 changes.publish(affected)
                 return result
             } catch {
-                let cause = (error as? PostgresTransactionError).flatMap { $0.closureError ?? $0.commitError ?? $0.beginError } ?? error
+                let cause = Self.cause(of: error)
                 if let storage = cause as? StorageError { throw storage }
                 guard attempt < maximumAttempts, Self.isTransient(cause) else {
                     throw StorageError("write failed: \(Self.describe(cause))", underlying: error)
@@ -53,13 +53,16 @@ extension PostgresLedgerStore {
         return error.code == .serverClosedConnection || error.code == .clientClosedConnection || error.code == .connectionError
     }
 
+    /// What failed in a transaction (its body, its `COMMIT` or its `BEGIN`), or `error` itself when it is not a
+    /// transaction's.
+    static func cause(of error: any Error) -> any Error {
+        (error as? PostgresTransactionError).flatMap { $0.closureError ?? $0.commitError ?? $0.beginError } ?? error
+    }
+
     /// What went wrong, from the server's message and SQLSTATE (postgres-nio's own description hides both, lest a
     /// query's values leak; the server's message names no bound value).
     static func describe(_ error: any Error) -> String {
-        if let error = error as? PostgresTransactionError, let cause = error.closureError ?? error.commitError ?? error.beginError {
-            return describe(cause)
-        }
-        guard let error = error as? PSQLError else { return "\(error)" }
+        guard let error = cause(of: error) as? PSQLError else { return "\(cause(of: error))" }
         if let message = error.serverInfo?[.message] {
             return "\(message) (SQLSTATE \(error.serverInfo?[.sqlState] ?? "?"))"
         }

@@ -298,8 +298,7 @@ public final class PostgresLedgerStore: LedgerStore {
     /// timeout says the database is overloaded, where a write may have waited for one request's lock.
     static func mayBeOneRequestsFault(_ error: StorageError, timeoutIncluded: Bool = false) -> Bool {
         guard let underlying = error.underlying else { return true }
-        if underlying is PostgresDecodingError { return true }
-        let cause = (underlying as? PostgresTransactionError).flatMap { $0.closureError ?? $0.commitError ?? $0.beginError } ?? underlying
+        let cause = Self.cause(of: underlying)
         if cause is PostgresDecodingError { return true }
         guard let error = cause as? PSQLError, let state = error.serverInfo?[.sqlState] else { return false }
         return !isTransient(error) && (timeoutIncluded || state != "57014")

@@ -40,10 +40,15 @@ struct PostgresWriteTransaction: AsyncLedgerWriteTransaction {
     let memo: PostgresHeaders.Memo
     let pending = PendingWrites()
 
+    /// The advisory lock key of a subscription family (hashed by `hashtextextended` in ``LockStatement``).
+    static func lockKey(family: LedgerKey) -> String {
+        "family \(family.environment.rawValue) \(family.id)"
+    }
+
     func read(_ reads: LedgerReads) async throws -> LedgerReadResults {
         try await flush()
         var results = LedgerReadResults()
-        let keys = reads.families.map { "family \($0.environment.rawValue) \($0.id)" }
+        let keys = reads.families.map(Self.lockKey(family:))
             + reads.tokens.sorted().map { "token \($0.bundleId) \($0.environment.rawValue) \($0.token)" }
         var binds = PostgresBindings(capacity: 3)
         binds.append(keys)

@@ -37,6 +37,16 @@ struct LedgerHarness {
         ))
     }
 
+    /// A harness in which each of `customers` has bought the monthly plan (one purchase notification each, in order).
+    static func monthlySubscribers(_ customers: [String]) throws -> LedgerHarness {
+        var harness = try LedgerHarness()
+        for customer in customers {
+            try harness.engine.createCustomer(id: customer)
+            _ = try harness.engine.purchase(.init(customerId: customer, productId: "pro.monthly"))
+        }
+        return harness
+    }
+
     mutating func play(_ name: String) async throws {
         let simulator = Simulator(engine: engine)
         try await ScenarioRunner(simulator: simulator).run(try #require(try ShippedScenarios.named(name)))

@@ -6,7 +6,7 @@ import Logging
 import MetricsTestKit
 import PostgresNIO
 import StorekeeperCore
-import StorekeeperPostgres
+@testable import StorekeeperPostgres
 import StorekeeperSQLite
 import Synchronization
 import Testing
@@ -315,16 +315,14 @@ struct PostgresStoreTests {
 
     @Test("a write PostgreSQL aborts in a deadlock is run again by the store, and nothing is lost")
     func deadlocksAreRetried() async throws {
-        var harness = try H()
-        for customer in ["a", "b"] {
-            try harness.engine.createCustomer(id: customer)
-            _ = try harness.engine.purchase(.init(customerId: customer, productId: "pro.monthly"))
-        }
+        let harness = try LedgerHarness.monthlySubscribers(["a", "b"])
         let notifications = try await harness.verifiedNotifications()
         let url = try await PostgresTestDatabase.create()
         let metrics = TestMetrics()
         let store = try await PostgresLedgerStore.open(url, metrics: StorekeeperMetrics(factory: metrics))
-        let keys = notifications.compactMap { $0.transaction?.payload }.map { "family \($0.environment!.rawValue) \($0.originalTransactionId)" }
+        let keys = notifications.compactMap { $0.transaction?.payload }.map {
+            PostgresWriteTransaction.lockKey(family: LedgerKey($0.environment!, $0.originalTransactionId))
+        }
         try #require(keys.count == 2)
         let outcomes = try await PostgresTestDatabase.withClient(url) { client in
             // The store locks the page's two families in the order of their hashes: `first`, then `second`.

@@ -14,11 +14,7 @@ import Testing
 struct PostgresTimeoutTests {
     @Test("with no connection free within connect_timeout, a read and a write fail with a clear error instead of waiting without end; they succeed once one is free")
     func noConnectionWithinTimeout() async throws {
-        var harness = try LedgerHarness()
-        for customer in ["alice", "bob"] {
-            try harness.engine.createCustomer(id: customer)
-            _ = try harness.engine.purchase(.init(customerId: customer, productId: "pro.monthly"))
-        }
+        let harness = try LedgerHarness.monthlySubscribers(["alice", "bob"])
         let notifications = try await harness.verifiedNotifications()
         let (notification, other) = (notifications[0], notifications[1])
         let submission = try #require(try await LedgerStoreContractTests.appSubmissions(harness).first { $0.1 == "alice" })
@@ -28,7 +24,7 @@ struct PostgresTimeoutTests {
         let store = try await PostgresLedgerStore.open(url)
         _ = try await store.submit(submission.0, customerId: "alice")
         let family = try #require(notification.transaction?.payload)
-        let key = "family \(family.environment!.rawValue) \(family.originalTransactionId)"
+        let key = PostgresWriteTransaction.lockKey(family: LedgerKey(family.environment!, family.originalTransactionId))
         let write = try await PostgresTestDatabase.withClient(url) { client in
             try await client.withTransaction(logger: Logger(label: "test")) { connection -> Task<ApplyOutcome, any Error> in
                 // This transaction holds the family's lock: the store's write takes its one free connection and waits.
@@ -57,19 +53,15 @@ struct PostgresTimeoutTests {
 
     @Test("a write waiting on a lock longer than statement_timeout fails with a clear error and leaves nothing behind; the others of its batch go through; it succeeds once the lock is free")
     func statementTimeout() async throws {
-        var harness = try LedgerHarness()
-        for customer in ["carol", "dave"] {
-            try harness.engine.createCustomer(id: customer)
-            _ = try harness.engine.purchase(.init(customerId: customer, productId: "pro.monthly"))
-        }
+        let harness = try LedgerHarness.monthlySubscribers(["carol", "dave"])
         let notifications = try await harness.verifiedNotifications()
         let (stuck, other) = (notifications[0], notifications[1])
         var url = try await PostgresTestDatabase.create()
         url.statementTimeout = .seconds(1)
         let store = try await PostgresLedgerStore.open(url)
         let family = try #require(stuck.transaction?.payload)
+        let key = PostgresWriteTransaction.lockKey(family: LedgerKey(family.environment!, family.originalTransactionId))
         try #require(other.transaction?.payload.originalTransactionId != family.originalTransactionId)
-        let key = "family \(family.environment!.rawValue) \(family.originalTransactionId)"
         try await PostgresTestDatabase.withClient(url) { client in
             try await client.withTransaction(logger: Logger(label: "test")) { connection in
                 // A stuck client holds one family's lock (as a transaction left open would).
