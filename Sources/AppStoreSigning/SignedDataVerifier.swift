@@ -226,6 +226,9 @@ public struct SignedDataVerifier: Sendable {
         from bytes: [UInt8]
     ) throws(VerificationError) -> Payload {
         do {
+            // Transactions and renewal infos take the hand-written decoders (JSONDecoder's result, faster).
+            if type == TransactionInfo.self, let info = try TransactionInfo(json: Data(bytes), fallback: decoder) as? Payload { return info }
+            if type == RenewalInfo.self, let info = try RenewalInfo(json: Data(bytes), fallback: decoder) as? Payload { return info }
             return try decoder.decode(type, from: Data(bytes))
         } catch {
             throw VerificationError(.malformedPayload, "payload: \(Self.describe(error))", underlying: error)

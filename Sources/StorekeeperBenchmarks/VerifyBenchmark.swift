@@ -5,7 +5,7 @@ import Foundation
 import X509
 
 /// `storekeeper bench verify`: verifications per second, on one core, of the same notification measured four
-/// ways in one run, so the ratios are meaningful on any machine.
+/// ways in one run, so the ratios are meaningful on any machine; and decodes per second of its nested payloads.
 public enum VerifyBenchmark {
     /// One run's figures. Rates are operations per second.
     public struct Result: Codable, Sendable {
@@ -24,6 +24,11 @@ public enum VerifyBenchmark {
         public var rawP256Verify: Double
         /// outerNotificationWarmCache / rawP256Verify; the target is at least 0.6.
         public var warmCacheToRawRatio: Double
+        /// The notification's transaction and renewal info payloads (their JSON, as a ledger stores them) decoded by
+        /// Foundation's `JSONDecoder`, pairs per second: what each customer read did before the seventh round.
+        public var storedPayloadPairDecodeJSONDecoder: Double
+        /// The same pairs decoded by `TransactionInfo(json:fallback:)` and `RenewalInfo(json:fallback:)`, as reads do now.
+        public var storedPayloadPairDecodeFast: Double
         /// How the test data was signed.
         public var data: String
     }
@@ -50,6 +55,18 @@ public enum VerifyBenchmark {
         let full = try await measure(seconds: seconds) {
             (try? await warm.verifyNotification(jws)) != nil
         }
+        let decoder = AppStoreJSON.makeDecoder()
+        let (transaction, renewal) = (workload.transactionJSON, workload.renewalJSON)
+        let decoded = try (TransactionInfo(json: transaction, fallback: decoder), RenewalInfo(json: renewal, fallback: decoder))
+        guard try decoded == (decoder.decode(TransactionInfo.self, from: transaction), decoder.decode(RenewalInfo.self, from: renewal)) else {
+            throw BenchmarkError(message: "the fast decoders disagree with JSONDecoder on the test data")
+        }
+        let slowDecode = try await measure(seconds: seconds) {
+            (try? (decoder.decode(TransactionInfo.self, from: transaction), decoder.decode(RenewalInfo.self, from: renewal))) != nil
+        }
+        let fastDecode = try await measure(seconds: seconds) {
+            (try? (TransactionInfo(json: transaction, fallback: decoder), RenewalInfo(json: renewal, fallback: decoder))) != nil
+        }
         return Result(
             secondsPerMeasurement: seconds,
             notificationBytes: jws.utf8.count,
@@ -58,6 +75,8 @@ public enum VerifyBenchmark {
             fullNotificationWarmCache: full,
             rawP256Verify: raw,
             warmCacheToRawRatio: (outerWarm / raw * 1000).rounded() / 1000,
+            storedPayloadPairDecodeJSONDecoder: slowDecode,
+            storedPayloadPairDecodeFast: fastDecode,
             data: "DID_RENEW notification with nested transaction and renewal info, signed by a test CA shaped like Apple's (P-384 root and intermediate, P-256 leaf)"
         )
     }
@@ -97,6 +116,8 @@ struct Workload {
     let signingInput: Data
     let signature: P256.Signing.ECDSASignature
     let leafKey: P256.Signing.PublicKey
+    /// The nested transaction's and renewal info's payload JSON.
+    let transactionJSON: Data, renewalJSON: Data
     static let bundleID = "com.example.storekeeper.bench"
 
     init() throws {
@@ -141,6 +162,8 @@ struct Workload {
             )
         )
         notification = try signer.sign(payload)
+        let encoder = AppStoreJSON.makeEncoder()
+        (transactionJSON, renewalJSON) = (try encoder.encode(transaction), try encoder.encode(renewal))
         let parts = notification.split(separator: ".")
         signingInput = Data("\(parts[0]).\(parts[1])".utf8)
         var base64 = parts[2].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")

@@ -318,14 +318,14 @@ extension PostgresLedgerStore {
                 throw StorageError("transaction \(id) has no stored JWS")
             }
             ledger.transactions[LedgerKey(environment, id)] = LedgerTransaction(
-                info: try decoder.decode(TransactionInfo.self, from: payload),
+                info: try TransactionInfo(json: payload, fallback: decoder),
                 signedDate: Date(epochMilliseconds: signedDate), source: source, jws: jws
             )
         }
         for subscription in subscriptions {
             var record = subscription.row
             if let payload = try headers.payload(subscription.renewal, memo) {
-                record.renewalInfo = try decoder.decode(RenewalInfo.self, from: payload)
+                record.renewalInfo = try RenewalInfo(json: payload, fallback: decoder)
                 if signedData { record.renewalJWS = try headers.jws(subscription.renewal, memo) }
             }
             ledger.subscriptions[record.key] = record

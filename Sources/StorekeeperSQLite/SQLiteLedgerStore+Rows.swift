@@ -104,7 +104,7 @@ extension SQLiteLedgerStore {
             throw StorageError("transaction \(row["transaction_id"] as String? ?? "?") has no stored JWS")
         }
         return LedgerTransaction(
-            info: try decoder.decode(TransactionInfo.self, from: payload),
+            info: try TransactionInfo(json: payload, fallback: decoder),
             signedDate: Date(epochMilliseconds: row["signed_date"]), source: row["source"], jws: jws
         )
     }
@@ -120,7 +120,7 @@ extension SQLiteLedgerStore {
         subscription.statusSignedDate = (row["status_signed_date"] as Int64?).map(Date.init(epochMilliseconds:))
         subscription.statusNotificationUUID = row["status_notification_uuid"]
         if let payload = try headers.payload(row, "renewal", db, memo) {
-            subscription.renewalInfo = try AppStoreJSON.makeDecoder().decode(RenewalInfo.self, from: payload)
+            subscription.renewalInfo = try RenewalInfo(json: payload, fallback: AppStoreJSON.makeDecoder())
             if signedData { subscription.renewalJWS = try headers.jws(row, "renewal", db, memo) }
         }
         subscription.renewalSignedDate = (row["renewal_signed_date"] as Int64?).map(Date.init(epochMilliseconds:))

@@ -250,12 +250,15 @@ struct CLITests {
         #expect(again.stderr == "error: storage: \(copy) already exists; a backup never overwrites a file\n")
     }
 
-    @Test("bench verify prints one JSON object with the four rates")
+    @Test("bench verify prints one JSON object with the four verification rates and the two decode rates")
     func benchVerify() async throws {
         let output = try await CLI.runDetached(["bench", "verify", "--seconds", "0.05"])
         #expect(output.status == 0, "\(output.stderr)")
         let json = try CLI.json(output.stdout)
-        for key in ["outerNotificationWarmCache", "outerNotificationNoCache", "fullNotificationWarmCache", "rawP256Verify"] {
+        for key in [
+            "outerNotificationWarmCache", "outerNotificationNoCache", "fullNotificationWarmCache", "rawP256Verify",
+            "storedPayloadPairDecodeJSONDecoder", "storedPayloadPairDecodeFast",
+        ] {
             #expect((json[key] as? Double ?? 0) > 0, "\(key)")
         }
         #expect(json["warmCacheToRawRatio"] is Double)
