@@ -44,7 +44,9 @@ struct FlatJSONScanner {
             repeat {
                 skipSpace()
                 let key = try rawString()
-                guard key.allSatisfy({ $0 < 0x80 }) || String(validating: key, as: UTF8.self) != nil else { throw Unsupported() }
+                // Keys are ASCII, as Apple's are: a key beyond ASCII might equal a known one as a Swift `String`
+                // (canonical equivalence, which JSONDecoder's look-up follows) without being equal byte for byte.
+                guard key.allSatisfy({ $0 < 0x80 }) else { throw Unsupported() }
                 guard consume(Self.colon) else { throw Unsupported() }
                 skipSpace()
                 try member(key, &self)
@@ -176,6 +178,7 @@ struct FlatJSONKeys: Sendable {
     private let keys: [[UInt8]]
 
     init(_ keys: [String]) {
+        precondition(keys.count <= 64, "FlatJSONScanner.readMembers tracks at most 64 members")
         self.keys = keys.map { Array($0.utf8) }
     }
 
@@ -192,9 +195,13 @@ struct FlatJSONKeys: Sendable {
 }
 
 extension FlatJSONScanner {
-    /// `flat`'s value for `json`, or `fallback`'s when `flat` gives up: always what `fallback` would decode.
+    /// `flat`'s value for `json`, or `fallback`'s when `flat` gives up: always what `fallback` would decode. `flat`
+    /// reads dates as epoch milliseconds and keys as they are, so a `fallback` set otherwise decodes everything itself.
     static func decode<Value: Decodable>(_ json: Data, fallback: JSONDecoder, flat: (UnsafeRawBufferPointer) throws -> Value) throws -> Value {
-        if let value = try? json.withUnsafeBytes(flat) { return value }
+        if case .millisecondsSince1970 = fallback.dateDecodingStrategy, case .useDefaultKeys = fallback.keyDecodingStrategy,
+           let value = try? json.withUnsafeBytes(flat) {
+            return value
+        }
         return try fallback.decode(Value.self, from: json)
     }
 

@@ -7,7 +7,8 @@ public import Foundation
 // `FlatJSONScanner`), and then `JSONDecoder` decodes the same bytes: the result, or the error, is always its.
 
 extension TransactionInfo {
-    /// Decodes a transaction's payload JSON as `fallback` (an ``AppStoreJSON/makeDecoder()``) would, faster.
+    /// Decodes a transaction's payload JSON as `fallback` would; faster when `fallback` reads dates as epoch
+    /// milliseconds and keys unchanged (``AppStoreJSON/makeDecoder()``), the App Store's format.
     public init(json: Data, fallback: JSONDecoder) throws {
         self = try FlatJSONScanner.decode(json, fallback: fallback, flat: Self.decodeFlat)
     }
@@ -69,7 +70,8 @@ extension TransactionInfo {
 }
 
 extension RenewalInfo {
-    /// Decodes a renewal info's payload JSON as `fallback` (an ``AppStoreJSON/makeDecoder()``) would, faster.
+    /// Decodes a renewal info's payload JSON as `fallback` would; faster when `fallback` reads dates as epoch
+    /// milliseconds and keys unchanged (``AppStoreJSON/makeDecoder()``), the App Store's format.
     public init(json: Data, fallback: JSONDecoder) throws {
         self = try FlatJSONScanner.decode(json, fallback: fallback, flat: Self.decodeFlat)
     }
