@@ -6,9 +6,15 @@ public import Foundation
 // The hand-written path reads the members in one pass and gives up on anything outside the plain shape (see
 // `FlatJSONScanner`), and then `JSONDecoder` decodes the same bytes: the result, or the error, is always its.
 
-extension TransactionInfo {
-    /// Decodes a transaction's payload JSON as `fallback` would; faster when `fallback` reads dates as epoch
-    /// milliseconds and keys unchanged (``AppStoreJSON/makeDecoder()``), the App Store's format.
+/// A payload with a hand-written decoder for its plain shape (``TransactionInfo``, ``RenewalInfo``); whoever decodes
+/// payloads of any type asks for this one first (as ``SignedDataVerifier`` does).
+public protocol FastDecodablePayload: Decodable {
+    /// Decodes payload JSON as `fallback` would; faster when `fallback` reads dates as epoch milliseconds and keys
+    /// unchanged (``AppStoreJSON/makeDecoder()``), the App Store's format.
+    init(json: Data, fallback: JSONDecoder) throws
+}
+
+extension TransactionInfo: FastDecodablePayload {
     public init(json: Data, fallback: JSONDecoder) throws {
         self = try FlatJSONScanner.decode(json, fallback: fallback, flat: Self.decodeFlat)
     }
@@ -69,9 +75,7 @@ extension TransactionInfo {
     }
 }
 
-extension RenewalInfo {
-    /// Decodes a renewal info's payload JSON as `fallback` would; faster when `fallback` reads dates as epoch
-    /// milliseconds and keys unchanged (``AppStoreJSON/makeDecoder()``), the App Store's format.
+extension RenewalInfo: FastDecodablePayload {
     public init(json: Data, fallback: JSONDecoder) throws {
         self = try FlatJSONScanner.decode(json, fallback: fallback, flat: Self.decodeFlat)
     }

@@ -226,10 +226,11 @@ public struct SignedDataVerifier: Sendable {
         from bytes: [UInt8]
     ) throws(VerificationError) -> Payload {
         do {
-            // Transactions and renewal infos take the hand-written decoders (JSONDecoder's result, faster).
-            if type == TransactionInfo.self, let info = try TransactionInfo(json: Data(bytes), fallback: decoder) as? Payload { return info }
-            if type == RenewalInfo.self, let info = try RenewalInfo(json: Data(bytes), fallback: decoder) as? Payload { return info }
-            return try decoder.decode(type, from: Data(bytes))
+            let json = Data(bytes)
+            if let fast = type as? any FastDecodablePayload.Type, let payload = try fast.init(json: json, fallback: decoder) as? Payload {
+                return payload
+            }
+            return try decoder.decode(type, from: json)
         } catch {
             throw VerificationError(.malformedPayload, "payload: \(Self.describe(error))", underlying: error)
         }

@@ -63,18 +63,20 @@ extension SQLiteLedgerStore {
 
     /// Every transaction of one original transaction ID, its customer link and its subscription record.
     func loadSubscriptionFamily(_ db: Database, _ memo: HeaderReferences.Memo?, _ key: LedgerKey, into ledger: inout Ledger) throws {
-        try loadRows(db, memo, key, into: &ledger)
+        let decoder = AppStoreJSON.makeDecoder()
+        try loadRows(db, memo, key, into: &ledger, decoder: decoder)
         try loadLink(db, key, into: &ledger)
-        try loadSubscription(db, memo, key, into: &ledger)
+        try loadSubscription(db, memo, key, into: &ledger, decoder: decoder)
     }
 
     /// Every transaction of one original transaction ID, decoded (with its raw JWS unless `signedData` is false).
-    func loadRows(_ db: Database, _ memo: HeaderReferences.Memo?, _ key: LedgerKey, into ledger: inout Ledger, signedData: Bool = true) throws {
+    func loadRows(
+        _ db: Database, _ memo: HeaderReferences.Memo?, _ key: LedgerKey, into ledger: inout Ledger, decoder: JSONDecoder, signedData: Bool = true
+    ) throws {
         let rows = try Row.fetchAll(
             db.cachedStatement(sql: "SELECT * FROM transactions WHERE environment = ? AND original_transaction_id = ?"),
             arguments: [key.environment.rawValue, key.id]
         )
-        let decoder = AppStoreJSON.makeDecoder()
         for row in rows {
             ledger.transactions[LedgerKey(key.environment, row["transaction_id"])] = try transaction(
                 row, db, memo, decoder: decoder, signedData: signedData
@@ -110,7 +112,9 @@ extension SQLiteLedgerStore {
     }
 
     /// The subscription record of one original transaction ID (its renewal info's raw JWS unless `signedData` is false).
-    func loadSubscription(_ db: Database, _ memo: HeaderReferences.Memo?, _ key: LedgerKey, into ledger: inout Ledger, signedData: Bool = true) throws {
+    func loadSubscription(
+        _ db: Database, _ memo: HeaderReferences.Memo?, _ key: LedgerKey, into ledger: inout Ledger, decoder: JSONDecoder, signedData: Bool = true
+    ) throws {
         guard let row = try Row.fetchOne(
             db.cachedStatement(sql: "SELECT * FROM subscriptions WHERE environment = ? AND original_transaction_id = ?"),
             arguments: [key.environment.rawValue, key.id]
@@ -120,7 +124,7 @@ extension SQLiteLedgerStore {
         subscription.statusSignedDate = (row["status_signed_date"] as Int64?).map(Date.init(epochMilliseconds:))
         subscription.statusNotificationUUID = row["status_notification_uuid"]
         if let payload = try headers.payload(row, "renewal", db, memo) {
-            subscription.renewalInfo = try RenewalInfo(json: payload, fallback: AppStoreJSON.makeDecoder())
+            subscription.renewalInfo = try RenewalInfo(json: payload, fallback: decoder)
             if signedData { subscription.renewalJWS = try headers.jws(row, "renewal", db, memo) }
         }
         subscription.renewalSignedDate = (row["renewal_signed_date"] as Int64?).map(Date.init(epochMilliseconds:))

@@ -183,7 +183,7 @@ public final class SQLiteLedgerStore: LedgerStore {
             let decoder = AppStoreJSON.makeDecoder()
             for original in linked.union(byToken).sorted() {
                 let key = LedgerKey(environment, original)
-                try self.loadSubscription(db, nil, key, into: &ledger, signedData: false)
+                try self.loadSubscription(db, nil, key, into: &ledger, decoder: decoder, signedData: false)
                 // A family found through the customer's links is linked to them; only the others' links are read.
                 if linked.contains(original) { ledger.explicitLinks[key] = customerId } else { try self.loadLink(db, key, into: &ledger) }
                 // The family's transactions, latest first, from an index that covers the query (no row is read).
@@ -191,7 +191,7 @@ public final class SQLiteLedgerStore: LedgerStore {
                 // purchase needs all of its transactions.
                 let order = try Row.fetchAll(db.cachedStatement(sql: Self.familyOrderSQL), arguments: [environment.rawValue, original])
                 guard let latest = order.first, (latest["product_type"] as String?) == ProductType.autoRenewable.rawValue else {
-                    try self.loadRows(db, nil, key, into: &ledger, signedData: false)
+                    try self.loadRows(db, nil, key, into: &ledger, decoder: decoder, signedData: false)
                     continue
                 }
                 if let row = try Row.fetchOne(
