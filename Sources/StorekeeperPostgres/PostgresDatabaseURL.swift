@@ -8,12 +8,14 @@ import AppStoreModels
 /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?OPTION=VALUE&…]`, the user, password and database
 /// percent-encoded. Options: `sslmode` (`disable`, `prefer` (the default, as libpq's), `require` (encrypted, the
 /// server's certificate not checked, as libpq's), `verify-full` (encrypted, certificate and host name checked)),
-/// `pool_size` (connections per instance, default 20, at least 2: one listens for the other instances' writes), `connect_timeout` (seconds, default 10),
+/// `pool_size` (connections per instance, default 20, at least 2: one listens for the other instances' writes), `pool_min`
+/// (connections kept open while idle, see ``poolMinimum``), `connect_timeout` (seconds, default 10),
 /// `statement_timeout` (seconds a statement of a read or a write may run, waits for locks included, before
 /// PostgreSQL cancels it; default 0: the server's or the role's setting; migrations are never bounded), `write_concurrency`
 /// (batches of live notifications written at once per instance, default 4), `write_batch` (the most notifications
 /// in one batch, default 32; 1 turns batching off), `read_concurrency` and `read_batch` (the same for customer reads,
-/// read in one statement per batch; defaults 4 and 32): see ``Batcher``. The password never appears in
+/// read in one statement per batch; defaults 4 and 32): see ``Batcher``; `keepalive` (seconds between pings of an
+/// idle pooled connection, default 30; 0: none, see ``keepAlive``). The password never appears in
 /// ``description`` (``redacted``), in logs or in errors.
 public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
     public enum TLSMode: String, Sendable, CaseIterable {
@@ -42,6 +44,22 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
     public var readConcurrency = 4
     /// The most customer reads in one statement (``Batcher/maximumBatch``); 1: each alone.
     public var readBatch = 32
+    /// How often an idle pooled connection is pinged (`SELECT 1`), so that a connection a firewall or a NAT dropped
+    /// while idle is found before a request uses it, and the network keeps the idle ones open; `nil` (`keepalive=0`):
+    /// never. postgres-nio arms a timer each time a connection goes back to the pool for this, which costs CPU on
+    /// every read and write under load (`BENCHMARKS.md`, eighth round): a database on the same host or the same
+    /// network, with nothing in between that drops idle connections, can do without.
+    public var keepAlive: Duration? = .seconds(30)
+
+    /// How many connections stay open even when idle (`pool_min`), within `pool_size`; `nil` (the default): the ones
+    /// the batchers keep busy under load, their writers, their readers and the listener's (9 with the defaults). A
+    /// connection beyond them is opened on demand and closed after 60 s idle, for which postgres-nio arms a timer
+    /// each time it goes back to the pool; the pool lends the first free connection, so under a load these cover,
+    /// no such timer is armed. 0: every connection on demand.
+    public var poolMinimum: Int?
+
+    /// ``poolMinimum``, or its default, within `pool_size`.
+    var minimumConnections: Int { min(poolSize, poolMinimum ?? writeConcurrency + readConcurrency + 1) }
 
     /// Whether `text` names a PostgreSQL database (anything else given to `--database` is a SQLite file path).
     public static func isPostgres(_ text: String) -> Bool {
@@ -77,6 +95,7 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
             case "pool_size":
                 // One connection is held for good by the listener that hears other instances' writes.
                 poolSize = try Self.count(item.name, value, 2...500)
+            case "pool_min": poolMinimum = try Self.count(item.name, value, 0...500)
             case "connect_timeout":
                 guard let seconds = Int(value), (1...600).contains(seconds) else {
                     throw StorageError("connect_timeout must be 1 to 600 seconds, not \(UntrustedText.escaped(value, limit: 40))")
@@ -87,9 +106,12 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
             case "write_batch": writeBatch = try Self.count(item.name, value, 1...1_000)
             case "read_concurrency": readConcurrency = try Self.count(item.name, value, 1...100)
             case "read_batch": readBatch = try Self.count(item.name, value, 1...1_000)
+            case "keepalive":
+                let seconds = try Self.count(item.name, value, 0...3_600)
+                keepAlive = seconds == 0 ? nil : .seconds(seconds)
             default:
                 throw StorageError(
-                    "unknown database URL option \(UntrustedText.escaped(item.name, limit: 40)) (known: sslmode, pool_size, connect_timeout, statement_timeout, write_concurrency, write_batch, read_concurrency, read_batch)"
+                    "unknown database URL option \(UntrustedText.escaped(item.name, limit: 40)) (known: sslmode, pool_size, pool_min, connect_timeout, statement_timeout, write_concurrency, write_batch, read_concurrency, read_batch, keepalive)"
                 )
             }
         }
@@ -109,12 +131,14 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
         var options: [String] = []
         if tlsMode != .prefer { options.append("sslmode=\(tlsMode.rawValue)") }
         if poolSize != 20 { options.append("pool_size=\(poolSize)") }
+        if let poolMinimum { options.append("pool_min=\(poolMinimum)") }
         if connectTimeout != .seconds(10) { options.append("connect_timeout=\(connectTimeout.components.seconds)") }
         if statementTimeout != .zero { options.append("statement_timeout=\(statementTimeout.components.seconds)") }
         if writeConcurrency != 4 { options.append("write_concurrency=\(writeConcurrency)") }
         if writeBatch != 32 { options.append("write_batch=\(writeBatch)") }
         if readConcurrency != 4 { options.append("read_concurrency=\(readConcurrency)") }
         if readBatch != 32 { options.append("read_batch=\(readBatch)") }
+        if keepAlive != .seconds(30) { options.append("keepalive=\(keepAlive?.components.seconds ?? 0)") }
         if !options.isEmpty { text += "?" + options.joined(separator: "&") }
         return text
     }
@@ -138,6 +162,8 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
             host: host, port: port, username: username, password: password, database: database, tls: tls
         )
         configuration.options.maximumConnections = poolSize
+        configuration.options.minimumConnections = minimumConnections
+        configuration.options.keepAliveBehavior = keepAlive.map { .init(frequency: $0) }
         configuration.options.connectTimeout = connectTimeout
         configuration.options.additionalStartupParameters = startupParameters
         return configuration
@@ -175,7 +201,9 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
 
     /// The client configuration, for tests that need their own client (creating databases).
     public func clientConfigurationForTests() throws(StorageError) -> PostgresClient.Configuration {
-        try clientConfiguration()
+        var configuration = try clientConfiguration()
+        configuration.options.minimumConnections = 0 // A test's own client opens only what it uses.
+        return configuration
     }
 
     /// libpq's `prefer` and `require` encrypt without checking the server's certificate.

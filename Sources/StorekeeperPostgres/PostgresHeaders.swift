@@ -80,7 +80,7 @@ final class PostgresHeaders: Sendable {
     func references(_ columns: Columns) -> Set<Int64> {
         guard columns.raw == nil, let header = columns.header, let payload = columns.payload else { return [] }
         var ids: Set<Int64> = [header]
-        guard payload.contains(StoredJWS.marker) else { return ids }
+        guard StoredJWS.refersToHeaders(payload) else { return ids }
         _ = StoredJWS(header: header, payload: Array(payload), signature: []).originalPayload { id in
             ids.insert(id)
             return ""
@@ -102,7 +102,7 @@ final class PostgresHeaders: Sendable {
     func payload(_ columns: Columns, _ memo: Memo?) throws -> Data? {
         if let raw = columns.raw { return try JWSHeaderCache.payload(ofRaw: raw) }
         guard let header = columns.header, let payload = columns.payload else { return nil }
-        guard payload.contains(StoredJWS.marker) else { return payload }
+        guard StoredJWS.refersToHeaders(payload) else { return payload }
         guard let original = cache.payload(StoredJWS(header: header, payload: Array(payload), signature: []), memo) else {
             throw JWSHeaderCache.unknownHeader("a PostgreSQL row")
         }

@@ -17,8 +17,8 @@ extension PostgresLedgerStore {
             attempt += 1
             let memo = PostgresHeaders.Memo()
             do {
-                let (result, affected) = try await leasing { leased in try await self.client.withTransaction(logger: self.logger) { connection in
-                    leased.set()
+                let (result, affected) = try await leasing { lease in try await self.client.withTransaction(logger: self.logger) { connection in
+                    lease.leased()
                     let transaction = PostgresWriteTransaction(store: self, connection: connection, memo: memo)
                     let (result, affected) = try await body(transaction)
                     // The last writes and the announcement, in one statement.
@@ -70,52 +70,32 @@ extension PostgresLedgerStore {
         return "\(error.code)"
     }
 
-    /// Runs `operation`, which leases a pooled connection and calls `set()` on the flag it is given once it has one;
-    /// fails it with a ``StorageError`` when it has none after the URL's `connect_timeout`, instead of waiting for one
-    /// without end. When the database stops answering (stopped, unreachable), postgres-nio keeps a lease request
-    /// waiting while it tries to connect again; a request then hung until the server's response timeout closed its
-    /// connection without an answer (60 s, seen by stopping PostgreSQL under a running `serve`). Now it gets a 503
-    /// (a notification: a 5xx, which Apple retries) after `connect_timeout`.
-    func leasing<T: Sendable>(_ operation: @escaping @Sendable (LeaseFlag) async throws -> T) async throws -> T {
-        let flag = LeaseFlag()
-        let timeout = url.connectTimeout
-        return try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask { try await operation(flag) }
-            group.addTask {
-                try await Task.sleep(for: timeout)
-                guard flag.isSet else {
-                    throw StorageError(
-                        "no database connection within \(timeout.components.seconds) s (connect_timeout): the database does not answer, or every connection of the pool is busy",
-                        underlying: NoConnection()
-                    )
-                }
-                return nil
-            }
-            while let next = try await group.next() {
-                guard let value = next else { continue }
-                group.cancelAll()
-                return value
-            }
-            throw CancellationError()
+    /// Runs `operation`, which leases a pooled connection and calls `leased()` on the lease it is given once it has
+    /// one; fails it with a ``StorageError`` when it has none after the URL's `connect_timeout`, instead of waiting for
+    /// one without end (``PostgresLeaseWatch``). When the database stops answering (stopped, unreachable),
+    /// postgres-nio keeps a lease request waiting while it tries to connect again; a request then hung until the
+    /// server's response timeout closed its connection without an answer (60 s, seen by stopping PostgreSQL under a
+    /// running `serve`). Now it gets a 503 (a notification: a 5xx, which Apple retries) after `connect_timeout`.
+    func leasing<T: Sendable>(_ operation: @escaping @Sendable (PostgresLeaseWatch.Lease) async throws -> T) async throws -> T {
+        let timeout = leaseWatch.timeout
+        return try await leaseWatch.run(operation) {
+            StorageError(
+                "no database connection within \(timeout.components.seconds) s (connect_timeout): the database does not answer, or every connection of the pool is busy",
+                underlying: NoConnection()
+            )
         }
     }
 
     /// Why a lease timed out (not a failure of any one request: a batch that gets it is not read again one by one).
     struct NoConnection: Error {}
 
-    final class LeaseFlag: Sendable {
-        private let leased = Mutex(false)
-        func set() { leased.withLock { $0 = true } }
-        var isSet: Bool { leased.withLock { $0 } }
-    }
-
     /// Runs `body` on a pooled connection, outside any transaction: each statement sees what was committed when it
     /// began, which is why every read that must be consistent is one statement (``loadCustomers``, ``loadFamilies``).
     func read<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws(StorageError) -> T {
         do {
-            return try await leasing { leased in
+            return try await leasing { lease in
                 try await self.client.withConnection { connection in
-                    leased.set()
+                    lease.leased()
                     return try await body(connection)
                 }
             }

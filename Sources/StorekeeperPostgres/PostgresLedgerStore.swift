@@ -28,6 +28,8 @@ public final class PostgresLedgerStore: LedgerStore {
     /// Where the database is (without its password).
     public let url: PostgresDatabaseURL
     let headers = PostgresHeaders()
+    /// Bounds every operation's wait for a connection (`connect_timeout`).
+    let leaseWatch: PostgresLeaseWatch
     let logger: Logger
     /// Batches and retries, counted for `/metrics`.
     let metrics: StorekeeperMetrics
@@ -61,6 +63,8 @@ public final class PostgresLedgerStore: LedgerStore {
         self.unsafeFaultInjection = unsafeFaultInjection
         self.notificationBatcher = Batcher(workers: url.writeConcurrency, maximumBatch: url.writeBatch)
         self.readBatcher = Batcher(workers: url.readConcurrency, maximumBatch: url.readBatch)
+        self.leaseWatch = PostgresLeaseWatch(timeout: url.connectTimeout)
+        leaseWatch.start()
     }
 
     /// Connects, migrates the schema (once, under an advisory lock, whatever the number of instances starting) and
@@ -107,12 +111,14 @@ public final class PostgresLedgerStore: LedgerStore {
     /// Stops listening and closes every connection.
     public func close() async {
         await listener.stop()
+        leaseWatch.stop()
         clientTask.cancel()
         await clientTask.value
     }
 
     deinit {
         listener.cancel()
+        leaseWatch.stop()
         clientTask.cancel()
     }
 

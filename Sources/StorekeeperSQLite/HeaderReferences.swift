@@ -84,7 +84,7 @@ final class HeaderReferences: Sendable {
     func payload(_ row: Row, _ prefix: String, _ db: Database, _ memo: Memo?) throws -> Data? {
         if let raw = row["\(prefix)_raw"] as String? { return try JWSHeaderCache.payload(ofRaw: raw) }
         guard let stored = row["\(prefix)_payload"] as Data? else { return nil }
-        guard stored.contains(StoredJWS.marker) else { return stored }
+        guard StoredJWS.refersToHeaders(stored) else { return stored }
         guard let parts = storedJWS(row, prefix) else { return nil }
         var failure: (any Error)? = nil
         let payload = parts.originalPayload { id in
