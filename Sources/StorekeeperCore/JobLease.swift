@@ -87,14 +87,20 @@ public struct LeasedSchedule: Sendable {
         let metadata: Logger.Metadata = ["job": .string(lease.job), "job.holder": .string(lease.holder)]
         while !Task.isCancelled {
             let held: Bool
+            var failed = false
             do {
                 held = try await lease.acquire()
             } catch {
                 logger.warning("cannot take or renew a job's lease; trying again", metadata: metadata.merging(["error": .string(error.message)]) { $1 })
                 held = false
+                failed = true
             }
             if held != holding {
-                logger.info(held ? "job lease taken: this instance runs the job" : "job lease lost: another instance runs the job", metadata: metadata)
+                // Not renewed because the database could not be asked is not the same as another instance holding it.
+                let lost: Logger.Message = failed
+                    ? "job lease dropped: it could not be renewed; the job stops here until it can be taken again"
+                    : "job lease lost: another instance runs the job"
+                logger.info(held ? "job lease taken: this instance runs the job" : lost, metadata: metadata)
                 holding = held
                 if held { nextRun = clock.now }
             }
