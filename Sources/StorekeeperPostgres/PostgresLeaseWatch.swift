@@ -10,11 +10,13 @@ import Synchronization
 /// read's CPU in the timer's wake-ups alone). Now an operation runs in a task of its own, registered here with its
 /// deadline; the sweeper wakes every tenth of the timeout (at least 50 ms, at most a second) and cancels every
 /// operation whose deadline has passed while it still had no connection, which fails its lease request. An operation
-/// that has its connection is never cancelled for time: how long a statement may run is `statement_timeout`'s business.
+/// that has said it has its connection (``Lease/leased()``) is never cancelled for time (how long a statement may run
+/// is `statement_timeout`'s business); one that gets its connection just after its deadline's sweep is told so by
+/// ``Lease/leased()``'s answer and must give it back unused.
 final class PostgresLeaseWatch: Sendable {
     /// One operation's lease: waiting for a connection until it has one (``leased()``) or its deadline passes.
     final class Lease: Sendable {
-        fileprivate enum State { case waiting, leased, timedOut }
+        fileprivate enum State { case waiting, leased, timedOut, done }
         fileprivate let state = Mutex(State.waiting)
         fileprivate let deadline: ContinuousClock.Instant
         fileprivate let cancel: Mutex<(@Sendable () -> Void)?> = Mutex(nil)
@@ -24,7 +26,7 @@ final class PostgresLeaseWatch: Sendable {
         }
 
         /// Says the operation has its connection: from now on it is not cancelled for time. `false` when it timed
-        /// out first (its task is being cancelled).
+        /// out first (its task is being cancelled): the operation must then not use the connection, and should throw.
         @discardableResult
         func leased() -> Bool {
             state.withLock { state in
@@ -34,8 +36,16 @@ final class PostgresLeaseWatch: Sendable {
             }
         }
 
-        /// Whether the deadline passed before the operation had a connection.
-        var timedOut: Bool { state.withLock { $0 == .timedOut } }
+        /// Ends the lease when its operation has ended: whether it had timed out. An operation that failed for a
+        /// reason of its own near its deadline, without a connection, keeps its own error: a sweep after this call
+        /// leaves it alone.
+        fileprivate func finish() -> Bool {
+            state.withLock { state in
+                if state == .timedOut { return true }
+                state = .done
+                return false
+            }
+        }
     }
 
     private struct Registry: ~Copyable {
@@ -84,9 +94,11 @@ final class PostgresLeaseWatch: Sendable {
         }
         defer { _ = registry.withLock { $0.leases.removeValue(forKey: id) } }
         do {
-            return try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
+            let value = try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
+            _ = lease.finish()
+            return value
         } catch {
-            if lease.timedOut { throw timedOut() }
+            if lease.finish() { throw timedOut() }
             throw error
         }
     }

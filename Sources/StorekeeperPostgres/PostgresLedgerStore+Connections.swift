@@ -17,13 +17,16 @@ extension PostgresLedgerStore {
             attempt += 1
             let memo = PostgresHeaders.Memo()
             do {
-                let (result, affected) = try await leasing { lease in try await self.client.withTransaction(logger: self.logger) { connection in
-                    lease.leased()
-                    let transaction = PostgresWriteTransaction(store: self, connection: connection, memo: memo)
-                    let (result, affected) = try await body(transaction)
-                    // The last writes and the announcement, in one statement.
-                    try await transaction.flush(announcing: affected.isEmpty ? nil : self.listener.announcement(affected))
-                    return (result, affected)
+                // Leased first, then `BEGIN`: the sweeper must not cancel a write that already has its connection.
+                let (result, affected) = try await leasing { lease in try await self.client.withConnection { connection in
+                    guard lease.leased() else { throw CancellationError() }
+                    return try await connection.withTransaction(logger: self.logger) { connection in
+                        let transaction = PostgresWriteTransaction(store: self, connection: connection, memo: memo)
+                        let (result, affected) = try await body(transaction)
+                        // The last writes and the announcement, in one statement.
+                        try await transaction.flush(announcing: affected.isEmpty ? nil : self.listener.announcement(affected))
+                        return (result, affected)
+                    }
                 } }
                 headers.commit(memo)
                 changes.publish(affected)
@@ -95,7 +98,7 @@ extension PostgresLedgerStore {
         do {
             return try await leasing { lease in
                 try await self.client.withConnection { connection in
-                    lease.leased()
+                    guard lease.leased() else { throw CancellationError() }
                     return try await body(connection)
                 }
             }

@@ -28,19 +28,6 @@ struct PostgresLeaseWatchTests {
         #expect(waited >= .milliseconds(300) && waited < .seconds(120), "\(waited)")
     }
 
-    @Test("an operation that has its connection is never cancelled for time, however long it runs")
-    func leasedIsNotCancelled() async throws {
-        let watch = PostgresLeaseWatch(timeout: .milliseconds(100))
-        watch.start()
-        defer { watch.stop() }
-        let value = try await watch.run({ lease in
-            #expect(lease.leased())
-            try await Task.sleep(for: .milliseconds(600)) // Past the deadline, with sweeps every 50 ms.
-            return 42
-        }, timedOut: { TimedOut() })
-        #expect(value == 42)
-    }
-
     @Test("an operation's own error is thrown as it is; cancelling the caller cancels the operation")
     func errorsAndCancellation() async throws {
         struct Refused: Error {}
@@ -60,22 +47,49 @@ struct PostgresLeaseWatchTests {
         #expect(ContinuousClock.now - started < .seconds(2))
     }
 
-    @Test("a sweep cancels only the operations past their deadline that still wait")
+    /// Sweeps far past every deadline, by hand, until `done` (at most 10 s).
+    static func sweepUntilDone(_ watch: PostgresLeaseWatch, done: borrowing Mutex<Bool>) async throws {
+        let until = ContinuousClock.now + .seconds(10)
+        while !done.withLock({ $0 }), ContinuousClock.now < until {
+            watch.sweep(at: .now + .seconds(7_200))
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    @Test("a sweep cancels an operation past its deadline that still waits, never one that has said it has its connection; one that gets it too late is told so")
     func sweep() async throws {
         let watch = PostgresLeaseWatch(timeout: .seconds(3_600)) // No sweeper: sweeps are called by hand.
-        let waiting = Task { try await watch.run({ _ in try await Task.sleep(for: .seconds(30)) }, timedOut: { TimedOut() }) }
+        let (started, signal) = AsyncStream.makeStream(of: Void.self)
+        let release = Mutex(false), waitingDone = Mutex(false), lateDone = Mutex(false)
         let leased = Task {
             try await watch.run({ lease in
-                lease.leased()
-                try await Task.sleep(for: .milliseconds(300))
-                return ()
+                #expect(lease.leased())
+                signal.yield()
+                // Swept many times past its deadline while it runs: never cancelled.
+                while !release.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
+                return 42
             }, timedOut: { TimedOut() })
         }
-        try await Task.sleep(for: .milliseconds(100))
-        watch.sweep(at: .now) // Before the deadline: nothing.
-        try await Task.sleep(for: .milliseconds(50))
-        watch.sweep(at: .now + .seconds(7_200)) // Past it: the waiting one only.
+        for await _ in started { break }
+        watch.sweep(at: .now) // Before every deadline: nothing.
+        let waiting = Task {
+            defer { waitingDone.withLock { $0 = true } }
+            try await watch.run({ _ in try await Task.sleep(for: .seconds(600)) }, timedOut: { TimedOut() })
+        }
+        try await Self.sweepUntilDone(watch, done: waitingDone)
         await #expect(throws: TimedOut.self) { try await waiting.value }
-        try await leased.value
+        let late = Task {
+            defer { lateDone.withLock { $0 = true } }
+            try await watch.run({ lease in
+                // The connection comes after the sweep that timed it out: `leased()` says so.
+                while !Task.isCancelled { await Task.yield() }
+                #expect(!lease.leased())
+                throw CancellationError()
+            }, timedOut: { TimedOut() })
+        }
+        try await Self.sweepUntilDone(watch, done: lateDone)
+        await #expect(throws: TimedOut.self) { try await late.value }
+        release.withLock { $0 = true }
+        #expect(try await leased.value == 42)
     }
 }
