@@ -27,7 +27,6 @@ final class PostgresLeaseWatch: Sendable {
 
         /// Says the operation has its connection: from now on it is not cancelled for time. `false` when it timed
         /// out first (its task is being cancelled): the operation must then not use the connection, and should throw.
-        @discardableResult
         func leased() -> Bool {
             state.withLock { state in
                 guard state == .waiting else { return false }
