@@ -176,3 +176,53 @@ public struct NotificationRequestBody: Codable, Hashable, Sendable {
         self.signedPayload = signedPayload
     }
 }
+
+extension NotificationRequestBody {
+    /// Decodes the body as `JSONDecoder` would (the same value, or its error), reading the form Apple sends —
+    /// `{"signedPayload":"<JWS>"}`, whitespace allowed, the JWS being base64url segments and dots, which JSON never
+    /// escapes — in one pass over the bytes; any other form (escapes, other members, another order) goes to
+    /// `JSONDecoder`.
+    public init(json bytes: [UInt8]) throws {
+        if let jws = Self.plainSignedPayload(bytes) {
+            self.init(signedPayload: jws)
+        } else {
+            self = try JSONDecoder().decode(Self.self, from: Data(bytes))
+        }
+    }
+
+    static func plainSignedPayload(_ bytes: [UInt8]) -> String? {
+        bytes.withUnsafeBufferPointer { bytes -> String? in
+            var index = 0
+            func skipSpace() {
+                while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 }
+            }
+            func expect(_ literal: StaticString) -> Bool {
+                skipSpace()
+                let count = literal.utf8CodeUnitCount
+                guard bytes.count - index >= count,
+                    memcmp(bytes.baseAddress! + index, literal.utf8Start, count) == 0
+                else { return false }
+                index += count
+                return true
+            }
+            guard expect("{"), expect(#""signedPayload""#), expect(":"), expect(#"""#) else { return nil }
+            let start = index
+            while index < bytes.count, Self.isJWSByte(bytes[index]) { index += 1 }
+            let end = index
+            guard expect(#"""#), expect("}") else { return nil }
+            skipSpace()
+            guard index == bytes.count else { return nil }
+            return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
+        }
+    }
+
+    /// `A`–`Z`, `a`–`z`, `0`–`9`, `-`, `_` and `.`: every byte of a compact JWS.
+    private static func isJWSByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+            UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."):
+            true
+        default: false
+        }
+    }
+}

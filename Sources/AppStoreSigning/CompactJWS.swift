@@ -47,14 +47,18 @@ struct CompactJWS {
         self.payloadBytes = parts.payload
         self.signature = parts.signature
         self.signingInputLength = parts.dot
-        guard signature.count == 64 || !checkingSignatureLength else {
-            let looksDER = signature.first == 0x30 && signature.count >= 8 && signature.count <= 72
-            throw VerificationError(
-                .malformedSignature,
-                "signature is \(signature.count) bytes; ES256 needs the raw 64-byte r||s form"
-                    + (looksDER ? " (this looks DER-encoded, which JWS does not allow)" : "")
-            )
-        }
+        if checkingSignatureLength { try checkSignatureLength() }
+    }
+
+    /// Fails unless the signature is 64 bytes (ES256's raw `r||s`).
+    func checkSignatureLength() throws(VerificationError) {
+        guard signature.count != 64 else { return }
+        let looksDER = signature.first == 0x30 && signature.count >= 8 && signature.count <= 72
+        throw VerificationError(
+            .malformedSignature,
+            "signature is \(signature.count) bytes; ES256 needs the raw 64-byte r||s form"
+                + (looksDER ? " (this looks DER-encoded, which JWS does not allow)" : "")
+        )
     }
 
     /// The decoded protected header (JSON bytes).

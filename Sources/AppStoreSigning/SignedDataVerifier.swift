@@ -47,7 +47,19 @@ public struct SignedDataVerifier: Sendable {
 
     /// Verifies a notification's `signedPayload` and every signed value nested in it.
     public func verifyNotification(_ jws: String) async throws(VerificationError) -> VerifiedNotification {
-        let notification = try await verifyNotificationEnvelope(jws)
+        try await verifyNotification(try CompactJWS(parsing: jws), decoded: nil)
+    }
+
+    /// Verifies a notification whose payload was decoded to route it here (``UnverifiedJWS/unsafeDecode(_:as:)``):
+    /// the same checks as ``verifyNotification(_:)-(String)``, the signature over the very bytes that payload was
+    /// decoded from, which is therefore not decoded again.
+    public func verifyNotification(_ unverified: UnverifiedSignedData<NotificationPayload>) async throws(VerificationError) -> VerifiedNotification {
+        try unverified.jws.checkSignatureLength()
+        return try await verifyNotification(unverified.jws, decoded: unverified.payload)
+    }
+
+    private func verifyNotification(_ jws: CompactJWS, decoded: NotificationPayload?) async throws(VerificationError) -> VerifiedNotification {
+        let notification = try await verifyNotificationEnvelope(jws, decoded: decoded)
         var result = VerifiedNotification(notification: notification)
         let payload = notification.payload
         if let data = payload.data {
@@ -82,14 +94,31 @@ public struct SignedDataVerifier: Sendable {
     package func verifyNotificationEnvelope(
         _ jws: String
     ) async throws(VerificationError) -> VerifiedSignedData<NotificationPayload> {
-        var verified = try await verifyJWS(jws, as: NotificationPayload.self) { ($0.signedDate, "signedDate") }
+        try await verifyNotificationEnvelope(try CompactJWS(parsing: jws), decoded: nil)
+    }
+
+    private func verifyNotificationEnvelope(
+        _ jws: CompactJWS, decoded: NotificationPayload?
+    ) async throws(VerificationError) -> VerifiedSignedData<NotificationPayload> {
+        var verified = try await verifyJWS(jws, decoded: decoded, as: NotificationPayload.self) { ($0.signedDate, "signedDate") }
         verified.uncheckedClaims = try checkClaims(of: verified.payload)
         return verified
     }
 
     /// Verifies a signed transaction (`signedTransactionInfo`, or what StoreKit 2 gives the app).
     public func verifyTransaction(_ jws: String) async throws(VerificationError) -> VerifiedSignedData<TransactionInfo> {
-        var verified = try await verifyJWS(jws, as: TransactionInfo.self) { ($0.signedDate, "signedDate") }
+        try await verifyTransaction(try CompactJWS(parsing: jws), decoded: nil)
+    }
+
+    /// Verifies a signed transaction whose payload was decoded to route it here (``UnverifiedJWS/unsafeDecode(_:as:)``),
+    /// as ``verifyNotification(_:)-(UnverifiedSignedData<NotificationPayload>)`` does a notification.
+    public func verifyTransaction(_ unverified: UnverifiedSignedData<TransactionInfo>) async throws(VerificationError) -> VerifiedSignedData<TransactionInfo> {
+        try unverified.jws.checkSignatureLength()
+        return try await verifyTransaction(unverified.jws, decoded: unverified.payload)
+    }
+
+    private func verifyTransaction(_ jws: CompactJWS, decoded: TransactionInfo?) async throws(VerificationError) -> VerifiedSignedData<TransactionInfo> {
+        var verified = try await verifyJWS(jws, decoded: decoded, as: TransactionInfo.self) { ($0.signedDate, "signedDate") }
         var unchecked = try checkBundleID(verified.payload.bundleId)
         unchecked += try checkEnvironment(verified.payload.environment, field: "environment")
         verified.uncheckedClaims = unchecked
@@ -123,7 +152,18 @@ public struct SignedDataVerifier: Sendable {
         as type: Payload.Type,
         validationDate: (Payload) -> (Date?, String)
     ) async throws(VerificationError) -> VerifiedSignedData<Payload> {
-        let jws = try CompactJWS(parsing: text)
+        try await verifyJWS(try CompactJWS(parsing: text), decoded: nil, as: type, validationDate: validationDate)
+    }
+
+    /// The pipeline, on a JWS split with its signature's length checked; `decoded`, when given, is its payload already
+    /// decoded from `jws.payloadBytes` (as ``decodePayload(_:from:)`` would), kept once the signature is checked.
+    private func verifyJWS<Payload: Decodable & Sendable>(
+        _ jws: CompactJWS,
+        decoded: Payload?,
+        as type: Payload.Type,
+        validationDate: (Payload) -> (Date?, String)
+    ) async throws(VerificationError) -> VerifiedSignedData<Payload> {
+        let text = jws.text
 
         // A header seen before maps straight to its certificates and cached chain; otherwise decode it.
         var cached: ChainCache.Entry? = nil
@@ -159,7 +199,8 @@ public struct SignedDataVerifier: Sendable {
             )
         }
 
-        let payload = try decodePayload(type, from: jws.payloadBytes)
+        let payload: Payload
+        if let decoded { payload = decoded } else { payload = try decodePayload(type, from: jws.payloadBytes) }
         let (time, source) = resolveValidationTime(validationDate(payload))
 
         if let cached, cached.validityWindow.contains(time) {
@@ -226,14 +267,19 @@ public struct SignedDataVerifier: Sendable {
         from bytes: [UInt8]
     ) throws(VerificationError) -> Payload {
         do {
-            let json = Data(bytes)
-            if let fast = type as? any FastDecodablePayload.Type, let payload = try fast.init(json: json, fallback: decoder) as? Payload {
-                return payload
-            }
-            return try decoder.decode(type, from: json)
+            return try Self.decode(type, from: bytes, decoder)
         } catch {
             throw VerificationError(.malformedPayload, "payload: \(Self.describe(error))", underlying: error)
         }
+    }
+
+    /// Payload JSON as `type`, by its hand-written decoder when it has one (``FastDecodablePayload``), else `decoder`'s.
+    static func decode<Payload: Decodable>(_ type: Payload.Type, from bytes: [UInt8], _ decoder: JSONDecoder) throws -> Payload {
+        let json = Data(bytes)
+        if let fast = type as? any FastDecodablePayload.Type, let payload = try fast.init(json: json, fallback: decoder) as? Payload {
+            return payload
+        }
+        return try decoder.decode(type, from: json)
     }
 
     private func resolveValidationTime(_ signed: (Date?, String)) -> (Date, String) {

@@ -44,10 +44,18 @@ public struct UnverifiedJWS: Sendable {
     /// Only the payload of a compact JWS, decoded as `type` **without any verification** (no header decoded, no
     /// signature checked): for routing a request to the verifier that will then check everything. A payload that is
     /// not JSON, or not of that shape, fails with `malformed-payload` naming the field, never quoting the input.
-    public static func unsafeDecodePayload<T: Decodable>(_ text: String, as type: T.Type) throws(VerificationError) -> T {
+    public static func unsafeDecodePayload<T: Decodable & Sendable>(_ text: String, as type: T.Type) throws(VerificationError) -> T {
+        try unsafeDecode(text, as: type).payload
+    }
+
+    /// A compact JWS split and its payload decoded as `type` **without any verification**, kept together so that the
+    /// verifier this routes it to checks the signature over the bytes this payload was decoded from and does not
+    /// decode them again (``SignedDataVerifier/verifyNotification(_:)-(UnverifiedSignedData<NotificationPayload>)``).
+    /// Fails as ``unsafeDecodePayload(_:as:)`` does.
+    public static func unsafeDecode<T: Decodable & Sendable>(_ text: String, as type: T.Type) throws(VerificationError) -> UnverifiedSignedData<T> {
         let jws = try CompactJWS(parsing: text, checkingSignatureLength: false)
         do {
-            return try AppStoreJSON.makeDecoder().decode(type, from: Data(jws.payloadBytes))
+            return UnverifiedSignedData(payload: try SignedDataVerifier.decode(type, from: jws.payloadBytes, AppStoreJSON.makeDecoder()), jws: jws)
         } catch let error as DecodingError {
             throw VerificationError(.malformedPayload, "payload is not a \(type) (\(Self.describe(error)))")
         } catch {
@@ -79,6 +87,17 @@ public struct UnverifiedJWS: Sendable {
         if fields["receiptType"] != nil || fields["receiptCreationDate"] != nil { return .appTransaction }
         return nil
     }
+}
+
+/// A compact JWS and its payload, decoded **without any verification** (``UnverifiedJWS/unsafeDecode(_:as:)``): for
+/// routing it to the ``SignedDataVerifier`` of the app it names, which takes it as it is.
+public struct UnverifiedSignedData<Payload: Decodable & Sendable>: Sendable {
+    /// The payload, as sent: nothing in it is verified.
+    public let payload: Payload
+    let jws: CompactJWS
+
+    /// The compact JWS, as received.
+    public var text: String { jws.text }
 }
 
 /// The kinds of signed data the App Store produces.

@@ -70,13 +70,14 @@ public struct NotificationIngester: Sendable {
 
     /// Picks the verifier from the payload's own (unverified) app claims and verifies everything with it.
     public func verify(_ jws: String) async throws(NotificationRefusal) -> VerifiedNotification {
-        let payload: NotificationPayload
+        let unverified: UnverifiedSignedData<NotificationPayload>
         do {
-            payload = try UnverifiedJWS.unsafeDecodePayload(jws, as: NotificationPayload.self)
+            unverified = try UnverifiedJWS.unsafeDecode(jws, as: NotificationPayload.self)
         } catch {
             metrics.verificationFailure(code: error.code.rawValue)
             throw NotificationRefusal(.malformed, code: error.code.rawValue, message: error.message)
         }
+        let payload = unverified.payload
         guard let claims = payload.appClaims else {
             let fields = payload.claimFields
             throw NotificationRefusal(
@@ -101,7 +102,8 @@ public struct NotificationIngester: Sendable {
             )
         }
         do {
-            return try await verifier.verifyNotification(jws)
+            // The payload decoded above is the verified one once the signature over its bytes is checked.
+            return try await verifier.verifyNotification(unverified)
         } catch {
             metrics.verificationFailure(code: error.code.rawValue)
             let misdirected = [VerificationError.Code.bundleIDMismatch, .appAppleIDMismatch, .environmentMismatch].contains(error.code)

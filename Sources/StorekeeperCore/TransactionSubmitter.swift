@@ -66,12 +66,13 @@ public struct TransactionSubmitter: Sendable {
     /// transaction without an environment, or in one the app does not accept, is checked by the app's first verifier
     /// (Production, then Sandbox), which says exactly that.
     public func verify(_ jws: String, forApp app: String?) async throws(SubmissionRejection) -> VerifiedSignedData<TransactionInfo> {
-        let claims: AppClaims
+        let unverified: UnverifiedSignedData<TransactionInfo>
         do {
-            claims = try UnverifiedJWS.unsafeDecodePayload(jws, as: TransactionInfo.self).appClaims
+            unverified = try UnverifiedJWS.unsafeDecode(jws, as: TransactionInfo.self)
         } catch {
             throw SubmissionRejection(.malformed, code: error.code.rawValue, message: error.description)
         }
+        let claims = unverified.payload.appClaims
         let bundleId = claims.bundleId ?? ""
         guard AppClaims.isWellFormed(bundleId: bundleId) else {
             throw SubmissionRejection(
@@ -95,7 +96,7 @@ public struct TransactionSubmitter: Sendable {
         let environment = claims.environment.flatMap { environments.contains($0) ? $0 : nil } ?? first
         let verifier = verifiers[VerifierKey(bundleId: bundleId, environment: environment)]!
         do {
-            return try await verifier.verifyTransaction(jws)
+            return try await verifier.verifyTransaction(unverified)
         } catch {
             let forbidden = [.bundleIDMismatch, .environmentMismatch, .appAppleIDMismatch].contains(error.code)
             throw SubmissionRejection(forbidden ? .forbidden : .malformed, code: error.code.rawValue, message: error.description)

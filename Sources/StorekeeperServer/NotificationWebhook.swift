@@ -28,7 +28,7 @@ struct NotificationWebhook: Sendable {
             throw error
         }
         let bytes = Array(body.readableBytesView)
-        guard let envelope = try? JSONDecoder().decode(NotificationRequestBody.self, from: Data(bytes)), !envelope.signedPayload.isEmpty else {
+        guard let envelope = try? NotificationRequestBody(json: bytes), !envelope.signedPayload.isEmpty else {
             let refusal = NotificationRefusal(
                 .malformed, code: "malformed-body", message: #"the body must be JSON {"signedPayload": "<JWS>"} with a non-empty JWS"#
             )
