@@ -271,11 +271,14 @@ public struct ServerConfiguration: Codable, Sendable {
     }
 
     /// The lowercase hex SHA-256 of an API key, as stored in the configuration.
-    public static func hash(apiKey: String) -> String {
+    public static func hash(apiKey: some StringProtocol) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var hex: [UInt8] = []
         hex.reserveCapacity(64)
-        for byte in SHA256.hash(data: Data(apiKey.utf8)) {
+        var hasher = SHA256()
+        var key = String(apiKey)
+        key.withUTF8 { hasher.update(bufferPointer: UnsafeRawBufferPointer($0)) }
+        for byte in hasher.finalize() {
             hex.append(digits[Int(byte >> 4)])
             hex.append(digits[Int(byte & 0x0F)])
         }

@@ -44,10 +44,14 @@ struct CustomerAPITests {
         try await testbed.withClient { client in
             #expect(try await client.send(.get, "/v1/customers/user-42").status == 401)
             #expect(try await client.send(.get, "/v1/customers/user-42", key: "wrong").status == 401)
-            // The scheme is case-insensitive; spaces around the key are ignored.
-            for header in ["bearer \(T.appKey)", "BEARER  \(T.appKey) ", "Bearer \(T.appKey)"] {
+            // The scheme is case-insensitive; spaces and tabs around the key are ignored (RFC 9110's OWS), nothing else.
+            for header in ["bearer \(T.appKey)", "BEARER  \(T.appKey) ", "Bearer \(T.appKey)", "Bearer \t \(T.appKey)\t"] {
                 let answer = try await client.execute(uri: "/v1/customers/nobody?environment=Sandbox", method: .get, headers: [.authorization: header]) { $0.status }
                 #expect(answer == .notFound, "\(header.prefix(7))")
+            }
+            for header in ["Bearer \(T.appKey)x", "Bearer x\(T.appKey)", "Bearer \u{A0}\(T.appKey)", "Bearer \(T.appKey.dropLast())", "Bearer "] {
+                let answer = try await client.execute(uri: "/v1/customers/nobody?environment=Sandbox", method: .get, headers: [.authorization: header]) { $0.status }
+                #expect(answer == .unauthorized, "\(header.prefix(7))")
             }
             let unknownScheme = try await client.execute(uri: "/v1/customers/nobody", method: .get, headers: [.authorization: "Basic \(T.appKey)"]) { $0.status }
             #expect(unknownScheme == .unauthorized)
