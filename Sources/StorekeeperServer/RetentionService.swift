@@ -8,12 +8,13 @@ import StorekeeperCore
 struct RetentionService: Service {
     let store: any LedgerStore
     let rawPayloadDays: Double
+    var leaseDuration: Duration = .seconds(60)
     let logger: Logger
     var interval: Duration = .seconds(3_600)
 
     /// With several instances on one database, the one holding the job's lease prunes.
     func run() async throws {
-        let schedule = LeasedSchedule(lease: JobLease(store: store, job: "retention"), interval: interval, logger: logger)
+        let schedule = LeasedSchedule(lease: JobLease(store: store, job: "retention", duration: leaseDuration), interval: interval, logger: logger)
         await cancelWhenGracefulShutdown {
             await schedule.run { await prune() }
         }

@@ -110,6 +110,17 @@ public struct ServerConfiguration: Codable, Sendable {
         }
     }
 
+    /// The scheduled jobs' leases (recovery, retention; `recover` and `reconcile --all` take them too).
+    public struct JobSettings: Codable, Sendable, Equatable {
+        /// How long a job's lease lasts without renewal (renewed every third of it): the longest an instance that died
+        /// keeps its jobs from the others, who check as often. Default 60.
+        public var leaseSeconds: Double?
+
+        public init(leaseSeconds: Double? = nil) {
+            self.leaseSeconds = leaseSeconds
+        }
+    }
+
     public var apps: [App]
     /// Product → entitlement names, levels, non-renewing durations, billing-retry policy.
     public var entitlements: EntitlementConfiguration
@@ -122,10 +133,12 @@ public struct ServerConfiguration: Codable, Sendable {
     public var retention: RetentionSettings?
     /// Optional; the defaults when absent.
     public var recovery: RecoverySettings?
+    /// Optional; the defaults when absent.
+    public var jobs: JobSettings?
 
     public init(
         apps: [App], entitlements: EntitlementConfiguration, apiKeys: [APIKey], customerCache: CustomerCacheSettings? = nil,
-        http: HTTPLimits = HTTPLimits(), retention: RetentionSettings? = nil, recovery: RecoverySettings? = nil
+        http: HTTPLimits = HTTPLimits(), retention: RetentionSettings? = nil, recovery: RecoverySettings? = nil, jobs: JobSettings? = nil
     ) {
         self.apps = apps
         self.entitlements = entitlements
@@ -134,9 +147,10 @@ public struct ServerConfiguration: Codable, Sendable {
         self.http = http
         self.retention = retention
         self.recovery = recovery
+        self.jobs = jobs
     }
 
-    private enum CodingKeys: String, CodingKey { case apps, entitlements, apiKeys, customerCache, http, retention, recovery }
+    private enum CodingKeys: String, CodingKey { case apps, entitlements, apiKeys, customerCache, http, retention, recovery, jobs }
 
     /// `apps` is required; `entitlements` (each product grants an entitlement named after it), `apiKeys` (none: the
     /// app API refuses every request), `customerCache`, `http` and `retention` take their defaults when left out.
@@ -149,9 +163,13 @@ public struct ServerConfiguration: Codable, Sendable {
             customerCache: try container.decodeIfPresent(CustomerCacheSettings.self, forKey: .customerCache),
             http: try container.decodeIfPresent(HTTPLimits.self, forKey: .http) ?? HTTPLimits(),
             retention: try container.decodeIfPresent(RetentionSettings.self, forKey: .retention),
-            recovery: try container.decodeIfPresent(RecoverySettings.self, forKey: .recovery)
+            recovery: try container.decodeIfPresent(RecoverySettings.self, forKey: .recovery),
+            jobs: try container.decodeIfPresent(JobSettings.self, forKey: .jobs)
         )
     }
+
+    /// How long a scheduled job's lease lasts without renewal (``JobSettings/leaseSeconds``, default 60 s).
+    public var jobLeaseDuration: Duration { .milliseconds(Int64((jobs?.leaseSeconds ?? 60) * 1_000)) }
 
     /// Refused notification requests kept (default 10,000).
     public var refusedNotificationsKept: Int { retention?.refusedNotifications ?? 10_000 }
@@ -214,6 +232,9 @@ public struct ServerConfiguration: Codable, Sendable {
                     throw ConfigurationError("recovery.\(name) must be more than 0 and at most 86400, not \(value)")
                 }
             }
+        }
+        if let lease = jobs?.leaseSeconds, !(lease >= 3 && lease <= 3_600) {
+            throw ConfigurationError("jobs.leaseSeconds must be 3 to 3600, not \(lease)")
         }
         for key in apiKeys {
             guard key.sha256.count == 64, key.sha256.allSatisfy(\.isHexDigit) else {

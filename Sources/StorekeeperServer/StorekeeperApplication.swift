@@ -92,7 +92,7 @@ public enum StorekeeperApplication {
     ) -> some ApplicationProtocol {
         var services = services
         if let days = configuration.retention?.rawPayloadDays {
-            services.append(RetentionService(store: store, rawPayloadDays: days, logger: logger))
+            services.append(RetentionService(store: store, rawPayloadDays: days, leaseDuration: configuration.jobLeaseDuration, logger: logger))
         }
         if configuration.recovery?.enabled != false, !apiClients.isEmpty {
             let ingester = NotificationIngester(
@@ -102,7 +102,7 @@ public enum StorekeeperApplication {
             let recoveries = apiClients.sorted { $0.key.description < $1.key.description }.map { app, client in
                 NotificationRecovery(app: app, client: client, ingester: ingester, settings: settings, logger: logger, metrics: exporter.metrics, now: now)
             }
-            services.append(NotificationRecoveryService(recoveries: recoveries, store: store, logger: logger))
+            services.append(NotificationRecoveryService(recoveries: recoveries, store: store, leaseDuration: configuration.jobLeaseDuration, logger: logger))
         }
         return Application(
             router: buildRouter(

@@ -58,7 +58,7 @@ struct ReconcileCommand: AsyncParsableCommand {
                 var progress: (@Sendable (Reconciler.Progress) -> Void)? = nil
                 if let bar { progress = { bar.show($0) } }
                 // One `reconcile --all` per app at a time on one database (each paces itself to Apple's whole limit).
-                let lease = all ? JobLease(store: store, job: "reconcile all \(app.bundleId) \(app.environment.rawValue)") : nil
+                let lease = all ? JobLease(store: store, job: "reconcile all \(app.bundleId) \(app.environment.rawValue)", duration: configuration.jobLeaseDuration) : nil
                 if let lease, try await !lease.acquire() {
                     throw CLIError(code: "job-running", message: "another `storekeeper reconcile --all` for \(app) is running on this database (it holds the job's lease)")
                 }

@@ -44,7 +44,7 @@ struct RecoverCommand: AsyncParsableCommand {
                     app: app, client: client, ingester: ingester, settings: configuration.recovery?.settings ?? .init(), logger: logger
                 )
                 // A server on the same PostgreSQL database may be running this job: one caller of Apple at a time.
-                let lease = JobLease(store: store, job: NotificationRecoveryService.jobName(app))
+                let lease = JobLease(store: store, job: NotificationRecoveryService.jobName(app), duration: configuration.jobLeaseDuration)
                 do {
                     guard try await lease.acquire() else {
                         throw CLIError(code: "job-running", message: "a server on this database is recovering \(app)'s notifications now (it holds the job's lease); it needs no help")

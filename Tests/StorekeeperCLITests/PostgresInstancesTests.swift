@@ -229,8 +229,11 @@ struct PostgresInstancesTests {
     func leaseHolderKilled() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pg-lease-\(UUID())")
         defer { try? FileManager.default.removeItem(at: directory) }
-        // Raw-payload retention is a leased job every instance schedules.
-        let (_, config) = try Self.setUp(in: directory) { $0["retention"] = ["rawPayloadDays": 30] }
+        // Raw-payload retention is a leased job every instance schedules; its lease lasts 6 s here (`jobs.leaseSeconds`).
+        let (_, config) = try Self.setUp(in: directory) {
+            $0["retention"] = ["rawPayloadDays": 30]
+            $0["jobs"] = ["leaseSeconds": 6]
+        }
         let database = try await Self.newDatabase()
         try await Self.droppingAfterwards(database) {
             var servers: [ServerProcess] = []
@@ -254,8 +257,8 @@ struct PostgresInstancesTests {
             try await Task.sleep(for: .seconds(2))
             #expect(try await store.leaseHolder("retention") == first)
 
-            // Its holder dies without giving it back: the lease lapses (60 s after its last renewal, at most 20 s before
-            // the kill) and the next check of another instance (every 20 s) takes it.
+            // Its holder dies without giving it back: the lease lapses (6 s after its last renewal, at most 2 s before
+            // the kill) and the next check of another instance (every 2 s) takes it.
             servers[index].kill()
             let killed = ContinuousClock.now
             var next: String? = first
@@ -267,8 +270,9 @@ struct PostgresInstancesTests {
             let taker = try #require(next.flatMap(pid), "the lease was not taken over within 120 s (holder: \(next ?? "none"))")
             let living = servers.enumerated().filter { $0.offset != index }.map { $0.element.process.processIdentifier }
             #expect(living.contains(taker), "taken by \(next ?? "?"), not one of the living instances")
-            // Bound: the lease's 60 s plus one 20 s check, and room for a stalled machine.
-            #expect(waited < .seconds(95), "took \(waited)")
+            // Bound: the lease's 6 s plus one 2 s check, and room for a stalled machine (the default lease, 60 s,
+            // would not pass).
+            #expect(waited < .seconds(30), "took \(waited)")
             await store.close()
         }
     }

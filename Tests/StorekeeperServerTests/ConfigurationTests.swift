@@ -117,6 +117,8 @@ struct ConfigurationTests {
         (#""retention": {"rawPayloadDays": 0}"#, "retention.rawPayloadDays must be more than 0 and at most 36500, not 0.0"),
         (#""recovery": {"intervalSeconds": 0}"#, "recovery.intervalSeconds must be more than 0 and at most 86400, not 0.0"),
         (#""recovery": {"overlapSeconds": -1}"#, "recovery.overlapSeconds must be more than 0 and at most 86400, not -1.0"),
+        (#""jobs": {"leaseSeconds": 2.5}"#, "jobs.leaseSeconds must be 3 to 3600, not 2.5"),
+        (#""jobs": {"leaseSeconds": 3601}"#, "jobs.leaseSeconds must be 3 to 3600, not 3601.0"),
     ])
     func limits(fragment: String, message: String) throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID()).json")
@@ -124,6 +126,17 @@ struct ConfigurationTests {
         try #"{"apps": [{"bundleId": "com.example.app", "environments": ["Sandbox"]}], \#(fragment)}"#.write(to: file, atomically: true, encoding: .utf8)
         let error = #expect(throws: ConfigurationError.self) { try ServerConfiguration.load(path: file.path) }
         #expect(error?.message == message)
+    }
+
+    @Test("the jobs' lease lasts 60 s unless jobs.leaseSeconds says otherwise")
+    func jobLease() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID()).json")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let app = #"{"apps": [{"bundleId": "com.example.app", "environments": ["Sandbox"]}]"#
+        try "\(app)}".write(to: file, atomically: true, encoding: .utf8)
+        #expect(try ServerConfiguration.load(path: file.path).jobLeaseDuration == .seconds(60))
+        try #"\#(app), "jobs": {"leaseSeconds": 7.5}}"#.write(to: file, atomically: true, encoding: .utf8)
+        #expect(try ServerConfiguration.load(path: file.path).jobLeaseDuration == .milliseconds(7_500))
     }
 
     @Test("a trusted root file that is not a certificate is named when the verifiers are made")
