@@ -39,7 +39,7 @@ public struct JobLease: Sendable {
         try await store.acquireLease(job, holder: holder, duration: duration)
     }
 
-    /// Gives the lease back, if this holder has it.
+    /// Gives the lease back, if this holder has it (not from a cancelled task: the store would refuse it).
     public func release() async {
         try? await store.releaseLease(job, holder: holder)
     }
@@ -119,6 +119,8 @@ public struct LeasedSchedule: Sendable {
             let untilNext = nextRun - clock.now
             try? await Task.sleep(for: holding ? max(.milliseconds(1), min(poll, untilNext)) : poll)
         }
-        if holding { await lease.release() }
+        // Given back at once, so another instance takes the job over without waiting for the lease to lapse; from a
+        // task of its own, because this one is cancelled, and a store refuses work for a cancelled task.
+        if holding { await Task { await lease.release() }.value }
     }
 }

@@ -42,6 +42,26 @@ struct JobLeaseTests {
         #expect(try await a.acquire(), "b gave it back")
     }
 
+    @Test("a schedule stopped (its task cancelled, as at a graceful shutdown) gives its lease back at once", arguments: Backend.available)
+    func stoppedScheduleGivesTheLeaseBack(backend: Backend) async throws {
+        let stores = try await Self.instances(2, backend)
+        let runs = Mutex(0)
+        let schedule = LeasedSchedule(
+            lease: JobLease(store: stores[0], job: "job", holder: "a", duration: .seconds(60)), interval: .seconds(3_600),
+            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+        )
+        let task = Task { await schedule.run { runs.withLock { $0 += 1 } } }
+        let started = ContinuousClock.now
+        while runs.withLock({ $0 }) == 0, ContinuousClock.now - started < .seconds(30) { try await Task.sleep(for: .milliseconds(20)) }
+        let other = JobLease(store: stores[1], job: "job", holder: "b", duration: .seconds(60))
+        #expect(try await other.acquire() == false, "a holds it")
+        task.cancel()
+        await task.value
+        // The lease lasts 60 s: only its being given back lets another instance take it now.
+        #expect(try await other.acquire(), "the lease was not given back")
+        for store in stores { if let store = store as? PostgresLedgerStore { await store.close() } }
+    }
+
     @Test("three instances scheduling one job: it runs on one at a time; when that one dies, another takes over within the lease", arguments: Backend.available)
     func oneRunnerAndTakeover(backend: Backend) async throws {
         let stores = try await Self.instances(3, backend)
