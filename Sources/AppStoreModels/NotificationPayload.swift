@@ -194,7 +194,10 @@ extension NotificationRequestBody {
         bytes.withUnsafeBufferPointer { bytes -> String? in
             var index = 0
             func skipSpace() {
-                while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 }
+                // JSON's whitespace: space, tab, line feed, carriage return.
+                while index < bytes.count, bytes[index] == 0x20 || bytes[index] == 0x09 || bytes[index] == 0x0A || bytes[index] == 0x0D {
+                    index += 1
+                }
             }
             func expect(_ literal: StaticString) -> Bool {
                 skipSpace()

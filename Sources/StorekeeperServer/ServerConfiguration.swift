@@ -153,7 +153,8 @@ public struct ServerConfiguration: Codable, Sendable {
     private enum CodingKeys: String, CodingKey { case apps, entitlements, apiKeys, customerCache, http, retention, recovery, jobs }
 
     /// `apps` is required; `entitlements` (each product grants an entitlement named after it), `apiKeys` (none: the
-    /// app API refuses every request), `customerCache`, `http` and `retention` take their defaults when left out.
+    /// app API refuses every request), `customerCache`, `http`, `retention`, `recovery` and `jobs` take their defaults
+    /// when left out.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         self.init(
