@@ -9,6 +9,9 @@ public struct FaultConfiguration: Codable, Hashable, Sendable {
     public var failNextAPIRequests = 0
     /// The next N API requests answer 429 with 4290000 and `Retry-After`, whatever the rate.
     public var rateLimitNextAPIRequests = 0
+    /// How far the `Retry-After` of those injected 429s is: the start of the second this many seconds after the
+    /// current one (default 2: 1-2 s away, so tests can tell it from a backoff). 1-3600.
+    public var rateLimitRetryAfterSeconds = 2
     /// Added to every API answer, in milliseconds.
     public var apiLatencyMilliseconds = 0
     /// The next N notification deliveries are dropped: nothing reaches the receiver and the attempt is recorded
@@ -31,6 +34,7 @@ public struct FaultConfiguration: Codable, Hashable, Sendable {
         rateLimitsEnabled = try value(.rateLimitsEnabled, false)
         failNextAPIRequests = try value(.failNextAPIRequests, 0)
         rateLimitNextAPIRequests = try value(.rateLimitNextAPIRequests, 0)
+        rateLimitRetryAfterSeconds = try value(.rateLimitRetryAfterSeconds, 2)
         apiLatencyMilliseconds = try value(.apiLatencyMilliseconds, 0)
         dropNextNotifications = try value(.dropNextNotifications, 0)
         duplicateNextNotifications = try value(.duplicateNextNotifications, 0)
@@ -44,6 +48,9 @@ public struct FaultConfiguration: Codable, Hashable, Sendable {
         ]
         if let (key, _) = counts.first(where: { !(0...1_000_000).contains($0.1) }) {
             throw DecodingError.dataCorruptedError(forKey: key, in: container, debugDescription: "must be 0-1000000")
+        }
+        guard (1...3_600).contains(rateLimitRetryAfterSeconds) else {
+            throw DecodingError.dataCorruptedError(forKey: .rateLimitRetryAfterSeconds, in: container, debugDescription: "must be 1-3600")
         }
     }
 }

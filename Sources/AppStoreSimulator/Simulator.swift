@@ -210,9 +210,9 @@ public actor Simulator {
             answer = .generalInternalRetryable
         } else if faults.rateLimitNextAPIRequests > 0 {
             faults.rateLimitNextAPIRequests -= 1
-            // An injected 429 asks for a wait of 1-2 seconds, so tests can tell it from a backoff.
+            // An injected 429 asks for a wait of 1-2 seconds by default, so tests can tell it from a backoff.
             answer = .rateLimitExceeded
-            answer?.retryAfter = String((nowSeconds + 2) * 1000)
+            answer?.retryAfter = String((nowSeconds + Int64(faults.rateLimitRetryAfterSeconds)) * 1000)
         } else if faults.rateLimitsEnabled,
             let retry = rateLimiter.admit(
                 bundleId: bundleId, method: method, path: path, sandbox: engine.state.environment != .production, now: Date()

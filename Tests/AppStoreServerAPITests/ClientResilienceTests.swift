@@ -60,12 +60,20 @@ struct ClientResilienceTests {
     @Test("a Retry-After beyond the deadline ends the call at once with the 429")
     func retryAfterBeyondDeadline() async throws {
         let live = try L(setUp: Self.oneCustomer)
-        try await live.setFaults { $0.rateLimitNextAPIRequests = 5 }
+        // Retry-After a minute away, a deadline of 15 s: far enough apart that a loaded machine (the whole suite in
+        // parallel) cannot make the first answer itself outlast the deadline.
+        try await live.setFaults {
+            $0.rateLimitNextAPIRequests = 5
+            $0.rateLimitRetryAfterSeconds = 60
+        }
         try await live.serve { url in
-            let client = live.client(url, retry: RetryPolicy(maximumAttempts: 5, deadline: .milliseconds(800)))
+            let client = live.client(url, retry: RetryPolicy(maximumAttempts: 5, deadline: .seconds(15)))
+            let started = ContinuousClock.now
             let error = await #expect(throws: AppStoreServerAPIError.self) { try await client.transactionInfo("2000000000000001") }
-            #expect(error?.errorCode == 4_290_000 && error?.httpStatus == 429)
+            #expect(error?.errorCode == 4_290_000 && error?.httpStatus == 429, "\(error.map { "\($0)" } ?? "no error")")
             #expect(error?.message.contains("deadline") == true)
+            // At once: no wait for the Retry-After, nor for the deadline.
+            #expect(ContinuousClock.now - started < .seconds(15))
         }
     }
 

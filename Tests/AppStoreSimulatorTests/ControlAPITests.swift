@@ -58,6 +58,7 @@ struct ControlAPITests {
                 (.post, "/transactions/123/refund", "{}", 404, "not-found", "no transaction '123'"),
                 (.post, "/subscriptions/2000000000000001/auto-renew", #"{"enabled":true}"#, 409, "conflict", "already on"),
                 (.put, "/faults", #"{"failNextAPIRequests":-1}"#, 400, "invalid-request", "0-1000000"),
+                (.put, "/faults", #"{"rateLimitRetryAfterSeconds":0}"#, 400, "invalid-request", "1-3600"),
                 (.put, "/config", #"{"notificationURL":"ftp://x"}"#, 400, "invalid-request", "http(s)"),
                 (.post, "/scenarios", "fly away", 400, "invalid-request", "unknown step 'fly'"),
             ] {

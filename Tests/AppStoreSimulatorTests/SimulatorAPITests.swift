@@ -332,6 +332,17 @@ struct SimulatorAPITests {
             #expect(retryAfter > Int64(Date().timeIntervalSince1970 * 1000) - 1000)
             #expect(try await client.call(.get, "/inApps/v1/transactions/2000000000000001").status == 200)
         }
+        // The Retry-After of an injected 429 can be set further away.
+        _ = try await testbed.simulator.perform { engine in
+            engine.state.faults.rateLimitNextAPIRequests = 1
+            engine.state.faults.rateLimitRetryAfterSeconds = 30
+        }
+        try await testbed.withClient { client in
+            let limited = try await client.call(.get, "/inApps/v1/transactions/2000000000000001")
+            let retryAfter = try #require(limited.retryAfter.flatMap(Int64.init))
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            #expect(retryAfter > now + 28_000 && retryAfter <= now + 30_000, "\(retryAfter - now) ms away")
+        }
         _ = try await testbed.simulator.perform { engine in engine.state.faults.rateLimitsEnabled = true }
         try await testbed.withClient { client in
             // Sandbox allows 10 % of production's 10/s for order look-ups and refunds: 1 per second.
