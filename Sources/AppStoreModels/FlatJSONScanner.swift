@@ -1,7 +1,8 @@
 import Foundation
 
 /// Reads one JSON object of scalar members, byte by byte, for the hand-written decoders of the payloads a ledger reads
-/// back most (``TransactionInfo/init(json:fallback:)``, ``RenewalInfo/init(json:fallback:)``).
+/// back most (``TransactionInfo/init(json:fallback:)``, ``RenewalInfo/init(json:fallback:)``) and of the webhook's
+/// body (``NotificationRequestBody/init(json:)``).
 ///
 /// It accepts a strict subset of JSON and says ``Unsupported`` for everything else (an escaped string, a nested
 /// object or array, a number that is not a plain integer where an integer is read, a duplicated member, trailing

@@ -178,54 +178,23 @@ public struct NotificationRequestBody: Codable, Hashable, Sendable {
 }
 
 extension NotificationRequestBody {
-    /// Decodes the body as `JSONDecoder` would (the same value, or its error), reading the form Apple sends —
-    /// `{"signedPayload":"<JWS>"}`, whitespace allowed, the JWS being base64url segments and dots, which JSON never
-    /// escapes — in one pass over the bytes; any other form (escapes, other members, another order) goes to
-    /// `JSONDecoder`.
+    /// Decodes the body as `JSONDecoder` would (the same value, or its error); the form Apple sends —
+    /// `{"signedPayload":"<JWS>"}`, a JWS being base64url segments and dots, which JSON never escapes — is read in one
+    /// pass (``FlatJSONScanner``), anything outside its plain shape by `JSONDecoder`.
     public init(json bytes: [UInt8]) throws {
-        if let jws = Self.plainSignedPayload(bytes) {
-            self.init(signedPayload: jws)
-        } else {
-            self = try JSONDecoder().decode(Self.self, from: Data(bytes))
-        }
+        self = try FlatJSONScanner.decode(Data(bytes), fallback: AppStoreJSON.makeDecoder(), flat: Self.decodeFlat)
     }
 
+    static let flatKeys = FlatJSONKeys(["signedPayload"])
+
+    static func decodeFlat(_ bytes: UnsafeRawBufferPointer) throws -> NotificationRequestBody {
+        var body = NotificationRequestBody(signedPayload: "")
+        try FlatJSONScanner.readMembers(of: bytes, flatKeys, required: 1) { _, value in body.signedPayload = try value.string() }
+        return body
+    }
+
+    /// The JWS of a body in the plain shape, `nil` for one left to `JSONDecoder`.
     static func plainSignedPayload(_ bytes: [UInt8]) -> String? {
-        bytes.withUnsafeBufferPointer { bytes -> String? in
-            var index = 0
-            func skipSpace() {
-                // JSON's whitespace: space, tab, line feed, carriage return.
-                while index < bytes.count, bytes[index] == 0x20 || bytes[index] == 0x09 || bytes[index] == 0x0A || bytes[index] == 0x0D {
-                    index += 1
-                }
-            }
-            func expect(_ literal: StaticString) -> Bool {
-                skipSpace()
-                let count = literal.utf8CodeUnitCount
-                guard bytes.count - index >= count,
-                    memcmp(bytes.baseAddress! + index, literal.utf8Start, count) == 0
-                else { return false }
-                index += count
-                return true
-            }
-            guard expect("{"), expect(#""signedPayload""#), expect(":"), expect(#"""#) else { return nil }
-            let start = index
-            while index < bytes.count, Self.isJWSByte(bytes[index]) { index += 1 }
-            let end = index
-            guard expect(#"""#), expect("}") else { return nil }
-            skipSpace()
-            guard index == bytes.count else { return nil }
-            return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
-        }
-    }
-
-    /// `A`–`Z`, `a`–`z`, `0`–`9`, `-`, `_` and `.`: every byte of a compact JWS.
-    private static func isJWSByte(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-            UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."):
-            true
-        default: false
-        }
+        try? bytes.withUnsafeBytes(decodeFlat).signedPayload
     }
 }

@@ -42,12 +42,14 @@ struct RequestBodyDecodingTests {
         #expect(decoded == expected)
     }
 
-    @Test("the plain form is read in one pass; escapes, other members and trailing bytes are left to JSONDecoder")
+    @Test("the plain shape is read in one pass (other scalar members skipped); escapes, nested values, repeated members and trailing bytes are left to JSONDecoder")
     func plainForm() {
         #expect(NotificationRequestBody.plainSignedPayload(Array(Self.bodies[0].utf8)) == Self.jws)
         #expect(NotificationRequestBody.plainSignedPayload(Array(Self.bodies[1].utf8)) == Self.jws)
         #expect(NotificationRequestBody.plainSignedPayload(Array(Self.bodies[2].utf8)) == "")
-        for body in Self.bodies[3...] {
+        #expect(NotificationRequestBody.plainSignedPayload(Array(Self.bodies[5].utf8)) == Self.jws)
+        #expect(NotificationRequestBody.plainSignedPayload(Array(Self.bodies[18].utf8)) == "é\(Self.jws)")
+        for (index, body) in Self.bodies.enumerated() where index >= 3 && ![5, 18].contains(index) {
             #expect(NotificationRequestBody.plainSignedPayload(Array(body.utf8)) == nil, "\(body)")
         }
         // What the fallback made of the escapes.
