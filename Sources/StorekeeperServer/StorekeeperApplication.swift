@@ -156,6 +156,11 @@ public enum StorekeeperApplication {
     /// larger, 408 when it did not arrive within the body-read timeout (``ConnectionGuard``), 400 when it is not valid
     /// HTTP (a malformed chunked encoding, a connection closed mid-body).
     static func readBody(_ request: Request) async throws(APIError) -> ByteBuffer {
+        // A body declared larger than the limit is refused before any of it is read: the client need not send it, and
+        // the connection is not held until the body's timeout for bytes that would be refused anyway.
+        if let declared = request.headers[.contentLength].flatMap(Int.init), declared > maximumBody {
+            throw APIError(.contentTooLarge, "body-too-large", "the body is over 1 MiB")
+        }
         do {
             return try await request.body.collect(upTo: maximumBody)
         } catch is NIOTooManyBytesError {

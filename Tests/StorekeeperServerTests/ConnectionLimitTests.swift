@@ -159,6 +159,18 @@ struct ConnectionLimitTests {
         }
     }
 
+    @Test("a body declared over 1 MiB gets 413 at once, before the client sends it")
+    func declaredTooLarge() async throws {
+        try await Self.withServer(HTTPLimits(headerReadTimeout: 5, bodyReadTimeout: 30)) { port in
+            let connection = try RawConnection(port: port)
+            connection.send("POST /appstore/notifications HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3000000\r\nContent-Type: application/json\r\n\r\n{\"signedPay")
+            let started = Date()
+            let answer = await connection.receive(until: "\r\n\r\n", within: 10)
+            #expect(answer.hasPrefix("HTTP/1.1 413"), "\(answer)")
+            #expect(Date().timeIntervalSince(started) < 10, "waited for the body")
+        }
+    }
+
     @Test("pipelined requests sent at once are all answered on one connection")
     func pipelined() async throws {
         try await Self.withServer(HTTPLimits(idleTimeout: 5, headerReadTimeout: 5)) { port in
