@@ -36,7 +36,8 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
     /// server or the role says. Sent as a startup parameter, which pgBouncer refuses: behind it, set the role's
     /// (`ALTER ROLE … SET statement_timeout = '30s'`) instead.
     public var statementTimeout: Duration = .zero
-    /// How many batches of live notifications an instance writes at once (``Batcher/workers``).
+    /// How many batches of live notifications an instance writes at once (``Batcher/workers``); a writer beyond the
+    /// first starts only when enough notifications wait (``PostgresLedgerStore/writeGathering``).
     public var writeConcurrency = 4
     /// The most live notifications in one transaction (``Batcher/maximumBatch``); 1: each alone.
     public var writeBatch = 32
