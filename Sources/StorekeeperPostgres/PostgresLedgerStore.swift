@@ -41,8 +41,8 @@ public final class PostgresLedgerStore: LedgerStore {
     let retries = Mutex<Int>(0)
     /// How many live notifications wait, while a batch is being written, before another writer starts
     /// (``Batcher/gathering``; of 1, 4, 6, 8, 12 and 16 tried with 16 clients, 6 ran fastest on average, with about
-    /// 30 % less of PostgreSQL's CPU than 1: BENCHMARKS.md, tenth round). Customer reads do not gather: 6 measured no faster than 1
-    /// there, their cost being Storekeeper's HTTP side more than the database.
+    /// 30 % less of PostgreSQL's CPU than 1: BENCHMARKS.md, tenth round). Customer reads do not gather: 6 measured no
+    /// faster than 1 there, their cost being Storekeeper's HTTP side more than the database.
     static let writeGathering = 6
     /// Live notifications, applied in batches under load.
     public let notificationBatcher: Batcher<VerifiedNotification, ApplyOutcome>
