@@ -117,8 +117,13 @@ enum LockAndClaimAllStatement: PreparedStatementText {
 
 /// Every write a unit of work makes, as one statement: each table's rows as arrays (an empty array writes
 /// nothing), then the announcement to other instances (`$49` the channel, `$50` the payload, none when `NULL`).
+///
+/// A notification's row completes the row its claim inserted and keeps the claim's `received_at` (when it arrived):
+/// an update that changes no indexed column can be HOT (no new entry in either of the table's indexes, when the page
+/// has room). Measured over `bench ingest --count 4000`: 1,938 of 5,253 updates HOT, against 4 of 5,428 when the
+/// write set `received_at` again (v1).
 enum WriteStatement: PreparedStatementText {
-    static let name = "storekeeper_write_v1"
+    static let name = "storekeeper_write_v2"
     static let sql = """
         WITH t AS (
             INSERT INTO transactions (environment, transaction_id, original_transaction_id, product_id,
@@ -159,7 +164,7 @@ enum WriteStatement: PreparedStatementText {
                 $42::int8[], $43::bytea[], $44::bytea[], $45::text[])
             ON CONFLICT (uuid) DO UPDATE SET type = excluded.type, subtype = excluded.subtype,
                 signed_date = excluded.signed_date, environment = excluded.environment, outcome = excluded.outcome,
-                received_at = excluded.received_at, jws_header = excluded.jws_header, jws_payload = excluded.jws_payload,
+                jws_header = excluded.jws_header, jws_payload = excluded.jws_payload,
                 jws_signature = excluded.jws_signature, jws_raw = excluded.jws_raw
         ), w AS (
             INSERT INTO recovery_watermarks (bundle_id, environment, watermark)
