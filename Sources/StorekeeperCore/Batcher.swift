@@ -152,7 +152,8 @@ public final class Batcher<Item: Sendable, Answer: Sendable>: Sendable {
             }
             guard !batch.isEmpty else { return }
             counts.withLock { $0 = ($0.batches + 1, $0.items + batch.count) }
-            let results = await run(batch.map { $0.item }) // Not `\.item`: in a generic type, a key path is built at run time, on every batch.
+            // Not `\.item`: in a generic type, a key path is built at run time, on every batch.
+            let results = await run(batch.map { $0.item })
             for (index, waiting) in batch.enumerated() {
                 waiting.continuation.resume(
                     returning: index < results.count ? results[index] : .failure(StorageError("a batched request got no answer"))

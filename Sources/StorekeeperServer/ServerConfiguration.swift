@@ -297,10 +297,7 @@ public struct ServerConfiguration: Codable, Sendable {
         let digits = Array("0123456789abcdef".utf8)
         var hex: [UInt8] = []
         hex.reserveCapacity(64)
-        var hasher = SHA256()
-        var key = String(apiKey)
-        key.withUTF8 { hasher.update(bufferPointer: UnsafeRawBufferPointer($0)) }
-        for byte in hasher.finalize() {
+        for byte in SHA256.hash(data: Data(apiKey.utf8)) {
             hex.append(digits[Int(byte >> 4)])
             hex.append(digits[Int(byte & 0x0F)])
         }

@@ -51,6 +51,16 @@ struct BatcherTests {
     /// Gives a worker that should not start the time to show that it did (what must not happen cannot be waited for).
     static func settle() async throws { try await Task.sleep(for: .milliseconds(50)) }
 
+    /// Starts request 0 and holds its batch, then submits `waiting` behind it; checks that none of them started.
+    static func holdFirst(_ batcher: Batcher<Int, String>, _ runs: HeldRuns, then waiting: Range<Int>) async throws -> [Task<String, any Error>] {
+        var tasks = try await submit(0..<1, to: batcher, runs)
+        try await eventually("the first request started") { runs.started == [[0]] }
+        tasks += try await submit(waiting, to: batcher, runs)
+        try await settle()
+        #expect(runs.started == [[0]])
+        return tasks
+    }
+
     /// Lets batches finish until every task has its answer; checks each is its own request's.
     static func finish(_ tasks: [Task<String, any Error>], _ runs: HeldRuns, first: Int = 0) async throws {
         let all = Task { var answers: [String] = []; for task in tasks { answers.append(try await task.value) }; return answers }
@@ -66,11 +76,7 @@ struct BatcherTests {
     func gathersWhileABatchRuns() async throws {
         let batcher = Batcher<Int, String>(workers: 4, maximumBatch: 32, gathering: 6, longestWait: .seconds(60))
         let runs = HeldRuns()
-        var tasks = try await Self.submit(0..<1, to: batcher, runs)
-        try await Self.eventually("the first request started") { runs.started == [[0]] }
-        tasks += try await Self.submit(1..<6, to: batcher, runs)
-        try await Self.settle()
-        #expect(runs.started == [[0]])
+        let tasks = try await Self.holdFirst(batcher, runs, then: 1..<6)
         #expect(batcher.waiting == 5)
         try await Self.finish(tasks, runs)
         #expect(runs.started == [[0], [1, 2, 3, 4, 5]])
@@ -81,11 +87,7 @@ struct BatcherTests {
     func enoughWaitingStartAnother() async throws {
         let batcher = Batcher<Int, String>(workers: 2, maximumBatch: 32, gathering: 3, longestWait: .seconds(60))
         let runs = HeldRuns()
-        var tasks = try await Self.submit(0..<1, to: batcher, runs)
-        try await Self.eventually("the first request started") { runs.started == [[0]] }
-        tasks += try await Self.submit(1..<3, to: batcher, runs)
-        try await Self.settle()
-        #expect(runs.started == [[0]])
+        var tasks = try await Self.holdFirst(batcher, runs, then: 1..<3)
         tasks += try await Self.submit(3..<4, to: batcher, runs)
         // The third waiting request started a second worker with the three.
         try await Self.eventually("a second worker started with the three waiting") { runs.started == [[0], [1, 2, 3]] }
@@ -124,11 +126,7 @@ struct BatcherTests {
         #expect(Batcher<Int, String>(workers: 4, maximumBatch: 32, gathering: 0).gathering == 1)
         let batcher = Batcher<Int, String>(workers: 1, maximumBatch: 4, gathering: 4, longestWait: .seconds(60))
         let runs = HeldRuns()
-        var tasks = try await Self.submit(0..<1, to: batcher, runs)
-        try await Self.eventually("the first request started") { runs.started == [[0]] }
-        tasks += try await Self.submit(1..<11, to: batcher, runs)
-        try await Self.settle()
-        #expect(runs.started == [[0]])
+        let tasks = try await Self.holdFirst(batcher, runs, then: 1..<11)
         try await Self.finish(tasks, runs)
         #expect(runs.started == [[0], [1, 2, 3, 4], [5, 6, 7, 8], [9, 10]])
     }
