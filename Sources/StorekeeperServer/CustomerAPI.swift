@@ -32,7 +32,8 @@ struct CustomerAPI: Sendable {
     /// and then refused as an invalid ID.
     static func customerId(_ context: StorekeeperRequestContext) throws(APIError) -> String {
         let raw = context.parameters.get("customerId") ?? ""
-        let id = raw.removingPercentEncoding ?? raw
+        // Foundation's decoding only when there is an escape to decode (1.4 % of an uncached read's CPU otherwise).
+        let id = raw.utf8.contains(UInt8(ascii: "%")) ? raw.removingPercentEncoding ?? raw : raw
         guard validCustomerId(id) else {
             let shown = UntrustedText.escaped(id.count > 64 ? id.prefix(64) + "…" : Substring(id), limit: 512)
             throw APIError(
