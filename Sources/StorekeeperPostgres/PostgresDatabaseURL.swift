@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 import NIOSSL
 public import PostgresNIO
 public import StorekeeperCore
@@ -67,8 +67,10 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
         text.hasPrefix("postgres://") || text.hasPrefix("postgresql://")
     }
 
-    /// Parses `text`; the error names what is wrong, never the password.
-    public init(_ text: String) throws(StorageError) {
+    /// Parses `text`; the error names what is wrong, never the password. A URL without a password takes it from
+    /// `environment` as libpq would: `PGPASSWORD`, else the password file (``PostgresPasswordFile``), so that it need
+    /// not be on the command line.
+    public init(_ text: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(StorageError) {
         guard Self.isPostgres(text), let components = URLComponents(string: text) else {
             throw StorageError("the database URL is not a postgres:// URL (postgres://USER:PASSWORD@HOST:PORT/DATABASE)")
         }
@@ -116,6 +118,7 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
                 )
             }
         }
+        if password == nil { password = try PostgresPasswordFile.password(for: self, environment: environment) }
     }
 
     /// An option's whole number, refused (named, with the value escaped) outside `range`.

@@ -30,5 +30,5 @@ struct LedgerDatabase {
     }
 
     /// `--database`'s help.
-    static let help = "SQLite database file (created, and migrated, at start), or a postgres:// URL (see README: PostgreSQL)."
+    static let help = "SQLite database file (created, and migrated, at start), or a postgres:// URL; without a password in it, PGPASSWORD or the password file (PGPASSFILE, else ~/.pgpass) gives one (see README: PostgreSQL)."
 }

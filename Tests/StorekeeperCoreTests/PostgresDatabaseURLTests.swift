@@ -1,3 +1,4 @@
+import Foundation
 import StorekeeperCore
 import PostgresNIO
 @testable import StorekeeperPostgres
@@ -55,5 +56,97 @@ struct PostgresDatabaseURLTests {
         let error = #expect(throws: StorageError.self) { try PostgresDatabaseURL(text) }
         #expect(error?.message.contains(expected) == true, "\(error?.message ?? "")")
         #expect(error?.message.contains("hunter2") == false)
+    }
+}
+
+@Suite("PostgreSQL passwords off the command line")
+struct PostgresPasswordSourceTests {
+    /// A password file with `mode` in a directory of its own; `body` gets its path.
+    static func withPasswordFile(_ text: String, mode: Int = 0o600, _ body: (String) async throws -> Void) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pgpass-" + UUID().uuidString)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("pgpass").path
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: mode]))
+        try await body(path)
+    }
+
+    @Test("a URL without a password takes PGPASSWORD, else the password file; a password in the URL wins; none is never shown")
+    func sources() async throws {
+        let fromEnvironment = try PostgresDatabaseURL("postgres://app@db.internal/ledger", environment: ["PGPASSWORD": "env-secret"])
+        #expect(fromEnvironment.password == "env-secret" && !fromEnvironment.description.contains("env-secret"))
+        #expect(try PostgresDatabaseURL("postgres://app:url-secret@db.internal/ledger", environment: ["PGPASSWORD": "env-secret"]).password == "url-secret")
+        #expect(try PostgresDatabaseURL("postgres://app@db.internal/ledger", environment: [:]).password == nil)
+        // No file where HOME says: no password, no error (as libpq).
+        #expect(try PostgresDatabaseURL("postgres://app@db.internal/ledger", environment: ["HOME": "/nonexistent-home"]).password == nil)
+        try await Self.withPasswordFile("""
+            # comment:*:*:*:not-this
+            other.host:5432:ledger:app:wrong-host
+            db.internal:6432:ledger:app:wrong-port
+            db.internal:5432:ledger:app:file-secret
+            *:*:*:app:too-late
+
+            """) { path in
+            let url = try PostgresDatabaseURL("postgres://app@db.internal/ledger", environment: ["PGPASSFILE": path])
+            #expect(url.password == "file-secret" && !url.description.contains("file-secret"))
+            // PGPASSWORD comes first, as libpq's.
+            #expect(try PostgresDatabaseURL("postgres://app@db.internal/ledger", environment: ["PGPASSFILE": path, "PGPASSWORD": "env-secret"]).password == "env-secret")
+            #expect(try PostgresDatabaseURL("postgres://app@elsewhere:7000/x", environment: ["PGPASSFILE": path]).password == "too-late")
+            #expect(try PostgresDatabaseURL("postgres://nobody@db.internal/ledger", environment: ["PGPASSFILE": path]).password == nil)
+        }
+        // ~/.pgpass when PGPASSFILE is not set.
+        let home = FileManager.default.temporaryDirectory.appendingPathComponent("home-" + UUID().uuidString)
+        try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: home) }
+        #expect(FileManager.default.createFile(atPath: home.path + "/.pgpass", contents: Data("*:*:*:*:home-secret\n".utf8), attributes: [.posixPermissions: 0o600]))
+        #expect(try PostgresDatabaseURL("postgres://app@h/d", environment: ["HOME": home.path]).password == "home-secret")
+    }
+
+    @Test("password file lines as libpq reads them: \\ escapes : and \\, a lone * matches anything, \\* is a star, the password keeps its colons")
+    func fileSyntax() {
+        let text = #"""
+            h\:1:*:d:u:colon\:and\\backslash
+            \*:*:*:u:literal-star-host
+            *:5432:*:v:pass:with:colons
+            short:line
+            """#
+        #expect(PostgresPasswordFile.password(in: text, host: "h:1", port: 5432, database: "d", username: "u") == #"colon:and\backslash"#)
+        #expect(PostgresPasswordFile.password(in: text, host: "*", port: 1, database: "x", username: "u") == "literal-star-host")
+        #expect(PostgresPasswordFile.password(in: text, host: "anyhost", port: 1, database: "x", username: "u") == nil)
+        #expect(PostgresPasswordFile.password(in: text, host: "anyhost", port: 5432, database: "x", username: "v") == "pass:with:colons")
+        #expect(PostgresPasswordFile.password(in: "h:5432:d:u:crlf\r\n", host: "h", port: 5432, database: "d", username: "u") == "crlf")
+    }
+
+    @Test("a password file group or others may read is refused, naming it and the fix, never its contents", arguments: [0o644, 0o640, 0o606])
+    func looseFile(mode: Int) async throws {
+        try await Self.withPasswordFile("*:*:*:*:hunter2\n", mode: mode) { path in
+            let error = #expect(throws: StorageError.self) { try PostgresDatabaseURL("postgres://app@h/d", environment: ["PGPASSFILE": path]) }
+            #expect(error?.message.contains(path) == true && error?.message.contains("chmod 600") == true, "\(error?.message ?? "")")
+            #expect(error?.message.contains("hunter2") == false)
+        }
+    }
+
+    @Test("PostgreSQL accepts a password given only through PGPASSWORD or the password file", .enabled(if: PostgresTestDatabase.url != nil, PostgresTestDatabase.skipReason))
+    func connects() async throws {
+        let base = try #require(PostgresTestDatabase.url)
+        let password = try #require(base.password)
+        let bare = "postgres://\(base.username)@\(base.host):\(base.port)/\(base.database)?sslmode=disable"
+        let escaped = password.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: ":", with: "\\:")
+        try await Self.withPasswordFile("\(base.host):\(base.port):\(base.database):\(base.username):\(escaped)\n") { path in
+            for environment in [["PGPASSWORD": password], ["PGPASSFILE": path]] {
+                let url = try PostgresDatabaseURL(bare, environment: environment)
+                #expect(url.password == password)
+                #expect(!url.description.contains(password))
+                let one = try await PostgresTestDatabase.withClient(url) { client in
+                    var values: [Int] = []
+                    for try await value in try await client.query("SELECT 1").decode(Int.self) { values.append(value) }
+                    return values
+                }
+                #expect(one == [1])
+            }
+        }
+        // With none anywhere, the error says where one may be given.
+        let error = await #expect(throws: StorageError.self) { try await PostgresLedgerStore.open(try PostgresDatabaseURL(bare, environment: [:])) }
+        #expect(error?.message.contains("the server asks for a password and none was given: put it in the URL, in PGPASSWORD, or in the password file") == true, "\(error?.message ?? "")")
     }
 }
