@@ -8,8 +8,8 @@ import AppStoreModels
 /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?OPTION=VALUE&…]`, the user, password and database
 /// percent-encoded. Options: `sslmode` (`disable`, `prefer` (the default, as libpq's), `require` (encrypted, the
 /// server's certificate not checked, as libpq's), `verify-full` (encrypted, certificate and host name checked)),
-/// `pool_size` (connections per instance, default 20, at least 2: one listens for the other instances' writes), `pool_min`
-/// (connections kept open while idle, see ``poolMinimum``), `connect_timeout` (seconds, default 10),
+/// `pool_size` (connections per instance, default 20, at least 2: one listens for the other instances' writes; each opened
+/// on demand, closed after 60 s idle: see ``minimumConnections``), `connect_timeout` (seconds, default 10),
 /// `statement_timeout` (seconds a statement of a read or a write may run, waits for locks included, before
 /// PostgreSQL cancels it; default 0: the server's or the role's setting; migrations are never bounded), `write_concurrency`
 /// (batches of live notifications written at once per instance, default 4), `write_batch` (the most notifications
@@ -52,15 +52,15 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
     /// network, with nothing in between that drops idle connections, can do without.
     public var keepAlive: Duration? = .seconds(30)
 
-    /// How many connections stay open even when idle (`pool_min`), within `pool_size`; `nil` (the default): the ones
-    /// the batchers keep busy under load, their writers, their readers and the listener's (9 with the defaults). A
-    /// connection beyond them is opened on demand and closed after 60 s idle, for which postgres-nio arms a timer
-    /// each time it goes back to the pool; the pool lends the first free connection, so under a load these cover,
-    /// no such timer is armed. 0: every connection on demand.
-    public var poolMinimum: Int?
-
-    /// ``poolMinimum``, or its default, within `pool_size`.
-    var minimumConnections: Int { min(poolSize, poolMinimum ?? writeConcurrency + readConcurrency + 1) }
+    /// How many connections postgres-nio's pool keeps open even when idle: none. Every connection is opened on demand
+    /// and closed after 60 s idle. A minimum above 0 (the former `pool_min`, 9 by default) crashed `serve` when the
+    /// database came back after an outage, in 3 of 7 outages tried: postgres-nio 1.33.2's pool checks
+    /// `precondition(minimumConcurrentConnections <= stats.active)` before opening a connection for a waiting
+    /// request, and `active` leaves out the connections still closing, so a request queued while the dead
+    /// connections close fails it (any connection closing under load with requests waiting could). With no minimum
+    /// the check cannot fail. Its cost, an idle timer armed each time a connection goes back to the pool, measured
+    /// within the run-to-run spread (BENCHMARKS.md, eleventh round).
+    static let minimumConnections = 0
 
     /// Whether `text` names a PostgreSQL database (anything else given to `--database` is a SQLite file path).
     public static func isPostgres(_ text: String) -> Bool {
@@ -75,9 +75,17 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
             throw StorageError("the database URL is not a postgres:// URL (postgres://USER:PASSWORD@HOST:PORT/DATABASE)")
         }
         guard let host = components.host, !host.isEmpty else { throw StorageError("the database URL has no host") }
-        guard let user = components.percentEncodedUser?.removingPercentEncoding, !user.isEmpty else {
+        guard let encodedUser = components.percentEncodedUser, !encodedUser.isEmpty else {
             throw StorageError("the database URL has no user name (postgres://USER@HOST/DATABASE)")
         }
+        // Foundation escapes a malformed escape's `%` itself (`%zz` would be a password of `%zz`, refused by the server
+        // as wrong); libpq refuses it: so do we, naming the part, not its text.
+        let (rawUser, rawPassword) = Self.userInfo(text)
+        for (part, raw) in [("user name", rawUser), ("password", rawPassword)] where raw.map(Self.hasMalformedEscape) == true {
+            throw StorageError("the database URL's \(part) has a malformed %-escape (a % in it is written %25)")
+        }
+        let user = encodedUser.removingPercentEncoding ?? encodedUser
+        let encodedPassword = components.percentEncodedPassword
         let path = components.percentEncodedPath.removingPercentEncoding ?? ""
         let database = path.hasPrefix("/") ? String(path.dropFirst()) : path
         guard !database.isEmpty, !database.contains("/") else { throw StorageError("the database URL names no database (…@HOST:PORT/DATABASE)") }
@@ -85,10 +93,14 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
         self.host = host
         self.port = components.port ?? 5432
         self.username = user
-        self.password = components.percentEncodedPassword?.removingPercentEncoding
+        self.password = encodedPassword?.removingPercentEncoding
         self.database = database
+        var given: Set<String> = []
         for item in components.queryItems ?? [] {
             let value = item.value ?? ""
+            guard given.insert(item.name).inserted else {
+                throw StorageError("the database URL gives option \(UntrustedText.escaped(item.name, limit: 40)) twice")
+            }
             switch item.name {
             case "sslmode":
                 guard let mode = TLSMode(rawValue: value) else {
@@ -98,7 +110,10 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
             case "pool_size":
                 // One connection is held for good by the listener that hears other instances' writes.
                 poolSize = try Self.count(item.name, value, 2...500)
-            case "pool_min": poolMinimum = try Self.count(item.name, value, 0...500)
+            case "pool_min":
+                throw StorageError(
+                    "pool_min is no longer accepted: every connection is opened on demand (postgres-nio's pool could crash with a minimum when the database came back after an outage); remove it from the URL"
+                )
             case "connect_timeout":
                 guard let seconds = Int(value), (1...600).contains(seconds) else {
                     throw StorageError("connect_timeout must be 1 to 600 seconds, not \(UntrustedText.escaped(value, limit: 40))")
@@ -114,11 +129,36 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
                 keepAlive = seconds == 0 ? nil : .seconds(seconds)
             default:
                 throw StorageError(
-                    "unknown database URL option \(UntrustedText.escaped(item.name, limit: 40)) (known: sslmode, pool_size, pool_min, connect_timeout, statement_timeout, write_concurrency, write_batch, read_concurrency, read_batch, keepalive)"
+                    "unknown database URL option \(UntrustedText.escaped(item.name, limit: 40)) (known: sslmode, pool_size, connect_timeout, statement_timeout, write_concurrency, write_batch, read_concurrency, read_batch, keepalive)"
                 )
             }
         }
         if password == nil { password = try PostgresPasswordFile.password(for: self, environment: environment) }
+    }
+
+    /// The user and password of a URL's authority, as written (escapes not decoded).
+    private static func userInfo(_ text: String) -> (user: Substring?, password: Substring?) {
+        guard let scheme = text.range(of: "://") else { return (nil, nil) }
+        let authority = text[scheme.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        guard let at = authority.lastIndex(of: "@") else { return (nil, nil) }
+        let info = authority[..<at]
+        guard let colon = info.firstIndex(of: ":") else { return (info, nil) }
+        return (info[..<colon], info[info.index(after: colon)...])
+    }
+
+    /// Whether a `%` in `text` is not followed by two hexadecimal digits.
+    private static func hasMalformedEscape(_ text: Substring) -> Bool {
+        let bytes = Array(text.utf8)
+        var index = 0
+        while index < bytes.count {
+            if bytes[index] == UInt8(ascii: "%") {
+                guard index + 2 < bytes.count, bytes[index + 1].isHexDigit, bytes[index + 2].isHexDigit else { return true }
+                index += 3
+            } else {
+                index += 1
+            }
+        }
+        return false
     }
 
     /// An option's whole number, refused (named, with the value escaped) outside `range`.
@@ -135,7 +175,6 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
         var options: [String] = []
         if tlsMode != .prefer { options.append("sslmode=\(tlsMode.rawValue)") }
         if poolSize != 20 { options.append("pool_size=\(poolSize)") }
-        if let poolMinimum { options.append("pool_min=\(poolMinimum)") }
         if connectTimeout != .seconds(10) { options.append("connect_timeout=\(connectTimeout.components.seconds)") }
         if statementTimeout != .zero { options.append("statement_timeout=\(statementTimeout.components.seconds)") }
         if writeConcurrency != 4 { options.append("write_concurrency=\(writeConcurrency)") }
@@ -166,7 +205,7 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
             host: host, port: port, username: username, password: password, database: database, tls: tls
         )
         configuration.options.maximumConnections = poolSize
-        configuration.options.minimumConnections = minimumConnections
+        configuration.options.minimumConnections = Self.minimumConnections
         configuration.options.keepAliveBehavior = keepAlive.map { .init(frequency: $0) }
         configuration.options.connectTimeout = connectTimeout
         configuration.options.additionalStartupParameters = startupParameters
@@ -205,9 +244,7 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
 
     /// The client configuration, for tests that need their own client (creating databases).
     public func clientConfigurationForTests() throws(StorageError) -> PostgresClient.Configuration {
-        var configuration = try clientConfiguration()
-        configuration.options.minimumConnections = 0 // A test's own client opens only what it uses.
-        return configuration
+        try clientConfiguration()
     }
 
     /// libpq's `prefer` and `require` encrypt without checking the server's certificate.
@@ -261,5 +298,12 @@ extension PostgresDatabaseURL {
         } catch {
             throw StorageError("cannot \(what) on \(redacted): \(PostgresLedgerStore.describe(error))")
         }
+    }
+}
+
+private extension UInt8 {
+    var isHexDigit: Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(self)
+            || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(self)
     }
 }

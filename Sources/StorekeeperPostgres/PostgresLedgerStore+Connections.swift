@@ -69,6 +69,9 @@ extension PostgresLedgerStore {
         if let message = error.serverInfo?[.message] {
             return "\(message) (SQLSTATE \(error.serverInfo?[.sqlState] ?? "?"))"
         }
+        if error.code == .sslUnsupported {
+            return "the server does not accept TLS, which this sslmode requires (sslmode=disable or prefer connects without it)"
+        }
         if error.code == .authMechanismRequiresPassword {
             return "the server asks for a password and none was given: put it in the URL, in PGPASSWORD, or in the password file (PGPASSFILE, else ~/.pgpass)"
         }

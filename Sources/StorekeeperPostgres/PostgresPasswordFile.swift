@@ -24,17 +24,20 @@ enum PostgresPasswordFile {
         } else {
             return nil
         }
-        var status = stat()
-        guard stat(path, &status) == 0 else { return nil } // No file: no password, as libpq.
-        guard status.st_mode & S_IFMT == S_IFREG else {
+        // No file: no password, as libpq.
+        // A link is followed, as libpq's `stat` does (the attributes would be the link's own).
+        let target = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: target) else { return nil }
+        guard attributes[.type] as? FileAttributeType == .typeRegular else {
             throw StorageError("the password file \(UntrustedText.quoted(path, limit: 200)) is not a plain file")
         }
-        guard status.st_mode & 0o077 == 0 else {
+        let mode = (attributes[.posixPermissions] as? NSNumber)?.intValue ?? 0o777
+        guard mode & 0o077 == 0 else {
             throw StorageError(
-                "the password file \(UntrustedText.quoted(path, limit: 200)) may be read or written by group or others (mode \(String(status.st_mode & 0o777, radix: 8))): make it 0600 (chmod 600)"
+                "the password file \(UntrustedText.quoted(path, limit: 200)) may be read or written by group or others (mode \(String(mode & 0o777, radix: 8))): make it 0600 (chmod 600)"
             )
         }
-        guard let contents = FileManager.default.contents(atPath: path), let text = String(data: contents, encoding: .utf8) else {
+        guard let contents = FileManager.default.contents(atPath: target), let text = String(data: contents, encoding: .utf8) else {
             throw StorageError("the password file \(UntrustedText.quoted(path, limit: 200)) cannot be read as UTF-8 text")
         }
         return password(in: text, host: url.host, port: url.port, database: url.database, username: url.username)

@@ -21,17 +21,15 @@ struct PostgresDatabaseURLTests {
         #expect(try PostgresDatabaseURL("postgresql://u@h/d").port == 5432)
     }
 
-    @Test("the pool keeps open the connections its batchers use (within pool_size) and pings idle ones every keepalive seconds, never with 0")
+    @Test("the pool opens every connection on demand (a minimum crashed postgres-nio 1.33.2's pool after an outage) and pings idle ones every keepalive seconds, never with 0")
     func pool() throws {
         let defaults = try PostgresDatabaseURL("postgres://u@h/d").clientConfiguration().options
-        #expect(defaults.maximumConnections == 20 && defaults.minimumConnections == 9) // 4 writers, 4 readers, the listener
+        #expect(defaults.maximumConnections == 20 && defaults.minimumConnections == 0)
         #expect(defaults.keepAliveBehavior?.frequency == .seconds(30))
-        #expect(try PostgresDatabaseURL("postgres://u@h/d?pool_min=0").clientConfiguration().options.minimumConnections == 0)
-        #expect(try PostgresDatabaseURL("postgres://u@h/d?pool_min=12&read_concurrency=20").clientConfiguration().options.minimumConnections == 12)
-        #expect(try PostgresDatabaseURL("postgres://u@h/d?read_concurrency=30").clientConfiguration().options.minimumConnections == 20)
+        #expect(try PostgresDatabaseURL("postgres://u@h/d?read_concurrency=30&write_concurrency=30").clientConfiguration().options.minimumConnections == 0)
         let tuned = try PostgresDatabaseURL("postgres://u@h/d?pool_size=3&keepalive=0")
         let options = try tuned.clientConfiguration().options
-        #expect(options.maximumConnections == 3 && options.minimumConnections == 3)
+        #expect(options.maximumConnections == 3 && options.minimumConnections == 0)
         #expect(options.keepAliveBehavior == nil && tuned.keepAlive == nil)
         #expect(tuned.description.hasSuffix("/d?pool_size=3&keepalive=0"))
         #expect(try PostgresDatabaseURL("postgres://u@h/d?keepalive=5").clientConfiguration().options.keepAliveBehavior?.frequency == .seconds(5))
@@ -47,10 +45,13 @@ struct PostgresDatabaseURLTests {
         ("postgres://u:hunter2@host/db?read_batch=1001", "read_batch must be 1 to 1000"),
         ("postgres://u:hunter2@host/db?statement_timeout=-1", "statement_timeout must be 0 to 3600, not -1"),
         ("postgres://u:hunter2@host/db?keepalive=off", "keepalive must be 0 to 3600, not off"),
-        ("postgres://u:hunter2@host/db?pool_min=-2", "pool_min must be 0 to 500, not -2"),
+        ("postgres://u:hunter2@host/db?pool_min=9", "pool_min is no longer accepted: every connection is opened on demand"),
         ("postgres://u:hunter2@host/db?read_concurrency=%0A%1B%5B31m", "read_concurrency must be 1 to 100, not \\n\\u{1B}[31m"),
         ("postgres://u:hunter2@host/db?application=x", "unknown database URL option"),
         ("mysql://u:hunter2@host/db", "not a postgres:// URL"),
+        ("postgres://u:hunter2@host/db?sslmode=disable&sslmode=require", "gives option sslmode twice"),
+        ("postgres://u:hunter2%zz@host/db", "password has a malformed %-escape"),
+        ("postgres://u%zz:hunter2@host/db", "user name has a malformed %-escape"),
     ])
     func refusals(text: String, expected: String) throws {
         let error = #expect(throws: StorageError.self) { try PostgresDatabaseURL(text) }
@@ -100,6 +101,9 @@ struct PostgresPasswordSourceTests {
         defer { try? FileManager.default.removeItem(at: home) }
         #expect(FileManager.default.createFile(atPath: home.path + "/.pgpass", contents: Data("*:*:*:*:home-secret\n".utf8), attributes: [.posixPermissions: 0o600]))
         #expect(try PostgresDatabaseURL("postgres://app@h/d", environment: ["HOME": home.path]).password == "home-secret")
+        // A link to a password file is followed.
+        try FileManager.default.createSymbolicLink(atPath: home.path + "/link", withDestinationPath: home.path + "/.pgpass")
+        #expect(try PostgresDatabaseURL("postgres://app@h/d", environment: ["PGPASSFILE": home.path + "/link"]).password == "home-secret")
     }
 
     @Test("password file lines as libpq reads them: \\ escapes : and \\, a lone * matches anything, \\* is a star, the password keeps its colons")

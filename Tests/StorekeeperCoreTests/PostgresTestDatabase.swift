@@ -27,10 +27,7 @@ enum PostgresTestDatabase {
     /// A new, empty database on the test server, dropped after the test when its suite has ``DropsTestDatabases``.
     static func create() async throws -> PostgresDatabaseURL {
         guard let base = url else { throw NotConfigured() }
-        var created = try await base.creatingDatabase(named: "storekeeper_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16))
-        // Connections on demand: the suites open dozens of stores at once, and each keeping its batchers' nine open
-        // (the default) would go past a test server's `max_connections`.
-        created.poolMinimum = 0
+        let created = try await base.creatingDatabase(named: "storekeeper_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16))
         Self.created?.urls.withLock { $0.append(created) }
         return created
     }

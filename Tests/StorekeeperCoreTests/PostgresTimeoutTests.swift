@@ -20,7 +20,6 @@ struct PostgresTimeoutTests {
         let submission = try #require(try await LedgerStoreContractTests.appSubmissions(harness).first { $0.1 == "alice" })
         var url = try await PostgresTestDatabase.create()
         url.poolSize = 2 // One connection listens for other instances' writes: one is left for reads and writes.
-        url.poolMinimum = nil // The default (here both kept open), as `serve` runs.
         url.connectTimeout = .seconds(1)
         let store = try await PostgresLedgerStore.open(url)
         _ = try await store.submit(submission.0, customerId: "alice")
