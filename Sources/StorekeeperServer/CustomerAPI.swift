@@ -74,11 +74,8 @@ struct CustomerAPI: Sendable {
     }
 
     func read(_ request: Request, customerId: String, identity: APIKeyIdentity) async throws -> Response {
-        guard let bundleId = identity.bundleId ?? request.uri.queryParameters.get("bundleId") ?? configuration.apps.first?.bundleId,
-            let app = configuration.apps.first(where: { $0.bundleId == bundleId })
-        else {
-            throw APIError(.badRequest, "unknown-app", "give bundleId for an admin key")
-        }
+        let app = try Self.app(for: identity, asked: request.uri.queryParameters.get("bundleId"), configuration.apps)
+        let bundleId = app.bundleId
         let requested = request.uri.queryParameters.get("environment").map(AppStoreEnvironment.init(rawValue:))
         let environment = requested ?? (app.environments.contains(.production) ? .production : .sandbox)
         guard app.environments.contains(environment) else {
@@ -87,6 +84,26 @@ struct CustomerAPI: Sendable {
             )
         }
         return try await answer(customerId, bundleId: bundleId, environment: environment)
+    }
+
+    /// The app a read is for: an app key's own (a `bundleId` parameter is not needed); for an admin key, the
+    /// `bundleId` parameter's, which must name a configured app, or the only app when one is configured. An admin
+    /// key's read without it on a server of several apps is refused, naming them, rather than read from one of them.
+    static func app(for identity: APIKeyIdentity, asked: String?, _ apps: [ServerConfiguration.App]) throws(APIError) -> ServerConfiguration.App {
+        if let own = identity.bundleId, let app = apps.first(where: { $0.bundleId == own }) { return app }
+        if let asked {
+            guard let app = apps.first(where: { $0.bundleId == asked }) else {
+                throw APIError(.badRequest, "unknown-app", "no app \(UntrustedText.quoted(asked, limit: 128)) is configured on this server")
+            }
+            return app
+        }
+        guard apps.count == 1, let only = apps.first else {
+            throw APIError(
+                .badRequest, "bundle-id-required",
+                "an admin key reads one app's customers: give bundleId, one of \(apps.map(\.bundleId).joined(separator: ", "))"
+            )
+        }
+        return only
     }
 
     /// The customer's answer in one app and environment, or 404 when the app has no data for them there.

@@ -117,6 +117,28 @@ struct OwnershipTests {
         }
     }
 
+    @Test("an admin key reads the app its bundleId names; without it on a server of several apps the read is refused naming them, and an unknown app is named")
+    func adminReadsNameTheirApp() async throws {
+        var testbed = try T(catalog: T.twoApps)
+        try testbed.engine.createCustomer(id: "bob")
+        let bobsUnlock = try testbed.engine.purchase(.init(customerId: "bob", productId: "other.unlock"))
+        try await testbed.withClient { client in
+            #expect(try await client.send(.post, "/v1/customers/bob/transactions", body: Self.transaction(bobsUnlock.signedTransaction), key: T.otherAppKey).status == 200)
+            let named = try await Self.view(client, "bob", key: T.adminKey, query: "environment=Sandbox&bundleId=com.example.other")
+            #expect(named.status == 200 && named.nonConsumables == ["other.unlock"])
+            // Not the first app's answer (404 there) in place of the one meant.
+            let unnamed = try await client.send(.get, "/v1/customers/bob?environment=Sandbox", key: T.adminKey)
+            #expect(unnamed.status == 400 && unnamed.errorCode == "bundle-id-required", "\(unnamed.json)")
+            #expect((unnamed.json["error"] as? [String: Any])?["message"] as? String
+                == "an admin key reads one app's customers: give bundleId, one of com.example.storekeeper, com.example.other")
+            let unknown = try await client.send(.get, "/v1/customers/bob?environment=Sandbox&bundleId=com.evil%0A", key: T.adminKey)
+            #expect(unknown.status == 400 && unknown.errorCode == "unknown-app", "\(unknown.json)")
+            #expect((unknown.json["error"] as? [String: Any])?["message"] as? String == #"no app 'com.evil\n' is configured on this server"#)
+            // An app key reads its own app whatever bundleId says.
+            #expect(try await Self.view(client, "bob", key: T.otherAppKey, query: "environment=Sandbox&bundleId=com.example.storekeeper").status == 200)
+        }
+    }
+
     @Test("no existence oracle: a customer known only to another app, or only in the other environment, is 404")
     func noExistenceOracle() async throws {
         var testbed = try T(catalog: T.twoApps)
