@@ -24,10 +24,9 @@ enum PostgresPasswordFile {
         } else {
             return nil
         }
-        // No file: no password, as libpq.
         // A link is followed, as libpq's `stat` does (the attributes would be the link's own).
         let target = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: target) else { return nil }
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: target) else { return nil } // No file: no password, as libpq.
         guard attributes[.type] as? FileAttributeType == .typeRegular else {
             throw StorageError("the password file \(UntrustedText.quoted(path, limit: 200)) is not a plain file")
         }

@@ -90,7 +90,13 @@ struct CustomerAPI: Sendable {
     /// `bundleId` parameter's, which must name a configured app, or the only app when one is configured. An admin
     /// key's read without it on a server of several apps is refused, naming them, rather than read from one of them.
     static func app(for identity: APIKeyIdentity, asked: String?, _ apps: [ServerConfiguration.App]) throws(APIError) -> ServerConfiguration.App {
-        if let own = identity.bundleId, let app = apps.first(where: { $0.bundleId == own }) { return app }
+        if let own = identity.bundleId {
+            // An app key reads its own app or nothing: never the one its request names.
+            guard let app = apps.first(where: { $0.bundleId == own }) else {
+                throw APIError(.forbidden, "unknown-app", "this key's app \(UntrustedText.quoted(own, limit: 128)) is not configured on this server")
+            }
+            return app
+        }
         if let asked {
             guard let app = apps.first(where: { $0.bundleId == asked }) else {
                 throw APIError(.badRequest, "unknown-app", "no app \(UntrustedText.quoted(asked, limit: 128)) is configured on this server")
