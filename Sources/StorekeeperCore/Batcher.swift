@@ -153,7 +153,7 @@ public final class Batcher<Item: Sendable, Answer: Sendable>: Sendable {
             guard !batch.isEmpty else { return }
             counts.withLock { $0 = ($0.batches + 1, $0.items + batch.count) }
             // Not `\.item`: in a generic type, a key path is built at run time, on every batch.
-            let results = await run(batch.map { $0.item })
+            let results = await BatchArrival.$oldest.withValue(batch[0].since) { await run(batch.map { $0.item }) }
             for (index, waiting) in batch.enumerated() {
                 waiting.continuation.resume(
                     returning: index < results.count ? results[index] : .failure(StorageError("a batched request got no answer"))
@@ -161,4 +161,12 @@ public final class Batcher<Item: Sendable, Answer: Sendable>: Sendable {
             }
         }
     }
+}
+
+/// When the oldest request of the batch being run arrived (set while a ``Batcher``'s `run` runs, oldest first), so
+/// that a store bounds a batch's wait for a connection from that request's arrival, not from the batch's start: a
+/// request that waited for a free worker behind a batch that itself waited for a connection (a database that stopped
+/// answering) would otherwise wait for both, up to twice `connect_timeout`.
+public enum BatchArrival {
+    @TaskLocal public static var oldest: ContinuousClock.Instant?
 }

@@ -1,4 +1,5 @@
 import Synchronization
+import StorekeeperCore
 
 /// Bounds how long the store's operations wait for a pooled connection (`connect_timeout`), with one sweeper for all
 /// of them instead of a timer each.
@@ -78,12 +79,14 @@ final class PostgresLeaseWatch: Sendable {
     }
 
     /// Runs `operation` in a task of its own, cancelled if it has no connection (``Lease/leased()``) within
-    /// ``timeout``; then throws `timedOut()`'s error instead of the cancellation's. Cancelling the caller cancels it.
+    /// ``timeout`` (of the arrival of the oldest request of the batch it runs for, ``BatchArrival``, if any: a request
+    /// waits that long in all); then throws `timedOut()`'s error instead of the cancellation's. Cancelling the caller
+    /// cancels it.
     func run<T: Sendable>(
         _ operation: @escaping @Sendable (Lease) async throws -> T,
         timedOut: () -> any Error
     ) async throws -> T {
-        let lease = Lease(deadline: .now + timeout)
+        let lease = Lease(deadline: (BatchArrival.oldest ?? .now) + timeout)
         let task = Task { try await operation(lease) }
         lease.cancel.withLock { $0 = { task.cancel() } }
         let id = registry.withLock { registry in

@@ -51,6 +51,42 @@ struct PostgresTimeoutTests {
         await store.close()
     }
 
+    @Test("a read queued behind a batch that waits for a connection fails within connect_timeout of its own arrival, not after both waits")
+    func queuedReadBoundedFromArrival() async throws {
+        let harness = try LedgerHarness.monthlySubscribers(["erin"])
+        let notification = try #require(try await harness.verifiedNotifications().first)
+        var url = try await PostgresTestDatabase.create()
+        url.poolSize = 2 // One connection listens: one is left for reads and writes.
+        url.readConcurrency = 1 // A second read waits for the first's batch to end.
+        url.connectTimeout = .seconds(4)
+        let store = try await PostgresLedgerStore.open(url)
+        let family = try #require(notification.transaction?.payload)
+        let key = PostgresWriteTransaction.lockKey(family: LedgerKey(family.environment!, family.originalTransactionId))
+        let write = try await PostgresTestDatabase.withClient(url) { client in
+            try await client.withTransaction(logger: Logger(label: "test")) { connection -> Task<ApplyOutcome, any Error> in
+                // The store's only connection is held by a write waiting for this transaction's lock.
+                _ = try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(key), 0))", logger: Logger(label: "test")).collect()
+                let write = Task { try await store.apply(notification) }
+                try await PostgresStoreTests.waitUntilALockIsAwaited(connection)
+                let read = { @Sendable () async -> Duration in
+                    let started = ContinuousClock.now
+                    _ = try? await store.entitlementLedger(for: "erin", bundleId: "com.example.storekeeper", environment: .sandbox)
+                    return ContinuousClock.now - started
+                }
+                let first = Task { await read() }
+                try await Task.sleep(for: .seconds(1))
+                // Queued behind the first read's batch, which waits for the connection until 4 s after it began.
+                let second = await read()
+                #expect(await first.value >= .seconds(4))
+                // 4 s of its own (+ the sweep's tenth), not the 3 s left of the first's wait and 4 s more.
+                #expect(second >= .seconds(3.9) && second < .seconds(5.5), "\(second)")
+                return write
+            }
+        }
+        #expect(try await write.value == .applied)
+        await store.close()
+    }
+
     @Test("a write waiting on a lock longer than statement_timeout fails with a clear error and leaves nothing behind; the others of its batch go through; it succeeds once the lock is free")
     func statementTimeout() async throws {
         let harness = try LedgerHarness.monthlySubscribers(["carol", "dave"])
