@@ -81,8 +81,8 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
         // Foundation escapes a malformed escape's `%` itself (`%zz` would be a password of `%zz`, refused by the server
         // as wrong); libpq refuses it: so do we, naming the part, not its text.
         let (rawUser, rawPassword) = Self.userInfo(text)
-        for (part, raw) in [("user name", rawUser), ("password", rawPassword)] where raw.map(Self.hasMalformedEscape) == true {
-            throw StorageError("the database URL's \(part) has a malformed %-escape (a % in it is written %25)")
+        for (part, raw) in [("user name", rawUser), ("password", rawPassword)] where raw.map({ $0.removingPercentEncoding == nil }) == true {
+            throw StorageError("the database URL's \(part) has a malformed %-escape, or one that is not UTF-8 (a % in it is written %25)")
         }
         let user = encodedUser.removingPercentEncoding ?? encodedUser
         let encodedPassword = components.percentEncodedPassword
@@ -136,7 +136,8 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
         if password == nil { password = try PostgresPasswordFile.password(for: self, environment: environment) }
     }
 
-    /// The user and password of a URL's authority, as written (escapes not decoded).
+    /// The user and password of a URL's authority, as written (escapes not decoded: a malformed one, or one
+    /// that is not UTF-8, makes `removingPercentEncoding` nil).
     private static func userInfo(_ text: String) -> (user: Substring?, password: Substring?) {
         guard let scheme = text.range(of: "://") else { return (nil, nil) }
         let authority = text[scheme.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
@@ -144,21 +145,6 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
         let info = authority[..<at]
         guard let colon = info.firstIndex(of: ":") else { return (info, nil) }
         return (info[..<colon], info[info.index(after: colon)...])
-    }
-
-    /// Whether a `%` in `text` is not followed by two hexadecimal digits.
-    private static func hasMalformedEscape(_ text: Substring) -> Bool {
-        let bytes = Array(text.utf8)
-        var index = 0
-        while index < bytes.count {
-            if bytes[index] == UInt8(ascii: "%") {
-                guard index + 2 < bytes.count, bytes[index + 1].isHexDigit, bytes[index + 2].isHexDigit else { return true }
-                index += 3
-            } else {
-                index += 1
-            }
-        }
-        return false
     }
 
     /// An option's whole number, refused (named, with the value escaped) outside `range`.
@@ -298,12 +284,5 @@ extension PostgresDatabaseURL {
         } catch {
             throw StorageError("cannot \(what) on \(redacted): \(PostgresLedgerStore.describe(error))")
         }
-    }
-}
-
-private extension UInt8 {
-    var isHexDigit: Bool {
-        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(self)
-            || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(self)
     }
 }

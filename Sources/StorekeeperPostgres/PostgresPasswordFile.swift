@@ -61,7 +61,7 @@ enum PostgresPasswordFile {
     private static func fields(_ line: Substring) -> [(text: String, anything: Bool)] {
         var fields: [(text: String, anything: Bool)] = []
         var current = ""
-        var escapes = 0
+        var wasEscaped = false
         var escaped = false
         for character in line {
             if escaped {
@@ -69,11 +69,11 @@ enum PostgresPasswordFile {
                 escaped = false
             } else if character == "\\" {
                 escaped = true
-                escapes += 1
+                wasEscaped = true
             } else if character == ":", fields.count < 4 {
-                fields.append((current, current == "*" && escapes == 0))
+                fields.append((current, current == "*" && !wasEscaped))
                 current = ""
-                escapes = 0
+                wasEscaped = false
             } else {
                 current.append(character)
             }

@@ -12,6 +12,26 @@ import Testing
 /// (`connect_timeout`, `statement_timeout`) with clear errors, and nothing left broken once the database is fine.
 @Suite("PostgreSQL store: timeouts", .enabled(if: PostgresTestDatabase.url != nil, PostgresTestDatabase.skipReason), .dropsTestDatabases)
 struct PostgresTimeoutTests {
+    /// Runs `body` while the store's one free connection (a pool of 2, one listening) is held by a write of
+    /// `notification` waiting for its family's lock, which a transaction of this test holds; returns that write, which
+    /// goes through once `body` has ended and the lock with it.
+    static func whileAWriteWaits(
+        _ store: PostgresLedgerStore, _ url: PostgresDatabaseURL, applying notification: VerifiedNotification,
+        _ body: @escaping @Sendable () async throws -> Void
+    ) async throws -> Task<ApplyOutcome, any Error> {
+        let family = try #require(notification.transaction?.payload)
+        let key = PostgresWriteTransaction.lockKey(family: LedgerKey(family.environment!, family.originalTransactionId))
+        return try await PostgresTestDatabase.withClient(url) { client in
+            try await client.withTransaction(logger: Logger(label: "test")) { connection -> Task<ApplyOutcome, any Error> in
+                _ = try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(key), 0))", logger: Logger(label: "test")).collect()
+                let write = Task { try await store.apply(notification) }
+                try await PostgresStoreTests.waitUntilALockIsAwaited(connection)
+                try await body()
+                return write
+            }
+        }
+    }
+
     @Test("with no connection free within connect_timeout, a read and a write fail with a clear error instead of waiting without end; they succeed once one is free")
     func noConnectionWithinTimeout() async throws {
         let harness = try LedgerHarness.monthlySubscribers(["alice", "bob"])
@@ -23,25 +43,16 @@ struct PostgresTimeoutTests {
         url.connectTimeout = .seconds(1)
         let store = try await PostgresLedgerStore.open(url)
         _ = try await store.submit(submission.0, customerId: "alice")
-        let family = try #require(notification.transaction?.payload)
-        let key = PostgresWriteTransaction.lockKey(family: LedgerKey(family.environment!, family.originalTransactionId))
-        let write = try await PostgresTestDatabase.withClient(url) { client in
-            try await client.withTransaction(logger: Logger(label: "test")) { connection -> Task<ApplyOutcome, any Error> in
-                // This transaction holds the family's lock: the store's write takes its one free connection and waits.
-                _ = try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(key), 0))", logger: Logger(label: "test")).collect()
-                let write = Task { try await store.apply(notification) }
-                try await PostgresStoreTests.waitUntilALockIsAwaited(connection)
-                let started = ContinuousClock.now
-                let error = await #expect(throws: StorageError.self) {
-                    _ = try await store.entitlementLedger(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox)
-                }
-                #expect(error?.message.contains("no database connection within 1 s (connect_timeout)") == true, "\(error?.message ?? "")")
-                #expect(ContinuousClock.now - started < .seconds(5))
-                // A notification of another family too: a storage failure (a 5xx for Apple to retry), not a hang.
-                let refused = await #expect(throws: StorageError.self) { _ = try await store.apply(other) }
-                #expect(refused?.message.contains("no database connection within 1 s") == true, "\(refused?.message ?? "")")
-                return write
-            }
+        let write = try await Self.whileAWriteWaits(store, url, applying: notification) {
+        let started = ContinuousClock.now
+        let error = await #expect(throws: StorageError.self) {
+            _ = try await store.entitlementLedger(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox)
+        }
+        #expect(error?.message.contains("no database connection within 1 s (connect_timeout)") == true, "\(error?.message ?? "")")
+        #expect(ContinuousClock.now - started < .seconds(5))
+        // A notification of another family too: a storage failure (a 5xx for Apple to retry), not a hang.
+        let refused = await #expect(throws: StorageError.self) { _ = try await store.apply(other) }
+        #expect(refused?.message.contains("no database connection within 1 s") == true, "\(refused?.message ?? "")")
         }
         // The lock released, the write goes through, and the connection serves reads again.
         #expect(try await write.value == .applied)
@@ -60,28 +71,19 @@ struct PostgresTimeoutTests {
         url.readConcurrency = 1 // A second read waits for the first's batch to end.
         url.connectTimeout = .seconds(4)
         let store = try await PostgresLedgerStore.open(url)
-        let family = try #require(notification.transaction?.payload)
-        let key = PostgresWriteTransaction.lockKey(family: LedgerKey(family.environment!, family.originalTransactionId))
-        let write = try await PostgresTestDatabase.withClient(url) { client in
-            try await client.withTransaction(logger: Logger(label: "test")) { connection -> Task<ApplyOutcome, any Error> in
-                // The store's only connection is held by a write waiting for this transaction's lock.
-                _ = try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(key), 0))", logger: Logger(label: "test")).collect()
-                let write = Task { try await store.apply(notification) }
-                try await PostgresStoreTests.waitUntilALockIsAwaited(connection)
-                let read = { @Sendable () async -> Duration in
-                    let started = ContinuousClock.now
-                    _ = try? await store.entitlementLedger(for: "erin", bundleId: "com.example.storekeeper", environment: .sandbox)
-                    return ContinuousClock.now - started
-                }
-                let first = Task { await read() }
-                try await Task.sleep(for: .seconds(1))
-                // Queued behind the first read's batch, which waits for the connection until 4 s after it began.
-                let second = await read()
-                #expect(await first.value >= .seconds(4))
-                // 4 s of its own (+ the sweep's tenth), not the 3 s left of the first's wait and 4 s more.
-                #expect(second >= .seconds(3.9) && second < .seconds(5.5), "\(second)")
-                return write
-            }
+        let write = try await Self.whileAWriteWaits(store, url, applying: notification) {
+        let read = { @Sendable () async -> Duration in
+            let started = ContinuousClock.now
+            _ = try? await store.entitlementLedger(for: "erin", bundleId: "com.example.storekeeper", environment: .sandbox)
+            return ContinuousClock.now - started
+        }
+        let first = Task { await read() }
+        try await Task.sleep(for: .seconds(1))
+        // Queued behind the first read's batch, which waits for the connection until 4 s after it began.
+        let second = await read()
+        #expect(await first.value >= .seconds(4))
+        // 4 s of its own (+ the sweep's tenth), not the 3 s left of the first's wait and 4 s more.
+        #expect(second >= .seconds(3.9) && second < .seconds(5.5), "\(second)")
         }
         #expect(try await write.value == .applied)
         await store.close()
