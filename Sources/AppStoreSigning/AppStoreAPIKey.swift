@@ -37,15 +37,26 @@ public struct AppStoreAPIKey: Sendable, CustomStringConvertible, CustomDebugStri
         self.bundleID = bundleID
     }
 
-    /// A key read from a `.p8` file.
+    /// A key read from a `.p8` file, which only its owner may read or write (as App Store Connect's download asks:
+    /// the key signs for the whole team); a file group or others may read is refused, naming the fix (`chmod 600`).
     public init(issuerID: String, keyID: String, bundleID: String, privateKeyFile path: String) throws(SigningError) {
-        let pem: String
-        do {
-            pem = try String(contentsOfFile: path, encoding: .utf8)
-        } catch {
-            throw SigningError(.unreadableKeyFile, "cannot read the private key file '\(path)'")
+        let shown = "'\(path.count > 256 ? path.prefix(256) + "…" : Substring(path))'"
+        let data: [UInt8]
+        switch SecretFile.read(path) {
+        case .success(let contents): data = contents
+        case .failure(.exposed(let mode)):
+            throw SigningError(.exposedKeyFile, SecretFile.describe(.exposed(mode: mode), shown, what: "private key file"))
+        case .failure(let problem):
+            throw SigningError(.unreadableKeyFile, SecretFile.describe(problem, shown, what: "private key file"))
         }
-        try self.init(issuerID: issuerID, keyID: keyID, bundleID: bundleID, privateKeyPEM: pem)
+        guard let pem = String(validating: data, as: UTF8.self) else {
+            throw SigningError(.invalidPrivateKey, "the private key file \(shown) is not text (a .p8 file is PEM: -----BEGIN PRIVATE KEY-----)")
+        }
+        do {
+            try self.init(issuerID: issuerID, keyID: keyID, bundleID: bundleID, privateKeyPEM: pem)
+        } catch {
+            throw SigningError(error.code, "\(shown): \(error.message)")
+        }
     }
 
     /// A key around an existing P-256 private key (the simulator makes its own).

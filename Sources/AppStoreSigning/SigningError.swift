@@ -10,6 +10,8 @@ public struct SigningError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let invalidPrivateKey = Code(rawValue: "invalid-private-key")
         /// The private key file could not be read.
         public static let unreadableKeyFile = Code(rawValue: "unreadable-key-file")
+        /// The private key file may be read or written by group or others (it must be mode 0600 or stricter).
+        public static let exposedKeyFile = Code(rawValue: "exposed-key-file")
         /// A token lifetime outside what Apple accepts (more than 0, at most 60 minutes).
         public static let invalidLifetime = Code(rawValue: "invalid-lifetime")
         /// A required credential (issuer ID, key ID, bundle ID) is empty.

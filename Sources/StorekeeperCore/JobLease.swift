@@ -26,17 +26,55 @@ public struct JobLease: Sendable {
         self.duration = duration
     }
 
-    /// This process, as lease holders and logs name it: host, process ID and a random suffix (a restarted process
-    /// on the same host is another holder). The host name is the kernel's (`gethostname`), never a DNS look-up.
+    /// This process, as lease holders and logs name it: host, process ID, a random suffix (a restarted process on
+    /// the same host is another holder) and the process's scope on this host (``processScope``). The host name is the
+    /// kernel's (`gethostname`), never a DNS look-up.
     public static let instanceName: String = {
-        var buffer = [CChar](repeating: 0, count: 256)
-        let host = gethostname(&buffer, buffer.count) == 0 ? String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "host"
-        return "\(host)/\(ProcessInfo.processInfo.processIdentifier)/\(UUID().uuidString.prefix(8).lowercased())"
+        "\(hostName)/\(ProcessInfo.processInfo.processIdentifier)/\(UUID().uuidString.prefix(8).lowercased())/\(processScope)"
     }()
 
-    /// Takes the lease, or renews it when this holder has it; whether this holder has it now.
+    static let hostName: String = {
+        var buffer = [CChar](repeating: 0, count: 256)
+        return gethostname(&buffer, buffer.count) == 0 ? String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "host"
+    }()
+
+    /// Where this process's ID means this process: the boot and the PID namespace (Linux), so that a holder whose
+    /// process ID is looked up is looked up on the same machine, since the same boot, in the same namespace (two
+    /// containers may share a host name, never a PID namespace).
+    static let processScope: String = {
+        #if os(Linux)
+        let boot = (try? String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8))?.prefix(8) ?? "boot"
+        let namespace = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/ns/pid"))?
+            .filter(\.isNumber) ?? "ns"
+        return "\(boot)-\(namespace)"
+        #else
+        return "local"
+        #endif
+    }()
+
+    /// Whether `holder` names a process of this host and scope that no longer runs (killed, crashed, interrupted
+    /// before it could give its lease back): its lease need not be waited out. Holders named otherwise (another
+    /// host, an earlier version's name) are never judged dead.
+    static func isDeadLocalProcess(_ holder: String) -> Bool {
+        let parts = holder.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 4, parts[0] == hostName, parts[3] == processScope, let pid = Int32(parts[1]),
+            pid != ProcessInfo.processInfo.processIdentifier, pid > 0
+        else { return false }
+        return kill(pid, 0) != 0 && errno == ESRCH
+    }
+
+    /// Takes the lease, or renews it when this holder has it; whether this holder has it now. A lease held by a
+    /// process of this host that no longer runs is taken at once.
     public func acquire() async throws(StorageError) -> Bool {
-        try await store.acquireLease(job, holder: holder, duration: duration)
+        if try await store.acquireLease(job, holder: holder, duration: duration) { return true }
+        guard let current = try await store.leaseHolder(job), Self.isDeadLocalProcess(current) else { return false }
+        try await store.releaseLease(job, holder: current)
+        return try await store.acquireLease(job, holder: holder, duration: duration)
+    }
+
+    /// Who holds the lease now (for a refusal's message), or nil.
+    public func holderNow() async -> String? {
+        try? await store.leaseHolder(job)
     }
 
     /// Gives the lease back, if this holder has it (not from a cancelled task: the store would refuse it).

@@ -124,6 +124,9 @@ public protocol LedgerStore: Sendable {
     /// Gives a job's lease back, if `holder` has it.
     func releaseLease(_ job: String, holder: String) async throws(StorageError)
 
+    /// Who holds a job's lease now, or nil when nobody does (or the lease has lapsed).
+    func leaseHolder(_ job: String) async throws(StorageError) -> String?
+
     /// Which database holds the ledger (`sqlite`, `postgresql`), for `/health` and logs.
     var databaseKind: String { get }
 }

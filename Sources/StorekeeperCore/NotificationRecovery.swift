@@ -70,69 +70,181 @@ public struct NotificationRecovery: Sendable {
         public var missingCount = 0
         public var watermarkBefore: Date?
         public var watermarkAfter: Date?
+        /// Whether the run read all it had to: false when part of its window (``uncovered``) is no longer in the App
+        /// Store's history, so that notifications created then can no longer be fetched.
+        public var complete = true
+        /// The part of the window the App Store no longer holds, when the run is not ``complete``.
+        public var uncovered: DateInterval?
+        /// How far ahead of this server's clock the App Store's was found to be, in seconds, when it refused a start
+        /// date this server's clock says is inside its window (a simulator whose clock was advanced, say).
+        public var appStoreClockAheadSeconds: Double?
     }
+
+    /// How far past the start of a run the history requests end: the App Store clamps an end in the future to its own
+    /// now, so a year covers an App Store clock up to a year ahead of this server's.
+    static let endReach: TimeInterval = 366 * 86_400
 
     /// One run: the history since the watermark (or `since`), and every failed delivery when `failures` is set.
     /// `dryRun` reads and verifies, and reports what the ledger lacks, changing nothing. Fails with the App Store
     /// Server API's error (``AppStoreServerAPIError``) or the ledger's (``StorageError``); the watermark then stays.
+    /// A run whose window began before what the App Store still holds is not ``Report/complete``; it moves the
+    /// watermark all the same (what is gone cannot come back), and says which part is lost.
     public func run(since: Date? = nil, failures: Bool = true, dryRun: Bool = false) async throws -> Report {
         let started = now()
         let watermark = try await ingester.store.recoveryWatermark(app)
+        // An hour inside the App Store's window, so that a request made a little later is still inside it.
         let earliest = started.addingTimeInterval(-historyWindow + 3_600)
-        let from = max(earliest, since ?? watermark.map { $0.addingTimeInterval(-settings.overlap) } ?? earliest)
+        let requested = since ?? watermark.map { $0.addingTimeInterval(-settings.overlap) }
         var report = Report(
-            bundleId: app.bundleId, environment: app.environment.rawValue, from: from, to: started, failuresPass: failures, dryRun: dryRun,
-            watermarkBefore: watermark
+            bundleId: app.bundleId, environment: app.environment.rawValue, from: max(earliest, requested ?? earliest), to: started,
+            failuresPass: failures, dryRun: dryRun, watermarkBefore: watermark
         )
-        // The App Store clamps an end in the future to its own now, so a clock ahead of ours loses nothing.
-        let end = started.addingTimeInterval(86_400)
-        var seen = Set<String>()
-        try await read(
-            NotificationHistoryRequest(startDate: from, endDate: end), into: &report, seen: &seen, watermark: RecoveryWatermark(app: app, date: started)
-        )
-        if failures {
-            try await read(NotificationHistoryRequest(startDate: earliest, endDate: end, onlyFailures: true), into: &report, seen: &seen, watermark: nil)
+        if let requested, requested < earliest {
+            report.complete = false
+            report.uncovered = DateInterval(start: requested, end: earliest)
+        }
+        do {
+            try await read(into: &report, started: started, earliest: earliest, requested: requested, failures: failures)
+        } catch {
+            throw Stopped(report: report, cause: error)
         }
         if !dryRun {
-            report.watermarkAfter = started
-            metrics.recoveryRun(
-                bundleId: app.bundleId, environment: app.environment.rawValue, finishedAt: now(),
-                lagSeconds: max(0, now().timeIntervalSince(started))
-            )
+            metrics.credentials(bundleId: app.bundleId, environment: app.environment.rawValue, refused: false)
+            if report.complete {
+                metrics.recoveryRun(
+                    bundleId: app.bundleId, environment: app.environment.rawValue, finishedAt: now(),
+                    lagSeconds: max(0, now().timeIntervalSince(started))
+                )
+            }
         }
         return report
     }
 
-    /// Every page of one history request; the last page carries `watermark` into its commit. `seen`: the UUIDs a dry
-    /// run already reported (both passes can meet the same notification).
+    /// A run that stopped before its end (the App Store or the ledger failed, or its task was cancelled, e.g. by
+    /// Ctrl-C): what it had fetched and applied until then (each page applied stays applied; the watermark moves only
+    /// with a run's last page), and why it stopped.
+    public struct Stopped: Error, Sendable, CustomStringConvertible {
+        public var report: Report
+        public var cause: any Error & Sendable
+        public var description: String { "\(cause)" }
+    }
+
+    /// The two passes of a run: the history from the window's start (its last page moves the watermark), then every
+    /// failed delivery still in the App Store's history (when `failures`).
+    private func read(into report: inout Report, started: Date, earliest: Date, requested: Date?, failures: Bool) async throws {
+        let end = started.addingTimeInterval(Self.endReach)
+        var seen = Set<String>()
+        // The watermark names the App Store's clock: when it is ahead of ours, the next run starts where this one ended.
+        let main = try await self.read(
+            NotificationHistoryRequest(startDate: report.from, endDate: end), into: &report, seen: &seen,
+            watermark: { ahead in RecoveryWatermark(app: app, date: started.addingTimeInterval(ahead ?? 0)) }
+        )
+        // How far ahead of ours the App Store's clock is, when a refused start date shows it.
+        var offset = main.clockAhead
+        if main.clockAhead != nil, requested != nil {
+            // Moved forward only to what the App Store's clock allows: what lay before is gone (a first run asks for
+            // the App Store's own earliest, and loses nothing by it).
+            report.complete = false
+            report.uncovered = DateInterval(start: report.uncovered?.start ?? report.from, end: main.start)
+        }
+        report.from = main.start
+        if !report.dryRun { report.watermarkAfter = started.addingTimeInterval(main.clockAhead ?? 0) }
+        if failures {
+            let pass = try await self.read(
+                NotificationHistoryRequest(startDate: earliest.addingTimeInterval(offset ?? 0), endDate: end, onlyFailures: true),
+                into: &report, seen: &seen, watermark: nil
+            )
+            offset = offset ?? pass.clockAhead
+        }
+        report.appStoreClockAheadSeconds = offset.map { $0.rounded() }
+    }
+
+    /// What reading one request found of the App Store's clock.
+    struct Read {
+        /// The start date the App Store accepted (the request's, unless its clock is ahead of ours).
+        var start: Date
+        /// How far ahead of ours the App Store's clock is, when its refusal of the request's start showed it.
+        var clockAhead: TimeInterval?
+    }
+
+    /// Every page of one history request; the last page carries the watermark (made with the App Store's clock offset,
+    /// when one was found) into its commit. `seen`: the UUIDs a dry run already reported (both passes can meet the
+    /// same notification).
     private func read(
-        _ request: NotificationHistoryRequest, into report: inout Report, seen: inout Set<String>, watermark: RecoveryWatermark?
-    ) async throws {
+        _ request: NotificationHistoryRequest, into report: inout Report, seen: inout Set<String>,
+        watermark: ((TimeInterval?) -> RecoveryWatermark)?
+    ) async throws -> Read {
         var request = request
-        var pages = try client.notificationHistory(request)
-        var token: String? = nil
-        var shifts = 0
-        repeat {
-            let page: NotificationHistoryResponse
-            let next: String?
-            do {
-                (page, next) = try await pages.page(after: token)
-            } catch {
-                guard error.errorCode == 4_000_012, token == nil, shifts < 60 else { throw error }
-                // The App Store's clock is ahead of ours (a simulator whose clock was advanced): start a day later.
-                shifts += 1
-                request.startDate = request.startDate.addingTimeInterval(86_400)
-                logger.warning("notification history refused the start date; the App Store's clock is ahead of this server's", metadata: [
-                    "app.bundle_id": .string(app.bundleId), "app.environment": .string(app.environment.rawValue),
-                ])
-                pages = try client.notificationHistory(request)
-                continue
-            }
-            token = next
+        let requestedStart = request.startDate
+        var (page, token) = try await firstPage(&request)
+        var read = Read(start: request.startDate)
+        if request.startDate > requestedStart {
+            // The App Store's window ends `historyWindow` before its now: the earliest start it took says where that is.
+            read.clockAhead = request.startDate.addingTimeInterval(historyWindow).timeIntervalSince(now())
+            logger.warning("notification history refused the start date: the App Store's clock is ahead of this server's", metadata: [
+                "app.bundle_id": .string(app.bundleId), "app.environment": .string(app.environment.rawValue),
+                "recovery.app_store_clock_ahead_seconds": .stringConvertible(Int(read.clockAhead ?? 0)),
+            ])
+        }
+        let pages = try client.notificationHistory(request)
+        while true {
             report.pages += 1
             report.fetched += page.notificationHistory.count
-            try await take(page, into: &report, seen: &seen, watermark: next == nil ? watermark : nil)
-        } while token != nil
+            try await take(page, into: &report, seen: &seen, watermark: token == nil ? watermark?(read.clockAhead) : nil)
+            guard let next = token else { return read }
+            (page, token) = try await pages.page(after: next)
+        }
+    }
+
+    /// The first page of `request`. When the App Store refuses its start date as too far in the past
+    /// (`StartDateTooFarInPastError`, 4000012) although this server's clock puts it inside the window, the App Store's
+    /// clock is ahead: the start moves forward to the earliest the App Store takes (found to within a minute, doubling
+    /// the step and then halving it), and `request` is changed to it.
+    private func firstPage(_ request: inout NotificationHistoryRequest) async throws -> (NotificationHistoryResponse, String?) {
+        if let first = try await firstPage(request, from: request.startDate) { return first }
+        var refused = request.startDate
+        var step: TimeInterval = 86_400
+        var acceptedStart = request.startDate
+        var acceptedPage: (NotificationHistoryResponse, String?)? = nil
+        while acceptedPage == nil {
+            let candidate = refused.addingTimeInterval(step)
+            guard candidate < request.endDate else {
+                throw AppStoreServerAPIError(
+                    kind: .apiError, message: "notification history refused every start date up to \(request.endDate): the App Store's clock is "
+                        + "more than \(Int(Self.endReach / 86_400)) days ahead of this server's", errorCode: 4_000_012
+                )
+            }
+            if let page = try await firstPage(request, from: candidate) {
+                acceptedStart = candidate
+                acceptedPage = page
+            } else {
+                refused = candidate
+                step *= 2
+            }
+        }
+        while acceptedStart.timeIntervalSince(refused) > 60 {
+            let middle = refused.addingTimeInterval(acceptedStart.timeIntervalSince(refused) / 2)
+            if let page = try await firstPage(request, from: middle) {
+                acceptedStart = middle
+                acceptedPage = page
+            } else {
+                refused = middle
+            }
+        }
+        request.startDate = acceptedStart
+        return acceptedPage!
+    }
+
+    /// The first page of `request` from `start`, or nil when the App Store refuses the start as too far in the past.
+    private func firstPage(_ request: NotificationHistoryRequest, from start: Date) async throws -> (NotificationHistoryResponse, String?)? {
+        var candidate = request
+        candidate.startDate = start
+        do {
+            return try await client.notificationHistory(candidate).page(after: nil)
+        } catch {
+            guard error.errorCode == 4_000_012 else { throw error }
+            return nil
+        }
     }
 
     /// Verifies one page (refusals kept for audit, as the webhook keeps them) and applies what verified in one

@@ -1,4 +1,5 @@
 import AppStoreModels
+import AppStoreServerAPI
 import Foundation
 import Synchronization
 public import Logging
@@ -50,6 +51,7 @@ public struct NotificationRecoveryService: Service {
         let app: Logger.Metadata = ["app.bundle_id": .string(recovery.app.bundleId), "app.environment": .string(recovery.app.environment.rawValue)]
         let started = recovery.now()
         let failures = state.lastFailuresPass.withLock { $0 }.map { started.timeIntervalSince($0) >= recovery.settings.failuresInterval } ?? true
+        let metrics = recovery.metrics
         do {
             let report = try await recovery.run(failures: failures)
             if failures { state.lastFailuresPass.withLock { $0 = started } }
@@ -59,11 +61,29 @@ public struct NotificationRecoveryService: Service {
                 "recovery.recorded": .stringConvertible(report.recorded), "recovery.duplicates": .stringConvertible(report.duplicates),
                 "recovery.refused": .stringConvertible(report.refused), "recovery.failures_pass": .stringConvertible(failures),
             ]) { $1 })
-        } catch is CancellationError {
-            return
+            if let lost = report.uncovered, !report.complete {
+                logger.error(
+                    "\("notification recovery could not cover its window: the App Store's history no longer holds what it created then; ")\("notifications of that time that this server did not receive are lost (reconcile the customers to repair their purchases)")",
+                    metadata: app.merging([
+                        "recovery.uncovered_from": .string(lost.start.formatted(.iso8601)), "recovery.uncovered_to": .string(lost.end.formatted(.iso8601)),
+                    ]) { $1 }
+                )
+            }
+            metrics.recoveryRunEnded(bundleId: recovery.app.bundleId, environment: recovery.app.environment.rawValue, outcome: report.complete ? "complete" : "incomplete")
         } catch {
+            let cause = (error as? NotificationRecovery.Stopped)?.cause ?? error
+            if cause is CancellationError || Task.isCancelled { return }
+            metrics.recoveryRunEnded(bundleId: recovery.app.bundleId, environment: recovery.app.environment.rawValue, outcome: "failed")
+            if let api = cause as? AppStoreServerAPIError, api.kind == .unauthorized {
+                metrics.credentials(bundleId: recovery.app.bundleId, environment: recovery.app.environment.rawValue, refused: true)
+                logger.error(
+                    "notification recovery run failed: the App Store refused this app's App Store Server API credentials (HTTP 401); check the key ID, issuer ID, private key and bundle ID in serverAPI",
+                    metadata: app
+                )
+                return
+            }
             logger.error("notification recovery run failed; it runs again at the next interval", metadata: app.merging([
-                "error": .string(UntrustedText.escaped(String(describing: error), limit: 512)),
+                "error": .string(UntrustedText.escaped(String(describing: cause), limit: 512)),
             ]) { $1 })
         }
     }

@@ -55,6 +55,23 @@ public struct Reconciler: Sendable {
         /// Records the ledger changed (0 in a dry run).
         public var recordsChanged = 0
         public var seconds = 0.0
+        /// Whether every purchase in scope was checked: false in the report of a run that stopped (``Stopped``).
+        public var complete = true
+        /// Purchases checked before the run ended (all of them when it is ``complete``).
+        public var checked = 0
+    }
+
+    /// The customer asked for has no data of the app in the environment (no purchase of theirs there, no token).
+    public struct UnknownCustomer: Error, Sendable, CustomStringConvertible {
+        public var customerId: String
+        public var description: String { "no customer '\(customerId)'" }
+    }
+
+    /// A reconciliation that stopped before its end (the App Store or the ledger failed, or its task was cancelled,
+    /// e.g. by Ctrl-C): what it had found and repaired until then, and why it stopped. What it repaired stays repaired.
+    public struct Stopped: Error, Sendable {
+        public var report: Report
+        public var cause: any Error & Sendable
     }
 
     /// How far a run has got.
@@ -68,12 +85,37 @@ public struct Reconciler: Sendable {
     public func reconcile(_ scope: Scope, dryRun: Bool, progress: (@Sendable (Progress) -> Void)? = nil) async throws -> Report {
         let started = ContinuousClock.now
         let originals = try await purchases(in: scope)
-        var report = Report(bundleId: app.bundleId, environment: app.environment.rawValue, dryRun: dryRun, purchases: originals.count)
+        let report = Report(bundleId: app.bundleId, environment: app.environment.rawValue, dryRun: dryRun, purchases: originals.count)
         let state = Shared(State(pending: originals))
+        func totals() -> Report {
+            let totals = state.value.withLock { $0.report }
+            var report = report
+            report.accountsFetched = totals.accountsFetched
+            report.requests = totals.requests
+            report.drift = totals.drift.sorted { ($0.originalTransactionId, $0.transactionId ?? "", $0.kind.rawValue, $0.field ?? "") < ($1.originalTransactionId, $1.transactionId ?? "", $1.kind.rawValue, $1.field ?? "") }
+            report.recordsChanged = totals.recordsChanged
+            report.checked = state.value.withLock { $0.done }
+            report.seconds = (ContinuousClock.now - started) / .seconds(1)
+            return report
+        }
+        do {
+            try await run(state: state, originals: originals, dryRun: dryRun, started: started, progress: progress)
+        } catch {
+            var partial = totals()
+            partial.complete = false
+            throw Stopped(report: partial, cause: error)
+        }
+        return totals()
+    }
+
+    private func run(
+        state: Shared, originals: [String], dryRun: Bool, started: ContinuousClock.Instant, progress: (@Sendable (Progress) -> Void)?
+    ) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<min(concurrency, max(1, originals.count)) {
                 group.addTask {
                     while let original = state.value.withLock({ $0.next() }) {
+                        try Task.checkCancellation()
                         let result = try await self.reconcile(original: original, dryRun: dryRun)
                         let snapshot = state.value.withLock { state in
                             state.finish(original, result)
@@ -85,13 +127,6 @@ public struct Reconciler: Sendable {
             }
             try await group.waitForAll()
         }
-        let totals = state.value.withLock { $0.report }
-        report.accountsFetched = totals.accountsFetched
-        report.requests = totals.requests
-        report.drift = totals.drift.sorted { ($0.originalTransactionId, $0.transactionId ?? "", $0.kind.rawValue, $0.field ?? "") < ($1.originalTransactionId, $1.transactionId ?? "", $1.kind.rawValue, $1.field ?? "") }
-        report.recordsChanged = totals.recordsChanged
-        report.seconds = (ContinuousClock.now - started) / .seconds(1)
-        return report
     }
 
     /// ``State`` behind a lock, shared by the workers.
@@ -145,6 +180,7 @@ public struct Reconciler: Sendable {
         case .allSubscriptions:
             return try await store.subscriptionFamilies(bundleId: app.bundleId, environment: app.environment).reversed()
         case .customer(let id):
+            guard try await store.customerExists(id, bundleId: app.bundleId, environment: app.environment) else { throw UnknownCustomer(customerId: id) }
             let ledger = try await store.ledger(for: id, bundleId: app.bundleId, environment: app.environment)
             let families = Set(ledger.transactions.values.filter { $0.info.bundleId == app.bundleId && ledger.customer(of: $0) == id }
                 .map(\.info.originalTransactionId))

@@ -75,6 +75,8 @@ public struct StorekeeperMetrics: Sendable {
         public static let databaseBatches = "storekeeper_database_batches_total"
         public static let databaseBatchedRequests = "storekeeper_database_batched_requests_total"
         public static let databaseRetries = "storekeeper_database_retries_total"
+        public static let recoveryRuns = "storekeeper_recovery_runs_total"
+        public static let credentialsRefused = "storekeeper_app_store_credentials_refused"
 
         public static let help: [String: String] = [
             notifications: "App Store Server Notifications received, by type and outcome.",
@@ -87,6 +89,8 @@ public struct StorekeeperMetrics: Sendable {
             databaseBatches: "PostgreSQL: batches run, by kind (notifications: transactions of live notifications; customer_reads: statements of customer reads for answers; a batch run again one by one after a failure counts once).",
             databaseBatchedRequests: "PostgreSQL: requests in those batches, by kind (divided by the batches: the mean batch size).",
             databaseRetries: "PostgreSQL: writes run again after a transient failure (deadlock, serialization failure, lost connection).",
+            recoveryRuns: "Recovery runs, by app, environment and outcome (complete; incomplete: part of its window is no longer in the App Store's history; failed).",
+            credentialsRefused: "1 when the App Store refused the app's App Store Server API credentials (HTTP 401) at its last authenticated call, 0 when it accepted them, by app and environment.",
         ]
     }
 
@@ -126,6 +130,17 @@ public struct StorekeeperMetrics: Sendable {
     /// A write run again after a transient failure.
     public func databaseRetry() {
         counter(Name.databaseRetries, []).increment()
+    }
+
+    /// A recovery run that ended, by outcome: `complete`, `incomplete` (part of the window it had to read is no longer in
+    /// the App Store's history) or `failed` (an error; it runs again at the next interval).
+    public func recoveryRunEnded(bundleId: String, environment: String, outcome: String) {
+        counter(Name.recoveryRuns, [("bundle_id", bundleId), ("environment", environment), ("outcome", outcome)]).increment()
+    }
+
+    /// What the App Store said of an app's credentials at an authenticated call: refused (401) or accepted.
+    public func credentials(bundleId: String, environment: String, refused: Bool) {
+        gauge(Name.credentialsRefused, [("bundle_id", bundleId), ("environment", environment)]).record(refused ? 1 : 0)
     }
 
     /// A recovery run that finished: when, and how far behind its watermark is.

@@ -1,5 +1,6 @@
-import Foundation
 import AppStoreModels
+import AppStoreSigning
+import Foundation
 import StorekeeperCore
 
 /// Where the password of a URL that gives none comes from, as libpq looks for it: the `PGPASSWORD` environment
@@ -24,20 +25,15 @@ enum PostgresPasswordFile {
         } else {
             return nil
         }
-        // A link is followed, as libpq's `stat` does (the attributes would be the link's own).
-        let target = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: target) else { return nil } // No file: no password, as libpq.
-        guard attributes[.type] as? FileAttributeType == .typeRegular else {
-            throw StorageError("the password file \(UntrustedText.quoted(path, limit: 200)) is not a plain file")
+        let shown = UntrustedText.quoted(path, limit: 200)
+        let contents: [UInt8]
+        switch SecretFile.read(path) {
+        case .success(let data): contents = data
+        case .failure(.missing): return nil // No file: no password, as libpq.
+        case .failure(let problem): throw StorageError(SecretFile.describe(problem, shown, what: "password file"))
         }
-        let mode = (attributes[.posixPermissions] as? NSNumber)?.intValue ?? 0o777
-        guard mode & 0o077 == 0 else {
-            throw StorageError(
-                "the password file \(UntrustedText.quoted(path, limit: 200)) may be read or written by group or others (mode \(String(mode & 0o777, radix: 8))): make it 0600 (chmod 600)"
-            )
-        }
-        guard let contents = FileManager.default.contents(atPath: target), let text = String(data: contents, encoding: .utf8) else {
-            throw StorageError("the password file \(UntrustedText.quoted(path, limit: 200)) cannot be read as UTF-8 text")
+        guard let text = String(validating: contents, as: UTF8.self) else {
+            throw StorageError("the password file \(shown) cannot be read as UTF-8 text")
         }
         return password(in: text, host: url.host, port: url.port, database: url.database, username: url.username)
     }

@@ -15,12 +15,12 @@ public import StorekeeperCore
 /// `jws_headers`), from which every raw JWS is given back byte for byte. The schema is in `SQLiteSchema.swift`.
 public final class SQLiteLedgerStore: LedgerStore {
     let pool: DatabasePool
+    /// The database file, for errors.
+    let path: String
     /// A test seam that runs inside write transactions at named points; throwing from it rolls the write back.
     let unsafeFaultInjection: (@Sendable (String) throws -> Void)?
     public let changes = LedgerChangeFeed()
     public var databaseKind: String { "sqlite" }
-    /// The job leases (``acquireLease(_:holder:duration:)``).
-    private let leases = Mutex<[String: (holder: String, expires: ContinuousClock.Instant)]>([:])
     /// The schema migrations this open applied, oldest first (empty when the database was up to date).
     public let migrationsApplied: [String]
     /// The JWS headers the ledger holds, by reference.
@@ -43,6 +43,7 @@ public final class SQLiteLedgerStore: LedgerStore {
             if let statementTrace { db.trace { event in if case .statement(let statement) = event { statementTrace(statement.sql) } } }
         }
         configuration.busyMode = .timeout(10)
+        try Self.checkAccess(path)
         do {
             try FileManager.default.createDirectory(
                 at: URL(fileURLWithPath: path).deletingLastPathComponent(), withIntermediateDirectories: true
@@ -67,8 +68,9 @@ public final class SQLiteLedgerStore: LedgerStore {
         } catch let error as StorageError {
             throw error
         } catch {
-            throw StorageError("cannot open the SQLite database at \(path): \(error)", underlying: error)
+            throw StorageError("cannot open the SQLite database at \(path): \(Self.explain(error, path: path) ?? "\(error)")", underlying: error)
         }
+        self.path = path
         self.unsafeFaultInjection = unsafeFaultInjection
     }
 
@@ -131,21 +133,31 @@ public final class SQLiteLedgerStore: LedgerStore {
         }
     }
 
-    /// A SQLite ledger has one `serve` process (the file's only writer), so its job leases live in this store's
-    /// memory: they order the holders within the process, and a process restarted after a crash is not kept waiting
-    /// for a lease its previous life held.
+    /// Leases live in the ledger (`job_leases`), so that every process on the file (a `serve`, a `recover`, a
+    /// `reconcile --all`) sees them; expiry is judged by the machine's clock, the one clock they share.
     public func acquireLease(_ job: String, holder: String, duration: Duration) async throws(StorageError) -> Bool {
-        let now = ContinuousClock.now
-        return leases.withLock { leases in
-            if let lease = leases[job], lease.holder != holder, lease.expires > now { return false }
-            leases[job] = (holder, now + duration)
-            return true
+        let now = Date().epochMilliseconds
+        let expires = now + Int64(duration / .milliseconds(1))
+        return try await write { db, _ in
+            try db.cachedStatement(sql: """
+                INSERT INTO job_leases (name, holder, expires_at) VALUES (?1, ?2, ?3)
+                ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+                WHERE job_leases.holder = excluded.holder OR job_leases.expires_at < ?4
+                """).execute(arguments: [job, holder, expires, now])
+            return db.changesCount > 0
         }
     }
 
     public func releaseLease(_ job: String, holder: String) async throws(StorageError) {
-        leases.withLock { leases in
-            if leases[job]?.holder == holder { leases[job] = nil }
+        try await write { db, _ in
+            try db.cachedStatement(sql: "DELETE FROM job_leases WHERE name = ? AND holder = ?").execute(arguments: [job, holder])
+        }
+    }
+
+    public func leaseHolder(_ job: String) async throws(StorageError) -> String? {
+        let now = Date().epochMilliseconds
+        return try await read { db in
+            try String.fetchOne(db.cachedStatement(sql: "SELECT holder FROM job_leases WHERE name = ? AND expires_at >= ?"), arguments: [job, now])
         }
     }
 
@@ -333,7 +345,7 @@ public final class SQLiteLedgerStore: LedgerStore {
         } catch let error as StorageError {
             throw error
         } catch {
-            throw StorageError("write failed: \(error)", underlying: error)
+            throw StorageError("write failed: \(Self.explain(error, path: path) ?? "\(error)")", underlying: error)
         }
     }
 

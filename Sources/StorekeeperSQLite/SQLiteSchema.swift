@@ -127,6 +127,13 @@ extension SQLiteLedgerStore {
                     PRIMARY KEY (bundle_id, environment));
                 """)
         }
+        migrator.registerMigration("v9: job leases") { db in
+            // Scheduled jobs (recovery, retention) and `recover`/`reconcile --all` take a lease here, so that the
+            // processes on one ledger (a `serve`, a `recover`, a `reconcile --all`) coordinate through the file as
+            // instances do through PostgreSQL. Expiry is in epoch milliseconds of the machine's clock, which every
+            // process on one SQLite file shares.
+            try db.execute(sql: "CREATE TABLE job_leases (name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at INTEGER NOT NULL)")
+        }
         return migrator
     }
 

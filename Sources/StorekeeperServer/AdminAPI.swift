@@ -7,7 +7,9 @@ import StorekeeperHTTP
 
 /// Operations for admin keys only (an app key gets 403): `POST /v1/admin/customers/{id}/reconcile` compares one
 /// customer with the App Store and repairs the ledger (``Reconciler``); `?dryRun=true` only reports,
-/// `?bundleId=…&environment=…` pick the app when several have App Store Server API credentials.
+/// `?bundleId=…&environment=…` pick the app when several have App Store Server API credentials. Any other query
+/// parameter, and any value but `true` or `false` for `dryRun`, is refused with 400; a customer the app has no data
+/// for gets 404.
 struct AdminAPI: Sendable {
     let reconcilers: [VerifierKey: Reconciler]
 
@@ -17,23 +19,30 @@ struct AdminAPI: Sendable {
                 throw APIError(.forbidden, "admin-only", "this route takes an admin API key")
             }
             let customerId = try CustomerAPI.customerId(context)
-            let reconciler = try pick(request)
-            let dryRun = request.uri.queryParameters.get("dryRun").map { ["true", "1", "yes"].contains($0.lowercased()) } ?? false
+            let query = try QueryParameters(request, allowed: ["dryRun", "bundleId", "environment"])
+            let reconciler = try pick(query)
+            let dryRun = try query.bool("dryRun") ?? false
             do {
                 let report = try await reconciler.reconcile(.customer(customerId), dryRun: dryRun)
                 return StorekeeperApplication.jsonResponse(report)
-            } catch {
+            } catch is Reconciler.UnknownCustomer {
+                throw APIError(.notFound, "unknown-customer", "no customer '\(customerId)' for \(reconciler.app.bundleId) in \(reconciler.app.environment)")
+            } catch let error as StorageError {
+                throw APIError(.serviceUnavailable, "storage-unavailable", "the ledger could not be read: \(UntrustedText.escaped(error.message, limit: 300))")
+            } catch let stopped as Reconciler.Stopped {
                 throw APIError(
-                    .badGateway, "reconcile-failed", "the App Store or the ledger could not be read: \(UntrustedText.escaped(String(describing: error), limit: 300))"
+                    .badGateway, "reconcile-failed",
+                    "the App Store or the ledger could not be read after \(stopped.report.checked) of \(stopped.report.purchases) purchases "
+                        + "(\(stopped.report.recordsChanged) records repaired): \(UntrustedText.escaped(String(describing: stopped.cause), limit: 300))"
                 )
             }
         }
     }
 
     /// The reconciler of the app and environment the query names (or the only one).
-    func pick(_ request: Request) throws(APIError) -> Reconciler {
-        let bundleId = request.uri.queryParameters.get("bundleId")
-        let environment = request.uri.queryParameters.get("environment").map(AppStoreEnvironment.init(rawValue:))
+    func pick(_ query: QueryParameters) throws(APIError) -> Reconciler {
+        let bundleId = query.string("bundleId")
+        let environment = try query.environment()
         let matching = reconcilers.filter { (bundleId == nil || $0.key.bundleId == bundleId) && (environment == nil || $0.key.environment == environment) }
         guard !reconcilers.isEmpty else {
             throw APIError(.notFound, "no-credentials", "no app has App Store Server API credentials (serverAPI in the configuration)")

@@ -55,6 +55,7 @@ struct CustomerAPI: Sendable {
     }
 
     func submit(_ request: Request, customerId: String, identity: APIKeyIdentity) async throws -> Response {
+        _ = try QueryParameters(request, allowed: [])
         let buffer = try await StorekeeperApplication.readBody(request)
         guard let body = try? JSONDecoder().decode(SubmitBody.self, from: Data(buffer.readableBytesView)),
             let jws = body.signedTransaction, !jws.isEmpty
@@ -74,9 +75,10 @@ struct CustomerAPI: Sendable {
     }
 
     func read(_ request: Request, customerId: String, identity: APIKeyIdentity) async throws -> Response {
-        let app = try Self.app(for: identity, asked: request.uri.queryParameters.get("bundleId"), configuration.apps)
+        let query = try QueryParameters(request, allowed: ["environment", "bundleId"])
+        let app = try Self.app(for: identity, asked: query.string("bundleId"), configuration.apps)
         let bundleId = app.bundleId
-        let requested = request.uri.queryParameters.get("environment").map(AppStoreEnvironment.init(rawValue:))
+        let requested = try query.environment()
         let environment = requested ?? (app.environments.contains(.production) ? .production : .sandbox)
         guard app.environments.contains(environment) else {
             throw APIError(

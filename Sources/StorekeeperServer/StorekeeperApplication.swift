@@ -27,7 +27,8 @@ public enum StorekeeperApplication {
         logger: Logger,
         exporter: MetricsExporter = MetricsExporter(),
         now: @escaping @Sendable () -> Date = { Date() },
-        apiClients: [VerifierKey: AppStoreServerAPIClient] = [:]
+        apiClients: [VerifierKey: AppStoreServerAPIClient] = [:],
+        credentialCheck: CredentialCheckService? = nil
     ) -> Router<StorekeeperRequestContext> {
         let metrics = exporter.metrics
         let router = Router(context: StorekeeperRequestContext.self)
@@ -62,7 +63,12 @@ public enum StorekeeperApplication {
             do {
                 try await store.checkHealth()
                 // A cache that may miss other instances' writes is off until it hears them again (PostgreSQL).
-                return jsonResponse(["status": "ok", "database": store.databaseKind, "answerCache": store.changes.isComplete ? "on" : "off"])
+                var body: [String: JSONValue] = [
+                    "status": .string("ok"), "database": .string(store.databaseKind), "answerCache": .string(store.changes.isComplete ? "on" : "off"),
+                ]
+                // Informative only: the webhook and reads work whatever the App Store says of the credentials.
+                if let credentialCheck { body["appStoreCredentials"] = .object(credentialCheck.summary.mapValues { .string($0) }) }
+                return jsonResponse(body)
             } catch {
                 return jsonResponse(
                     ["status": "unavailable", "database": store.databaseKind, "reason": "\(error)"], status: .serviceUnavailable
@@ -88,17 +94,21 @@ public enum StorekeeperApplication {
         now: @escaping @Sendable () -> Date = { Date() },
         apiClients: [VerifierKey: AppStoreServerAPIClient] = [:],
         services: [any Service] = [],
+        checkCredentialsAtStart: Bool = false,
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> some ApplicationProtocol {
         var services = services
-        if let days = configuration.retention?.rawPayloadDays {
+        let credentialCheck = checkCredentialsAtStart && !apiClients.isEmpty
+            ? CredentialCheckService(clients: apiClients, logger: logger, metrics: exporter.metrics) : nil
+        if let credentialCheck { services.append(credentialCheck) }
+        if let days = configuration.retention.rawPayloadDays {
             services.append(RetentionService(store: store, rawPayloadDays: days, leaseDuration: configuration.jobLeaseDuration, logger: logger))
         }
-        if configuration.recovery?.enabled != false, !apiClients.isEmpty {
+        if configuration.recovery.enabled, !apiClients.isEmpty {
             let ingester = NotificationIngester(
                 store: store, verifiers: verifiers, refusalsKept: configuration.refusedNotificationsKept, logger: logger, metrics: exporter.metrics
             )
-            let settings = configuration.recovery?.settings ?? NotificationRecovery.Settings()
+            let settings = configuration.recovery.settings
             let recoveries = apiClients.sorted { $0.key.description < $1.key.description }.map { app, client in
                 NotificationRecovery(app: app, client: client, ingester: ingester, settings: settings, logger: logger, metrics: exporter.metrics, now: now)
             }
@@ -106,7 +116,8 @@ public enum StorekeeperApplication {
         }
         return Application(
             router: buildRouter(
-                store: store, configuration: configuration, verifiers: verifiers, logger: logger, exporter: exporter, now: now, apiClients: apiClients
+                store: store, configuration: configuration, verifiers: verifiers, logger: logger, exporter: exporter, now: now, apiClients: apiClients,
+                credentialCheck: credentialCheck
             ),
             server: .guardedHTTP1(limits: configuration.http),
             configuration: .init(

@@ -28,6 +28,9 @@ struct CopyCommand: AsyncParsableCommand {
             }
             var logger = Logger(label: "storekeeper")
             logger.logLevel = .warning
+            // No server may write the file while it is copied.
+            let lock = try LedgerDatabase.lock(from, purpose: "storekeeper copy")
+            defer { lock.release() }
             let source = try SQLiteLedgerStore(path: from)
             let target = try await PostgresLedgerStore.open(try PostgresDatabaseURL(to), logger: logger)
             let bar = ProgressLine(label: "copy")

@@ -11,24 +11,81 @@ struct LedgerDatabase {
     /// What to log: the file, or the URL without its password.
     let description: String
     let migrationsApplied: [String]
+    /// Whether the SQLite file was created by this open (``Access/serving`` only).
+    let created: Bool
     private let closing: @Sendable () async -> Void
 
+    /// Who opens the ledger.
+    enum Access {
+        /// `serve`: creates a SQLite ledger that does not exist (and says so), and holds the SQLite file's lock for the
+        /// process's life: one server per SQLite ledger, whose answer cache assumes it is the file's only server.
+        case serving
+        /// `copy`: reads a SQLite ledger that must exist and no server may be running on.
+        case exclusive(purpose: String)
+        /// Every other command: the ledger must exist (a mistyped path is an error, not a new empty ledger); it may
+        /// run beside a server, coordinating through the ledger's job leases.
+        case existing
+    }
+
     /// Opens `database`; a PostgreSQL store counts its batches and retries in `metrics`.
-    static func open(_ database: String, logger: Logger, metrics: StorekeeperMetrics = .discarded) async throws(StorageError) -> LedgerDatabase {
+    static func open(_ database: String, access: Access, logger: Logger, metrics: StorekeeperMetrics = .discarded) async throws -> LedgerDatabase {
         if PostgresDatabaseURL.isPostgres(database) {
             let url = try PostgresDatabaseURL(database)
             let store = try await PostgresLedgerStore.open(url, logger: logger, metrics: metrics)
-            return LedgerDatabase(store: store, description: url.redacted, migrationsApplied: store.migrationsApplied, closing: { await store.close() })
+            return LedgerDatabase(
+                store: store, description: url.redacted, migrationsApplied: store.migrationsApplied, created: false, closing: { await store.close() }
+            )
+        }
+        let exists = FileManager.default.fileExists(atPath: database)
+        let lock: ExclusiveLock?
+        switch access {
+        case .serving:
+            lock = try Self.lock(database, purpose: "storekeeper serve")
+        case .exclusive(let purpose):
+            guard exists else { throw Self.missing(database) }
+            lock = try Self.lock(database, purpose: purpose)
+        case .existing:
+            guard exists else { throw Self.missing(database) }
+            lock = nil
+        }
+        if !exists {
+            logger.notice("no SQLite ledger at this path: creating a new, empty one", metadata: ["database": .string(database)])
         }
         let store = try SQLiteLedgerStore(path: database)
-        return LedgerDatabase(store: store, description: database, migrationsApplied: store.migrationsApplied, closing: {})
+        return LedgerDatabase(
+            store: store, description: database, migrationsApplied: store.migrationsApplied, created: !exists, closing: { lock?.release() }
+        )
     }
 
-    /// Closes the database's connections (PostgreSQL); nothing to do for SQLite.
+    /// The error for a SQLite ledger that does not exist where a command that does not create one was pointed.
+    private static func missing(_ database: String) -> CLIError {
+        CLIError(
+            code: "no-such-ledger",
+            message: "no SQLite ledger at \(database): check --database (it is a file path or a postgres:// URL; only `storekeeper serve` creates a new ledger)"
+        )
+    }
+
+    /// The lock of a SQLite ledger (`FILE.lock` beside it), or the error naming the server that holds it.
+    static func lock(_ database: String, purpose: String) throws -> ExclusiveLock {
+        let directory = URL(fileURLWithPath: database).deletingLastPathComponent()
+        try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        do {
+            return try ExclusiveLock(path: database + ".lock", purpose: purpose)
+        } catch let held as ExclusiveLock.Held {
+            throw CLIError(
+                code: "ledger-in-use",
+                message: "the SQLite ledger \(database) is in use by \(held.holder): one `storekeeper serve` per SQLite ledger (its answer cache "
+                    + "assumes it is the file's only server); stop that one first, or use PostgreSQL for several instances"
+            )
+        }
+    }
+
+    /// Closes the database's connections (PostgreSQL) and gives back the SQLite file's lock.
     func close() async {
         await closing()
     }
 
     /// `--database`'s help.
-    static let help = "SQLite database file (created, and migrated, at start), or a postgres:// URL; without a password in it, PGPASSWORD or the password file (PGPASSFILE, else ~/.pgpass) gives one (see README: PostgreSQL)."
+    static let help = "SQLite database file, or a postgres:// URL; without a password in it, PGPASSWORD or the password file (PGPASSFILE, else ~/.pgpass) gives one (see README: PostgreSQL)."
 }
+

@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import StorekeeperCore
 import StorekeeperServer
+import Synchronization
 
 struct ReconcileCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -14,12 +15,14 @@ struct ReconcileCommand: AsyncParsableCommand {
             Prints a JSON report per app and environment: every difference found, field by field (missing-transaction, \
             stale-transaction, revoked, stale-status, missing-renewal-info, stale-renewal-info), and how many records \
             changed. Older App Store data never overwrites newer ledger data. With --all, a progress line on standard \
-            error. Calls are paced under Apple's rate limits.
+            error, and the job's lease in the ledger (one --all per app at a time, whatever process runs it). Calls are \
+            paced under Apple's rate limits. A run that stops (an error, Ctrl-C) prints what it had checked and repaired \
+            ("complete": false) and exits 1 (130 on Ctrl-C, after giving the lease back).
             """
     )
 
     @Option(help: "The configuration file (JSON; see config.example.json).") var config: String
-    @Option(help: ArgumentHelp(stringLiteral: LedgerDatabase.help)) var database: String = "storekeeper.sqlite"
+    @Option(help: ArgumentHelp(stringLiteral: "The ledger (it must exist): " + LedgerDatabase.help)) var database: String = "storekeeper.sqlite"
     @Option(help: "Every purchase of this customer.") var customer: String?
     @Option(help: "This purchase.") var originalTransactionId: String?
     @Flag(help: "Every subscription in the ledger.") var all = false
@@ -34,11 +37,18 @@ struct ReconcileCommand: AsyncParsableCommand {
         if let id = originalTransactionId, id.isEmpty || !id.allSatisfy(\.isASCII) || !id.allSatisfy(\.isNumber) {
             throw ValidationError("--original-transaction-id must be digits, not '\(id.prefix(64))'")
         }
+        if let environment, !["Production", "Sandbox"].contains(environment) {
+            throw ValidationError("--environment must be Production or Sandbox, not '\(environment.prefix(64))'")
+        }
     }
 
     func run() async throws {
+        let interruption = Interruption()
         do {
             let configuration = try ServerConfiguration.load(path: config)
+            if let bundleId, !configuration.apps.contains(where: { $0.bundleId == bundleId }) {
+                throw CLIError(code: "unknown-app", message: "no app '\(bundleId.prefix(128))' in \(config) (apps: \(configuration.apps.map(\.bundleId).joined(separator: ", ")))")
+            }
             let verifiers = try configuration.makeVerifiers()
             var logger = Logger(label: "storekeeper")
             logger.logLevel = .warning
@@ -49,31 +59,54 @@ struct ReconcileCommand: AsyncParsableCommand {
                 throw CLIError(code: "no-credentials", message: "no app in \(config) matching the options has serverAPI credentials")
             }
             let scope: Reconciler.Scope = customer.map { .customer($0) } ?? originalTransactionId.map { .originalTransactionId($0) } ?? .allSubscriptions
-            let ledger = try await LedgerDatabase.open(database, logger: logger)
+            let ledger = try await LedgerDatabase.open(database, access: .existing, logger: logger)
             let store = ledger.store
-            for (app, client) in clients.sorted(by: { $0.key.description < $1.key.description }) {
+            var failed = false
+            for (app, client) in clients.sorted(by: { $0.key.description < $1.key.description }) where interruption.signal == nil {
                 guard let verifier = verifiers[app] else { continue }
                 let reconciler = Reconciler(app: app, client: client, verifier: verifier, store: store, logger: logger)
                 let bar: ProgressLine? = all ? ProgressLine(label: "\(app)") : nil
-                var progress: (@Sendable (Reconciler.Progress) -> Void)? = nil
-                if let bar { progress = { bar.show($0) } }
-                // One `reconcile --all` per app at a time on one database (each paces itself to Apple's whole limit).
+                let progress: (@Sendable (Reconciler.Progress) -> Void)?
+                if let bar { progress = { bar.show($0) } } else { progress = nil }
+                // One `reconcile --all` per app at a time on one ledger (each paces itself to Apple's whole limit).
                 let lease = all ? JobLease(store: store, job: "reconcile all \(app.bundleId) \(app.environment.rawValue)", duration: configuration.jobLeaseDuration) : nil
-                if let lease, try await !lease.acquire() {
-                    throw CLIError(code: "job-running", message: "another `storekeeper reconcile --all` for \(app) is running on this database (it holds the job's lease)")
+                do {
+                    if let lease, try await !lease.acquire() {
+                        let holder = await lease.holderNow().map { " (\($0))" } ?? ""
+                        throw CLIError(code: "job-running", message: "another `storekeeper reconcile --all` for \(app) is running on this ledger\(holder)")
+                    }
+                    let dryRun = self.dryRun
+                    let report = try await interruption.run {
+                        if let lease { return try await lease.whileHolding { try await reconciler.reconcile(scope, dryRun: dryRun, progress: progress) } }
+                        return try await reconciler.reconcile(scope, dryRun: dryRun, progress: progress)
+                    }
+                    await lease?.release()
+                    bar?.finish()
+                    try JSONOutput.print(report)
+                } catch let stopped as Reconciler.Stopped {
+                    failed = true
+                    await lease?.release()
+                    bar?.finish()
+                    try JSONOutput.print(stopped.report)
+                    let why = interruption.signal != nil ? "interrupted" : "\(stopped.cause)"
+                    FileHandle.standardError.write(Data("""
+                        error: \(app): reconcile stopped after \(stopped.report.checked) of \(stopped.report.purchases) purchases \
+                        (\(stopped.report.recordsChanged) records repaired, kept): \(why)
+
+                        """.utf8))
+                } catch is Reconciler.UnknownCustomer {
+                    failed = true
+                    FileHandle.standardError.write(Data("error: \(app): no customer '\(customer?.prefix(128) ?? "")' in this ledger\n".utf8))
+                } catch {
+                    failed = true
+                    await lease?.release()
+                    bar?.finish()
+                    FileHandle.standardError.write(Data("error: \(app): \(error)\n".utf8))
                 }
-                let report: Reconciler.Report
-                if let lease {
-                    let progress = progress
-                    report = try await lease.whileHolding { try await reconciler.reconcile(scope, dryRun: dryRun, progress: progress) }
-                    await lease.release()
-                } else {
-                    report = try await reconciler.reconcile(scope, dryRun: dryRun, progress: progress)
-                }
-                bar?.finish()
-                try JSONOutput.print(report)
             }
             await ledger.close()
+            if let code = interruption.exitCode { throw code }
+            if failed { throw ExitCode.failure }
         } catch let error as ExitCode {
             throw error
         } catch {
@@ -86,6 +119,7 @@ struct ReconcileCommand: AsyncParsableCommand {
 /// A progress line on standard error, redrawn in place: done/total, purchases and requests per second, time left.
 final class ProgressLine: Sendable {
     let label: String
+    private let shown = Mutex(false)
     init(label: String) { self.label = label }
 
     func show(_ progress: Reconciler.Progress) {
@@ -99,13 +133,23 @@ final class ProgressLine: Sendable {
             format: "\r%@ [%@] %d/%d · %.1f purchases/s · %.1f requests/s · ETA %d:%02d ", label, bar, progress.done, progress.total, rate,
             Double(progress.requests) / seconds, Int(left) / 60, Int(left) % 60
         )
+        shown.withLock { $0 = true }
         FileHandle.standardError.write(Data(line.utf8))
     }
 
     /// A count without a total (records copied).
     func show(count: Int) {
+        shown.withLock { $0 = true }
         FileHandle.standardError.write(Data("\r\(label): \(count) records ".utf8))
     }
 
-    func finish() { FileHandle.standardError.write(Data("\n".utf8)) }
+    /// Ends the line, if one was drawn.
+    func finish() {
+        let wasShown = shown.withLock { value -> Bool in
+            let old = value
+            value = false
+            return old
+        }
+        if wasShown { FileHandle.standardError.write(Data("\n".utf8)) }
+    }
 }

@@ -13,16 +13,20 @@ struct RecoverCommand: AsyncParsableCommand {
             For each app and environment with serverAPI credentials: the history since the recovery watermark (or \
             --since), and every delivery the App Store still counts as failed. Prints one JSON report per app and \
             environment. `storekeeper serve` runs the same job at start and then every few minutes; this command is \
-            for a server that is stopped, or to look (--dry-run) without changing anything.
+            for a server that is stopped, or to look (--dry-run) without changing anything. It takes the job's lease in \
+            the ledger, so it never runs while a server's job does (it says so and exits 1). Exits 1 when a run could \
+            not cover its window (part of it is no longer in the App Store's history: its report says which), and \
+            130 on Ctrl-C, after giving the lease back and printing what was done.
             """
     )
 
     @Option(help: "The configuration file (JSON; see config.example.json).") var config: String
-    @Option(help: ArgumentHelp(stringLiteral: LedgerDatabase.help)) var database: String = "storekeeper.sqlite"
+    @Option(help: ArgumentHelp(stringLiteral: "The ledger (it must exist): " + LedgerDatabase.help)) var database: String = "storekeeper.sqlite"
     @Option(help: "Read the history from this ISO-8601 date instead of the watermark.") var since: String?
     @Flag(help: "Read and verify, report what the ledger lacks, change nothing.") var dryRun = false
 
     func run() async throws {
+        let interruption = Interruption()
         do {
             let configuration = try ServerConfiguration.load(path: config)
             let verifiers = try configuration.makeVerifiers()
@@ -33,31 +37,53 @@ struct RecoverCommand: AsyncParsableCommand {
                 throw CLIError(code: "no-credentials", message: "no app in \(config) has serverAPI credentials: nothing to recover from")
             }
             let since = try since.map(parseDate)
-            let ledger = try await LedgerDatabase.open(database, logger: logger)
+            let ledger = try await LedgerDatabase.open(database, access: .existing, logger: logger)
             let store = ledger.store
             let ingester = NotificationIngester(
                 store: store, verifiers: verifiers, refusalsKept: configuration.refusedNotificationsKept, logger: logger
             )
             var failed = false
-            for (app, client) in clients.sorted(by: { $0.key.description < $1.key.description }) {
-                let recovery = NotificationRecovery(
-                    app: app, client: client, ingester: ingester, settings: configuration.recovery?.settings ?? .init(), logger: logger
-                )
-                // A server on the same PostgreSQL database may be running this job: one caller of Apple at a time.
+            for (app, client) in clients.sorted(by: { $0.key.description < $1.key.description }) where interruption.signal == nil {
+                let recovery = NotificationRecovery(app: app, client: client, ingester: ingester, settings: configuration.recovery.settings, logger: logger)
+                // A server on the same ledger may be running this job: one caller of Apple at a time.
                 let lease = JobLease(store: store, job: NotificationRecoveryService.jobName(app), duration: configuration.jobLeaseDuration)
                 do {
                     guard try await lease.acquire() else {
-                        throw CLIError(code: "job-running", message: "a server on this database is recovering \(app)'s notifications now (it holds the job's lease); it needs no help")
+                        let holder = await lease.holderNow().map { " (\($0))" } ?? ""
+                        throw CLIError(
+                            code: "job-running",
+                            message: "a server on this ledger is running \(app)'s notification recovery now\(holder): it needs no help; "
+                                + "its log says what each run found, or stop it to run this one"
+                        )
                     }
-                    let report = try await lease.whileHolding { try await recovery.run(since: since, dryRun: dryRun) }
+                    let dryRun = self.dryRun
+                    let report = try await interruption.run { try await lease.whileHolding { try await recovery.run(since: since, dryRun: dryRun) } }
                     await lease.release()
                     try JSONOutput.print(report)
+                    if !report.complete, let lost = report.uncovered {
+                        failed = true
+                        FileHandle.standardError.write(Data("""
+                            error: \(app): the run could not cover its window: the App Store's history no longer holds \(lost.start.formatted(.iso8601)) to \
+                            \(lost.end.formatted(.iso8601)); notifications of that time this server did not receive are lost \
+                            (reconcile the customers to repair their purchases)
+
+                            """.utf8))
+                    }
+                } catch let stopped as NotificationRecovery.Stopped {
+                    failed = true
+                    await lease.release()
+                    try JSONOutput.print(stopped.report)
+                    let why = interruption.signal != nil ? "interrupted" : "\(stopped.cause)"
+                    FileHandle.standardError.write(Data(
+                        "error: \(app): recovery stopped after \(stopped.report.pages) page(s), \(stopped.report.applied) applied (kept; the watermark did not move): \(why)\n".utf8
+                    ))
                 } catch {
                     failed = true
                     FileHandle.standardError.write(Data("error: \(app): \(error)\n".utf8))
                 }
             }
             await ledger.close()
+            if let code = interruption.exitCode { throw code }
             if failed { throw ExitCode.failure }
         } catch let error as ExitCode {
             throw error

@@ -4,6 +4,8 @@ import ArgumentParser
 import Foundation
 import Hummingbird
 import Logging
+import NIOCore
+import NIOPosix
 import StorekeeperCore
 import StorekeeperServer
 
@@ -30,10 +32,10 @@ struct ServeCommand: AsyncParsableCommand {
             logger.logLevel = .info
             // Credentials are loaded and checked at start so that a wrong key file fails now, not at the first call.
             let apiClients = try configuration.makeServerAPIClients(logger: logger)
-            let recovery = configuration.recovery?.settings ?? .init()
+            let recovery = configuration.recovery.settings
             for which in apiClients.keys.sorted(by: { $0.description < $1.description }) {
                 logger.info(
-                    configuration.recovery?.enabled == false
+                    !configuration.recovery.enabled
                         ? "App Store Server API credentials loaded; notification recovery is off"
                         : "App Store Server API credentials loaded; notification recovery runs at start and then every interval",
                     metadata: [
@@ -65,11 +67,13 @@ struct ServeCommand: AsyncParsableCommand {
                 "retention",
                 metadata: [
                     "retention.refused_notifications": .stringConvertible(configuration.refusedNotificationsKept),
-                    "retention.raw_payload_days": .string(configuration.retention?.rawPayloadDays.map { "\($0)" } ?? "forever"),
+                    "retention.raw_payload_days": .string(configuration.retention.rawPayloadDays.map { "\($0)" } ?? "forever"),
                 ]
             )
+            // A port in use is reported now, before the ledger is opened, migrated or its jobs' leases taken.
+            try await Self.checkAvailable(host: host, port: port)
             let exporter = MetricsExporter()
-            let ledger = try await LedgerDatabase.open(database, logger: logger, metrics: exporter.metrics)
+            let ledger = try await LedgerDatabase.open(database, access: .serving, logger: logger, metrics: exporter.metrics)
             let store = ledger.store
             logger.info(
                 ledger.migrationsApplied.isEmpty ? "database opened, schema up to date" : "database migrated",
@@ -77,7 +81,7 @@ struct ServeCommand: AsyncParsableCommand {
             )
             let app = StorekeeperApplication.buildApplication(
                 store: store, configuration: configuration, verifiers: verifiers,
-                host: host, port: port, logger: logger, exporter: exporter, apiClients: apiClients,
+                host: host, port: port, logger: logger, exporter: exporter, apiClients: apiClients, checkCredentialsAtStart: true,
                 onServerRunning: { port in
                     // Written unbuffered, so a supervisor reading the pipe learns the port at once.
                     FileHandle.standardOutput.write(Data(
@@ -98,12 +102,35 @@ struct ServeCommand: AsyncParsableCommand {
         } catch let error as StorageError {
             FileHandle.standardError.write(Data("error: \(error)\n".utf8))
             throw ExitCode.failure
+        } catch let error as CLIError {
+            FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+            throw ExitCode.failure
         } catch let error as ExitCode {
             throw error
         } catch {
             // E.g. a host that does not resolve, or a port in use.
             FileHandle.standardError.write(Data("error: cannot serve on \(host):\(port): \(error)\n".utf8))
             throw ExitCode.failure
+        }
+    }
+
+    /// Binds `host:port` for a moment, so that an address in use or a host that does not resolve is reported in
+    /// words before anything else happens. Port 0 (any free port) always binds.
+    static func checkAvailable(host: String, port: Int) async throws {
+        guard port != 0 else { return }
+        do {
+            let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .bind(host: host, port: port).get()
+            try await channel.close()
+        } catch let error as IOError where error.errnoCode == EADDRINUSE {
+            throw CLIError(code: "port-in-use", message: "port \(port) on \(host) is in use by another process (another server?): stop it, or give --port")
+        } catch let error as IOError where error.errnoCode == EACCES {
+            throw CLIError(code: "port-refused", message: "this process may not listen on port \(port) (ports below 1024 need privileges): give --port")
+        } catch let error as IOError where error.errnoCode == EADDRNOTAVAIL {
+            throw CLIError(code: "no-such-address", message: "\(host) is not an address of this machine: give --host (127.0.0.1, 0.0.0.0, or one of its addresses)")
+        } catch {
+            throw CLIError(code: "cannot-listen", message: "cannot listen on \(host):\(port): \(error)")
         }
     }
 }

@@ -33,6 +33,23 @@ struct DirectoryOptions: ParsableArguments {
 
     var directory: SimulatorDirectory { SimulatorDirectory(URL(fileURLWithPath: dir)) }
 
+    /// Takes the directory's lock (`DIR/simulator.lock`) for the process's life: one simulator per directory, since
+    /// two would each keep their own clock and counters and corrupt the state they share.
+    func lock(purpose: String) throws -> ExclusiveLock {
+        guard FileManager.default.fileExists(atPath: directory.databaseFile.path) || FileManager.default.fileExists(atPath: directory.stateFile.path) else {
+            throw CLIError(code: "no-such-simulator", message: "no simulator in \(dir): make one with `storekeeper simulator init \(dir)`")
+        }
+        do {
+            return try ExclusiveLock(path: directory.url.appendingPathComponent("simulator.lock").path, purpose: purpose)
+        } catch let held as ExclusiveLock.Held {
+            throw CLIError(
+                code: "simulator-in-use",
+                message: "the simulator in \(dir) is in use by \(held.holder): one simulator per directory; "
+                    + "play a scenario on the running one with `storekeeper simulator run --url URL …`"
+            )
+        }
+    }
+
     /// Loads the simulator, applying a notification URL if one is given.
     func load(notifyURL: String?) async throws -> Simulator {
         let simulator = try Simulator(directory: directory)
@@ -118,6 +135,8 @@ struct SimulatorServe: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingFailures {
+            let lock = try directory.lock(purpose: "storekeeper simulator serve")
+            defer { lock.release() }
             let simulator = try await directory.load(notifyURL: notifyURL)
             if let environment {
                 let parsed = try parseEnvironment(environment)
@@ -180,7 +199,10 @@ struct SimulatorRun: AsyncParsableCommand {
                 try await ControlOptions(url: url).send(.POST, "/scenarios?name=\(name)", body: text)
                 return
             }
-            let simulator = try await DirectoryOptions(dir: dir!).load(notifyURL: notifyURL)
+            let options = DirectoryOptions(dir: dir!)
+            let lock = try options.lock(purpose: "storekeeper simulator run --dir")
+            defer { lock.release() }
+            let simulator = try await options.load(notifyURL: notifyURL)
             let deliverer = NotificationDeliverer(simulator: simulator, logger: Logger(label: "simulator"))
             let before = await simulator.state.notifications.count
             let parsed = try Scenario(name: name, text: text)

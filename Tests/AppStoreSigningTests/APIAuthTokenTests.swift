@@ -82,6 +82,15 @@ struct APIAuthTokenTests {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("AuthKey_TEST-\(UUID()).p8")
         try pem.write(to: file, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(at: file) }
+        // A key file group or others may read is refused, naming the fix; the owner's alone is read.
+        for mode in [0o644, 0o640, 0o604, 0o660] {
+            try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: file.path)
+            let exposed = #expect(throws: SigningError.self) {
+                try AppStoreAPIKey(issuerID: Self.issuerID, keyID: "K", bundleID: "b", privateKeyFile: file.path)
+            }
+            #expect(exposed?.code == .exposedKeyFile && exposed?.message.contains("chmod 600") == true, "\(String(describing: exposed))")
+        }
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file.path)
         let fromFile = try AppStoreAPIKey(issuerID: Self.issuerID, keyID: "K", bundleID: "b", privateKeyFile: file.path)
         #expect(fromFile.publicKey.rawRepresentation == Self.privateKey.publicKey.rawRepresentation)
     }

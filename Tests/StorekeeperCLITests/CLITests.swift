@@ -173,6 +173,13 @@ struct CLITests {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("AuthKey_TEST\(UUID()).p8")
         try key.pemRepresentation.write(to: file, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(at: file) }
+        // A key group or others may read is refused, naming the fix.
+        let exposed = try await CLI.runDetached([
+            "token", "--issuer-id", "57246542-96fe-1a63-e053-0824d011072a", "--key-id", "2X9R4HXF34",
+            "--bundle-id", "com.example.app", "--private-key", file.path,
+        ])
+        #expect(exposed.status == 1 && exposed.stderr.hasPrefix("error: exposed-key-file: ") && exposed.stderr.contains("chmod 600"), "\(exposed.stderr)")
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file.path)
         let output = try await CLI.runDetached([
             "token", "--issuer-id", "57246542-96fe-1a63-e053-0824d011072a", "--key-id", "2X9R4HXF34",
             "--bundle-id", "com.example.app", "--private-key", file.path,
@@ -180,7 +187,7 @@ struct CLITests {
         #expect(output.status == 0, "\(output.stderr)")
         let token = output.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let parts = token.split(separator: ".")
-        #expect(parts.count == 3)
+        try #require(parts.count == 3)
         let claims = try CLI.json(String(decoding: try #require(Self.base64URL(parts[1])), as: UTF8.self))
         #expect(claims["aud"] as? String == "appstoreconnect-v1")
         #expect(claims["bid"] as? String == "com.example.app")
@@ -189,6 +196,7 @@ struct CLITests {
 
         let broken = key.pemRepresentation.replacingOccurrences(of: "M", with: "N")
         try broken.write(to: file, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file.path)
         let failed = try await CLI.runDetached(["token", "--issuer-id", "i", "--key-id", "k", "--bundle-id", "b", "--private-key", file.path])
         #expect(failed.status == 1)
         #expect(failed.stderr.hasPrefix("error: invalid-private-key: "))
@@ -229,8 +237,9 @@ struct CLITests {
             "serve", "--config", config, "--port", String(port), "--database", directory.appendingPathComponent("l.sqlite").path,
         ])
         #expect(output.status == 1)
-        #expect(output.stderr.contains("\nerror: cannot serve on 127.0.0.1:\(port): "), "\(output.stderr)")
-        #expect(output.stderr.contains("Address already in use"), "\(output.stderr)")
+        #expect(output.stderr.contains("\nerror: port-in-use: port \(port) on 127.0.0.1 is in use by another process"), "\(output.stderr)")
+        // Said before anything else happened: the ledger was never created, let alone migrated.
+        #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("l.sqlite").path))
     }
 
     @Test("backup copies a ledger and prints what the copy holds; it never overwrites a file")

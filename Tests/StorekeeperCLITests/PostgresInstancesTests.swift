@@ -241,8 +241,9 @@ struct PostgresInstancesTests {
             defer { for server in servers { server.kill() } }
             let store = try await PostgresLedgerStore.open(try PostgresDatabaseURL(database))
             let pid: (String) -> Int32? = { holder in
+                // host/pid/suffix/scope
                 let parts = holder.split(separator: "/")
-                return parts.count >= 3 ? Int32(parts[parts.count - 2]) : nil
+                return parts.count == 4 ? Int32(parts[1]) : nil
             }
 
             // One of the three holds it, and it stays with that one while it lives.

@@ -128,6 +128,14 @@ struct RecoveryCLITests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let missed = try await MissedNotifications.make(12, in: directory)
         try await missed.serve { _ in
+            // A mistyped ledger path is refused by every command but serve, never created empty (a dry run on an empty
+            // ledger would report everything missing, and a real run would fill the wrong file).
+            for command in [["recover", "--dry-run"], ["recover"], ["reconcile", "--all", "--dry-run"], ["reconcile", "--customer", "c1"]] {
+                let typo = try await CLI.runDetached(command + ["--config", missed.config, "--database", missed.database + ".typo"])
+                #expect(typo.status == 1 && typo.stderr.contains("error: no-such-ledger: no SQLite ledger at \(missed.database).typo"), "\(command): \(typo.stderr)")
+                #expect(!FileManager.default.fileExists(atPath: missed.database + ".typo"))
+            }
+            _ = try SQLiteLedgerStore(path: missed.database) // the ledger, as `serve` creates it
             let dry = try await CLI.runDetached(["recover", "--config", missed.config, "--database", missed.database, "--dry-run"])
             #expect(dry.status == 0, "\(dry.stderr)")
             let report = try CLI.json(dry.stdout)

@@ -1,0 +1,310 @@
+import Foundation
+
+/// Decodes a `Decodable` from a configuration file's ``ConfigurationJSON``, strictly: a key that no type asked for is
+/// refused (with the nearest key that type knows: "did you mean `productEntitlements`?"), and every error names the
+/// file, the line and column, the setting's path (`apps[0].appAppleId`) and, for a wrong type, what was expected and
+/// what was found. Types keep their ordinary `init(from:)`: the keys a type asks for (`decode`, `decodeIfPresent`,
+/// `contains`) are the keys it knows, so no list of keys is written twice.
+struct ConfigurationDecoder {
+    /// Where an error is in the file, and what it is.
+    struct Failure: Error {
+        var message: String
+        var position: ConfigurationJSON.Position?
+    }
+
+    /// Decodes `type` from `bytes`, the contents of `file` (named in errors). Throws ``ConfigurationError``.
+    static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8], file: String) throws(ConfigurationError) -> T {
+        let document: ConfigurationJSON
+        do {
+            document = try ConfigurationJSON(bytes: bytes)
+        } catch {
+            throw ConfigurationError("\(file):\(error.position.line):\(error.position.column): not valid JSON: \(error.message)")
+        }
+        return try decode(type, from: document, file: file)
+    }
+
+    static func decode<T: Decodable>(_ type: T.Type, from document: ConfigurationJSON, file: String) throws(ConfigurationError) -> T {
+        let usage = Usage()
+        func located(_ failure: Failure) -> ConfigurationError {
+            ConfigurationError(failure.position.map { "\(file):\($0.line):\($0.column): \(failure.message)" } ?? "\(file): \(failure.message)")
+        }
+        let value: T
+        do {
+            value = try NodeDecoder(node: document.root, codingPath: [], usage: usage).decodeValue(T.self)
+        } catch let failure as Failure {
+            throw located(failure)
+        } catch let error as DecodingError {
+            // Thrown by a type's own `init(from:)` (a raw value it does not know, say).
+            throw located(Self.failure(error, in: document.root))
+        } catch let error as ConfigurationError {
+            throw error
+        } catch {
+            throw ConfigurationError("\(file): \(error)")
+        }
+        if let unknown = usage.firstUnknownKey(in: document.root) { throw located(unknown) }
+        return value
+    }
+
+    /// A setting's path as the README writes it: `apps[0].serverAPI.Production.keyId`; a key that is not a plain
+    /// name is quoted (`productEntitlements["pro.monthly"]`).
+    static func path(_ codingPath: [any CodingKey]) -> String {
+        var text = ""
+        for key in codingPath {
+            if let index = key.intValue {
+                text += "[\(index)]"
+            } else if !key.stringValue.isEmpty, key.stringValue.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" }) {
+                text += text.isEmpty ? key.stringValue : "." + key.stringValue
+            } else {
+                text += "[\"\(key.stringValue)\"]"
+            }
+        }
+        return text.isEmpty ? "the top level" : text
+    }
+
+    /// The node at `codingPath`, or the deepest one on the way.
+    static func node(at codingPath: [any CodingKey], in root: ConfigurationJSON.Node) -> ConfigurationJSON.Node {
+        var node = root
+        for key in codingPath {
+            switch node.value {
+            case .object(let members):
+                guard let member = members.first(where: { $0.key == key.stringValue }) else { return node }
+                node = member.value
+            case .array(let elements):
+                guard let index = key.intValue, elements.indices.contains(index) else { return node }
+                node = elements[index]
+            default:
+                return node
+            }
+        }
+        return node
+    }
+
+    static func failure(_ error: DecodingError, in root: ConfigurationJSON.Node) -> Failure {
+        let context: DecodingError.Context
+        switch error {
+        case .typeMismatch(_, let c), .valueNotFound(_, let c), .keyNotFound(_, let c), .dataCorrupted(let c): context = c
+        @unknown default: return Failure(message: "\(error)", position: nil)
+        }
+        let node = node(at: context.codingPath, in: root)
+        return Failure(message: "\(path(context.codingPath)): \(context.debugDescription)", position: node.position)
+    }
+
+    /// The keys each object was asked for, by its path.
+    final class Usage {
+        var asked: [String: Set<String>] = [:]
+
+        func ask(_ key: String, at codingPath: [any CodingKey]) {
+            asked[ConfigurationDecoder.path(codingPath), default: []].insert(key)
+        }
+
+        /// The first key, in file order, that the object holding it was never asked for, or nil. An object no type
+        /// read at all is not looked into: its own key was reported as unknown, or it is a value a type took whole.
+        func firstUnknownKey(in node: ConfigurationJSON.Node, codingPath: [any CodingKey] = []) -> Failure? {
+            switch node.value {
+            case .object(let members):
+                guard let known = asked[ConfigurationDecoder.path(codingPath)] else { return nil }
+                for member in members {
+                    let memberPath = codingPath + [AnyKey(member.key)]
+                    guard known.contains(member.key) else {
+                        var message = "unknown key \"\(member.key)\" in \(ConfigurationDecoder.path(codingPath))"
+                        if let nearest = Self.nearest(to: member.key, among: known) {
+                            message += ": did you mean \"\(nearest)\"?"
+                        } else {
+                            message += " (known here: \(known.sorted().joined(separator: ", ")))"
+                        }
+                        return Failure(message: message, position: member.keyPosition)
+                    }
+                    if let failure = firstUnknownKey(in: member.value, codingPath: memberPath) { return failure }
+                }
+                return nil
+            case .array(let elements):
+                for (index, element) in elements.enumerated() {
+                    if let failure = firstUnknownKey(in: element, codingPath: codingPath + [AnyKey(index)]) { return failure }
+                }
+                return nil
+            default:
+                return nil
+            }
+        }
+
+        static func nearest(to key: String, among known: Set<String>) -> String? { DidYouMean.nearest(to: key, among: known) }
+    }
+
+    /// A key of any name or index.
+    struct AnyKey: CodingKey {
+        var stringValue: String
+        var intValue: Int?
+        init(_ string: String) { stringValue = string }
+        init(_ index: Int) {
+            stringValue = "\(index)"
+            intValue = index
+        }
+        init?(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { self.init(intValue) }
+    }
+}
+
+/// One node's decoder.
+private struct NodeDecoder: Decoder {
+    let node: ConfigurationJSON.Node
+    let codingPath: [any CodingKey]
+    let usage: ConfigurationDecoder.Usage
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    func failure(_ message: String) -> ConfigurationDecoder.Failure {
+        ConfigurationDecoder.Failure(message: "\(ConfigurationDecoder.path(codingPath)): \(message)", position: node.position)
+    }
+
+    func mismatch(_ expected: String) -> ConfigurationDecoder.Failure {
+        failure("expected \(expected), found \(node.kind)")
+    }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
+        guard case .object(let members) = node.value else { throw mismatch("an object") }
+        // Asked for nothing yet, but known to have been read (an empty object type refuses every key).
+        if usage.asked[ConfigurationDecoder.path(codingPath)] == nil { usage.asked[ConfigurationDecoder.path(codingPath)] = [] }
+        return KeyedDecodingContainer(ObjectContainer<Key>(decoder: self, members: members))
+    }
+
+    func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
+        guard case .array(let elements) = node.value else { throw mismatch("a list") }
+        return ListContainer(decoder: self, elements: elements)
+    }
+
+    func singleValueContainer() throws -> any SingleValueDecodingContainer { ValueContainer(decoder: self) }
+
+    func child(_ node: ConfigurationJSON.Node, _ key: any CodingKey) -> NodeDecoder {
+        NodeDecoder(node: node, codingPath: codingPath + [key], usage: usage)
+    }
+
+    /// Numbers, strings and booleans here (each type's own `init(from:)` would come back to this container and
+    /// loop); anything else through its `init(from:)`.
+    func decodeValue<T: Decodable>(_ type: T.Type) throws -> T {
+        switch type {
+        case is Bool.Type:
+            guard case .bool(let value) = node.value else { throw mismatch("true or false") }
+            return value as! T
+        case is String.Type:
+            guard case .string(let value) = node.value else { throw mismatch("a string") }
+            return value as! T
+        case is Double.Type:
+            return try number(Double.self, "a number") as! T
+        case is Float.Type:
+            return Float(try number(Double.self, "a number")) as! T
+        case is Int.Type: return try integer(Int.self) as! T
+        case is Int64.Type: return try integer(Int64.self) as! T
+        case is Int32.Type: return try integer(Int32.self) as! T
+        case is Int16.Type: return try integer(Int16.self) as! T
+        case is Int8.Type: return try integer(Int8.self) as! T
+        case is UInt.Type: return try integer(UInt.self) as! T
+        case is UInt64.Type: return try integer(UInt64.self) as! T
+        case is UInt32.Type: return try integer(UInt32.self) as! T
+        case is UInt16.Type: return try integer(UInt16.self) as! T
+        case is UInt8.Type: return try integer(UInt8.self) as! T
+        default: return try T(from: self)
+        }
+    }
+
+    func number(_: Double.Type, _ expected: String) throws -> Double {
+        guard case .number(let text) = node.value, let value = Double(text), value.isFinite else { throw mismatch(expected) }
+        return value
+    }
+
+    func integer<I: FixedWidthInteger>(_: I.Type) throws -> I {
+        guard case .number(let text) = node.value else { throw mismatch("a whole number") }
+        guard let value = I(text) else {
+            if text.contains(where: { $0 == "." || $0 == "e" || $0 == "E" }) { throw mismatch("a whole number") }
+            throw failure("\(text) is out of range (\(I.min) to \(I.max))")
+        }
+        return value
+    }
+}
+
+private struct ObjectContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
+    let decoder: NodeDecoder
+    let members: [ConfigurationJSON.Member]
+    var codingPath: [any CodingKey] { decoder.codingPath }
+
+    var allKeys: [Key] {
+        for member in members { decoder.usage.ask(member.key, at: codingPath) }
+        return members.compactMap { Key(stringValue: $0.key) }
+    }
+
+    func member(_ key: Key) -> ConfigurationJSON.Member? {
+        decoder.usage.ask(key.stringValue, at: codingPath)
+        return members.first { $0.key == key.stringValue }
+    }
+
+    func required(_ key: Key) throws -> ConfigurationJSON.Node {
+        guard let member = member(key) else {
+            throw ConfigurationDecoder.Failure(
+                message: "\(ConfigurationDecoder.path(codingPath)): the required key \"\(key.stringValue)\" is missing", position: decoder.node.position
+            )
+        }
+        return member.value
+    }
+
+    func contains(_ key: Key) -> Bool { member(key) != nil }
+
+    func decodeNil(forKey key: Key) throws -> Bool {
+        guard case .null = try required(key).value else { return false }
+        return true
+    }
+
+    func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
+        try decoder.child(try required(key), key).decodeValue(type)
+    }
+
+    func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
+        try decoder.child(try required(key), key).container(keyedBy: type)
+    }
+
+    func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
+        try decoder.child(try required(key), key).unkeyedContainer()
+    }
+
+    func superDecoder() throws -> any Decoder { decoder }
+    func superDecoder(forKey key: Key) throws -> any Decoder { decoder.child(try required(key), key) }
+}
+
+private struct ListContainer: UnkeyedDecodingContainer {
+    let decoder: NodeDecoder
+    let elements: [ConfigurationJSON.Node]
+    var currentIndex = 0
+    var codingPath: [any CodingKey] { decoder.codingPath }
+    var count: Int? { elements.count }
+    var isAtEnd: Bool { currentIndex >= elements.count }
+
+    mutating func next() throws -> NodeDecoder {
+        guard !isAtEnd else { throw decoder.failure("the list has too few elements") }
+        defer { currentIndex += 1 }
+        return decoder.child(elements[currentIndex], ConfigurationDecoder.AnyKey(currentIndex))
+    }
+
+    mutating func decodeNil() throws -> Bool {
+        guard !isAtEnd, case .null = elements[currentIndex].value else { return false }
+        currentIndex += 1
+        return true
+    }
+
+    mutating func decode<T: Decodable>(_ type: T.Type) throws -> T { try next().decodeValue(type) }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
+        try next().container(keyedBy: type)
+    }
+
+    mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer { try next().unkeyedContainer() }
+    mutating func superDecoder() throws -> any Decoder { try next() }
+}
+
+private struct ValueContainer: SingleValueDecodingContainer {
+    let decoder: NodeDecoder
+    var codingPath: [any CodingKey] { decoder.codingPath }
+
+    func decodeNil() -> Bool {
+        guard case .null = decoder.node.value else { return false }
+        return true
+    }
+
+    func decode<T: Decodable>(_ type: T.Type) throws -> T { try decoder.decodeValue(type) }
+}

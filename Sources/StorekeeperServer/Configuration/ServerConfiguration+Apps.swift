@@ -1,0 +1,151 @@
+public import AppStoreModels
+public import AppStoreServerAPI
+public import AppStoreSigning
+import Foundation
+public import Logging
+public import StorekeeperCore
+import SwiftASN1
+import X509
+
+/// App Store Server API credentials of one app in one environment (a key from App Store Connect → Users and Access →
+/// Integrations → In-App Purchase). Only the path of the private key is kept in the configuration.
+public struct ServerAPICredentials: Codable, Sendable {
+    /// The issuer ID (a UUID) from App Store Connect.
+    public var issuerId: String
+    /// The key's ID, e.g. `2X9R4HXF34`.
+    public var keyId: String
+    /// Path of the `.p8` file (PKCS #8 PEM, P-256), readable by its owner only; a relative path is resolved against
+    /// the configuration file's directory.
+    public var privateKeyFile: String
+    /// Another base URL (the simulator's, e.g. `http://127.0.0.1:8090`); Apple's for the environment when absent.
+    public var baseURL: String?
+
+    public init(issuerId: String, keyId: String, privateKeyFile: String, baseURL: String? = nil) {
+        self.issuerId = issuerId
+        self.keyId = keyId
+        self.privateKeyFile = privateKeyFile
+        self.baseURL = baseURL
+    }
+
+    private enum CodingKeys: String, CodingKey { case issuerId, keyId, privateKeyFile, baseURL }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(issuerId, forKey: .issuerId)
+        try container.encode(keyId, forKey: .keyId)
+        try container.encode(privateKeyFile, forKey: .privateKeyFile)
+        try container.encode(baseURL, forKey: .baseURL)
+    }
+}
+
+extension ServerConfiguration {
+    /// A verifier for each app and environment it accepts; errors name the app and the root file, and say in words
+    /// what is wrong with it.
+    public func makeVerifiers() throws(ConfigurationError) -> [VerifierKey: SignedDataVerifier] {
+        var verifiers: [VerifierKey: SignedDataVerifier] = [:]
+        for app in apps {
+            var roots: [Certificate] = []
+            for root in app.trustedRoots {
+                roots.append(root == "apple" ? .appleRootCAG3 : try Self.loadCertificate(root, app: app.bundleId))
+            }
+            for environment in app.environments {
+                let configuration: SignedDataVerifier.Configuration
+                do {
+                    configuration = try SignedDataVerifier.Configuration(
+                        bundleID: app.bundleId, appAppleID: app.appAppleId, environment: environment, trustedRoots: roots
+                    )
+                } catch {
+                    throw ConfigurationError("app '\(app.bundleId)' (\(environment.rawValue)): \(error)")
+                }
+                verifiers[VerifierKey(bundleId: app.bundleId, environment: environment)] = SignedDataVerifier(configuration: configuration)
+            }
+        }
+        return verifiers
+    }
+
+    /// A trusted root certificate file, PEM or DER.
+    static func loadCertificate(_ path: String, app: String) throws(ConfigurationError) -> Certificate {
+        let shown = UntrustedText.quoted(path, limit: 256)
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+            throw ConfigurationError("app '\(app)': the trusted root \(shown) does not exist (\"apple\" means Apple Root CA - G3)")
+        }
+        guard !isDirectory.boolValue, let data = FileManager.default.contents(atPath: path) else {
+            throw ConfigurationError("app '\(app)': the trusted root \(shown) cannot be read (\(isDirectory.boolValue ? "it is a directory" : "permission denied?"))")
+        }
+        if let text = String(data: data, encoding: .utf8), text.contains("-----BEGIN") {
+            guard text.contains("-----BEGIN CERTIFICATE-----") else {
+                throw ConfigurationError(
+                    "app '\(app)': the trusted root \(shown) is PEM but holds no certificate (no -----BEGIN CERTIFICATE----- block; a key?)"
+                )
+            }
+            do {
+                return try Certificate(pemEncoded: text)
+            } catch {
+                throw ConfigurationError("app '\(app)': the trusted root \(shown) holds a PEM block that is not a valid X.509 certificate")
+            }
+        }
+        do {
+            return try Certificate(derEncoded: Array(data))
+        } catch {
+            throw ConfigurationError(
+                "app '\(app)': the trusted root \(shown) is not a certificate: neither PEM (-----BEGIN CERTIFICATE-----) nor DER X.509 (\(data.count) bytes)"
+            )
+        }
+    }
+
+    /// A client of the App Store Server API for each app and environment that has credentials (Apple's base URL for
+    /// the environment, or the configured one), pacing its calls at 95 % of Apple's rate limits: the server's jobs
+    /// (recovery, reconciliation) are its only callers, and Apple enforces the limits over an hour.
+    public func makeServerAPIClients(logger: Logger) throws(ConfigurationError) -> [VerifierKey: AppStoreServerAPIClient] {
+        var clients: [VerifierKey: AppStoreServerAPIClient] = [:]
+        for (which, credentials) in try makeServerAPIKeys() {
+            var configuration = AppStoreServerAPIClient.Configuration(key: credentials.key, endpoint: Self.endpoint(credentials.baseURL, which.environment))
+            configuration.rateLimiting = .appleShare(0.95)
+            clients[which] = AppStoreServerAPIClient(configuration: configuration, logger: logger)
+        }
+        return clients
+    }
+
+    /// Where an app's App Store Server API is in an environment: the configured base URL, or Apple's.
+    static func endpoint(_ baseURL: String?, _ environment: AppStoreEnvironment) -> AppStoreServerAPIClient.Endpoint {
+        baseURL.map { .custom(baseURL: $0, environment: environment) } ?? (environment == .production ? .production : .sandbox)
+    }
+
+    /// The App Store Server API key of each app and environment that has credentials, loaded and checked (a key
+    /// file that group or others may read is refused); errors name the app, the environment and the file, never the
+    /// key.
+    public func makeServerAPIKeys() throws(ConfigurationError) -> [VerifierKey: (key: AppStoreAPIKey, baseURL: String?)] {
+        var keys: [VerifierKey: (key: AppStoreAPIKey, baseURL: String?)] = [:]
+        for app in apps {
+            // In name order, so that the first error reported is the same on every run.
+            for (name, credentials) in app.serverAPI.sorted(by: { $0.key < $1.key }) {
+                let environment = AppStoreEnvironment(rawValue: name)
+                let which = "app '\(app.bundleId)' (\(UntrustedText.escaped(name, limit: 64)))"
+                guard app.environments.contains(environment) else {
+                    throw ConfigurationError("app '\(app.bundleId)': serverAPI credentials for '\(UntrustedText.escaped(name, limit: 64))', an environment the app does not accept")
+                }
+                guard UUID(uuidString: credentials.issuerId) != nil else {
+                    throw ConfigurationError("\(which): serverAPI issuerId must be a UUID (App Store Connect → Users and Access → Integrations)")
+                }
+                guard !credentials.keyId.isEmpty else {
+                    throw ConfigurationError("\(which): serverAPI keyId is empty")
+                }
+                if let base = credentials.baseURL, URL(string: base)?.scheme.map({ ["http", "https"].contains($0) }) != true || URL(string: base)?.host == nil {
+                    throw ConfigurationError("\(which): serverAPI baseURL \(UntrustedText.quoted(base, limit: 256)) is not an http(s) URL")
+                }
+                let key: AppStoreAPIKey
+                do {
+                    key = try AppStoreAPIKey(
+                        issuerID: credentials.issuerId, keyID: credentials.keyId, bundleID: app.bundleId,
+                        privateKeyFile: credentials.privateKeyFile
+                    )
+                } catch {
+                    throw ConfigurationError("\(which): serverAPI privateKeyFile: \(error.message)")
+                }
+                keys[VerifierKey(bundleId: app.bundleId, environment: environment)] = (key, credentials.baseURL)
+            }
+        }
+        return keys
+    }
+}

@@ -1,0 +1,429 @@
+public import AppStoreModels
+public import AppStoreSigning
+import Crypto
+import Foundation
+public import StorekeeperCore
+
+/// Storekeeper's configuration, read from a JSON file (see `config.example.json` and the README).
+///
+/// Read strictly (``load(path:)``): a key no setting has is refused with the nearest one ("did you mean
+/// `productEntitlements`?"), a value of the wrong type names its path, line and column, and relative file paths are
+/// resolved against the configuration file's directory. Every setting but `apps` has a default; `storekeeper config
+/// check` prints them all and where each came from (``report(file:)``).
+public struct ServerConfiguration: Codable, Sendable {
+    /// An app whose purchases Storekeeper keeps.
+    public struct App: Codable, Sendable {
+        public var bundleId: String
+        /// Required to accept production data.
+        public var appAppleId: Int64?
+        /// `Production`, `Sandbox` or both.
+        public var environments: [AppStoreEnvironment]
+        /// PEM or DER root certificate files trusted for this app's signed data; `"apple"` is the bundled Apple Root
+        /// CA - G3. A simulator's `ca/root.pem` for testing. Default `["apple"]`.
+        public var trustedRoots: [String]
+        /// App Store Server API credentials by environment name (`Production`, `Sandbox`). Default none.
+        public var serverAPI: [String: ServerAPICredentials]
+
+        public init(
+            bundleId: String, appAppleId: Int64?, environments: [AppStoreEnvironment], trustedRoots: [String] = ["apple"],
+            serverAPI: [String: ServerAPICredentials] = [:]
+        ) {
+            self.bundleId = bundleId
+            self.appAppleId = appAppleId
+            self.environments = environments
+            self.trustedRoots = trustedRoots
+            self.serverAPI = serverAPI
+        }
+
+        private enum CodingKeys: String, CodingKey { case bundleId, appAppleId, environments, trustedRoots, serverAPI }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            self.init(
+                bundleId: try container.decode(String.self, forKey: .bundleId),
+                appAppleId: try container.decodeIfPresent(Int64.self, forKey: .appAppleId),
+                environments: try container.decode([AppStoreEnvironment].self, forKey: .environments),
+                trustedRoots: try container.decodeIfPresent([String].self, forKey: .trustedRoots) ?? ["apple"],
+                serverAPI: try container.decodeIfPresent([String: ServerAPICredentials].self, forKey: .serverAPI) ?? [:]
+            )
+        }
+
+        /// Every setting, `appAppleId` as `null` when there is none (``ServerConfiguration/report(file:)`` lists it).
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(bundleId, forKey: .bundleId)
+            try container.encode(appAppleId, forKey: .appAppleId)
+            try container.encode(environments, forKey: .environments)
+            try container.encode(trustedRoots, forKey: .trustedRoots)
+            try container.encode(serverAPI, forKey: .serverAPI)
+        }
+    }
+
+    /// An API key: only its SHA-256 is stored.
+    public struct APIKey: Codable, Sendable {
+        public enum Scope: String, Codable, Sendable, CaseIterable {
+            case app, admin
+
+            public init(from decoder: any Decoder) throws {
+                let text = try decoder.singleValueContainer().decode(String.self)
+                guard let scope = Scope(rawValue: text) else {
+                    throw DecodingError.dataCorrupted(.init(
+                        codingPath: decoder.codingPath,
+                        debugDescription: "\(UntrustedText.quoted(text, limit: 64)) is not a scope: give \"app\" (one app's customers) or \"admin\" (any)"
+                    ))
+                }
+                self = scope
+            }
+        }
+
+        public var name: String
+        /// Lowercase hex SHA-256 of the key.
+        public var sha256: String
+        public var scope: Scope
+        /// For `app` keys: the app whose customers the key may read and change.
+        public var bundleId: String?
+
+        public init(name: String, sha256: String, scope: Scope, bundleId: String?) {
+            self.name = name
+            self.sha256 = sha256
+            self.scope = scope
+            self.bundleId = bundleId
+        }
+
+        private enum CodingKeys: String, CodingKey { case name, sha256, scope, bundleId }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(name, forKey: .name)
+            try container.encode(sha256, forKey: .sha256)
+            try container.encode(scope, forKey: .scope)
+            try container.encode(bundleId, forKey: .bundleId)
+        }
+    }
+
+    /// The cache of customer answers (`GET /v1/customers/{id}`), dropped per customer by the writes that change
+    /// them and at the customer's next expiry.
+    public struct CustomerCacheSettings: Codable, Sendable, Equatable {
+        /// Customers remembered; 0 turns the cache off. Default 10,000.
+        public var capacity: Int
+        /// The longest an answer is reused, in seconds, whatever else. Default 60.
+        public var maxAgeSeconds: Double
+
+        public init(capacity: Int = 10_000, maxAgeSeconds: Double = 60) {
+            self.capacity = capacity
+            self.maxAgeSeconds = maxAgeSeconds
+        }
+
+        private enum CodingKeys: String, CodingKey { case capacity, maxAgeSeconds }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            let defaults = Self()
+            self.init(
+                capacity: try container.decodeIfPresent(Int.self, forKey: .capacity) ?? defaults.capacity,
+                maxAgeSeconds: try container.decodeIfPresent(Double.self, forKey: .maxAgeSeconds) ?? defaults.maxAgeSeconds
+            )
+        }
+    }
+
+    /// What the ledger keeps of what it does not need for answers.
+    public struct RetentionSettings: Codable, Sendable, Equatable {
+        /// Refused notification requests kept, newest first (each at most ``RefusedNotification/maximumBytes``).
+        /// Default 10,000: at most about 20 MB, whatever anyone sends.
+        public var refusedNotifications: Int
+        /// Days a notification's raw signed payload is kept after it was received; the decoded facts (type, dates,
+        /// outcome, every transaction and subscription) stay. Default `nil`: kept for ever.
+        public var rawPayloadDays: Double?
+
+        public init(refusedNotifications: Int = 10_000, rawPayloadDays: Double? = nil) {
+            self.refusedNotifications = refusedNotifications
+            self.rawPayloadDays = rawPayloadDays
+        }
+
+        private enum CodingKeys: String, CodingKey { case refusedNotifications, rawPayloadDays }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            self.init(
+                refusedNotifications: try container.decodeIfPresent(Int.self, forKey: .refusedNotifications) ?? Self().refusedNotifications,
+                rawPayloadDays: try container.decodeIfPresent(Double.self, forKey: .rawPayloadDays)
+            )
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(refusedNotifications, forKey: .refusedNotifications)
+            try container.encode(rawPayloadDays, forKey: .rawPayloadDays)
+        }
+    }
+
+    /// The notification recovery job (every app and environment with `serverAPI` credentials).
+    public struct RecoverySettings: Codable, Sendable, Equatable {
+        /// `false` turns the job off. Default on.
+        public var enabled: Bool
+        /// Seconds between runs. Default 300.
+        public var intervalSeconds: Double
+        /// Seconds before the watermark a run starts again. Default 3600.
+        public var overlapSeconds: Double
+        /// Seconds between passes over every failed delivery still in the history. Default 3600.
+        public var failuresIntervalSeconds: Double
+
+        public init(enabled: Bool = true, intervalSeconds: Double = 300, overlapSeconds: Double = 3_600, failuresIntervalSeconds: Double = 3_600) {
+            self.enabled = enabled
+            self.intervalSeconds = intervalSeconds
+            self.overlapSeconds = overlapSeconds
+            self.failuresIntervalSeconds = failuresIntervalSeconds
+        }
+
+        private enum CodingKeys: String, CodingKey { case enabled, intervalSeconds, overlapSeconds, failuresIntervalSeconds }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            let defaults = Self()
+            self.init(
+                enabled: try container.decodeIfPresent(Bool.self, forKey: .enabled) ?? defaults.enabled,
+                intervalSeconds: try container.decodeIfPresent(Double.self, forKey: .intervalSeconds) ?? defaults.intervalSeconds,
+                overlapSeconds: try container.decodeIfPresent(Double.self, forKey: .overlapSeconds) ?? defaults.overlapSeconds,
+                failuresIntervalSeconds: try container.decodeIfPresent(Double.self, forKey: .failuresIntervalSeconds) ?? defaults.failuresIntervalSeconds
+            )
+        }
+
+        /// The job's settings.
+        public var settings: NotificationRecovery.Settings {
+            var settings = NotificationRecovery.Settings()
+            settings.interval = .milliseconds(Int64(intervalSeconds * 1_000))
+            settings.overlap = overlapSeconds
+            settings.failuresInterval = failuresIntervalSeconds
+            return settings
+        }
+    }
+
+    /// The scheduled jobs' leases (recovery, retention; `recover` and `reconcile --all` take them too).
+    public struct JobSettings: Codable, Sendable, Equatable {
+        /// How long a job's lease lasts without renewal (renewed every third of it): the longest an instance that died
+        /// keeps its jobs from the others, who check as often. Default 60.
+        public var leaseSeconds: Double
+
+        public init(leaseSeconds: Double = 60) {
+            self.leaseSeconds = leaseSeconds
+        }
+
+        private enum CodingKeys: String, CodingKey { case leaseSeconds }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            self.init(leaseSeconds: try container.decodeIfPresent(Double.self, forKey: .leaseSeconds) ?? Self().leaseSeconds)
+        }
+    }
+
+    public var apps: [App]
+    /// Product → entitlement names, levels, non-renewing durations, billing-retry policy.
+    public var entitlements: EntitlementConfiguration
+    public var apiKeys: [APIKey]
+    public var customerCache: CustomerCacheSettings
+    /// Timeouts and the connection cap.
+    public var http: HTTPLimits
+    public var retention: RetentionSettings
+    public var recovery: RecoverySettings
+    public var jobs: JobSettings
+
+    public init(
+        apps: [App], entitlements: EntitlementConfiguration, apiKeys: [APIKey], customerCache: CustomerCacheSettings = .init(),
+        http: HTTPLimits = HTTPLimits(), retention: RetentionSettings = .init(), recovery: RecoverySettings = .init(), jobs: JobSettings = .init()
+    ) {
+        self.apps = apps
+        self.entitlements = entitlements
+        self.apiKeys = apiKeys
+        self.customerCache = customerCache
+        self.http = http
+        self.retention = retention
+        self.recovery = recovery
+        self.jobs = jobs
+    }
+
+    private enum CodingKeys: String, CodingKey { case apps, entitlements, apiKeys, customerCache, http, retention, recovery, jobs }
+
+    /// `apps` is required; `entitlements` (each product grants an entitlement named after it), `apiKeys` (none: the
+    /// app API refuses every request), `customerCache`, `http`, `retention`, `recovery` and `jobs` take their defaults
+    /// when left out.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            apps: try container.decode([App].self, forKey: .apps),
+            entitlements: try container.decodeIfPresent(EntitlementConfiguration.self, forKey: .entitlements) ?? EntitlementConfiguration(),
+            apiKeys: try container.decodeIfPresent([APIKey].self, forKey: .apiKeys) ?? [],
+            customerCache: try container.decodeIfPresent(CustomerCacheSettings.self, forKey: .customerCache) ?? .init(),
+            http: try container.decodeIfPresent(HTTPLimits.self, forKey: .http) ?? HTTPLimits(),
+            retention: try container.decodeIfPresent(RetentionSettings.self, forKey: .retention) ?? .init(),
+            recovery: try container.decodeIfPresent(RecoverySettings.self, forKey: .recovery) ?? .init(),
+            jobs: try container.decodeIfPresent(JobSettings.self, forKey: .jobs) ?? .init()
+        )
+    }
+
+    /// How long a scheduled job's lease lasts without renewal (``JobSettings/leaseSeconds``, default 60 s).
+    public var jobLeaseDuration: Duration { .milliseconds(Int64(jobs.leaseSeconds * 1_000)) }
+
+    /// Refused notification requests kept (default 10,000).
+    public var refusedNotificationsKept: Int { retention.refusedNotifications }
+
+    /// Reads and checks a configuration file: strict JSON, no unknown key, every value of its type and range;
+    /// relative file paths (trusted roots, private keys) resolved against the file's directory. Errors name the file,
+    /// the line and column, and the setting.
+    public static func load(path: String) throws(ConfigurationError) -> ServerConfiguration {
+        let (configuration, _) = try read(path: path)
+        return configuration
+    }
+
+    /// ``load(path:)``, with the file's parsed JSON (for ``report(file:)``).
+    static func read(path: String) throws(ConfigurationError) -> (ServerConfiguration, ConfigurationJSON) {
+        let shown = UntrustedText.quoted(path, limit: 256)
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+            throw ConfigurationError("the configuration file \(shown) does not exist")
+        }
+        guard !isDirectory.boolValue else { throw ConfigurationError("the configuration file \(shown) is a directory, not a file") }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ConfigurationError("the configuration file \(shown) cannot be read (permission denied?)")
+        }
+        let document: ConfigurationJSON
+        do {
+            document = try ConfigurationJSON(bytes: Array(data))
+        } catch {
+            throw ConfigurationError("\(path):\(error.position.line):\(error.position.column): not valid JSON: \(error.message)")
+        }
+        var configuration = try ConfigurationDecoder.decode(ServerConfiguration.self, from: document, file: path)
+        configuration.resolvePaths(relativeTo: URL(fileURLWithPath: path).deletingLastPathComponent().path)
+        try configuration.validate()
+        return (configuration, document)
+    }
+
+    /// Makes every relative file path absolute against `directory` (the configuration file's), so that the server
+    /// reads the same files whatever directory it is started from.
+    public mutating func resolvePaths(relativeTo directory: String) {
+        func resolved(_ path: String) -> String {
+            guard !path.hasPrefix("/"), !path.isEmpty else { return path }
+            return URL(fileURLWithPath: path, relativeTo: URL(fileURLWithPath: directory, isDirectory: true)).standardizedFileURL.path
+        }
+        for index in apps.indices {
+            apps[index].trustedRoots = apps[index].trustedRoots.map { $0 == "apple" ? $0 : resolved($0) }
+            for (environment, credentials) in apps[index].serverAPI {
+                apps[index].serverAPI[environment]?.privateKeyFile = resolved(credentials.privateKeyFile)
+            }
+        }
+    }
+
+    public func validate() throws(ConfigurationError) {
+        guard !apps.isEmpty else { throw ConfigurationError("no apps configured: \"apps\" lists at least one") }
+        var seen = Set<String>()
+        for (index, app) in apps.enumerated() {
+            let name = "apps[\(index)]"
+            guard !app.bundleId.isEmpty else { throw ConfigurationError("\(name).bundleId is empty") }
+            guard seen.insert(app.bundleId).inserted else { throw ConfigurationError("app '\(app.bundleId)' is configured twice") }
+            guard !app.environments.isEmpty else { throw ConfigurationError("app '\(app.bundleId)' accepts no environment (\(name).environments is empty)") }
+            for environment in app.environments where ![.sandbox, .production].contains(environment) {
+                throw ConfigurationError(
+                    "app '\(app.bundleId)': environment \(UntrustedText.quoted(environment.rawValue, limit: 64)) is not \"Sandbox\" or \"Production\""
+                )
+            }
+            if app.trustedRoots.isEmpty {
+                throw ConfigurationError(
+                    "app '\(app.bundleId)' trusts no root certificate: give \"apple\" (Apple Root CA - G3) or a certificate file"
+                )
+            }
+            if app.environments.contains(.production) && app.appAppleId == nil {
+                throw ConfigurationError("app '\(app.bundleId)' accepts Production but has no appAppleId")
+            }
+            for name in app.serverAPI.keys.sorted() where !app.environments.contains(AppStoreEnvironment(rawValue: name)) {
+                throw ConfigurationError(
+                    "app '\(app.bundleId)': serverAPI credentials for \(UntrustedText.quoted(name, limit: 64)), an environment the app does not accept "
+                        + "(\(app.environments.map(\.rawValue).joined(separator: ", ")))"
+                )
+            }
+        }
+        if customerCache.capacity < 0 {
+            throw ConfigurationError("customerCache.capacity must be 0 (off) or more, not \(customerCache.capacity)")
+        }
+        if !(customerCache.maxAgeSeconds > 0 && customerCache.maxAgeSeconds <= 86_400) {
+            throw ConfigurationError("customerCache.maxAgeSeconds must be more than 0 and at most 86400, not \(customerCache.maxAgeSeconds)")
+        }
+        try http.validate()
+        if !(0...10_000_000).contains(retention.refusedNotifications) {
+            throw ConfigurationError("retention.refusedNotifications must be 0 to 10000000, not \(retention.refusedNotifications)")
+        }
+        if let days = retention.rawPayloadDays, !(days > 0 && days <= 36_500) {
+            throw ConfigurationError("retention.rawPayloadDays must be more than 0 and at most 36500, not \(days)")
+        }
+        for (name, value) in [
+            ("intervalSeconds", recovery.intervalSeconds), ("overlapSeconds", recovery.overlapSeconds),
+            ("failuresIntervalSeconds", recovery.failuresIntervalSeconds),
+        ] where !(value > 0 && value <= 86_400) {
+            throw ConfigurationError("recovery.\(name) must be more than 0 and at most 86400, not \(value)")
+        }
+        if !(jobs.leaseSeconds >= 3 && jobs.leaseSeconds <= 3_600) {
+            throw ConfigurationError("jobs.leaseSeconds must be 3 to 3600, not \(jobs.leaseSeconds)")
+        }
+        for (product, level) in entitlements.subscriptionLevels.sorted(by: { $0.key < $1.key }) where !(1...1_000).contains(level) {
+            throw ConfigurationError("entitlements.subscriptionLevels[\"\(product)\"] must be 1 (the highest) to 1000, not \(level)")
+        }
+        for (product, seconds) in entitlements.nonRenewingDurations.sorted(by: { $0.key < $1.key }) where !(seconds > 0) {
+            throw ConfigurationError("entitlements.nonRenewingDurations[\"\(product)\"] must be more than 0 seconds, not \(seconds)")
+        }
+        for (product, names) in entitlements.productEntitlements.sorted(by: { $0.key < $1.key }) where names.isEmpty || names.contains("") {
+            throw ConfigurationError("entitlements.productEntitlements[\"\(product)\"] must list one or more non-empty entitlement names")
+        }
+        var names = Set<String>()
+        for (index, key) in apiKeys.enumerated() {
+            guard key.sha256.count == 64, key.sha256.allSatisfy(\.isHexDigit) else {
+                throw ConfigurationError("API key '\(key.name)' (apiKeys[\(index)]): sha256 must be 64 hex digits (what `storekeeper api-key` prints)")
+            }
+            guard names.insert(key.name).inserted else {
+                throw ConfigurationError("two API keys are named '\(key.name)': each needs its own name (it is what logs show)")
+            }
+            switch key.scope {
+            case .app:
+                guard let bundle = key.bundleId, apps.contains(where: { $0.bundleId == bundle }) else {
+                    throw ConfigurationError(
+                        "API key '\(key.name)' (apiKeys[\(index)]): an app key needs the bundleId of a configured app (\(apps.map(\.bundleId).joined(separator: ", ")))"
+                    )
+                }
+            case .admin:
+                if key.bundleId != nil {
+                    throw ConfigurationError("API key '\(key.name)' (apiKeys[\(index)]): an admin key acts for every app; remove its bundleId, or make it scope \"app\"")
+                }
+            }
+        }
+        let hashes = apiKeys.map { $0.sha256.lowercased() }
+        if Set(hashes).count != hashes.count {
+            throw ConfigurationError("two API keys have the same sha256: each key must be its own")
+        }
+    }
+
+    /// The customer cache's capacity and longest age.
+    public var customerCacheLimits: (capacity: Int, maxAgeSeconds: Double) {
+        (customerCache.capacity, customerCache.maxAgeSeconds)
+    }
+
+    /// The customer cache these settings describe.
+    public func makeCustomerCache<Value: Sendable>(of _: Value.Type = Value.self) -> CustomerCache<Value> {
+        CustomerCache(capacity: customerCache.capacity, maxAge: customerCache.maxAgeSeconds)
+    }
+
+    /// The lowercase hex SHA-256 of an API key, as stored in the configuration.
+    public static func hash(apiKey: some StringProtocol) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var hex: [UInt8] = []
+        hex.reserveCapacity(64)
+        for byte in SHA256.hash(data: Data(apiKey.utf8)) {
+            hex.append(digits[Int(byte >> 4)])
+            hex.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: hex, as: UTF8.self)
+    }
+}
+
+/// A configuration problem, named.
+public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { "configuration: \(message)" }
+}

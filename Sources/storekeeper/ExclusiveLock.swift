@@ -1,0 +1,67 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// An exclusive lock on a file for as long as this process lives (or until ``release()``), so that one thing has
+/// one writer: a SQLite ledger one `serve`, a simulator directory one simulator. The kernel drops the lock when the
+/// process ends however it ends (a crash, `kill -9`), so a lock is never stale. The lock file names its holder (PID,
+/// command, since when), and the refusal of a second process says who holds it.
+final class ExclusiveLock: Sendable {
+    let path: String
+    private let descriptor: Mutex<Int32>
+
+    /// Who holds a lock this process could not take.
+    struct Held: Error, CustomStringConvertible {
+        var path: String
+        var holder: String
+        var description: String { "\(holder) holds \(path)" }
+    }
+
+    /// Takes the lock on `path` (created if missing, mode 0644) without waiting, writing `purpose` (e.g.
+    /// `storekeeper serve`) into it with this process's ID; throws ``Held`` naming the holder when another process
+    /// has it, or a ``CLIError`` when the file cannot be made.
+    init(path: String, purpose: String) throws {
+        self.path = path
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            let reason = String(cString: strerror(errno))
+            throw CLIError(code: "cannot-lock", message: "cannot open the lock file \(path): \(reason)")
+        }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            let code = errno
+            let holder = Self.holder(descriptor)
+            close(descriptor)
+            if code == EWOULDBLOCK { throw Held(path: path, holder: holder ?? "another process (it has not written its name yet)") }
+            throw CLIError(code: "cannot-lock", message: "cannot lock \(path): \(String(cString: strerror(code)))")
+        }
+        let text = "PID \(getpid()) (\(purpose)) since \(Date().formatted(.iso8601))\n"
+        _ = ftruncate(descriptor, 0)
+        _ = text.withCString { pwrite(descriptor, $0, strlen($0), 0) }
+        self.descriptor = Mutex(descriptor)
+    }
+
+    /// What the lock file says of its holder.
+    private static func holder(_ descriptor: Int32) -> String? {
+        var buffer = [UInt8](repeating: 0, count: 256)
+        let count = pread(descriptor, &buffer, buffer.count, 0)
+        guard count > 0 else { return nil }
+        let text = String(decoding: buffer.prefix(count), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return text.isEmpty ? nil : text
+    }
+
+    /// Gives the lock back (also done when the process ends).
+    func release() {
+        descriptor.withLock { descriptor in
+            guard descriptor >= 0 else { return }
+            _ = flock(descriptor, LOCK_UN)
+            close(descriptor)
+            descriptor = -1
+        }
+    }
+
+    deinit { release() }
+}
