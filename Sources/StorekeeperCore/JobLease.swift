@@ -91,10 +91,12 @@ public struct JobLease: Sendable {
         try await withThrowingTaskGroup(of: T?.self) { group in
             group.addTask { try await body() }
             group.addTask {
-                while true {
-                    try await Task.sleep(for: duration / 3)
+                // Ends quietly when cancelled, so that what `body` returns or throws (a report of what it did) is what
+                // the caller gets.
+                while (try? await Task.sleep(for: duration / 3)) != nil {
                     guard (try? await acquire()) == true else { throw Lost() }
                 }
+                return nil
             }
             defer { group.cancelAll() }
             while let result = try await group.next() {

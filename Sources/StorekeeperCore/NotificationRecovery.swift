@@ -19,7 +19,6 @@ public struct NotificationRecovery: Sendable {
     let logger: Logger
     let metrics: StorekeeperMetrics
     let now: @Sendable () -> Date
-
     /// When and how far back recovery looks.
     public struct Settings: Sendable, Hashable {
         /// Between runs. Default 5 minutes.
@@ -135,6 +134,8 @@ public struct NotificationRecovery: Sendable {
         let end = started.addingTimeInterval(Self.endReach)
         var seen = Set<String>()
         // The watermark names the App Store's clock: when it is ahead of ours, the next run starts where this one ended.
+        // Only an offset found in this run counts: one found earlier may be stale (a clock set right since), and a
+        // watermark ahead of the App Store's time would skip what it creates meanwhile.
         let main = try await self.read(
             NotificationHistoryRequest(startDate: report.from, endDate: end), into: &report, seen: &seen,
             watermark: { ahead in RecoveryWatermark(app: app, date: started.addingTimeInterval(ahead ?? 0)) }
@@ -154,7 +155,7 @@ public struct NotificationRecovery: Sendable {
                 NotificationHistoryRequest(startDate: earliest.addingTimeInterval(offset ?? 0), endDate: end, onlyFailures: true),
                 into: &report, seen: &seen, watermark: nil
             )
-            offset = offset ?? pass.clockAhead
+            offset = pass.clockAhead ?? offset
         }
         report.appStoreClockAheadSeconds = offset.map { $0.rounded() }
     }

@@ -43,11 +43,12 @@ public struct NotificationRecoveryService: Service {
     }
 
     /// When the last pass over every failed delivery began.
-    final class RunState: Sendable {
+    package final class RunState: Sendable {
         let lastFailuresPass = Mutex<Date?>(nil)
+        package init() {}
     }
 
-    static func runOnce(_ recovery: NotificationRecovery, state: RunState, logger: Logger) async {
+    package static func runOnce(_ recovery: NotificationRecovery, state: RunState, logger: Logger) async {
         let app: Logger.Metadata = ["app.bundle_id": .string(recovery.app.bundleId), "app.environment": .string(recovery.app.environment.rawValue)]
         let started = recovery.now()
         let failures = state.lastFailuresPass.withLock { $0 }.map { started.timeIntervalSince($0) >= recovery.settings.failuresInterval } ?? true

@@ -152,3 +152,128 @@ struct ConfigurationTests {
         #expect(error.map { "\($0)" }?.hasPrefix("configuration: app 'a.b': the trusted root '\(root.path)' is not a certificate: neither PEM") == true, "\(String(describing: error))")
     }
 }
+
+/// What an operator mistypes in the configuration is refused at load, named where it is, never run on defaults.
+@Suite("Storekeeper server: configuration read strictly")
+struct StrictConfigurationTests {
+    static func load(_ text: String) throws(ConfigurationError) -> ServerConfiguration {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID()).json")
+        defer { try? FileManager.default.removeItem(at: file) }
+        try? text.write(to: file, atomically: true, encoding: .utf8)
+        return try ServerConfiguration.load(path: file.path)
+    }
+
+    static let app = #"{"bundleId": "com.example.app", "environments": ["Sandbox"]}"#
+
+    /// The eleven typos an outside walkthrough tried: nine started the server on defaults.
+    @Test("every mistyped key is refused with its path and the key meant", arguments: [
+        (#""entitlements": {"productEntitlement": {"pro.monthly": ["pro"]}}"#, "entitlements", "productEntitlement", "productEntitlements"),
+        (#""entitlements": {"subscriptionLevel": {"pro.monthly": 1}}"#, "entitlements", "subscriptionLevel", "subscriptionLevels"),
+        (#""recovery": {"enable": false}"#, "recovery", "enable", "enabled"),
+        (#""http": {"idleTimeoutSecond": 5}"#, "http", "idleTimeoutSecond", "idleTimeoutSeconds"),
+        (#""retention": {"rawPayloadsDays": 30}"#, "retention", "rawPayloadsDays", "rawPayloadDays"),
+        (#""retention": {"refusedNotification": 5}"#, "retention", "refusedNotification", "refusedNotifications"),
+        (#""customerCach": {"capacity": 0}"#, "the top level", "customerCach", "customerCache"),
+        (#""job": {"leaseSeconds": 10}"#, "the top level", "job", "jobs"),
+    ])
+    func mistypedKeys(fragment: String, object: String, typo: String, meant: String) throws {
+        let error = #expect(throws: ConfigurationError.self) { try Self.load(#"{"apps": [\#(Self.app)], \#(fragment)}"#) }
+        #expect(error?.message.hasSuffix(#": unknown key "\#(typo)" in \#(object): did you mean "\#(meant)"?"#) == true, "\(String(describing: error))")
+        #expect(error?.message.contains(":1:") == true, "line 1 named: \(String(describing: error))")
+    }
+
+    @Test("a mistyped key inside an app or its credentials is refused too (serverApi, trustedRoot, baseUrl)", arguments: [
+        (#"{"bundleId": "a.b", "environments": ["Sandbox"], "serverApi": {}}"#, "apps[0]", "serverApi", "serverAPI"),
+        (#"{"bundleId": "a.b", "environments": ["Sandbox"], "trustedRoot": ["x.pem"]}"#, "apps[0]", "trustedRoot", "trustedRoots"),
+        (#"{"bundleId": "a.b", "environments": ["Sandbox"], "serverAPI": {"Sandbox": {"issuerId": "i", "keyId": "k", "privateKeyFile": "f", "baseUrl": "http://x"}}}"#,
+         "apps[0].serverAPI.Sandbox", "baseUrl", "baseURL"),
+    ])
+    func mistypedAppKeys(app: String, object: String, typo: String, meant: String) throws {
+        let error = #expect(throws: ConfigurationError.self) { try Self.load(#"{"apps": [\#(app)]}"#) }
+        #expect(error?.message.hasSuffix(#"unknown key "\#(typo)" in \#(object): did you mean "\#(meant)"?"#) == true, "\(String(describing: error))")
+    }
+
+    @Test("a key nothing is near lists the keys known there")
+    func unknownWithoutNeighbour() throws {
+        let error = #expect(throws: ConfigurationError.self) { try Self.load(#"{"apps": [\#(Self.app)], "jobs": {"zzzzzz": 1}}"#) }
+        #expect(error?.message.contains(#"unknown key "zzzzzz" in jobs (known here: leaseSeconds)"#) == true, "\(String(describing: error))")
+    }
+
+    @Test("a value of the wrong type names its path, its line and column, what was expected and what was found", arguments: [
+        ("{\n  \"apps\": [{\"bundleId\": \"a.b\", \"appAppleId\": \"645\", \"environments\": [\"Sandbox\"]}]\n}",
+         #":2:46: apps[0].appAppleId: expected a whole number, found the string "645""#),
+        ("{\"apps\": [{\"bundleId\": \"a.b\", \"environments\": \"Sandbox\"}]}", #":1:47: apps[0].environments: expected a list, found the string "Sandbox""#),
+        ("{\"apps\": [\(StrictConfigurationTests.app)],\n \"customerCache\": {\"capacity\": 1.5}}", ":2:32: customerCache.capacity: expected a whole number, found the number 1.5"),
+        ("{\"apps\": [\(StrictConfigurationTests.app)],\n \"recovery\": {\"enabled\": \"no\"}}", #":2:26: recovery.enabled: expected true or false, found the string "no""#),
+        ("{\"apps\": [\(StrictConfigurationTests.app)], \"entitlements\": {\"productEntitlements\": {\"pro.monthly\": \"pro\"}}}",
+         #"entitlements.productEntitlements["pro.monthly"]: expected a list, found the string "pro""#),
+        ("{\"apps\": [\(StrictConfigurationTests.app)], \"apiKeys\": [{\"name\": \"k\", \"sha256\": \"x\", \"scope\": \"App\"}]}",
+         #"apiKeys[0].scope: 'App' is not a scope: give "app" (one app's customers) or "admin" (any)"#),
+        ("{\"apps\": [{\"environments\": [\"Sandbox\"]}]}", #"apps[0]: the required key "bundleId" is missing"#),
+        ("{\"apps\": [\(StrictConfigurationTests.app)], \"http\": {\"maxConnections\": 99999999999999999999}}", "http.maxConnections: 99999999999999999999 is out of range"),
+    ])
+    func wrongTypes(text: String, message: String) throws {
+        let error = #expect(throws: ConfigurationError.self) { try Self.load(text) }
+        #expect(error?.message.contains(message) == true, "\(String(describing: error))")
+        #expect(error.map { !"\($0)".contains("DecodingError") && !"\($0)".contains("Debug description") } == true)
+    }
+
+    @Test("JSON that is not valid is named with its line and column, trailing commas and keys given twice included", arguments: [
+        ("{\n  \"apps\": [\n    {\"bundleId\": \"a.b\" \"environments\": []}\n  ]\n}", ":3:24: not valid JSON: unexpected '\"': expected ',' or '}' after the value of \"bundleId\""),
+        ("{\"apps\": [\(StrictConfigurationTests.app)],\n}", ":2:1: not valid JSON: a comma before '}': JSON allows no trailing comma"),
+        ("{\"apps\": [\(StrictConfigurationTests.app),]}", "not valid JSON: a comma before ']': JSON allows no trailing comma"),
+        ("{\"apps\": [\(StrictConfigurationTests.app)],\n \"apps\": []}", #":2:2: not valid JSON: the key "apps" is given twice in one object (first at line 1, column 2)"#),
+        ("{\"apps\": [\(StrictConfigurationTests.app)] // the app\n}", "not valid JSON: a comment: JSON has none (remove it)"),
+        ("{'apps': []}", ":1:2: not valid JSON: unexpected ''': expected a key in double quotes"),
+        ("", ":1:1: not valid JSON: the file is empty"),
+        ("{\"apps\": [\(StrictConfigurationTests.app)]", "not valid JSON: unexpected end of file: the object is not closed with '}'"),
+    ])
+    func invalidJSON(text: String, message: String) throws {
+        let error = #expect(throws: ConfigurationError.self) { try Self.load(text) }
+        #expect(error?.message.contains(message) == true, "\(String(describing: error))")
+    }
+
+    @Test("relative file paths are resolved against the configuration file's directory, whatever the working directory")
+    func relativePaths() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let simulator = try SimulatorDirectory.initialize(at: directory.appendingPathComponent("sim"))
+        let info = try simulator.loadAPIKeyInfo()
+        let file = directory.appendingPathComponent("storekeeper.json")
+        try #"""
+            {"apps": [{"bundleId": "com.example.storekeeper", "environments": ["Sandbox"], "trustedRoots": ["sim/ca/root.pem", "apple"],
+              "serverAPI": {"Sandbox": {"issuerId": "\#(info.issuerId)", "keyId": "\#(info.keyId)", "privateKeyFile": "./sim/api/AuthKey_\#(info.keyId).p8"}}}]}
+            """#.write(to: file, atomically: true, encoding: .utf8)
+        let configuration = try ServerConfiguration.load(path: file.path)
+        #expect(configuration.apps[0].trustedRoots == [simulator.rootCertificateFile.standardizedFileURL.path, "apple"])
+        #expect(configuration.apps[0].serverAPI["Sandbox"]?.privateKeyFile == simulator.apiPrivateKeyFile(keyId: info.keyId).standardizedFileURL.path)
+        // The files are found from any working directory, since the paths are absolute now.
+        #expect(try configuration.makeVerifiers().count == 1)
+        #expect(try configuration.makeServerAPIKeys().count == 1)
+        let check = try ServerConfiguration.check(path: file.path)
+        let root = try #require(check.settings.first { $0.path == "apps[0].trustedRoots" })
+        #expect(root.source == .file && root.note?.contains("resolved against the configuration file's directory") == true, "\(root)")
+    }
+
+    @Test("config check lists every setting with its source, masks API key hashes, and says what null means")
+    func check() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID()).json")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let hash = ServerConfiguration.hash(apiKey: "sk_secret")
+        try #"{"apps": [\#(Self.app)], "customerCache": {"capacity": 0}, "apiKeys": [{"name": "ios", "sha256": "\#(hash)", "scope": "app", "bundleId": "com.example.app"}]}"#
+            .write(to: file, atomically: true, encoding: .utf8)
+        let check = try ServerConfiguration.check(path: file.path)
+        let byPath = Dictionary(uniqueKeysWithValues: check.settings.map { ($0.path, $0) })
+        #expect(byPath["customerCache.capacity"]?.value == "0" && byPath["customerCache.capacity"]?.source == .file)
+        #expect(byPath["customerCache.maxAgeSeconds"]?.value == "60" && byPath["customerCache.maxAgeSeconds"]?.source == .default)
+        #expect(byPath["recovery.enabled"]?.value == "true" && byPath["recovery.enabled"]?.source == .default)
+        #expect(byPath["retention.rawPayloadDays"]?.note == "raw payloads kept for ever")
+        #expect(byPath["apps[0].trustedRoots"]?.value == #"["apple"]"# && byPath["apps[0].trustedRoots"]?.source == .default)
+        #expect(byPath["apiKeys[0].sha256"]?.value == "\"\(hash.prefix(8))…\"" && byPath["apiKeys[0].sha256"]?.note == "masked")
+        #expect(!check.text.contains(hash), "the whole hash is never printed")
+        for expected in ["http.idleTimeoutSeconds", "http.maxConnections", "jobs.leaseSeconds", "recovery.overlapSeconds", "retention.refusedNotifications",
+                         "entitlements.billingRetryGrantsAccess", "apps[0].appAppleId", "apps[0].serverAPI"] {
+            #expect(byPath[expected] != nil, "\(expected) is listed")
+        }
+    }
+}

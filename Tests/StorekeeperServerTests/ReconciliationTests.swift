@@ -48,6 +48,27 @@ struct ReconciliationTests {
                 #expect(dry.json["recordsChanged"] as? Int == 0)
                 #expect(try await testbed.mismatches(at: base).count == 1, "a dry run changes nothing")
 
+                // A mistyped parameter or value is refused, never run as a real reconcile (`dryrun` is not `dryRun`).
+                for (query, code, named) in [
+                    ("?dryrun=true", "unknown-parameter", #"unknown query parameter 'dryrun': did you mean "dryRun"?"#),
+                    ("?dryRun=banana", "invalid-parameter", "dryRun must be true or false, not 'banana'"),
+                    ("?dryRun=1", "invalid-parameter", "dryRun must be true or false, not '1'"),
+                    ("?dryRun=true&dryRun=false", "repeated-parameter", "dryRun"),
+                    ("?environment=sandbox", "invalid-parameter", "environment must be Production or Sandbox, not 'sandbox'"),
+                ] {
+                    let refused = try await T.call(.POST, reconcile + query, key: T.adminKey)
+                    let error = refused.json["error"] as? [String: Any]
+                    #expect(refused.status == 400 && error?["code"] as? String == code, "\(query): \(refused.json)")
+                    #expect((error?["message"] as? String)?.contains(named) == true, "\(query): \(refused.json)")
+                }
+                #expect(try await testbed.mismatches(at: base).count == 1, "no refused request changed anything")
+                // A customer the app has no data for is 404, not an empty report.
+                let unknown = try await T.call(.POST, base + "/v1/admin/customers/nobody-here/reconcile", key: T.adminKey)
+                #expect(unknown.status == 404 && (unknown.json["error"] as? [String: Any])?["code"] as? String == "unknown-customer", "\(unknown.json)")
+                // The app API's read is as strict.
+                let read = try await T.call(.GET, base + "/v1/customers/bob?enviroment=Sandbox", key: T.appKey)
+                #expect(read.status == 400 && ((read.json["error"] as? [String: Any])?["message"] as? String)?.contains(#"did you mean "environment"?"#) == true, "\(read.json)")
+
                 let repaired = try await T.call(.POST, reconcile, key: T.adminKey)
                 #expect(repaired.status == 200 && (repaired.json["recordsChanged"] as? Int ?? 0) > 0, "\(repaired.json)")
                 #expect(try await testbed.mismatches(at: base).isEmpty)

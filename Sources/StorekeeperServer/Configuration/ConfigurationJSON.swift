@@ -64,6 +64,7 @@ struct ConfigurationJSON: Sendable {
         root = try parser.value(depth: 0)
         parser.skipWhitespace()
         if parser.index < bytes.count {
+            if let comment = parser.comment() { throw comment }
             throw parser.error("unexpected \(parser.describeCurrent()) after the end of the JSON value")
         }
     }
@@ -111,6 +112,14 @@ struct ConfigurationJSON: Sendable {
                 default: return
                 }
             }
+        }
+
+        /// A comment where a separator was expected: JSON has none, and saying so beats "unexpected '/'".
+        func comment() -> SyntaxError? {
+            guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "/"), [UInt8(ascii: "/"), UInt8(ascii: "*")].contains(bytes[index + 1]) else {
+                return nil
+            }
+            return error("a comment: JSON has none (remove it)")
         }
 
         mutating func expect(_ literal: String) throws(SyntaxError) {
@@ -167,7 +176,7 @@ struct ConfigurationJSON: Sendable {
                     if index < bytes.count, bytes[index] == UInt8(ascii: "}"), !members.isEmpty {
                         throw error("a comma before '}': JSON allows no trailing comma")
                     }
-                    throw error("unexpected \(describeCurrent()): expected a key in double quotes")
+                    throw comment() ?? error("unexpected \(describeCurrent()): expected a key in double quotes")
                 }
                 let key = try string()
                 if let first = seen[key] {
@@ -191,7 +200,7 @@ struct ConfigurationJSON: Sendable {
                     advance()
                     return members
                 }
-                throw error("unexpected \(describeCurrent()): expected ',' or '}' after the value of \"\(key)\" (a missing comma?)")
+                throw comment() ?? error("unexpected \(describeCurrent()): expected ',' or '}' after the value of \"\(key)\" (a missing comma?)")
             }
         }
 
@@ -219,7 +228,7 @@ struct ConfigurationJSON: Sendable {
                     advance()
                     return elements
                 }
-                throw error("unexpected \(describeCurrent()): expected ',' or ']' in a list (a missing comma?)")
+                throw comment() ?? error("unexpected \(describeCurrent()): expected ',' or ']' in a list (a missing comma?)")
             }
         }
 

@@ -1,0 +1,191 @@
+import AppStoreModels
+import AppStoreSimulator
+import AsyncHTTPClient
+import Foundation
+import Glibc
+import NIOCore
+import NIOHTTP1
+import StorekeeperCore
+import StorekeeperSQLite
+import Testing
+
+/// A long-running `storekeeper` command as a child process, its output going to files a test reads while it runs
+/// (a pipe nobody reads would block it), and that a test can signal.
+final class RunningCommand: @unchecked Sendable {
+    // Safety: every property is set in `init` and only read afterwards.
+    let process = Process()
+    let stdoutFile: URL
+    let stderrFile: URL
+
+    init(_ arguments: [String], in directory: URL, environment: [String: String] = [:]) throws {
+        let name = UUID().uuidString
+        stdoutFile = directory.appendingPathComponent("\(name).out")
+        stderrFile = directory.appendingPathComponent("\(name).err")
+        FileManager.default.createFile(atPath: stdoutFile.path, contents: nil)
+        FileManager.default.createFile(atPath: stderrFile.path, contents: nil)
+        process.executableURL = CLI.binary
+        process.arguments = arguments
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
+        process.standardOutput = try FileHandle(forWritingTo: stdoutFile)
+        process.standardError = try FileHandle(forWritingTo: stderrFile)
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+    }
+
+    var stdout: String { String(decoding: (try? Data(contentsOf: stdoutFile)) ?? Data(), as: UTF8.self) }
+    var stderr: String { String(decoding: (try? Data(contentsOf: stderrFile)) ?? Data(), as: UTF8.self) }
+
+    /// Waits until `text` appears in standard output or error (true), or the command ends or `seconds` pass (false).
+    func waitFor(_ text: String, within seconds: Double = 30) async throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while ContinuousClock.now < deadline {
+            if stdout.contains(text) || stderr.contains(text) { return true }
+            if !process.isRunning { return stdout.contains(text) || stderr.contains(text) }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return false
+    }
+
+    /// The port a server printed (`… on http://127.0.0.1:PORT …`).
+    func port() async throws -> Int {
+        #expect(try await waitFor("http://127.0.0.1:"), "\(stderr)")
+        let text = stdout
+        let range = try #require(text.range(of: "127.0.0.1:"))
+        return try #require(Int(text[range.upperBound...].prefix { $0.isNumber }))
+    }
+
+    func signal(_ number: Int32) { kill(process.processIdentifier, number) }
+
+    /// Waits for the command to end (up to `seconds`, then SIGKILL); its exit status.
+    func finish(within seconds: Double = 60) async throws -> Int32 {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while process.isRunning, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    /// Stops it for good.
+    func stop() {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+}
+
+/// What an operator runs twice, interrupts or mistypes: refused or handled, never silently wrong.
+@Suite("storekeeper as an operator runs it")
+struct OperatorTests {
+    static func get(_ url: String) async throws -> (status: UInt, body: String) {
+        let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: url), timeout: .seconds(10))
+        return (response.status.code, String(buffer: try await response.body.collect(upTo: 1 << 20)))
+    }
+
+    @Test("two serve processes on one SQLite ledger: the second is refused naming the first's PID; serve says when it creates a ledger")
+    func oneServerPerSQLiteLedger() async throws {
+        let directory = try CLI.temporaryDirectory("one-writer")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (_, config, database) = try CrashRecoveryTests.setUp(in: directory)
+        let first = try RunningCommand(["serve", "--config", config, "--database", database, "--port", "0"], in: directory)
+        defer { first.stop() }
+        _ = try await first.port()
+        #expect(first.stderr.contains("no SQLite ledger at this path: creating a new, empty one"), "\(first.stderr)")
+
+        let second = try await CLI.runDetached(["serve", "--config", config, "--database", database, "--port", "0"])
+        #expect(second.status == 1)
+        #expect(second.stderr.contains("error: ledger-in-use: the SQLite ledger \(database) is in use by PID \(first.process.processIdentifier) (storekeeper serve)"), "\(second.stderr)")
+        // The same file named another way is the same ledger.
+        let relative = try await CLI.runDetached(["serve", "--config", config, "--database", database.replacingOccurrences(of: "/ledger.sqlite", with: "/./ledger.sqlite"), "--port", "0"])
+        #expect(relative.status == 1 && relative.stderr.contains("ledger-in-use"), "\(relative.stderr)")
+        // `copy` needs the server stopped, and says so.
+        let copy = try await CLI.runDetached(["copy", "--from", database, "--to", "postgres://nobody@127.0.0.1:9/none"])
+        #expect(copy.status == 1 && copy.stderr.contains("ledger-in-use"), "\(copy.stderr)")
+
+        // Once the first is gone (even killed), the next one starts on the ledger it made, and says nothing of creating one.
+        first.stop()
+        let again = try RunningCommand(["serve", "--config", config, "--database", database, "--port", "0"], in: directory)
+        defer { again.stop() }
+        _ = try await again.port()
+        #expect(!again.stderr.contains("creating a new"), "\(again.stderr)")
+    }
+
+    @Test("simulator run --dir on a directory a running simulator serves is refused naming its PID, and changes nothing")
+    func oneSimulatorPerDirectory() async throws {
+        let directory = try CLI.temporaryDirectory("one-simulator")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let sim = directory.appendingPathComponent("sim").path
+        #expect(try await CLI.runDetached(["simulator", "init", sim]).status == 0)
+        let served = try RunningCommand(["simulator", "--dir", sim, "--port", "0"], in: directory)
+        defer { served.stop() }
+        let port = try await served.port()
+        let before = try await Self.get("http://127.0.0.1:\(port)/simulator/v1/ground-truth")
+
+        let run = try await CLI.runDetached(["simulator", "run", "--dir", sim, "subscriber-lifecycle"])
+        #expect(run.status == 1)
+        #expect(run.stderr.contains("error: simulator-in-use: the simulator in \(sim) is in use by PID \(served.process.processIdentifier)"), "\(run.stderr)")
+        #expect(run.stderr.contains("simulator run --url"), "says what to do instead: \(run.stderr)")
+        let serveAgain = try await CLI.runDetached(["simulator", "--dir", sim, "--port", "0"])
+        #expect(serveAgain.status == 1 && serveAgain.stderr.contains("simulator-in-use"), "\(serveAgain.stderr)")
+        #expect(try await Self.get("http://127.0.0.1:\(port)/simulator/v1/ground-truth").body == before.body, "nothing changed")
+
+        // The running simulator plays it instead.
+        let viaURL = try await CLI.runDetached(["simulator", "run", "--url", "http://127.0.0.1:\(port)", "subscriber-lifecycle"])
+        #expect(viaURL.status == 0, "\(viaURL.stderr)")
+        let missing = try await CLI.runDetached(["simulator", "run", "--dir", directory.appendingPathComponent("nope").path, "subscriber-lifecycle"])
+        #expect(missing.status == 1 && missing.stderr.contains("no-such-simulator"), "\(missing.stderr)")
+    }
+
+    @Test("config check prints every setting and its source, and refuses a mistyped key with the one meant")
+    func configCheck() async throws {
+        let directory = try CLI.temporaryDirectory("config-check")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("storekeeper.json").path
+        try #"{"apps": [{"bundleId": "com.example.app", "environments": ["Sandbox"]}], "customerCache": {"capacity": 0}}"#
+            .write(toFile: file, atomically: true, encoding: .utf8)
+        let good = try await CLI.runDetached(["config", "check", "--config", file])
+        #expect(good.status == 0, "\(good.stderr)")
+        let lines = good.stdout.split(separator: "\n")
+        #expect(lines.contains { $0.hasPrefix("customerCache.capacity") && $0.contains("0  [file]") }, "\(good.stdout)")
+        #expect(lines.contains { $0.hasPrefix("customerCache.maxAgeSeconds") && $0.contains("60  [default]") }, "\(good.stdout)")
+        #expect(good.stdout.contains("note: no API keys"))
+        let json = try CLI.json(try await CLI.runDetached(["config", "check", "--config", file, "--json"]).stdout)
+        #expect((json["settings"] as? [[String: Any]])?.contains { $0["path"] as? String == "recovery.enabled" && $0["source"] as? String == "default" } == true)
+
+        try #"{"apps": [{"bundleId": "com.example.app", "environments": ["Sandbox"]}], "entitlements": {"productEntitlement": {"pro.monthly": ["pro"]}}}"#
+            .write(toFile: file, atomically: true, encoding: .utf8)
+        for command in [["config", "check"], ["serve", "--port", "0", "--database", directory.appendingPathComponent("l.sqlite").path]] {
+            let typo = try await CLI.runDetached(command + ["--config", file])
+            #expect(typo.status == 1)
+            #expect(typo.stderr.contains(#"\#(file):1:91: unknown key "productEntitlement" in entitlements: did you mean "productEntitlements"?"#), "\(typo.stderr)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("l.sqlite").path), "serve stopped before the ledger")
+    }
+
+    @Test("wrong but well-formed App Store Server API credentials: serve starts, says at once that the App Store refused them, in the log, /health and /metrics")
+    func refusedCredentials() async throws {
+        let directory = try CLI.temporaryDirectory("credentials")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let missed = try await MissedNotifications.make(2, in: directory)
+        try await missed.serve { simulatorURL in
+            // Another key ID than the simulator's, well formed; recovery off, so that only the check at start can tell.
+            var text = try String(contentsOfFile: missed.config, encoding: .utf8)
+            let keyId = try #require(text.range(of: #""keyId": ""#).map { text[$0.upperBound...].prefix { $0 != "\"" } })
+            text = text.replacingOccurrences(of: #""keyId": "\#(keyId)""#, with: #""keyId": "WRONGKEY01""#)
+                .replacingOccurrences(of: #""recovery": {"#, with: #""recovery": {"enabled": false, "#)
+            try text.write(toFile: missed.config, atomically: true, encoding: .utf8)
+            _ = try SQLiteLedgerStore(path: missed.database)
+            let server = try RunningCommand(["serve", "--config", missed.config, "--database", missed.database, "--port", "0"], in: directory)
+            defer { server.stop() }
+            let port = try await server.port()
+            #expect(try await server.waitFor("credentials REFUSED"), "\(server.stderr)")
+            #expect(server.stderr.contains("error storekeeper:") && server.stderr.contains("HTTP 401"), "\(server.stderr)")
+            let health = try await Self.get("http://127.0.0.1:\(port)/health")
+            #expect(health.status == 200 && health.body.contains(#""appStoreCredentials":{"com.example.storekeeper (Sandbox)":"refused"}"#), "\(health.body)")
+            let metrics = try await Self.get("http://127.0.0.1:\(port)/metrics").body
+            #expect(metrics.contains(#"storekeeper_app_store_credentials_refused{bundle_id="com.example.storekeeper",environment="Sandbox"} 1"#), "\(metrics)")
+            // config check --online says the same, and exits 1.
+            let check = try await CLI.runDetached(["config", "check", "--config", missed.config, "--online"])
+            #expect(check.status == 1 && check.stdout.contains("credentials com.example.storekeeper Sandbox: refused"), "\(check.stdout)")
+            _ = simulatorURL
+        }
+    }
+}

@@ -1,0 +1,110 @@
+import AppStoreModels
+import AppStoreSimulator
+import Foundation
+import Logging
+import StorekeeperCore
+import StorekeeperServer
+import StorekeeperSQLite
+import Testing
+
+/// Recovery when the App Store's clock is not the server's: a simulator advanced days ahead, and a window the App
+/// Store's history no longer covers. A run that could not read everything it had to says so: in its report, its log
+/// line, its metric and `recover`'s exit status; never success.
+@Suite("Storekeeper server: recovery and the App Store's clock")
+struct RecoveryClockTests {
+    typealias T = RecoveryTestbed
+    static let app = VerifierKey(bundleId: "com.example.storekeeper", environment: .sandbox)
+
+    /// The recovery job of the testbed's app with the server's clock at `now` (not the simulator's).
+    static func recovery(_ testbed: T, simulatorURL: String, store: SQLiteLedgerStore, now: Date, exporter: MetricsExporter, log: CapturedLog) throws -> NotificationRecovery {
+        let configuration = try testbed.configuration(baseURL: simulatorURL)
+        let ingester = NotificationIngester(store: store, verifiers: try configuration.makeVerifiers(), refusalsKept: 100, logger: log.logger())
+        let client = try #require(try configuration.makeServerAPIClients(logger: log.logger())[app])
+        return NotificationRecovery(
+            app: app, client: client, ingester: ingester, settings: configuration.recovery.settings, logger: log.logger(), metrics: exporter.metrics,
+            now: { now }
+        )
+    }
+
+    /// Customers buy while no server listens (the simulator has no notification URL): what recovery must bring back.
+    static func purchasesWhileDown(_ testbed: T, customers: [String]) async throws -> Set<String> {
+        let before = Set(await testbed.simulator.state.notifications.map(\.notificationUUID))
+        try await testbed.act { (engine) throws(SimulatorError) in
+            for customer in customers {
+                try engine.createCustomer(id: customer)
+                _ = try engine.purchase(.init(customerId: customer, productId: "pro.monthly"))
+                _ = try engine.purchase(.init(customerId: customer, productId: "coins.100"))
+            }
+        }
+        return Set(await testbed.simulator.state.notifications.map(\.notificationUUID)).subtracting(before)
+    }
+
+    @Test("the App Store's clock two days ahead: a dry run finds what was bought meanwhile, a run applies it, and the watermark follows the App Store's clock")
+    func appStoreClockAhead() async throws {
+        let testbed = try await T(environment: .sandbox)
+        try await testbed.withSimulator { simulatorURL in
+            let store = try SQLiteLedgerStore(path: testbed.database)
+            let serverNow = await testbed.simulator.state.now
+            let exporter = MetricsExporter()
+            let recovery = try Self.recovery(testbed, simulatorURL: simulatorURL, store: store, now: serverNow, exporter: exporter, log: CapturedLog())
+            let first = try await recovery.run()
+            #expect(first.complete && first.watermarkAfter == serverNow)
+
+            // The App Store's clock moves two days on; the server's does not (its clock is behind, or it was down).
+            _ = try await testbed.simulator.advance(by: 2 * 86_400) {}
+            let missed = try await Self.purchasesWhileDown(testbed, customers: ["ann", "ben", "cal"])
+            #expect(missed.count == 6)
+
+            let dry = try await recovery.run(dryRun: true)
+            #expect(dry.missingCount == missed.count, "\(dry)")
+            #expect(dry.complete)
+            #expect(abs((dry.appStoreClockAheadSeconds ?? 0) - 2 * 86_400) <= 120, "\(String(describing: dry.appStoreClockAheadSeconds))")
+            #expect(try await store.notificationCounts()["applied"] == nil, "a dry run changes nothing")
+
+            let real = try await recovery.run()
+            #expect(real.complete && real.applied == missed.count, "\(real)")
+            for uuid in missed { #expect(try await store.containsNotification(uuid)) }
+            // The watermark is the server's now, behind the App Store's: the next run reads a little more, and misses nothing.
+            #expect(try await store.recoveryWatermark(Self.app) == serverNow)
+            let again = try await recovery.run()
+            #expect(again.complete && again.applied == 0 && again.fetched == again.duplicates, "\(again)")
+        }
+    }
+
+    @Test("a watermark older than the App Store's history: the run says which part is lost, its metric counts it incomplete, no success is recorded")
+    func windowNotCovered() async throws {
+        let testbed = try await T(environment: .sandbox)
+        try await testbed.withSimulator { simulatorURL in
+            let store = try SQLiteLedgerStore(path: testbed.database)
+            let serverNow = await testbed.simulator.state.now
+            let exporter = MetricsExporter()
+            let log = CapturedLog()
+            let recovery = try Self.recovery(testbed, simulatorURL: simulatorURL, store: store, now: serverNow, exporter: exporter, log: log)
+            #expect(try await recovery.run().complete)
+            let watermark = try #require(try await store.recoveryWatermark(Self.app))
+            let successBefore = exporter.render().split(separator: "\n").filter { $0.hasPrefix(StorekeeperMetrics.Name.recoveryLastSuccess + "{") }
+
+            // Forty days pass at the App Store (sandbox keeps thirty): what it created in the first ten is gone.
+            _ = try await testbed.simulator.advance(by: 40 * 86_400) {}
+            let missed = try await Self.purchasesWhileDown(testbed, customers: ["dan"])
+            await NotificationRecoveryService.runOnce(recovery, state: .init(), logger: log.logger())
+
+            // The watermark moves on (what is gone cannot come back), to the App Store's now found by the refused start.
+            let moved = try #require(try await store.recoveryWatermark(Self.app))
+            #expect(abs(moved.timeIntervalSince(serverNow) - 40 * 86_400) <= 120, "\(moved) vs \(serverNow)")
+            for uuid in missed { #expect(try await store.containsNotification(uuid), "what the App Store still holds is applied") }
+            let metrics = exporter.render()
+            #expect(metrics.contains(#"storekeeper_recovery_runs_total{bundle_id="com.example.storekeeper",environment="Sandbox",outcome="incomplete"} 1"#), "\(metrics)")
+            let successAfter = metrics.split(separator: "\n").filter { $0.hasPrefix(StorekeeperMetrics.Name.recoveryLastSuccess + "{") }
+            #expect(successAfter == successBefore, "an incomplete run is not a success")
+            let errors = log.all.filter { $0.level == .error }.map(\.line)
+            #expect(errors.contains { $0.contains("could not cover its window") && $0.contains("recovery.uncovered_from=") }, "\(errors)")
+
+            // The report names the lost part: from the old watermark (less the overlap) to the App Store's earliest.
+            let report = try await recovery.run(since: watermark, dryRun: true)
+            let lost = try #require(report.uncovered)
+            #expect(!report.complete && lost.start == watermark)
+            #expect(abs(lost.end.timeIntervalSince(watermark) - 10 * 86_400) <= 3_700, "\(lost)")
+        }
+    }
+}
