@@ -14,7 +14,7 @@ import Synchronization
 /// A payload is the writer's instance ID and the customers as a JSON array; a set too large for PostgreSQL's
 /// 8,000-byte payload is sent as `*` (everyone).
 final class PostgresChangeListener: Sendable {
-    let client: PostgresClient
+    let pool: PostgresPool
     let channel: String
     let feed: LedgerChangeFeed
     let logger: Logger
@@ -22,8 +22,8 @@ final class PostgresChangeListener: Sendable {
     let instance = UUID().uuidString
     private let task = Mutex<Task<Void, Never>?>(nil)
 
-    init(client: PostgresClient, channel: String, feed: LedgerChangeFeed, logger: Logger) {
-        self.client = client
+    init(pool: PostgresPool, channel: String, feed: LedgerChangeFeed, logger: Logger) {
+        self.pool = pool
         self.channel = channel
         self.feed = feed
         self.logger = logger
@@ -38,7 +38,8 @@ final class PostgresChangeListener: Sendable {
             var delay = Duration.milliseconds(100)
             while !Task.isCancelled {
                 do {
-                    try await client.withConnection { connection in
+                    // The current client's, outside the pool's count: this connection is held for good.
+                    try await pool.client.withConnection { connection in
                         try await connection.listen(on: self.channel) { notifications in
                             self.feed.setComplete(true)
                             if firstAttempt { continuation.yield(.success(())); firstAttempt = false }

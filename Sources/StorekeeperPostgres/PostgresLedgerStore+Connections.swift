@@ -18,7 +18,7 @@ extension PostgresLedgerStore {
             let memo = PostgresHeaders.Memo()
             do {
                 // Leased first, then `BEGIN`: the sweeper must not cancel a write that already has its connection.
-                let (result, affected) = try await leasing { lease in try await self.client.withConnection { connection in
+                let (result, affected) = try await leasing { lease in try await self.pool.withConnection { connection in
                     guard lease.leased() else { throw CancellationError() }
                     return try await connection.withTransaction(logger: self.logger) { connection in
                         let transaction = PostgresWriteTransaction(store: self, connection: connection, memo: memo)
@@ -87,12 +87,27 @@ extension PostgresLedgerStore {
     /// running `serve`). Now it gets a 503 (a notification: a 5xx, which Apple retries) after `connect_timeout`.
     func leasing<T: Sendable>(_ operation: @escaping @Sendable (PostgresLeaseWatch.Lease) async throws -> T) async throws -> T {
         let timeout = leaseWatch.timeout
-        return try await leaseWatch.run(operation) {
-            StorageError(
-                "no database connection within \(timeout.components.seconds) s (connect_timeout): the database does not answer, or every connection of the pool is busy",
-                underlying: NoConnection()
-            )
+        do {
+            return try await leaseWatch.run(operation) {
+                StorageError(
+                    "no database connection within \(timeout.components.seconds) s (connect_timeout): the database does not answer, or every connection of the pool is busy",
+                    underlying: NoConnection()
+                )
+            }
+        } catch {
+            // No connection in time, or the pool gave up connecting: the database may be down; once it answers, the
+            // pool is renewed rather than left to its backoff (``PostgresPool``).
+            if (error as? StorageError)?.underlying is NoConnection || Self.isConnectionFailure(Self.cause(of: error)) {
+                pool.noteFailure()
+            }
+            throw error
         }
+    }
+
+    /// A connection that could not be made or was lost (not a statement the server refused).
+    static func isConnectionFailure(_ error: any Error) -> Bool {
+        guard let error = error as? PSQLError, error.serverInfo == nil else { return false }
+        return error.code == .serverClosedConnection || error.code == .connectionError
     }
 
     /// Why a lease timed out (not a failure of any one request: a batch that gets it is not read again one by one).
@@ -103,7 +118,7 @@ extension PostgresLedgerStore {
     func read<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws(StorageError) -> T {
         do {
             return try await leasing { lease in
-                try await self.client.withConnection { connection in
+                try await self.pool.withConnection { connection in
                     guard lease.leased() else { throw CancellationError() }
                     return try await body(connection)
                 }

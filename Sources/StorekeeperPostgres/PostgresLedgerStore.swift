@@ -18,8 +18,8 @@ import Synchronization
 ///
 /// Signed data is stored as ``StoredJWS`` parts with each distinct header once, as in SQLite.
 public final class PostgresLedgerStore: LedgerStore {
-    let client: PostgresClient
-    private let clientTask: Task<Void, Never>
+    /// The connections (a postgres-nio client, renewed when the database comes back after an outage).
+    let pool: PostgresPool
     let listener: PostgresChangeListener
     public let changes: LedgerChangeFeed
     public var databaseKind: String { "postgresql" }
@@ -53,13 +53,12 @@ public final class PostgresLedgerStore: LedgerStore {
     public var writesRetried: Int { retries.withLock { $0 } }
 
     private init(
-        client: PostgresClient, clientTask: Task<Void, Never>, listener: PostgresChangeListener, changes: LedgerChangeFeed,
+        pool: PostgresPool, listener: PostgresChangeListener, changes: LedgerChangeFeed,
         migrationsApplied: [String], url: PostgresDatabaseURL, logger: Logger, metrics: StorekeeperMetrics,
         unsafeFaultInjection: (@Sendable (String) throws -> Void)?
     ) {
         self.metrics = metrics
-        self.client = client
-        self.clientTask = clientTask
+        self.pool = pool
         self.listener = listener
         self.changes = changes
         self.migrationsApplied = migrationsApplied
@@ -95,19 +94,17 @@ public final class PostgresLedgerStore: LedgerStore {
         } catch {
             throw StorageError("cannot open the PostgreSQL database \(url.redacted): \(Self.describe(error))", underlying: error)
         }
-        let client = PostgresClient(configuration: try url.clientConfiguration(), backgroundLogger: logger)
-        let clientTask = Task { await client.run() }
+        let pool = PostgresPool(configuration: try url.clientConfiguration(), probe: try url.connectionConfiguration(), logger: logger)
         do {
             let changes = LedgerChangeFeed()
-            let listener = PostgresChangeListener(client: client, channel: channel, feed: changes, logger: logger)
+            let listener = PostgresChangeListener(pool: pool, channel: channel, feed: changes, logger: logger)
             try await listener.start()
             return PostgresLedgerStore(
-                client: client, clientTask: clientTask, listener: listener, changes: changes, migrationsApplied: applied, url: url,
+                pool: pool, listener: listener, changes: changes, migrationsApplied: applied, url: url,
                 logger: logger, metrics: metrics, unsafeFaultInjection: unsafeFaultInjection
             )
         } catch {
-            clientTask.cancel()
-            await clientTask.value
+            await pool.close()
             if let error = error as? StorageError { throw StorageError("cannot open the PostgreSQL database \(url.redacted): \(error.message)") }
             throw StorageError("cannot open the PostgreSQL database \(url.redacted): \(Self.describe(error))", underlying: error)
         }
@@ -117,14 +114,13 @@ public final class PostgresLedgerStore: LedgerStore {
     public func close() async {
         await listener.stop()
         leaseWatch.stop()
-        clientTask.cancel()
-        await clientTask.value
+        await pool.close()
     }
 
     deinit {
         listener.cancel()
         leaseWatch.stop()
-        clientTask.cancel()
+        pool.cancel()
     }
 
     // MARK: - Writes
@@ -419,7 +415,9 @@ public final class PostgresLedgerStore: LedgerStore {
         switch healthy {
         case .success: return
         case .failure(let error): throw error
-        case nil: throw StorageError("the database did not answer within 5 s")
+        case nil:
+            pool.noteFailure()
+            throw StorageError("the database did not answer within 5 s")
         }
     }
 }

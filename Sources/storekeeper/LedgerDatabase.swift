@@ -37,6 +37,8 @@ struct LedgerDatabase {
             )
         }
         let exists = FileManager.default.fileExists(atPath: database)
+        // Said in words before the lock file or SQLite meet the same problem.
+        try SQLiteLedgerStore.checkAccess(database)
         let lock: ExclusiveLock?
         switch access {
         case .serving:

@@ -189,3 +189,60 @@ struct OperatorTests {
         }
     }
 }
+
+/// Errors in words an operator can act on, not a library's internals.
+@Suite("storekeeper errors an operator can act on")
+struct OperatorErrorTests {
+    /// Runs the binary as an unprivileged user when the tests run as root (root may write anywhere), so that a
+    /// directory's mode means what it means to an operator's service account.
+    static func runUnprivileged(_ arguments: [String]) async throws -> CLI.Output {
+        guard getuid() == 0 else { return try await CLI.runDetached(arguments) }
+        let output = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<CLI.Output, any Error>) in
+            Thread {
+                continuation.resume(with: Result {
+                    let process = Process()
+                    process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+                    process.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", CLI.binary.path] + arguments
+                    let out = Pipe(), err = Pipe()
+                    process.standardOutput = out
+                    process.standardError = err
+                    try process.run()
+                    let stdout = out.fileHandleForReading.readDataToEndOfFile()
+                    let stderr = err.fileHandleForReading.readDataToEndOfFile()
+                    process.waitUntilExit()
+                    return CLI.Output(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
+                })
+            }.start()
+        }
+        return output
+    }
+
+    @Test("a ledger in a directory this process may not write, a directory given as the ledger, a file that is not a ledger: each said in words")
+    func ledgerPaths() async throws {
+        let directory = try CLI.temporaryDirectory("ledger-paths")
+        defer {
+            try? FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: directory.appendingPathComponent("read-only").path)
+            try? FileManager.default.removeItem(at: directory)
+        }
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: directory.path)
+        let config = directory.appendingPathComponent("config.json").path
+        try #"{"apps": [{"bundleId": "com.example.app", "environments": ["Sandbox"]}]}"#.write(toFile: config, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: config)
+        let readOnly = directory.appendingPathComponent("read-only")
+        try FileManager.default.createDirectory(at: readOnly, withIntermediateDirectories: true)
+        try FileManager.default.setAttributes([.posixPermissions: 0o555], ofItemAtPath: readOnly.path)
+
+        let denied = try await Self.runUnprivileged(["serve", "--config", config, "--port", "0", "--database", readOnly.appendingPathComponent("ledger.sqlite").path])
+        #expect(denied.status == 1)
+        #expect(denied.stderr.contains("error: storage: the directory \(readOnly.path) of the SQLite ledger is not writable by this process (Permission denied): SQLite keeps its write-ahead log"), "\(denied.stderr)")
+        #expect(!denied.stderr.contains("SQLite error") && !denied.stderr.contains("PRAGMA"), "\(denied.stderr)")
+
+        let isDirectory = try await CLI.runDetached(["serve", "--config", config, "--port", "0", "--database", directory.path])
+        #expect(isDirectory.status == 1 && isDirectory.stderr.contains("is a directory: give the path of a file"), "\(isDirectory.stderr)")
+
+        let notALedger = try await CLI.runDetached(["recover", "--config", config, "--database", config])
+        #expect(notALedger.status == 1, "\(notALedger.stderr)")
+        let notALedgerServed = try await CLI.runDetached(["serve", "--config", config, "--port", "0", "--database", config])
+        #expect(notALedgerServed.status == 1 && notALedgerServed.stderr.contains("is not a SQLite database (is --database the right file?)"), "\(notALedgerServed.stderr)")
+    }
+}

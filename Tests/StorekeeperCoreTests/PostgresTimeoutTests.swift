@@ -144,4 +144,35 @@ struct PostgresTimeoutTests {
         }
         await store.close()
     }
+
+    @Test("the database back after an outage long enough for the pool's backoff to grow: reads and /health work again within a second or two, not after the backoff")
+    func backAfterAnOutage() async throws {
+        var url = try await PostgresTestDatabase.create()
+        let proxy = TCPProxy(to: url.host, port: url.port)
+        try await proxy.start()
+        url.host = "127.0.0.1"
+        url.port = proxy.port
+        url.connectTimeout = .seconds(2)
+        let store = try await PostgresLedgerStore.open(url, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        defer { Task { await store.close() } }
+        try await store.checkHealth()
+        #expect(try await store.customerExists("alice", bundleId: "com.example.app", environment: .sandbox) == false)
+
+        // Down for 25 s, while reads keep failing: postgres-nio's pool backs off its attempts to some 5 s by the end.
+        await proxy.cut()
+        let down = ContinuousClock.now
+        while ContinuousClock.now - down < .seconds(25) {
+            await #expect(throws: StorageError.self) { _ = try await store.customerExists("alice", bundleId: "com.example.app", environment: .sandbox) }
+        }
+        try await proxy.start()
+        let back = ContinuousClock.now
+        var answered: Duration? = nil
+        while answered == nil, ContinuousClock.now - back < .seconds(20) {
+            if (try? await store.customerExists("alice", bundleId: "com.example.app", environment: .sandbox)) != nil { answered = ContinuousClock.now - back }
+        }
+        let elapsed = try #require(answered, "no read succeeded within 20 s of the database being back")
+        #expect(elapsed < .seconds(3), "the first read after the outage came \(elapsed) after the database was back")
+        try await store.checkHealth()
+        #expect(store.pool.renewals >= 1, "the pool was renewed rather than left to its backoff")
+    }
 }

@@ -97,11 +97,13 @@ extension ServerConfiguration {
     /// A client of the App Store Server API for each app and environment that has credentials (Apple's base URL for
     /// the environment, or the configured one), pacing its calls at 95 % of Apple's rate limits: the server's jobs
     /// (recovery, reconciliation) are its only callers, and Apple enforces the limits over an hour.
-    public func makeServerAPIClients(logger: Logger) throws(ConfigurationError) -> [VerifierKey: AppStoreServerAPIClient] {
+    /// `share`: the part of Apple's limits the clients keep to (0.95 for the server's jobs; a caller beside them, a
+    /// dry run while a server's job runs, takes less).
+    public func makeServerAPIClients(logger: Logger, share: Double = 0.95) throws(ConfigurationError) -> [VerifierKey: AppStoreServerAPIClient] {
         var clients: [VerifierKey: AppStoreServerAPIClient] = [:]
         for (which, credentials) in try makeServerAPIKeys() {
             var configuration = AppStoreServerAPIClient.Configuration(key: credentials.key, endpoint: Self.endpoint(credentials.baseURL, which.environment))
-            configuration.rateLimiting = .appleShare(0.95)
+            configuration.rateLimiting = .appleShare(share)
             clients[which] = AppStoreServerAPIClient(configuration: configuration, logger: logger)
         }
         return clients
