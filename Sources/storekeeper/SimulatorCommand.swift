@@ -293,8 +293,8 @@ struct SimulatorScenarios: ParsableCommand {
 
 /// Options for talking to a running simulator.
 struct ControlOptions: ParsableArguments {
-    @Option(help: "The running simulator's base URL.")
-    var url: String = "http://127.0.0.1:8090"
+    @Option(help: "The running simulator's base URL (default: $STOREKEEPER_SIMULATOR_URL, else http://127.0.0.1:8090).")
+    var url: String = ProcessInfo.processInfo.environment["STOREKEEPER_SIMULATOR_URL"].flatMap { $0.isEmpty ? nil : $0 } ?? "http://127.0.0.1:8090"
 
     init() {}
 
