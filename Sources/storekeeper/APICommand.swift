@@ -291,8 +291,9 @@ struct APIConsumption: AsyncParsableCommand {
         try await reportingFailures {
             let client = try options.makeClient()
             try await client.sendConsumptionInformation(transactionId, .init(
-                customerConsented: consented, deliveryStatus: .init(rawValue: deliveryStatus), sampleContentProvided: sampleContentProvided,
-                consumptionPercentage: percentage, refundPreference: refundPreference.map(RefundPreference.init(rawValue:))
+                customerConsented: consented, deliveryStatus: try known(DeliveryStatus.self, deliveryStatus, flag: "--delivery-status"),
+                sampleContentProvided: sampleContentProvided, consumptionPercentage: percentage,
+                refundPreference: try refundPreference.map { try known(RefundPreference.self, $0, flag: "--refund-preference") }
             ))
             print(#"{"accepted": true}"#)
         }
@@ -313,7 +314,8 @@ struct APINotifications: AsyncParsableCommand {
             let client = try options.makeClient()
             let request = NotificationHistoryRequest(
                 startDate: try parseDate(since), endDate: try until.map(parseDate) ?? Date(),
-                notificationType: type.map(NotificationType.init(rawValue:)), notificationSubtype: subtype.map(NotificationSubtype.init(rawValue:)),
+                notificationType: try type.map { try known(NotificationType.self, $0, flag: "--type") },
+                notificationSubtype: try subtype.map { try known(NotificationSubtype.self, $0, flag: "--subtype") },
                 transactionId: transactionId, onlyFailures: onlyFailures ? true : nil
             )
             try await options.print(try await client.notificationHistory(request).all(), client: client)
@@ -384,4 +386,15 @@ struct APIFinish: AsyncParsableCommand {
             print(#"{"ok": true}"#)
         }
     }
+}
+
+/// A flag's value of one of Apple's open sets, known to this build: a typo is refused naming the values, never sent.
+func known<Value: OpenWireValue>(_: Value.Type, _ text: String, flag: String) throws -> Value where Value.RawValue == String {
+    let value = Value(rawValue: text)
+    guard value.isKnown else {
+        throw CLIError(
+            code: "invalid-option", message: "\(flag) '\(text.prefix(64))' is not one of \(Value.knownValues.map(\.rawValue).joined(separator: ", "))"
+        )
+    }
+    return value
 }

@@ -245,4 +245,28 @@ struct OperatorErrorTests {
         let notALedgerServed = try await CLI.runDetached(["serve", "--config", config, "--port", "0", "--database", config])
         #expect(notALedgerServed.status == 1 && notALedgerServed.stderr.contains("is not a SQLite database (is --database the right file?)"), "\(notALedgerServed.stderr)")
     }
+
+    @Test("a flag's value of Apple's open sets that this build does not know is refused, naming the values, before anything is sent")
+    func strictFlagValues() async throws {
+        let directory = try CLI.temporaryDirectory("api-flags")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        #expect(try await CLI.runDetached(["simulator", "init", directory.appendingPathComponent("sim").path]).status == 0)
+        let keyFile = try #require(try FileManager.default.contentsOfDirectory(atPath: directory.appendingPathComponent("sim/api").path).first { $0.hasSuffix(".p8") })
+        // Nothing listens at port 9: had anything been sent, the error would be a transport one.
+        let environment = [
+            "APPSTORE_ISSUER_ID": "57246542-96fe-1a63-e053-0824d011072a", "APPSTORE_KEY_ID": "K", "APPSTORE_BUNDLE_ID": "com.example.storekeeper",
+            "APPSTORE_BASE_URL": "http://127.0.0.1:9", "APPSTORE_PRIVATE_KEY": directory.appendingPathComponent("sim/api/\(keyFile)").path,
+        ]
+        for (arguments, named) in [
+            (["api", "consumption", "2000000000000001", "--customer-consented", "--delivery-status", "DELIVERD", "--sample-content-provided", "false"], "--delivery-status 'DELIVERD' is not one of DELIVERED"),
+            (["api", "notifications", "--since", "2026-11-01T00:00:00Z", "--type", "REFUNDED"], "--type 'REFUNDED' is not one of SUBSCRIBED"),
+            (["api", "history", "2000000000000001", "--revoked", "yes"], "The value 'yes' is invalid for '--revoked"),
+            (["reconcile", "--config", "/nonexistent.json", "--all", "--environment", "sandbox"], "--environment must be Production or Sandbox, not 'sandbox'"),
+            (["api-key", "--scope", "Admin"], "--scope must be app or admin"),
+        ] {
+            let output = try await CLI.runDetached(arguments, environment: environment)
+            #expect(output.status != 0 && output.stderr.contains(named), "\(arguments): \(output.stderr)")
+            #expect(!output.stderr.contains("transport"), "nothing was sent: \(output.stderr)")
+        }
+    }
 }
