@@ -9,13 +9,13 @@ import Testing
 /// Scheduled jobs with several instances on one database: one runs the job at a time, another takes over when it dies.
 @Suite("Job leases", .dropsTestDatabases)
 struct JobLeaseTests {
-    /// `count` stores on one database of `backend` (several instances); SQLite has one process per ledger, whose
-    /// holders share its store.
+    /// `count` stores on one database of `backend`: several instances of PostgreSQL, or several processes (a `serve`,
+    /// a `recover`, a `reconcile --all`) on one SQLite file, whose leases live in the file.
     static func instances(_ count: Int, _ backend: Backend) async throws -> [any LedgerStore] {
         switch backend {
         case .sqlite:
-            let store = try SQLiteLedgerStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("ledger-\(UUID()).sqlite").path)
-            return Array(repeating: store, count: count)
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-\(UUID()).sqlite").path
+            return try (0..<count).map { _ in try SQLiteLedgerStore(path: path) }
         case .postgres:
             let url = try await PostgresTestDatabase.create()
             var stores: [any LedgerStore] = []
@@ -114,6 +114,28 @@ struct JobLeaseTests {
         for (earlier, later) in zip(all, all.dropFirst()) {
             #expect(later.start >= earlier.end || later.instance == earlier.instance, "runs of \(earlier.instance) and \(later.instance) overlapped")
         }
+        for store in stores { if let store = store as? PostgresLedgerStore { await store.close() } }
+    }
+
+    @Test("a lease whose holder is a process of this machine that no longer runs is taken at once; one of another machine is waited out", arguments: Backend.available)
+    func deadLocalHolder(backend: Backend) async throws {
+        let stores = try await Self.instances(2, backend)
+        // A process that ran and ended: its PID names no process now.
+        let ended = Process()
+        ended.executableURL = URL(fileURLWithPath: "/bin/true")
+        try ended.run()
+        ended.waitUntilExit()
+        let parts = JobLease.instanceName.split(separator: "/")
+        let deadHolder = "\(parts[0])/\(ended.processIdentifier)/deadbeef/\(parts[3])"
+        #expect(try await JobLease(store: stores[0], job: "job", holder: deadHolder, duration: .seconds(600)).acquire())
+        #expect(try await JobLease(store: stores[1], job: "job", duration: .seconds(600)).acquire(), "the dead holder's lease was taken at once")
+
+        let remote = "another-host/\(ended.processIdentifier)/deadbeef/\(parts[3])"
+        #expect(try await JobLease(store: stores[0], job: "other", holder: remote, duration: .seconds(600)).acquire())
+        #expect(try await JobLease(store: stores[1], job: "other", duration: .seconds(600)).acquire() == false, "another machine's holder is never judged by this one's PIDs")
+        let alive = "\(parts[0])/1/deadbeef/\(parts[3])" // PID 1 always runs
+        #expect(try await JobLease(store: stores[0], job: "third", holder: alive, duration: .seconds(600)).acquire())
+        #expect(try await JobLease(store: stores[1], job: "third", duration: .seconds(600)).acquire() == false, "a live process keeps its lease")
         for store in stores { if let store = store as? PostgresLedgerStore { await store.close() } }
     }
 }
