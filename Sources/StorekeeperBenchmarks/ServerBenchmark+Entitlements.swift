@@ -57,18 +57,7 @@ extension ServerBenchmark {
         )
         return try await withServer(storage: options.storage, apiKey: options.externalLoad?.apiKey, cacheCapacity: options.cacheCapacity, exporter: exporter) { ports, key, store, description in
             let port = ports[0]
-            let seeding = try await LoadConnection.connect(host: "127.0.0.1", port: port)
-            for (customer, jws) in purchases {
-                let status = try await seeding.send(
-                    .POST, "/v1/customers/\(customer)/transactions", headers: [("Authorization", "Bearer \(key)"), ("Content-Type", "application/json")],
-                    body: ByteBuffer(string: #"{"signedTransaction":"\#(jws)"}"#)
-                )
-                guard status == 200 else { throw VerifyBenchmark.BenchmarkError(message: "seeding \(customer) answered \(status)") }
-            }
-            let seeded = try await drive(history, ports: ports, concurrency: 8, rate: nil) { connection, body in
-                try await connection.send(.POST, "/appstore/notifications", headers: [("Content-Type", "application/json")], body: ByteBuffer(string: body))
-            }
-            guard seeded.failures == 0 else { throw VerifyBenchmark.BenchmarkError(message: "\(seeded.failures) renewal notifications failed") }
+            let seeding = try await seed(purchases, history: history, ports: ports, apiKey: key)
             if let external = options.externalLoad {
                 FileHandle.standardError.write(Data("""
                     serving \(options.customers) customers at http://127.0.0.1:\(port) for \(external.seconds) s: \
@@ -103,6 +92,23 @@ extension ServerBenchmark {
                 )
             )
         }
+    }
+
+    /// Submits each purchase as the app does and posts the renewal notifications; the connection used, kept open.
+    static func seed(_ purchases: [(String, String)], history: [String], ports: [Int], apiKey key: String) async throws -> LoadConnection {
+        let seeding = try await LoadConnection.connect(host: "127.0.0.1", port: ports[0])
+        for (customer, jws) in purchases {
+            let status = try await seeding.send(
+                .POST, "/v1/customers/\(customer)/transactions", headers: [("Authorization", "Bearer \(key)"), ("Content-Type", "application/json")],
+                body: ByteBuffer(string: #"{"signedTransaction":"\#(jws)"}"#)
+            )
+            guard status == 200 else { throw VerifyBenchmark.BenchmarkError(message: "seeding \(customer) answered \(status)") }
+        }
+        let seeded = try await drive(history, ports: ports, concurrency: 8, rate: nil) { connection, body in
+            try await connection.send(.POST, "/appstore/notifications", headers: [("Content-Type", "application/json")], body: ByteBuffer(string: body))
+        }
+        guard seeded.failures == 0 else { throw VerifyBenchmark.BenchmarkError(message: "\(seeded.failures) renewal notifications failed") }
+        return seeding
     }
 
     /// The parts of answering from the ledger (a cache miss), timed one read at a time in this task, without HTTP,

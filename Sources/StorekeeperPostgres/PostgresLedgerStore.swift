@@ -51,6 +51,9 @@ public final class PostgresLedgerStore: LedgerStore {
     /// How many times a write was run again after a transient failure (a deadlock, a serialization failure, a lost
     /// connection), since this store was opened.
     public var writesRetried: Int { retries.withLock { $0 } }
+    /// Connections leased from postgres-nio's pool since this store was opened: one per connection worker started
+    /// (``PostgresPool``), not one per operation.
+    public var connectionLeases: Int { pool.leases }
 
     private init(
         pool: PostgresPool, listener: PostgresChangeListener, changes: LedgerChangeFeed,

@@ -8,7 +8,7 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Measure Storekeeper's performance on this machine (results as JSON).",
-        subcommands: [VerifyBench.self, IngestBench.self, EntitlementsBench.self, SimulatorBench.self, ReconcileBench.self]
+        subcommands: [VerifyBench.self, IngestBench.self, EntitlementsBench.self, MemoryBench.self, SimulatorBench.self, ReconcileBench.self]
     )
 
     struct VerifyBench: AsyncParsableCommand {
@@ -90,6 +90,35 @@ struct BenchCommand: AsyncParsableCommand {
             options.writesPerSecond = writeRate
             options.externalLoad = externalLoad.map { ($0, ProcessInfo.processInfo.environment["STOREKEEPER_BENCH_API_KEY"] ?? "") }
             try JSONOutput.print(try await ServerBenchmark.entitlements(options))
+        }
+    }
+
+    struct MemoryBench: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "memory",
+            abstract: "The server's RSS, sampled while clients read uncached customers as fast as they can for a while (SQLite or PostgreSQL)."
+        )
+        @Option(help: "How long the clients read.") var seconds: Double = 300
+        @Option(help: "Customers in the ledger, read round-robin.") var customers: Int = 2000
+        @Option(help: "Concurrent clients.") var concurrency: Int = 16
+        @Option(help: "Seconds between RSS samples.") var sampleSeconds: Double = 10
+        @OptionGroup var storage: BenchStorageOptions
+
+        func validate() throws {
+            try storage.validate()
+            guard seconds > 0, customers > 0, concurrency > 0, sampleSeconds > 0 else {
+                throw ValidationError("--seconds, --customers, --concurrency and --sample-seconds must be positive")
+            }
+        }
+
+        func run() async throws {
+            var options = MemoryBenchmark.Options()
+            options.seconds = seconds
+            options.customers = customers
+            options.concurrency = concurrency
+            options.sampleSeconds = sampleSeconds
+            options.storage = storage.storage
+            try JSONOutput.print(try await MemoryBenchmark.run(options))
         }
     }
 
