@@ -27,19 +27,23 @@ struct JobLeaseTests {
     @Test("a lease has one holder; it is renewed by its holder, taken when it lapses, free at once when given back", arguments: Backend.available)
     func leaseRules(backend: Backend) async throws {
         let stores = try await Self.instances(2, backend)
-        // Long enough that a busy machine (the whole suite in parallel) does not let it lapse between two calls.
-        let a = JobLease(store: stores[0], job: "job", holder: "a", duration: .seconds(3))
-        let b = JobLease(store: stores[1], job: "job", holder: "b", duration: .seconds(3))
+        // A lease far longer than a busy machine (the whole suite in parallel) takes between two calls.
+        let a = JobLease(store: stores[0], job: "job", holder: "a", duration: .seconds(120))
+        let b = JobLease(store: stores[1], job: "job", holder: "b", duration: .seconds(120))
         #expect(try await a.acquire())
         #expect(try await b.acquire() == false)
         #expect(try await a.acquire())
         // Another job's lease is another lease.
         #expect(try await JobLease(store: stores[1], job: "other job", holder: "b").acquire())
-        try await Task.sleep(for: .milliseconds(3_300))
-        #expect(try await b.acquire(), "a's lease lapsed")
+        await a.release()
+        #expect(try await b.acquire(), "a gave it back")
         #expect(try await a.acquire() == false)
-        await b.release()
-        #expect(try await a.acquire(), "b gave it back")
+        // A lease that lapses (a second, not renewed) is taken.
+        let short = JobLease(store: stores[0], job: "short job", holder: "a", duration: .seconds(1))
+        #expect(try await short.acquire())
+        try await Task.sleep(for: .milliseconds(1_300))
+        #expect(try await JobLease(store: stores[1], job: "short job", holder: "b", duration: .seconds(120)).acquire(), "a's lease lapsed")
+        #expect(try await short.acquire() == false)
     }
 
     @Test("a schedule stopped (its task cancelled, as at a graceful shutdown) gives its lease back at once", arguments: Backend.available)
