@@ -17,13 +17,13 @@ final class RunningCommand: @unchecked Sendable {
     let stdoutFile: URL
     let stderrFile: URL
 
-    init(_ arguments: [String], in directory: URL, environment: [String: String] = [:]) throws {
+    init(_ arguments: [String], in directory: URL, environment: [String: String] = [:], executable: URL = CLI.binary) throws {
         let name = UUID().uuidString
         stdoutFile = directory.appendingPathComponent("\(name).out")
         stderrFile = directory.appendingPathComponent("\(name).err")
         FileManager.default.createFile(atPath: stdoutFile.path, contents: nil)
         FileManager.default.createFile(atPath: stderrFile.path, contents: nil)
-        process.executableURL = CLI.binary
+        process.executableURL = executable
         process.arguments = arguments
         if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         process.standardOutput = try FileHandle(forWritingTo: stdoutFile)
@@ -187,6 +187,56 @@ struct OperatorTests {
             #expect(check.status == 1 && check.stdout.contains("credentials com.example.storekeeper Sandbox: refused"), "\(check.stdout)")
             _ = simulatorURL
         }
+    }
+}
+
+/// The disk fills up under a running server.
+@Suite("storekeeper serve on a full disk")
+struct FullDiskTests {
+    static func post(_ url: String, _ body: String) async throws -> UInt {
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        request.body = .bytes(ByteBuffer(string: body))
+        return try await HTTPClient.shared.execute(request, timeout: .seconds(30)).status.code
+    }
+
+    @Test("writes that do not fit are refused in words (the notification answered 5xx, nothing acknowledged); restarted with room, the ledger is whole and recovery brings every notification back")
+    func fullDisk() async throws {
+        let directory = try CLI.temporaryDirectory("full-disk")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let sim = directory.appendingPathComponent("sim").path
+        let database = directory.appendingPathComponent("ledger.sqlite").path
+        let (simulatorPort, serverPort) = (try ReadmeTests.freePort(), try ReadmeTests.freePort())
+        #expect(try await CLI.runDetached(["simulator", "init", sim, "--port", String(simulatorPort)]).status == 0)
+        let simulator = try RunningCommand(
+            ["simulator", "--dir", sim, "--port", String(simulatorPort), "--notify-url", "http://127.0.0.1:\(serverPort)/appstore/notifications"], in: directory
+        )
+        defer { simulator.stop() }
+        _ = try await simulator.port()
+        // Files of this server may not grow past 600 KB (RLIMIT_FSIZE, with SIGXFSZ ignored: writes fail as on a full disk).
+        let limited = try RunningCommand(
+            ["-c", "trap '' XFSZ; ulimit -f 600; exec \"$0\" serve --config \"$1\" --database \"$2\" --port \"$3\"",
+             CLI.binary.path, sim + "/storekeeper.json", database, String(serverPort)],
+            in: directory, executable: URL(fileURLWithPath: "/bin/bash")
+        )
+        _ = try await limited.port()
+        let control = "http://127.0.0.1:\(simulatorPort)/simulator/v1"
+        for index in 0..<60 {
+            #expect(try await Self.post(control + "/customers", #"{"id": "c\#(index)"}"#) == 201)
+            #expect(try await Self.post(control + "/purchases", #"{"customerId": "c\#(index)", "productId": "pro.monthly"}"#) == 200)
+        }
+        #expect(try await limited.waitFor("nothing was acknowledged"), "\(limited.stderr.suffix(2_000))")
+        #expect(!limited.stderr.contains("SQLite error"), "\(limited.stderr.suffix(2_000))")
+        limited.stop()
+
+        // With room again: the ledger opens (not corrupt), and the recovery job brings back what was refused.
+        let server = try RunningCommand(["serve", "--config", sim + "/storekeeper.json", "--database", database, "--port", String(serverPort)], in: directory)
+        defer { server.stop() }
+        _ = try await server.port()
+        #expect(try await server.waitFor("recovery.fetched="), "\(server.stderr.suffix(2_000))")
+        server.stop()
+        let counts = try await SQLiteLedgerStore(path: database).notificationCounts()
+        #expect(counts["applied"] == 60, "\(counts)")
     }
 }
 
