@@ -279,6 +279,7 @@ let package = Package(
                 "StorekeeperServer",
                 "StorekeeperSQLite",
                 "StorekeeperDemo",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -1,3 +1,4 @@
+import AppStoreModels
 public import Crypto
 import Foundation
 
@@ -40,7 +41,11 @@ public struct AppStoreAPIKey: Sendable, CustomStringConvertible, CustomDebugStri
     /// A key read from a `.p8` file, which only its owner may read or write (as App Store Connect's download asks:
     /// the key signs for the whole team); a file group or others may read is refused, naming the fix (`chmod 600`).
     public init(issuerID: String, keyID: String, bundleID: String, privateKeyFile path: String) throws(SigningError) {
-        let shown = "'\(path.count > 256 ? path.prefix(256) + "…" : Substring(path))'"
+        // A key's text given where its path belongs is never echoed (it would land in a log).
+        guard !SecretFile.looksLikeKeyText(path) else {
+            throw SigningError(.unreadableKeyFile, "the private key file's path holds what looks like a key's text, not a path: give the .p8 file's path")
+        }
+        let shown = UntrustedText.quoted(path, limit: 256)
         let data: [UInt8]
         switch SecretFile.read(path) {
         case .success(let contents): data = contents

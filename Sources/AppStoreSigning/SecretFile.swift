@@ -27,6 +27,11 @@ package enum SecretFile {
         return .success(Array(data))
     }
 
+    /// Whether a "path" is really a key's text (pasted where its path belongs): such a value is never echoed.
+    package static func looksLikeKeyText(_ path: String) -> Bool {
+        path.contains("-----BEGIN") || path.contains("PRIVATE KEY") || path.contains("\n") || path.utf8.count > 4_096
+    }
+
     /// The problem in words, naming the file as `shown` and what to do about it.
     package static func describe(_ problem: Problem, _ shown: String, what: String) -> String {
         switch problem {

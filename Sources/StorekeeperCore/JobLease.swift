@@ -60,7 +60,15 @@ public struct JobLease: Sendable {
         guard parts.count == 4, parts[0] == hostName, parts[3] == processScope, let pid = Int32(parts[1]),
             pid != ProcessInfo.processInfo.processIdentifier, pid > 0
         else { return false }
-        return kill(pid, 0) != 0 && errno == ESRCH
+        if kill(pid, 0) != 0 { return errno == ESRCH }
+        #if os(Linux)
+        // A process that has ended but that its parent has not yet reaped (a zombie) still answers `kill`: it runs no
+        // more, so its lease is free (the third field of /proc/PID/stat, after the command's parenthesis, is its state).
+        if let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") {
+            return stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).hasPrefix("Z")
+        }
+        #endif
+        return false
     }
 
     /// Takes the lease, or renews it when this holder has it; whether this holder has it now. A lease held by a

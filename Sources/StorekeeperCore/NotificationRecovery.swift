@@ -105,6 +105,7 @@ public struct NotificationRecovery: Sendable {
         do {
             try await read(into: &report, started: started, earliest: earliest, requested: requested, failures: failures)
         } catch {
+            report.complete = false
             throw Stopped(report: report, cause: error)
         }
         if !dryRun {
@@ -135,13 +136,17 @@ public struct NotificationRecovery: Sendable {
         var seen = Set<String>()
         // The watermark names the App Store's clock: when it is ahead of ours, the next run starts where this one ended.
         // Only an offset found in this run counts: one found earlier may be stale (a clock set right since), and a
-        // watermark ahead of the App Store's time would skip what it creates meanwhile.
+        // watermark ahead of the App Store's time would skip what it creates meanwhile. A watermark ahead of this
+        // server's clock says the App Store's was ahead at the last run: measured again now, before the watermark moves
+        // (else each other run would set it back to this server's time, and the next find its start out of the window).
+        let measured = (report.watermarkBefore ?? .distantPast) > started.addingTimeInterval(60)
+            ? try await appStoreClockAhead(started: started, end: end) : nil
         let main = try await self.read(
             NotificationHistoryRequest(startDate: report.from, endDate: end), into: &report, seen: &seen,
-            watermark: { ahead in RecoveryWatermark(app: app, date: started.addingTimeInterval(ahead ?? 0)) }
+            watermark: { ahead in RecoveryWatermark(app: app, date: started.addingTimeInterval(ahead ?? measured ?? 0)) }
         )
         // How far ahead of ours the App Store's clock is, when a refused start date shows it.
-        var offset = main.clockAhead
+        var offset = main.clockAhead ?? measured
         if main.clockAhead != nil, requested != nil {
             // Moved forward only to what the App Store's clock allows: what lay before is gone (a first run asks for
             // the App Store's own earliest, and loses nothing by it).
@@ -149,7 +154,7 @@ public struct NotificationRecovery: Sendable {
             report.uncovered = DateInterval(start: report.uncovered?.start ?? report.from, end: main.start)
         }
         report.from = main.start
-        if !report.dryRun { report.watermarkAfter = started.addingTimeInterval(main.clockAhead ?? 0) }
+        if !report.dryRun { report.watermarkAfter = started.addingTimeInterval(main.clockAhead ?? measured ?? 0) }
         if failures {
             let pass = try await self.read(
                 NotificationHistoryRequest(startDate: earliest.addingTimeInterval(offset ?? 0), endDate: end, onlyFailures: true),
@@ -158,6 +163,16 @@ public struct NotificationRecovery: Sendable {
             offset = pass.clockAhead ?? offset
         }
         report.appStoreClockAheadSeconds = offset.map { $0.rounded() }
+    }
+
+    /// How far ahead of this server's clock the App Store's is, found by asking for its whole window by this server's
+    /// clock (failed deliveries only: one page) and seeing how far forward the start must move; nil when it need not.
+    private func appStoreClockAhead(started: Date, end: Date) async throws -> TimeInterval? {
+        var request = NotificationHistoryRequest(startDate: started.addingTimeInterval(-historyWindow + 3_600), endDate: end, onlyFailures: true)
+        let asked = request.startDate
+        _ = try await firstPage(&request)
+        guard request.startDate > asked else { return nil }
+        return request.startDate.addingTimeInterval(historyWindow).timeIntervalSince(now())
     }
 
     /// What reading one request found of the App Store's clock.

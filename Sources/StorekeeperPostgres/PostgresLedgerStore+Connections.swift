@@ -75,6 +75,17 @@ extension PostgresLedgerStore {
         if error.code == .authMechanismRequiresPassword {
             return "the server asks for a password and none was given: put it in the URL, in PGPASSWORD, or in the password file (PGPASSFILE, else ~/.pgpass)"
         }
+        if error.code == .connectionError, let underlying = error.underlying {
+            // postgres-nio's text lists every attempt in its own types; the reason is what an operator needs.
+            let text = "\(underlying)".lowercased()
+            if text.contains("refused") { return "cannot connect: connection refused (is PostgreSQL running there, on that port?)" }
+            if text.contains("timed out") || text.contains("timeout") { return "cannot connect: timed out (a firewall, or the wrong host?)" }
+            if text.contains("resolve") || text.contains("not known") || text.contains("nodename") {
+                return "cannot connect: the host name does not resolve"
+            }
+            if text.contains("unreachable") { return "cannot connect: the network or host is unreachable" }
+            return "cannot connect: \(String("\(underlying)".prefix(200)))"
+        }
         if let underlying = error.underlying { return "\(error.code): \(underlying)" }
         return "\(error.code)"
     }

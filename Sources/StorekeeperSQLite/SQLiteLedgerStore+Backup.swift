@@ -1,4 +1,9 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import GRDB
 public import StorekeeperCore
 
@@ -20,8 +25,17 @@ extension SQLiteLedgerStore {
     public static func backup(database path: String, to destination: String) throws(StorageError) -> BackupSummary {
         let files = FileManager.default
         guard files.fileExists(atPath: path) else { throw StorageError("no database at \(path)") }
+        guard access(path, R_OK) == 0 else { throw StorageError("the ledger \(path) cannot be read by this process (\(String(cString: strerror(errno))))") }
         guard !files.fileExists(atPath: destination) else {
             throw StorageError("\(destination) already exists; a backup never overwrites a file")
+        }
+        let directory = URL(fileURLWithPath: destination).deletingLastPathComponent().path
+        var isDirectory: ObjCBool = false
+        guard files.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw StorageError("the backup's directory \(directory) does not exist")
+        }
+        guard access(directory, W_OK | X_OK) == 0 else {
+            throw StorageError("the backup's directory \(directory) is not writable by this process (\(String(cString: strerror(errno))))")
         }
         do {
             let source = try DatabasePool(path: path)
@@ -50,7 +64,7 @@ extension SQLiteLedgerStore {
         } catch {
             for suffix in ["", "-wal", "-shm"] { try? files.removeItem(atPath: destination + suffix) }
             if let error = error as? StorageError { throw error }
-            throw StorageError("backup of \(path) to \(destination) failed: \(error)", underlying: error)
+            throw StorageError("backup of \(path) to \(destination) failed: \(explain(error, path: path) ?? "\(error)")", underlying: error)
         }
     }
 }

@@ -31,6 +31,46 @@ extension SQLiteLedgerStore {
         }
     }
 
+    /// Refuses a file that is not a Storekeeper ledger, reading it without changing it: another program's SQLite
+    /// database, a simulator's, or (unless `creating`) one that holds no ledger yet (a new or empty file). Opening it
+    /// as the ledger would turn on WAL (which rewrites its header) and migrate it.
+    static func checkIsLedger(_ path: String, creating: Bool) throws(StorageError) {
+        let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
+        guard FileManager.default.fileExists(atPath: path), size > 0 else {
+            if creating { return }
+            throw StorageError("\(path) holds no ledger (an empty database): give the ledger's path (only `storekeeper serve` creates a ledger); nothing was changed")
+        }
+        let (migrations, tables): ([String], [String])
+        do {
+            var configuration = Configuration()
+            configuration.readonly = true
+            let queue = try DatabaseQueue(path: path, configuration: configuration)
+            defer { try? queue.close() }
+            (migrations, tables) = try queue.read { db in
+                let tables = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
+                let migrations = tables.contains("grdb_migrations") ? try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations") : []
+                return (migrations, tables)
+            }
+        } catch {
+            throw StorageError("cannot open the SQLite database at \(path): \(explain(error, path: path) ?? "\(error)")", underlying: error)
+        }
+        if migrations.isEmpty, !tables.isEmpty {
+            throw StorageError(
+                "\(path) is a SQLite database but not a Storekeeper ledger (its tables: \(tables.prefix(5).joined(separator: ", "))\(tables.count > 5 ? ", …" : "")): "
+                    + "give the ledger's path; nothing was changed"
+            )
+        }
+        if !migrations.isEmpty, Set(migrations).isDisjoint(with: migrator.migrations) {
+            throw StorageError(
+                "\(path) is not a Storekeeper ledger (its migrations: \(migrations.sorted().prefix(3).joined(separator: ", ")); a simulator's own database is "
+                    + "DIR/simulator.sqlite): give the ledger's path; nothing was changed"
+            )
+        }
+        if migrations.isEmpty, !creating {
+            throw StorageError("\(path) holds no ledger (an empty database): give the ledger's path (only `storekeeper serve` creates a ledger); nothing was changed")
+        }
+    }
+
     /// A SQLite failure in words, when it is one an operator can act on; nil otherwise.
     static func explain(_ error: any Error, path: String) -> String? {
         guard let error = error as? DatabaseError else { return nil }

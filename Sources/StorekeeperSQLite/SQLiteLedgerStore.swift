@@ -26,14 +26,16 @@ public final class SQLiteLedgerStore: LedgerStore {
     /// The JWS headers the ledger holds, by reference.
     let headers = HeaderReferences()
 
-    /// Opens (and creates or migrates) the database at `path`.
-    public convenience init(path: String, unsafeFaultInjection: (@Sendable (String) throws -> Void)? = nil) throws(StorageError) {
-        try self.init(path: path, unsafeFaultInjection: unsafeFaultInjection, statementTrace: nil)
+    /// Opens (and creates or migrates) the database at `path`. With `creating` false, a database that holds no ledger
+    /// yet (a new or empty file) is refused instead of made one; a SQLite database that is not a ledger (another
+    /// program's, a simulator's) is always refused, never migrated.
+    public convenience init(path: String, creating: Bool = true, unsafeFaultInjection: (@Sendable (String) throws -> Void)? = nil) throws(StorageError) {
+        try self.init(path: path, creating: creating, unsafeFaultInjection: unsafeFaultInjection, statementTrace: nil)
     }
 
     /// `statementTrace` sees the SQL of every statement any connection runs (tests check their query plans).
     init(
-        path: String, unsafeFaultInjection: (@Sendable (String) throws -> Void)?, statementTrace: (@Sendable (String) -> Void)?
+        path: String, creating: Bool = true, unsafeFaultInjection: (@Sendable (String) throws -> Void)?, statementTrace: (@Sendable (String) -> Void)?
     ) throws(StorageError) {
         var configuration = Configuration()
         configuration.prepareDatabase { db in
@@ -44,6 +46,8 @@ public final class SQLiteLedgerStore: LedgerStore {
         }
         configuration.busyMode = .timeout(10)
         try Self.checkAccess(path)
+        // What the file holds, read without changing it (opening it as the ledger turns on WAL, which rewrites its header).
+        try Self.checkIsLedger(path, creating: creating)
         do {
             try FileManager.default.createDirectory(
                 at: URL(fileURLWithPath: path).deletingLastPathComponent(), withIntermediateDirectories: true

@@ -12,6 +12,8 @@ import StorekeeperHTTP
 /// for gets 404.
 struct AdminAPI: Sendable {
     let reconcilers: [VerifierKey: Reconciler]
+    /// Every configured app's bundle ID, to tell an app without credentials from one not configured.
+    let apps: [String]
 
     func addRoutes(to group: RouterGroup<StorekeeperRequestContext>) {
         group.post("/admin/customers/:customerId/reconcile") { request, context in
@@ -46,6 +48,12 @@ struct AdminAPI: Sendable {
         let matching = reconcilers.filter { (bundleId == nil || $0.key.bundleId == bundleId) && (environment == nil || $0.key.environment == environment) }
         guard !reconcilers.isEmpty else {
             throw APIError(.notFound, "no-credentials", "no app has App Store Server API credentials (serverAPI in the configuration)")
+        }
+        if matching.isEmpty, let bundleId, apps.contains(bundleId) {
+            throw APIError(
+                .notFound, "no-credentials",
+                "app \(UntrustedText.quoted(bundleId, limit: 128))\(environment.map { " (\($0.rawValue))" } ?? "") has no App Store Server API credentials (serverAPI in the configuration)"
+            )
         }
         guard matching.count == 1, let reconciler = matching.first?.value else {
             let known = reconcilers.keys.map(\.description).sorted().joined(separator: ", ")

@@ -16,7 +16,9 @@ struct CustomerAPI: Sendable {
     let reader: CustomerReader<ByteBuffer>
     let now: @Sendable () -> Date
 
-    struct SubmitBody: Decodable { var signedTransaction: String? }
+    /// `{"signedTransaction": "<JWS>"}`, read strictly (``StrictJSONDecoder``): a repeated key, a trailing comma or an
+    /// unknown key is refused, naming it, rather than read one way here and another elsewhere.
+    struct SubmitBody: Decodable { var signedTransaction: String }
 
     func addRoutes(to group: RouterGroup<StorekeeperRequestContext>) {
         group.post("/customers/:customerId/transactions") { request, context in
@@ -57,11 +59,16 @@ struct CustomerAPI: Sendable {
     func submit(_ request: Request, customerId: String, identity: APIKeyIdentity) async throws -> Response {
         _ = try QueryParameters(request, allowed: [])
         let buffer = try await StorekeeperApplication.readBody(request)
-        guard let body = try? JSONDecoder().decode(SubmitBody.self, from: Data(buffer.readableBytesView)),
-            let jws = body.signedTransaction, !jws.isEmpty
-        else {
-            throw APIError(.badRequest, "malformed-body", #"the body must be JSON {"signedTransaction": "<JWS>"}"#)
+        let jws: String
+        do {
+            jws = try StrictJSONDecoder.decode(SubmitBody.self, from: Array(buffer.readableBytesView), file: "the body").signedTransaction
+        } catch {
+            throw APIError(
+                .badRequest, "malformed-body",
+                #"the body must be JSON {"signedTransaction": "<JWS>"}: "# + UntrustedText.escaped(error.message, limit: 300)
+            )
         }
+        guard !jws.isEmpty else { throw APIError(.badRequest, "malformed-body", #"the body must be JSON {"signedTransaction": "<JWS>"}: it is empty"#) }
         switch await submitter.submit(jws, customerId: customerId, forApp: identity.bundleId) {
         case .linked(let verified):
             return try await answer(customerId, bundleId: verified.payload.bundleId, environment: verified.payload.environment ?? .production)

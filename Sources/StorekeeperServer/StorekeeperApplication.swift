@@ -52,7 +52,7 @@ public enum StorekeeperApplication {
             guard let verifier = verifiers[app] else { continue }
             reconcilers[app] = Reconciler(app: app, client: client, verifier: verifier, store: store, logger: logger)
         }
-        AdminAPI(reconcilers: reconcilers).addRoutes(to: v1)
+        AdminAPI(reconcilers: reconcilers, apps: configuration.apps.map(\.bundleId)).addRoutes(to: v1)
         router.get("/metrics") { _, _ -> Response in
             Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],

@@ -31,7 +31,7 @@ struct CopyCommand: AsyncParsableCommand {
             // No server may write the file while it is copied.
             let lock = try LedgerDatabase.lock(from, purpose: "storekeeper copy")
             defer { lock.release() }
-            let source = try SQLiteLedgerStore(path: from)
+            let source = try SQLiteLedgerStore(path: from, creating: false)
             let target = try await PostgresLedgerStore.open(try PostgresDatabaseURL(to), logger: logger)
             let bar = ProgressLine(label: "copy")
             do {

@@ -1,4 +1,9 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Logging
 import StorekeeperCore
 import StorekeeperPostgres
@@ -53,7 +58,10 @@ struct LedgerDatabase {
         if !exists {
             logger.notice("no SQLite ledger at this path: creating a new, empty one", metadata: ["database": .string(database)])
         }
-        let store = try SQLiteLedgerStore(path: database)
+        // A file that exists must already be a ledger (an empty file is a new ledger only for `serve`).
+        var creating = false
+        if case .serving = access { creating = true }
+        let store = try SQLiteLedgerStore(path: database, creating: creating)
         return LedgerDatabase(
             store: store, description: database, migrationsApplied: store.migrationsApplied, created: !exists, closing: { lock?.release() }
         )
@@ -72,7 +80,8 @@ struct LedgerDatabase {
         let directory = URL(fileURLWithPath: database).deletingLastPathComponent()
         try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         do {
-            return try ExclusiveLock(path: database + ".lock", purpose: purpose)
+            // Beside the file itself, however it is named (a symbolic link, `..`, another relative path): one file, one lock.
+            return try ExclusiveLock(path: canonicalPath(database) + ".lock", purpose: purpose)
         } catch let held as ExclusiveLock.Held {
             throw CLIError(
                 code: "ledger-in-use",
@@ -80,6 +89,19 @@ struct LedgerDatabase {
                     + "assumes it is the file's only server); stop that one first, or use PostgreSQL for several instances"
             )
         }
+    }
+
+    /// The file's real path, symbolic links resolved (of its directory, when the file does not exist yet).
+    static func canonicalPath(_ path: String) -> String {
+        func real(_ path: String) -> String? {
+            guard let resolved = realpath(path, nil) else { return nil }
+            defer { free(resolved) }
+            return String(cString: resolved)
+        }
+        if let file = real(path) { return file }
+        let url = URL(fileURLWithPath: path)
+        guard let directory = real(url.deletingLastPathComponent().path) else { return url.standardizedFileURL.path }
+        return directory + "/" + url.lastPathComponent
     }
 
     /// Closes the database's connections (PostgreSQL) and gives back the SQLite file's lock.

@@ -39,6 +39,10 @@ struct RecoverCommand: AsyncParsableCommand {
                 throw CLIError(code: "no-credentials", message: "no app in \(config) has serverAPI credentials: nothing to recover from")
             }
             let since = try since.map(parseDate)
+            // A date somewhat ahead may be the past of an App Store whose clock is ahead (a simulator's); a year ahead is not.
+            if let since, since > Date().addingTimeInterval(366 * 86_400) {
+                throw CLIError(code: "invalid-option", message: "--since \(since.formatted(.iso8601)) is more than a year in the future: give the date from which to read the history")
+            }
             let ledger = try await LedgerDatabase.open(database, access: .existing, logger: logger)
             let store = ledger.store
             let ingester = NotificationIngester(
@@ -88,8 +92,11 @@ struct RecoverCommand: AsyncParsableCommand {
                     await lease.release()
                     try JSONOutput.print(stopped.report)
                     let why = interruption.signal != nil ? "interrupted" : "\(stopped.cause)"
+                    let watermark = stopped.report.watermarkAfter == nil
+                        ? "the watermark did not move"
+                        : "the watermark moved with the history's last page; the pass over failed deliveries did not finish"
                     FileHandle.standardError.write(Data(
-                        "error: \(app): recovery stopped after \(stopped.report.pages) page(s), \(stopped.report.applied) applied (kept; the watermark did not move): \(why)\n".utf8
+                        "error: \(app): recovery stopped after \(stopped.report.pages) page(s), \(stopped.report.applied) applied (kept; \(watermark)): \(why)\n".utf8
                     ))
                 } catch {
                     failed = true

@@ -93,6 +93,10 @@ struct SimulatorInit: AsyncParsableCommand {
                 throw CLIError(code: "invalid-option", message: "unknown --renewal-rate '\(renewalRate)'")
             }
             let parsed = try parseEnvironment(environment)
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: dir, isDirectory: &isDirectory), !isDirectory.boolValue {
+                throw CLIError(code: "not-a-directory", message: "\(dir) exists and is a file: give a new directory's path")
+            }
             let directory = try SimulatorDirectory.initialize(at: URL(fileURLWithPath: dir), environment: parsed, renewalRate: rate)
             let key = try directory.loadAPIKeyInfo()
             try writeServerConfiguration(directory, key: key, environment: parsed)

@@ -1,6 +1,7 @@
 import AppStoreModels
 import AppStoreSimulator
 import AsyncHTTPClient
+import Crypto
 import Foundation
 import Glibc
 import NIOCore
@@ -96,6 +97,15 @@ struct OperatorTests {
         // The same file named another way is the same ledger.
         let relative = try await CLI.runDetached(["serve", "--config", config, "--database", database.replacingOccurrences(of: "/ledger.sqlite", with: "/./ledger.sqlite"), "--port", "0"])
         #expect(relative.status == 1 && relative.stderr.contains("ledger-in-use"), "\(relative.stderr)")
+        // Through a symbolic link to the file, or to its directory: the same ledger, the same lock.
+        let link = directory.appendingPathComponent("link.sqlite").path
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: database)
+        let linked = try await CLI.runDetached(["serve", "--config", config, "--database", link, "--port", "0"])
+        #expect(linked.status == 1 && linked.stderr.contains("ledger-in-use"), "\(linked.stderr)")
+        let linkedDirectory = directory.appendingPathComponent("linked-dir").path
+        try FileManager.default.createSymbolicLink(atPath: linkedDirectory, withDestinationPath: directory.path)
+        let viaDirectory = try await CLI.runDetached(["serve", "--config", config, "--database", linkedDirectory + "/ledger.sqlite", "--port", "0"])
+        #expect(viaDirectory.status == 1 && viaDirectory.stderr.contains("ledger-in-use"), "\(viaDirectory.stderr)")
         // `copy` needs the server stopped, and says so.
         let copy = try await CLI.runDetached(["copy", "--from", database, "--to", "postgres://nobody@127.0.0.1:9/none"])
         #expect(copy.status == 1 && copy.stderr.contains("ledger-in-use"), "\(copy.stderr)")
@@ -290,6 +300,31 @@ struct OperatorErrorTests {
         let isDirectory = try await CLI.runDetached(["serve", "--config", config, "--port", "0", "--database", directory.path])
         #expect(isDirectory.status == 1 && isDirectory.stderr.contains("is a directory: give the path of a file"), "\(isDirectory.stderr)")
 
+        // Another program's SQLite database, an empty file, a simulator's database: none is made a ledger, none changed.
+        let foreign = directory.appendingPathComponent("users.sqlite").path
+        let users = try SQLiteLedgerStoreFixtures.foreignDatabase(at: foreign)
+        let empty = directory.appendingPathComponent("empty.sqlite").path
+        FileManager.default.createFile(atPath: empty, contents: nil)
+        let sim = directory.appendingPathComponent("sim").path
+        #expect(try await CLI.runDetached(["simulator", "init", sim]).status == 0)
+        // A configuration with credentials (recover and reconcile need them), never used: the ledger is refused first.
+        let withCredentials = directory.appendingPathComponent("credentials.json").path
+        try P256KeyFile.write(to: directory.appendingPathComponent("k.p8").path)
+        try #"{"apps": [{"bundleId": "com.example.app", "environments": ["Sandbox"], "serverAPI": {"Sandbox": {"issuerId": "57246542-96fe-1a63-e053-0824d011072a", "keyId": "K", "privateKeyFile": "k.p8", "baseURL": "http://127.0.0.1:9"}}}]}"#
+            .write(toFile: withCredentials, atomically: true, encoding: .utf8)
+        for (file, named) in [(foreign, "is a SQLite database but not a Storekeeper ledger (its tables: users)"), (empty, "holds no ledger (an empty database)"),
+                              (sim + "/simulator.sqlite", "is not a Storekeeper ledger (its migrations: v1")] {
+            let before = try Data(contentsOf: URL(fileURLWithPath: file))
+            for command in [["recover", "--dry-run"], ["reconcile", "--all", "--dry-run"]] {
+                let refused = try await CLI.runDetached(command + ["--config", withCredentials, "--database", file])
+                #expect(refused.status == 1 && refused.stderr.contains(named) && refused.stderr.contains("nothing was changed"), "\(command) \(file): \(refused.stderr)")
+            }
+            #expect(try Data(contentsOf: URL(fileURLWithPath: file)) == before, "\(file) was not changed")
+        }
+        let served = try await CLI.runDetached(["serve", "--config", config, "--port", "0", "--database", foreign])
+        #expect(served.status == 1 && served.stderr.contains("not a Storekeeper ledger"), "\(served.stderr)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: foreign)) == users)
+
         let notALedger = try await CLI.runDetached(["recover", "--config", config, "--database", config])
         #expect(notALedger.status == 1, "\(notALedger.stderr)")
         let notALedgerServed = try await CLI.runDetached(["serve", "--config", config, "--port", "0", "--database", config])
@@ -318,5 +353,50 @@ struct OperatorErrorTests {
             #expect(output.status != 0 && output.stderr.contains(named), "\(arguments): \(output.stderr)")
             #expect(!output.stderr.contains("transport"), "nothing was sent: \(output.stderr)")
         }
+    }
+
+    @Test("backup, simulator init and recover --since name what is wrong with their arguments in words")
+    func argumentsInWords() async throws {
+        let directory = try CLI.temporaryDirectory("arguments")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("a-file").path
+        FileManager.default.createFile(atPath: file, contents: Data("x".utf8))
+        let initOnFile = try await CLI.runDetached(["simulator", "init", file])
+        #expect(initOnFile.status == 1 && initOnFile.stderr.contains("exists and is a file"), "\(initOnFile.stderr)")
+
+        let ledger = directory.appendingPathComponent("ledger.sqlite").path
+        _ = try SQLiteLedgerStore(path: ledger)
+        let noDirectory = try await CLI.runDetached(["backup", "--database", ledger, "--to", directory.appendingPathComponent("nope/b.sqlite").path])
+        #expect(noDirectory.status == 1 && noDirectory.stderr.contains("the backup's directory") && noDirectory.stderr.contains("does not exist"), "\(noDirectory.stderr)")
+        #expect(!noDirectory.stderr.contains("SQLite error"))
+
+        let config = directory.appendingPathComponent("config.json").path
+        try #"{"apps": [{"bundleId": "com.example.app", "environments": ["Sandbox"], "serverAPI": {"Sandbox": {"issuerId": "57246542-96fe-1a63-e053-0824d011072a", "keyId": "K", "privateKeyFile": "k.p8"}}}]}"#
+            .write(toFile: config, atomically: true, encoding: .utf8)
+        let key = directory.appendingPathComponent("k.p8").path
+        try P256KeyFile.write(to: key)
+        let future = try await CLI.runDetached(["recover", "--config", config, "--database", ledger, "--since", "2099-01-01T00:00:00Z"])
+        #expect(future.status == 1 && future.stderr.contains("is more than a year in the future"), "\(future.stderr)")
+    }
+}
+
+/// Files the operator tests make.
+enum SQLiteLedgerStoreFixtures {
+    /// Another program's SQLite database (one table, `users`); its bytes.
+    static func foreignDatabase(at path: String) throws -> Data {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('create table users(id)'); c.commit(); c.close()", path]
+        try process.run()
+        process.waitUntilExit()
+        return try Data(contentsOf: URL(fileURLWithPath: path))
+    }
+}
+
+enum P256KeyFile {
+    /// A new P-256 key as a `.p8` file readable by its owner only.
+    static func write(to path: String) throws {
+        try P256.Signing.PrivateKey().pemRepresentation.write(toFile: path, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
     }
 }

@@ -134,6 +134,20 @@ struct JobLeaseTests {
         #expect(try await JobLease(store: stores[0], job: "job", holder: deadHolder, duration: .seconds(600)).acquire())
         #expect(try await JobLease(store: stores[1], job: "job", duration: .seconds(600)).acquire(), "the dead holder's lease was taken at once")
 
+        // A process that ended but is not reaped yet (a zombie: its parent, `sleep`, never waits) runs no more either.
+        let parent = Process()
+        parent.executableURL = URL(fileURLWithPath: "/bin/bash")
+        parent.arguments = ["-c", "true & echo $!; exec sleep 5"]
+        let output = Pipe()
+        parent.standardOutput = output
+        try parent.run()
+        defer { parent.terminate() }
+        let zombie = try #require(Int32(String(decoding: output.fileHandleForReading.availableData, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)))
+        try await Task.sleep(for: .milliseconds(200))
+        let zombieHolder = "\(parts[0])/\(zombie)/deadbeef/\(parts[3])"
+        #expect(try await JobLease(store: stores[0], job: "zombie job", holder: zombieHolder, duration: .seconds(600)).acquire())
+        #expect(try await JobLease(store: stores[1], job: "zombie job", duration: .seconds(600)).acquire(), "a zombie holder's lease was taken at once")
+
         let remote = "another-host/\(ended.processIdentifier)/deadbeef/\(parts[3])"
         #expect(try await JobLease(store: stores[0], job: "other", holder: remote, duration: .seconds(600)).acquire())
         #expect(try await JobLease(store: stores[1], job: "other", duration: .seconds(600)).acquire() == false, "another machine's holder is never judged by this one's PIDs")

@@ -153,4 +153,23 @@ struct PostgresPasswordSourceTests {
         let error = await #expect(throws: StorageError.self) { try await PostgresLedgerStore.open(try PostgresDatabaseURL(bare, environment: [:])) }
         #expect(error?.message.contains("the server asks for a password and none was given: put it in the URL, in PGPASSWORD, or in the password file") == true, "\(error?.message ?? "")")
     }
+
+    @Test("a database that cannot be reached is said in words (refused: is PostgreSQL running there?), never postgres-nio's own types, and never with the password")
+    func unreachable() async throws {
+        // A port nothing listens on: bound, then closed.
+        let socket = Foundation.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in bind(socket, raw, length) == 0 && getsockname(socket, raw, &length) == 0 }
+        }
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        close(socket)
+        let url = try PostgresDatabaseURL("postgres://app:s3cret@127.0.0.1:\(port)/ledger?sslmode=disable&connect_timeout=2")
+        let error = await #expect(throws: StorageError.self) { _ = try await PostgresLedgerStore.open(url) }
+        #expect(error?.message.contains("cannot connect: connection refused (is PostgreSQL running there, on that port?)") == true, "\(error?.message ?? "")")
+        #expect(error.map { !$0.message.contains("SingleConnectionFailure") && !$0.message.contains("s3cret") } == true, "\(error?.message ?? "")")
+    }
 }

@@ -38,6 +38,26 @@ struct CustomerAPITests {
         }
     }
 
+    @Test("a submission's body is read strictly: a repeated key, a trailing comma, an unknown key or a wrong type is refused, naming it, and nothing is applied", arguments: [
+        (#"{"signedTransaction": "%JWS%", "signedTransaction": "x"}"#, #"the key "signedTransaction" is given twice"#),
+        (#"{"signedTransaction": "%JWS%",}"#, "no trailing comma"),
+        (#"{"signedTransaction": "%JWS%", "customer": "bob"}"#, #"unknown key "customer""#),
+        (#"{"signedTransactions": "%JWS%"}"#, #"did you mean "signedTransaction"?"#),
+        (#"{"signedTransaction": 42}"#, "expected a string, found the number 42"),
+        (#"["%JWS%"]"#, "expected an object, found a list"),
+    ])
+    func strictSubmissionBody(template: String, named: String) async throws {
+        let (testbed, purchase) = try Self.aliceSubscribed()
+        try await testbed.withClient { client in
+            let body = template.replacingOccurrences(of: "%JWS%", with: purchase.signedTransaction)
+            let refused = try await client.send(.post, "/v1/customers/user-42/transactions", body: body, key: T.appKey)
+            let error = refused.json["error"] as? [String: Any]
+            #expect(refused.status == 400 && error?["code"] as? String == "malformed-body", "\(refused.json)")
+            #expect((error?["message"] as? String)?.contains(named) == true, "\(refused.json)")
+            #expect(try await client.send(.get, "/v1/customers/user-42?environment=Sandbox", key: T.appKey).status == 404, "nothing was applied")
+        }
+    }
+
     @Test("auth is required; one app's key cannot read or change another app's customers")
     func authorization() async throws {
         let (testbed, purchase) = try Self.aliceSubscribed()

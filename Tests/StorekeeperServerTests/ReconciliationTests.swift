@@ -19,7 +19,9 @@ struct ReconciliationTests {
         let testbed = try await T(environment: .sandbox)
         try await testbed.withSimulator { simulatorURL in
             // Recovery off: reconciliation alone must find what was lost.
-            let configuration = try testbed.configuration(baseURL: simulatorURL, recovery: .init(enabled: false))
+            var configuration = try testbed.configuration(baseURL: simulatorURL, recovery: .init(enabled: false))
+            // A second app, without App Store Server API credentials.
+            configuration.apps.append(.init(bundleId: "com.example.other", appAppleId: 1, environments: [.sandbox], trustedRoots: configuration.apps[0].trustedRoots))
             try await testbed.withServer(configuration) { base in
                 let bob = try await testbed.simulator.perform { (engine) throws(SimulatorError) in
                     try engine.createCustomer(id: "bob")
@@ -62,6 +64,9 @@ struct ReconciliationTests {
                     #expect((error?["message"] as? String)?.contains(named) == true, "\(query): \(refused.json)")
                 }
                 #expect(try await testbed.mismatches(at: base).count == 1, "no refused request changed anything")
+                // An app without credentials is named as such.
+                let noCredentials = try await T.call(.POST, reconcile + "?bundleId=com.example.other", key: T.adminKey)
+                #expect(noCredentials.status == 404 && (noCredentials.json["error"] as? [String: Any])?["code"] as? String == "no-credentials", "\(noCredentials.json)")
                 // A customer the app has no data for is 404, not an empty report.
                 let unknown = try await T.call(.POST, base + "/v1/admin/customers/nobody-here/reconcile", key: T.adminKey)
                 #expect(unknown.status == 404 && (unknown.json["error"] as? [String: Any])?["code"] as? String == "unknown-customer", "\(unknown.json)")

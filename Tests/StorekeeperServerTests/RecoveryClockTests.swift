@@ -100,6 +100,14 @@ struct RecoveryClockTests {
             let errors = log.all.filter { $0.level == .error }.map(\.line)
             #expect(errors.contains { $0.contains("could not cover its window") && $0.contains("recovery.uncovered_from=") }, "\(errors)")
 
+            // The next runs start from that watermark, in the App Store's time: complete, every one (the App Store's
+            // clock is measured again when the watermark is ahead of this server's, before the watermark moves).
+            for _ in 0..<3 {
+                let next = try await recovery.run()
+                #expect(next.complete && next.uncovered == nil, "\(next)")
+                #expect(abs((next.watermarkAfter ?? .distantPast).timeIntervalSince(serverNow) - 40 * 86_400) <= 120, "\(next)")
+            }
+
             // The report names the lost part: from the old watermark (less the overlap) to the App Store's earliest.
             let report = try await recovery.run(since: watermark, dryRun: true)
             let lost = try #require(report.uncovered)

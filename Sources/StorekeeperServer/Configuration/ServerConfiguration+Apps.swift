@@ -133,8 +133,17 @@ extension ServerConfiguration {
                 guard !credentials.keyId.isEmpty else {
                     throw ConfigurationError("\(which): serverAPI keyId is empty")
                 }
-                if let base = credentials.baseURL, URL(string: base)?.scheme.map({ ["http", "https"].contains($0) }) != true || URL(string: base)?.host == nil {
-                    throw ConfigurationError("\(which): serverAPI baseURL \(UntrustedText.quoted(base, limit: 256)) is not an http(s) URL")
+                if let base = credentials.baseURL {
+                    let url = URL(string: base)
+                    guard url?.user == nil, url?.password == nil else {
+                        // Never echoed: it holds a password.
+                        throw ConfigurationError(
+                            "\(which): serverAPI baseURL carries a user or password: remove it (the App Store Server API authenticates with the key)"
+                        )
+                    }
+                    guard url?.scheme.map({ ["http", "https"].contains($0) }) == true, url?.host != nil else {
+                        throw ConfigurationError("\(which): serverAPI baseURL \(UntrustedText.quoted(base, limit: 256)) is not an http(s) URL")
+                    }
                 }
                 let key: AppStoreAPIKey
                 do {

@@ -15,17 +15,17 @@ extension ServerConfiguration {
 
     /// Every setting this configuration holds, defaults included, in path order: what `storekeeper config check`
     /// prints. API key hashes are masked; a relative path says what it was resolved to.
-    func settings(file document: ConfigurationJSON) -> [Setting] {
+    func settings(file document: StrictJSON) -> [Setting] {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        guard let data = try? encoder.encode(self), let effective = try? ConfigurationJSON(bytes: Array(data)) else { return [] }
+        guard let data = try? encoder.encode(self), let effective = try? StrictJSON(bytes: Array(data)) else { return [] }
         var settings: [Setting] = []
         Self.flatten(effective.root, codingPath: [], file: document.root, into: &settings)
         return settings
     }
 
     /// The settings as lines for a terminal: `path  value  (source)`, aligned.
-    func report(file document: ConfigurationJSON) -> String {
+    func report(file document: StrictJSON) -> String {
         let settings = settings(file: document)
         let width = min(60, settings.map(\.path.count).max() ?? 0)
         return settings.map { setting in
@@ -36,7 +36,7 @@ extension ServerConfiguration {
     }
 
     private static func flatten(
-        _ node: ConfigurationJSON.Node, codingPath: [ConfigurationDecoder.AnyKey], file: ConfigurationJSON.Node, into settings: inout [Setting]
+        _ node: StrictJSON.Node, codingPath: [StrictJSONDecoder.AnyKey], file: StrictJSON.Node, into settings: inout [Setting]
     ) {
         switch node.value {
         case .object(let members) where !members.isEmpty:
@@ -48,7 +48,7 @@ extension ServerConfiguration {
                 flatten(element, codingPath: codingPath + [.init(index)], file: file, into: &settings)
             }
         default:
-            let path = ConfigurationDecoder.path(codingPath)
+            let path = StrictJSONDecoder.path(codingPath)
             let inFile = present(codingPath, in: file)
             var value = render(node)
             var note = meaningOfNull(path: path, node: node)
@@ -64,7 +64,7 @@ extension ServerConfiguration {
     }
 
     /// The file's node at a path, or nil when the file does not give it.
-    private static func present(_ codingPath: [ConfigurationDecoder.AnyKey], in root: ConfigurationJSON.Node) -> ConfigurationJSON.Node? {
+    private static func present(_ codingPath: [StrictJSONDecoder.AnyKey], in root: StrictJSON.Node) -> StrictJSON.Node? {
         var node = root
         for key in codingPath {
             switch node.value {
@@ -82,7 +82,7 @@ extension ServerConfiguration {
     }
 
     /// A value as compact JSON.
-    private static func render(_ node: ConfigurationJSON.Node) -> String {
+    private static func render(_ node: StrictJSON.Node) -> String {
         switch node.value {
         case .null: return "null"
         case .bool(let value): return "\(value)"
@@ -94,7 +94,7 @@ extension ServerConfiguration {
     }
 
     /// What an absent optional setting means.
-    private static func meaningOfNull(path: String, node: ConfigurationJSON.Node) -> String? {
+    private static func meaningOfNull(path: String, node: StrictJSON.Node) -> String? {
         guard case .null = node.value else { return nil }
         if path.hasSuffix(".baseURL") {
             return path.contains(".Production.") ? "Apple's production: https://api.storekit.apple.com" : "Apple's sandbox: https://api.storekit-sandbox.apple.com"

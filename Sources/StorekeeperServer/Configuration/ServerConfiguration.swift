@@ -275,7 +275,7 @@ public struct ServerConfiguration: Codable, Sendable {
     }
 
     /// ``load(path:)``, with the file's parsed JSON (for ``report(file:)``).
-    static func read(path: String) throws(ConfigurationError) -> (ServerConfiguration, ConfigurationJSON) {
+    static func read(path: String) throws(ConfigurationError) -> (ServerConfiguration, StrictJSON) {
         let shown = UntrustedText.quoted(path, limit: 256)
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
@@ -285,15 +285,21 @@ public struct ServerConfiguration: Codable, Sendable {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw ConfigurationError("the configuration file \(shown) cannot be read (permission denied?)")
         }
-        let document: ConfigurationJSON
+        let document: StrictJSON
         do {
-            document = try ConfigurationJSON(bytes: Array(data))
+            document = try StrictJSON(bytes: Array(data))
         } catch {
             throw ConfigurationError("\(path):\(error.position.line):\(error.position.column): not valid JSON: \(error.message)")
         }
-        var configuration = try ConfigurationDecoder.decode(ServerConfiguration.self, from: document, file: path)
+        var configuration = try StrictJSONDecoder.decode(ServerConfiguration.self, from: document, file: path)
         configuration.resolvePaths(relativeTo: URL(fileURLWithPath: path).deletingLastPathComponent().path)
-        try configuration.validate()
+        do {
+            try configuration.validate()
+        } catch {
+            // Where the setting at fault is, when the file gives it.
+            guard let setting = error.setting, let node = StrictJSONDecoder.node(atPath: setting, in: document.root) else { throw error }
+            throw ConfigurationError("\(path):\(node.position.line):\(node.position.column): \(error.message)", setting: setting)
+        }
         return (configuration, document)
     }
 
@@ -317,8 +323,18 @@ public struct ServerConfiguration: Codable, Sendable {
         var seen = Set<String>()
         for (index, app) in apps.enumerated() {
             let name = "apps[\(index)]"
-            guard !app.bundleId.isEmpty else { throw ConfigurationError("\(name).bundleId is empty") }
-            guard seen.insert(app.bundleId).inserted else { throw ConfigurationError("app '\(app.bundleId)' is configured twice") }
+            guard !app.bundleId.isEmpty else { throw ConfigurationError("\(name).bundleId is empty", setting: "\(name).bundleId") }
+            // Apple's bundle IDs: letters, digits, '-' and '.'.
+            guard app.bundleId.utf8.count <= 155, app.bundleId.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == ".") }) else {
+                throw ConfigurationError(
+                    "\(name).bundleId \(UntrustedText.quoted(app.bundleId, limit: 160)) is not a bundle ID: letters, digits, '-' and '.' only (no spaces)",
+                    setting: "\(name).bundleId"
+                )
+            }
+            guard Set(app.environments).count == app.environments.count else {
+                throw ConfigurationError("app '\(app.bundleId)' lists an environment twice (\(name).environments)", setting: "\(name).environments")
+            }
+            guard seen.insert(app.bundleId).inserted else { throw ConfigurationError("app '\(app.bundleId)' is configured twice", setting: "\(name).bundleId") }
             guard !app.environments.isEmpty else { throw ConfigurationError("app '\(app.bundleId)' accepts no environment (\(name).environments is empty)") }
             for environment in app.environments where ![.sandbox, .production].contains(environment) {
                 throw ConfigurationError(
@@ -331,7 +347,20 @@ public struct ServerConfiguration: Codable, Sendable {
                 )
             }
             if app.environments.contains(.production) && app.appAppleId == nil {
-                throw ConfigurationError("app '\(app.bundleId)' accepts Production but has no appAppleId")
+                throw ConfigurationError("app '\(app.bundleId)' accepts Production but has no appAppleId", setting: name)
+            }
+            for (name, credentials) in app.serverAPI.sorted(by: { $0.key < $1.key }) {
+                let which = "app '\(app.bundleId)' (\(UntrustedText.escaped(name, limit: 64)))"
+                if SecretFile.looksLikeKeyText(credentials.privateKeyFile) {
+                    throw ConfigurationError(
+                        "\(which): serverAPI privateKeyFile holds what looks like a key's text, not a path: give the .p8 file's path (the key is never copied into the configuration)"
+                    )
+                }
+                if let base = credentials.baseURL, let url = URL(string: base), url.user != nil || url.password != nil {
+                    throw ConfigurationError(
+                        "\(which): serverAPI baseURL carries a user or password: remove it (the App Store Server API authenticates with the key)"
+                    )
+                }
             }
             for name in app.serverAPI.keys.sorted() where !app.environments.contains(AppStoreEnvironment(rawValue: name)) {
                 throw ConfigurationError(
@@ -341,32 +370,44 @@ public struct ServerConfiguration: Codable, Sendable {
             }
         }
         if customerCache.capacity < 0 {
-            throw ConfigurationError("customerCache.capacity must be 0 (off) or more, not \(customerCache.capacity)")
+            throw ConfigurationError("customerCache.capacity must be 0 (off) or more, not \(customerCache.capacity)", setting: "customerCache.capacity")
         }
         if !(customerCache.maxAgeSeconds > 0 && customerCache.maxAgeSeconds <= 86_400) {
-            throw ConfigurationError("customerCache.maxAgeSeconds must be more than 0 and at most 86400, not \(customerCache.maxAgeSeconds)")
+            throw ConfigurationError(
+                "customerCache.maxAgeSeconds must be more than 0 and at most 86400, not \(ConfigurationError.number(customerCache.maxAgeSeconds))",
+                setting: "customerCache.maxAgeSeconds"
+            )
         }
         try http.validate()
         if !(0...10_000_000).contains(retention.refusedNotifications) {
-            throw ConfigurationError("retention.refusedNotifications must be 0 to 10000000, not \(retention.refusedNotifications)")
+            throw ConfigurationError(
+                "retention.refusedNotifications must be 0 to 10000000, not \(retention.refusedNotifications)", setting: "retention.refusedNotifications"
+            )
         }
         if let days = retention.rawPayloadDays, !(days > 0 && days <= 36_500) {
-            throw ConfigurationError("retention.rawPayloadDays must be more than 0 and at most 36500, not \(days)")
+            throw ConfigurationError(
+                "retention.rawPayloadDays must be more than 0 and at most 36500, not \(ConfigurationError.number(days))", setting: "retention.rawPayloadDays"
+            )
         }
         for (name, value) in [
             ("intervalSeconds", recovery.intervalSeconds), ("overlapSeconds", recovery.overlapSeconds),
             ("failuresIntervalSeconds", recovery.failuresIntervalSeconds),
         ] where !(value > 0 && value <= 86_400) {
-            throw ConfigurationError("recovery.\(name) must be more than 0 and at most 86400, not \(value)")
+            throw ConfigurationError("recovery.\(name) must be more than 0 and at most 86400, not \(ConfigurationError.number(value))", setting: "recovery.\(name)")
         }
         if !(jobs.leaseSeconds >= 3 && jobs.leaseSeconds <= 3_600) {
-            throw ConfigurationError("jobs.leaseSeconds must be 3 to 3600, not \(jobs.leaseSeconds)")
+            throw ConfigurationError("jobs.leaseSeconds must be 3 to 3600, not \(ConfigurationError.number(jobs.leaseSeconds))", setting: "jobs.leaseSeconds")
         }
         for (product, level) in entitlements.subscriptionLevels.sorted(by: { $0.key < $1.key }) where !(1...1_000).contains(level) {
-            throw ConfigurationError("entitlements.subscriptionLevels[\"\(product)\"] must be 1 (the highest) to 1000, not \(level)")
+            throw ConfigurationError(
+                "entitlements.subscriptionLevels[\"\(product)\"] must be 1 (the highest) to 1000, not \(level)", setting: "entitlements.subscriptionLevels[\"\(product)\"]"
+            )
         }
         for (product, seconds) in entitlements.nonRenewingDurations.sorted(by: { $0.key < $1.key }) where !(seconds > 0) {
-            throw ConfigurationError("entitlements.nonRenewingDurations[\"\(product)\"] must be more than 0 seconds, not \(seconds)")
+            throw ConfigurationError(
+                "entitlements.nonRenewingDurations[\"\(product)\"] must be more than 0 seconds, not \(ConfigurationError.number(seconds))",
+                setting: "entitlements.nonRenewingDurations[\"\(product)\"]"
+            )
         }
         for (product, names) in entitlements.productEntitlements.sorted(by: { $0.key < $1.key }) where names.isEmpty || names.contains("") {
             throw ConfigurationError("entitlements.productEntitlements[\"\(product)\"] must list one or more non-empty entitlement names")
@@ -374,7 +415,9 @@ public struct ServerConfiguration: Codable, Sendable {
         var names = Set<String>()
         for (index, key) in apiKeys.enumerated() {
             guard key.sha256.count == 64, key.sha256.allSatisfy(\.isHexDigit) else {
-                throw ConfigurationError("API key '\(key.name)' (apiKeys[\(index)]): sha256 must be 64 hex digits (what `storekeeper api-key` prints)")
+                throw ConfigurationError(
+                    "API key '\(key.name)' (apiKeys[\(index)]): sha256 must be 64 hex digits (what `storekeeper api-key` prints)", setting: "apiKeys[\(index)].sha256"
+                )
             }
             guard names.insert(key.name).inserted else {
                 throw ConfigurationError("two API keys are named '\(key.name)': each needs its own name (it is what logs show)")
@@ -424,6 +467,19 @@ public struct ServerConfiguration: Codable, Sendable {
 /// A configuration problem, named.
 public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
     public var message: String
-    public init(_ message: String) { self.message = message }
+    /// The setting at fault, as its path (`jobs.leaseSeconds`), when there is one: ``ServerConfiguration/load(path:)``
+    /// adds where it is in the file.
+    public var setting: String?
+
+    public init(_ message: String, setting: String? = nil) {
+        self.message = message
+        self.setting = setting
+    }
+
     public var description: String { "configuration: \(message)" }
+
+    /// A number as the file would write it: `2`, not `2.0`.
+    static func number(_ value: Double) -> String {
+        value.rounded() == value && abs(value) < 1e15 ? String(Int64(value)) : "\(value)"
+    }
 }

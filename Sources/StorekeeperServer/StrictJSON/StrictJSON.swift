@@ -1,8 +1,8 @@
-/// A configuration file's JSON, parsed strictly (RFC 8259: no trailing comma, no comment, no key given twice in one
-/// object) with the line and column of every value and key, so that each mistake can be named where it is.
-/// Foundation's parser accepts trailing commas and repeated keys, and says neither where a syntax error is nor which
-/// value had the wrong type.
-struct ConfigurationJSON: Sendable {
+/// JSON parsed strictly (RFC 8259: no trailing comma, no comment, no key given twice in one object) with the line and
+/// column of every value and key, so that each mistake can be named where it is: a configuration file's, and a request
+/// body's. Foundation's parser accepts trailing commas and repeated keys (the first of two wins, a difference between
+/// parsers an attacker looks for), and says neither where a syntax error is nor which value had the wrong type.
+struct StrictJSON: Sendable {
     /// A place in the file: line and column, both from 1 (columns count characters).
     struct Position: Hashable, Sendable, CustomStringConvertible {
         var line: Int

@@ -1,29 +1,30 @@
 import Foundation
 
-/// Decodes a `Decodable` from a configuration file's ``ConfigurationJSON``, strictly: a key that no type asked for is
+/// Decodes a `Decodable` from ``StrictJSON`` (a configuration file, a request body), strictly: a key that no type asked for is
 /// refused (with the nearest key that type knows: "did you mean `productEntitlements`?"), and every error names the
 /// file, the line and column, the setting's path (`apps[0].appAppleId`) and, for a wrong type, what was expected and
 /// what was found. Types keep their ordinary `init(from:)`: the keys a type asks for (`decode`, `decodeIfPresent`,
 /// `contains`) are the keys it knows, so no list of keys is written twice.
-struct ConfigurationDecoder {
+struct StrictJSONDecoder {
     /// Where an error is in the file, and what it is.
     struct Failure: Error {
         var message: String
-        var position: ConfigurationJSON.Position?
+        var position: StrictJSON.Position?
     }
 
-    /// Decodes `type` from `bytes`, the contents of `file` (named in errors). Throws ``ConfigurationError``.
+    /// Decodes `type` from `bytes`, the contents of `file` (named in errors: a path, or "the body"). Throws
+    /// ``ConfigurationError``, whose message names where the mistake is.
     static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8], file: String) throws(ConfigurationError) -> T {
-        let document: ConfigurationJSON
+        let document: StrictJSON
         do {
-            document = try ConfigurationJSON(bytes: bytes)
+            document = try StrictJSON(bytes: bytes)
         } catch {
             throw ConfigurationError("\(file):\(error.position.line):\(error.position.column): not valid JSON: \(error.message)")
         }
         return try decode(type, from: document, file: file)
     }
 
-    static func decode<T: Decodable>(_ type: T.Type, from document: ConfigurationJSON, file: String) throws(ConfigurationError) -> T {
+    static func decode<T: Decodable>(_ type: T.Type, from document: StrictJSON, file: String) throws(ConfigurationError) -> T {
         let usage = Usage()
         func located(_ failure: Failure) -> ConfigurationError {
             ConfigurationError(failure.position.map { "\(file):\($0.line):\($0.column): \(failure.message)" } ?? "\(file): \(failure.message)")
@@ -61,8 +62,45 @@ struct ConfigurationDecoder {
         return text.isEmpty ? "the top level" : text
     }
 
+    /// The node a setting's path names (`apps[0].bundleId`, `entitlements.subscriptionLevels["pro.monthly"]`), or nil when
+    /// the file does not hold it.
+    static func node(atPath path: String, in root: StrictJSON.Node) -> StrictJSON.Node? {
+        var keys: [AnyKey] = []
+        var rest = Substring(path)
+        while !rest.isEmpty {
+            if rest.hasPrefix("[\"") {
+                guard let end = rest.range(of: "\"]") else { return nil }
+                keys.append(AnyKey(String(rest[rest.index(rest.startIndex, offsetBy: 2)..<end.lowerBound])))
+                rest = rest[end.upperBound...]
+            } else if rest.hasPrefix("[") {
+                guard let end = rest.firstIndex(of: "]"), let index = Int(rest[rest.index(after: rest.startIndex)..<end]) else { return nil }
+                keys.append(AnyKey(index))
+                rest = rest[rest.index(after: end)...]
+            } else {
+                if rest.hasPrefix(".") { rest = rest.dropFirst() }
+                let name = rest.prefix { $0 != "." && $0 != "[" }
+                keys.append(AnyKey(String(name)))
+                rest = rest.dropFirst(name.count)
+            }
+        }
+        var node = root
+        for key in keys {
+            switch node.value {
+            case .object(let members):
+                guard let member = members.first(where: { $0.key == key.stringValue }) else { return nil }
+                node = member.value
+            case .array(let elements):
+                guard let index = key.intValue, elements.indices.contains(index) else { return nil }
+                node = elements[index]
+            default:
+                return nil
+            }
+        }
+        return node
+    }
+
     /// The node at `codingPath`, or the deepest one on the way.
-    static func node(at codingPath: [any CodingKey], in root: ConfigurationJSON.Node) -> ConfigurationJSON.Node {
+    static func node(at codingPath: [any CodingKey], in root: StrictJSON.Node) -> StrictJSON.Node {
         var node = root
         for key in codingPath {
             switch node.value {
@@ -79,7 +117,7 @@ struct ConfigurationDecoder {
         return node
     }
 
-    static func failure(_ error: DecodingError, in root: ConfigurationJSON.Node) -> Failure {
+    static func failure(_ error: DecodingError, in root: StrictJSON.Node) -> Failure {
         let context: DecodingError.Context
         switch error {
         case .typeMismatch(_, let c), .valueNotFound(_, let c), .keyNotFound(_, let c), .dataCorrupted(let c): context = c
@@ -94,19 +132,19 @@ struct ConfigurationDecoder {
         var asked: [String: Set<String>] = [:]
 
         func ask(_ key: String, at codingPath: [any CodingKey]) {
-            asked[ConfigurationDecoder.path(codingPath), default: []].insert(key)
+            asked[StrictJSONDecoder.path(codingPath), default: []].insert(key)
         }
 
         /// The first key, in file order, that the object holding it was never asked for, or nil. An object no type
         /// read at all is not looked into: its own key was reported as unknown, or it is a value a type took whole.
-        func firstUnknownKey(in node: ConfigurationJSON.Node, codingPath: [any CodingKey] = []) -> Failure? {
+        func firstUnknownKey(in node: StrictJSON.Node, codingPath: [any CodingKey] = []) -> Failure? {
             switch node.value {
             case .object(let members):
-                guard let known = asked[ConfigurationDecoder.path(codingPath)] else { return nil }
+                guard let known = asked[StrictJSONDecoder.path(codingPath)] else { return nil }
                 for member in members {
                     let memberPath = codingPath + [AnyKey(member.key)]
                     guard known.contains(member.key) else {
-                        var message = "unknown key \"\(member.key)\" in \(ConfigurationDecoder.path(codingPath))"
+                        var message = "unknown key \"\(member.key)\" in \(StrictJSONDecoder.path(codingPath))"
                         if let nearest = Self.nearest(to: member.key, among: known) {
                             message += ": did you mean \"\(nearest)\"?"
                         } else {
@@ -146,23 +184,23 @@ struct ConfigurationDecoder {
 
 /// One node's decoder.
 private struct NodeDecoder: Decoder {
-    let node: ConfigurationJSON.Node
+    let node: StrictJSON.Node
     let codingPath: [any CodingKey]
-    let usage: ConfigurationDecoder.Usage
+    let usage: StrictJSONDecoder.Usage
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
-    func failure(_ message: String) -> ConfigurationDecoder.Failure {
-        ConfigurationDecoder.Failure(message: "\(ConfigurationDecoder.path(codingPath)): \(message)", position: node.position)
+    func failure(_ message: String) -> StrictJSONDecoder.Failure {
+        StrictJSONDecoder.Failure(message: "\(StrictJSONDecoder.path(codingPath)): \(message)", position: node.position)
     }
 
-    func mismatch(_ expected: String) -> ConfigurationDecoder.Failure {
+    func mismatch(_ expected: String) -> StrictJSONDecoder.Failure {
         failure("expected \(expected), found \(node.kind)")
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
         guard case .object(let members) = node.value else { throw mismatch("an object") }
         // Asked for nothing yet, but known to have been read (an empty object type refuses every key).
-        if usage.asked[ConfigurationDecoder.path(codingPath)] == nil { usage.asked[ConfigurationDecoder.path(codingPath)] = [] }
+        if usage.asked[StrictJSONDecoder.path(codingPath)] == nil { usage.asked[StrictJSONDecoder.path(codingPath)] = [] }
         return KeyedDecodingContainer(ObjectContainer<Key>(decoder: self, members: members))
     }
 
@@ -173,7 +211,7 @@ private struct NodeDecoder: Decoder {
 
     func singleValueContainer() throws -> any SingleValueDecodingContainer { ValueContainer(decoder: self) }
 
-    func child(_ node: ConfigurationJSON.Node, _ key: any CodingKey) -> NodeDecoder {
+    func child(_ node: StrictJSON.Node, _ key: any CodingKey) -> NodeDecoder {
         NodeDecoder(node: node, codingPath: codingPath + [key], usage: usage)
     }
 
@@ -222,7 +260,7 @@ private struct NodeDecoder: Decoder {
 
 private struct ObjectContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     let decoder: NodeDecoder
-    let members: [ConfigurationJSON.Member]
+    let members: [StrictJSON.Member]
     var codingPath: [any CodingKey] { decoder.codingPath }
 
     var allKeys: [Key] {
@@ -230,15 +268,20 @@ private struct ObjectContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         return members.compactMap { Key(stringValue: $0.key) }
     }
 
-    func member(_ key: Key) -> ConfigurationJSON.Member? {
+    func member(_ key: Key) -> StrictJSON.Member? {
         decoder.usage.ask(key.stringValue, at: codingPath)
         return members.first { $0.key == key.stringValue }
     }
 
-    func required(_ key: Key) throws -> ConfigurationJSON.Node {
+    func required(_ key: Key) throws -> StrictJSON.Node {
         guard let member = member(key) else {
-            throw ConfigurationDecoder.Failure(
-                message: "\(ConfigurationDecoder.path(codingPath)): the required key \"\(key.stringValue)\" is missing", position: decoder.node.position
+            // A key given instead, mistyped, is named: "did you mean …?".
+            let given = members.map(\.key).filter { $0 != key.stringValue }
+            let instead = DidYouMean.nearest(to: key.stringValue, among: given)
+            let hint = instead.map { #": "\#($0)" is given instead; did you mean "\#(key.stringValue)"?"# } ?? ""
+            throw StrictJSONDecoder.Failure(
+                message: "\(StrictJSONDecoder.path(codingPath)): the required key \"\(key.stringValue)\" is missing\(hint)",
+                position: instead.flatMap { name in members.first { $0.key == name }?.keyPosition } ?? decoder.node.position
             )
         }
         return member.value
@@ -269,7 +312,7 @@ private struct ObjectContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
 
 private struct ListContainer: UnkeyedDecodingContainer {
     let decoder: NodeDecoder
-    let elements: [ConfigurationJSON.Node]
+    let elements: [StrictJSON.Node]
     var currentIndex = 0
     var codingPath: [any CodingKey] { decoder.codingPath }
     var count: Int? { elements.count }
@@ -278,7 +321,7 @@ private struct ListContainer: UnkeyedDecodingContainer {
     mutating func next() throws -> NodeDecoder {
         guard !isAtEnd else { throw decoder.failure("the list has too few elements") }
         defer { currentIndex += 1 }
-        return decoder.child(elements[currentIndex], ConfigurationDecoder.AnyKey(currentIndex))
+        return decoder.child(elements[currentIndex], StrictJSONDecoder.AnyKey(currentIndex))
     }
 
     mutating func decodeNil() throws -> Bool {
