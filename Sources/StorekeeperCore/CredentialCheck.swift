@@ -1,4 +1,4 @@
-public import AppStoreModels
+import AppStoreModels
 public import AppStoreServerAPI
 public import Foundation
 
@@ -29,7 +29,7 @@ public struct CredentialCheck: Sendable {
     public static func run(_ app: VerifierKey, client: AppStoreServerAPIClient, now: Date = Date()) async -> Result {
         var result = Result(bundleId: app.bundleId, environment: app.environment.rawValue, outcome: .accepted, detail: "")
         do {
-            var pages = try client.notificationHistory(NotificationHistoryRequest(startDate: now.addingTimeInterval(-3_600), endDate: now))
+            let pages = try client.notificationHistory(NotificationHistoryRequest(startDate: now.addingTimeInterval(-3_600), endDate: now))
             _ = try await pages.page(after: nil)
             result.detail = "the App Store accepted the credentials (\(client.configuration.endpoint.baseURL))"
         } catch {

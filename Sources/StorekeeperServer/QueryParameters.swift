@@ -4,33 +4,35 @@ import StorekeeperHTTP
 
 /// A request's query parameters, read strictly: a parameter the route does not take, one given twice, or a value a
 /// parameter does not take is refused with 400 naming it (`?dryrun=true` must not run a real reconcile because the
-/// route reads `dryRun`), never ignored.
+/// route reads `dryRun`), never ignored. Checked in place, on every read: no copy of the query is made.
 struct QueryParameters {
-    private var values: [String: String] = [:]
+    private let parameters: Parameters
 
     /// Reads the query of `request`, which may hold only the parameters in `allowed`.
     init(_ request: Request, allowed: [String]) throws(APIError) {
-        for (name, value) in request.uri.queryParameters {
-            let name = String(name)
-            guard allowed.contains(name) else {
-                let shown = UntrustedText.quoted(name, limit: 64)
-                let hint = DidYouMean.nearest(to: name, among: allowed).map { ": did you mean \"\($0)\"?" }
+        parameters = request.uri.queryParameters
+        var index = 0
+        for (name, _) in parameters {
+            guard allowed.contains(where: { $0 == name }) else {
+                let shown = UntrustedText.quoted(String(name), limit: 64)
+                let hint = DidYouMean.nearest(to: String(name), among: allowed).map { ": did you mean \"\($0)\"?" }
                     ?? (allowed.isEmpty ? ": this route takes none" : " (this route takes \(allowed.joined(separator: ", ")))")
                 throw APIError(.badRequest, "unknown-parameter", "unknown query parameter \(shown)\(hint)")
             }
-            guard values[name] == nil else {
+            // A route takes a few parameters: the earlier ones are looked through, not collected.
+            guard !parameters.prefix(index).contains(where: { $0.key == name }) else {
                 throw APIError(.badRequest, "repeated-parameter", "the query parameter \"\(name)\" is given twice")
             }
-            values[name] = String(value)
+            index += 1
         }
     }
 
     /// The parameter's text, if given.
-    func string(_ name: String) -> String? { values[name] }
+    func string(_ name: String) -> String? { parameters.get(name) }
 
     /// A boolean parameter: `true` or `false`, nothing else.
     func bool(_ name: String) throws(APIError) -> Bool? {
-        guard let text = values[name] else { return nil }
+        guard let text = parameters.get(name) else { return nil }
         switch text {
         case "true": return true
         case "false": return false
@@ -41,7 +43,7 @@ struct QueryParameters {
 
     /// An App Store environment parameter: `Production` or `Sandbox`.
     func environment(_ name: String = "environment") throws(APIError) -> AppStoreEnvironment? {
-        guard let text = values[name] else { return nil }
+        guard let text = parameters.get(name) else { return nil }
         guard let environment = [AppStoreEnvironment.production, .sandbox].first(where: { $0.rawValue == text }) else {
             throw APIError(.badRequest, "invalid-parameter", "\(name) must be Production or Sandbox, not \(UntrustedText.quoted(text, limit: 64))")
         }

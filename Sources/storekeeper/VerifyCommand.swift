@@ -97,14 +97,11 @@ struct VerifyCommand: AsyncParsableCommand {
     }
 
     static func loadCertificate(_ path: String) throws -> Certificate {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw CLIError(code: "unreadable-input", message: "cannot read root certificate '\(path)'")
+        switch CertificateFile.load(path) {
+        case .success(let certificate): return certificate
+        case .failure(let problem):
+            let code = [.missing, .unreadable, .directory].contains(problem) ? "unreadable-input" : "invalid-certificate"
+            throw CLIError(code: code, message: "root certificate \(CertificateFile.describe(problem, "'\(path.prefix(256))'"))")
         }
-        if let text = String(data: data, encoding: .utf8), text.contains("-----BEGIN CERTIFICATE-----") {
-            if let certificate = try? Certificate(pemEncoded: text) { return certificate }
-        } else if let certificate = try? Certificate(derEncoded: Array(data)) {
-            return certificate
-        }
-        throw CLIError(code: "invalid-certificate", message: "'\(path)' is not a DER or PEM X.509 certificate")
     }
 }

@@ -73,6 +73,32 @@ struct CLI {
         return directory
     }
 
+    /// A TCP socket bound to a port the OS chose on 127.0.0.1 (listening, if asked), and the port.
+    static func loopbackSocket(listening: Bool) throws -> (socket: Int32, port: Int) {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+                bind(socket, raw, length) == 0 && (!listening || listen(socket, 1) == 0) && getsockname(socket, raw, &length) == 0
+            }
+        }
+        guard bound else {
+            close(socket)
+            throw ServerProcess.CLIError(message: "cannot bind a loopback port")
+        }
+        return (socket, Int(UInt16(bigEndian: address.sin_port)))
+    }
+
+    /// A port nothing listens on now, for a server a test starts on a port it must name.
+    static func freePort() throws -> Int {
+        let (socket, port) = try loopbackSocket(listening: false)
+        close(socket)
+        return port
+    }
+
     static func json(_ text: String) throws -> [String: Any] {
         try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
     }
@@ -220,19 +246,8 @@ struct CLITests {
         try #"{"apps": [{"bundleId": "com.example.storekeeper", "environments": ["Sandbox"], "trustedRoots": ["apple"]}]}"#
             .write(toFile: config, atomically: true, encoding: .utf8)
         // A listening socket on a port the OS chooses, held for the duration of the test.
-        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let (socket, port) = try CLI.loopbackSocket(listening: true)
         defer { close(socket) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
-                bind(socket, raw, length) == 0 && listen(socket, 1) == 0 && getsockname(socket, raw, &length) == 0
-            }
-        }
-        try #require(bound)
-        let port = Int(UInt16(bigEndian: address.sin_port))
         let output = try await CLI.runDetached([
             "serve", "--config", config, "--port", String(port), "--database", directory.appendingPathComponent("l.sqlite").path,
         ])

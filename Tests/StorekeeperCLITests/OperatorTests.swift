@@ -216,7 +216,7 @@ struct FullDiskTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let sim = directory.appendingPathComponent("sim").path
         let database = directory.appendingPathComponent("ledger.sqlite").path
-        let (simulatorPort, serverPort) = (try ReadmeTests.freePort(), try ReadmeTests.freePort())
+        let (simulatorPort, serverPort) = (try CLI.freePort(), try CLI.freePort())
         #expect(try await CLI.runDetached(["simulator", "init", sim, "--port", String(simulatorPort)]).status == 0)
         let simulator = try RunningCommand(
             ["simulator", "--dir", sim, "--port", String(simulatorPort), "--notify-url", "http://127.0.0.1:\(serverPort)/appstore/notifications"], in: directory

@@ -27,20 +27,6 @@ struct ReadmeTests {
         return blocks
     }
 
-    static func freePort() throws -> Int {
-        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(socket) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in bind(socket, raw, length) == 0 && getsockname(socket, raw, &length) == 0 }
-        }
-        try #require(bound)
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
-
     @Test("every sh block of the README runs as written, in order, and succeeds")
     func readmeRuns() async throws {
         let blocks = Self.shellBlocks(try String(contentsOf: Self.repository.appendingPathComponent("README.md"), encoding: .utf8))
@@ -51,7 +37,7 @@ struct ReadmeTests {
         try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
         // `../shared`, as beside a clone.
         try FileManager.default.createSymbolicLink(at: root.appendingPathComponent("shared"), withDestinationURL: CLI.corpus.deletingLastPathComponent().deletingLastPathComponent())
-        let (server, simulator) = (try Self.freePort(), try Self.freePort())
+        let (server, simulator) = (try CLI.freePort(), try CLI.freePort())
         let body = blocks.joined(separator: "\n").replacingOccurrences(of: "8080", with: String(server)).replacingOccurrences(of: "8090", with: String(simulator))
         let script = """
             set -euo pipefail

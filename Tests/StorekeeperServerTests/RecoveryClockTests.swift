@@ -15,15 +15,29 @@ struct RecoveryClockTests {
     typealias T = RecoveryTestbed
     static let app = VerifierKey(bundleId: "com.example.storekeeper", environment: .sandbox)
 
-    /// The recovery job of the testbed's app with the server's clock at `now` (not the simulator's).
-    static func recovery(_ testbed: T, simulatorURL: String, store: SQLiteLedgerStore, now: Date, exporter: MetricsExporter, log: CapturedLog) throws -> NotificationRecovery {
+    /// The recovery job of the testbed's app, its ledger, metrics and log, with the server's clock stopped at the
+    /// simulator's start (the simulator's clock moves on, this server's does not).
+    struct Fixture {
+        let store: SQLiteLedgerStore
+        let serverNow: Date
+        let exporter: MetricsExporter
+        let log: CapturedLog
+        let recovery: NotificationRecovery
+    }
+
+    static func fixture(_ testbed: T, simulatorURL: String) async throws -> Fixture {
+        let store = try SQLiteLedgerStore(path: testbed.database)
+        let now = await testbed.simulator.state.now
         let configuration = try testbed.configuration(baseURL: simulatorURL)
+        let exporter = MetricsExporter()
+        let log = CapturedLog()
         let ingester = NotificationIngester(store: store, verifiers: try configuration.makeVerifiers(), refusalsKept: 100, logger: log.logger())
         let client = try #require(try configuration.makeServerAPIClients(logger: log.logger())[app])
-        return NotificationRecovery(
+        let recovery = NotificationRecovery(
             app: app, client: client, ingester: ingester, settings: configuration.recovery.settings, logger: log.logger(), metrics: exporter.metrics,
             now: { now }
         )
+        return Fixture(store: store, serverNow: now, exporter: exporter, log: log, recovery: recovery)
     }
 
     /// Customers buy while no server listens (the simulator has no notification URL): what recovery must bring back.
@@ -43,10 +57,8 @@ struct RecoveryClockTests {
     func appStoreClockAhead() async throws {
         let testbed = try await T(environment: .sandbox)
         try await testbed.withSimulator { simulatorURL in
-            let store = try SQLiteLedgerStore(path: testbed.database)
-            let serverNow = await testbed.simulator.state.now
-            let exporter = MetricsExporter()
-            let recovery = try Self.recovery(testbed, simulatorURL: simulatorURL, store: store, now: serverNow, exporter: exporter, log: CapturedLog())
+            let fixture = try await Self.fixture(testbed, simulatorURL: simulatorURL)
+            let (store, serverNow, recovery) = (fixture.store, fixture.serverNow, fixture.recovery)
             let first = try await recovery.run()
             #expect(first.complete && first.watermarkAfter == serverNow)
 
@@ -75,11 +87,8 @@ struct RecoveryClockTests {
     func windowNotCovered() async throws {
         let testbed = try await T(environment: .sandbox)
         try await testbed.withSimulator { simulatorURL in
-            let store = try SQLiteLedgerStore(path: testbed.database)
-            let serverNow = await testbed.simulator.state.now
-            let exporter = MetricsExporter()
-            let log = CapturedLog()
-            let recovery = try Self.recovery(testbed, simulatorURL: simulatorURL, store: store, now: serverNow, exporter: exporter, log: log)
+            let fixture = try await Self.fixture(testbed, simulatorURL: simulatorURL)
+            let (store, serverNow, exporter, log, recovery) = (fixture.store, fixture.serverNow, fixture.exporter, fixture.log, fixture.recovery)
             #expect(try await recovery.run().complete)
             let watermark = try #require(try await store.recoveryWatermark(Self.app))
             let successBefore = exporter.render().split(separator: "\n").filter { $0.hasPrefix(StorekeeperMetrics.Name.recoveryLastSuccess + "{") }

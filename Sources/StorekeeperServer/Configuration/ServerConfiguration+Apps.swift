@@ -4,7 +4,6 @@ public import AppStoreSigning
 import Foundation
 public import Logging
 public import StorekeeperCore
-import SwiftASN1
 import X509
 
 /// App Store Server API credentials of one app in one environment (a key from App Store Connect → Users and Access →
@@ -65,32 +64,12 @@ extension ServerConfiguration {
 
     /// A trusted root certificate file, PEM or DER.
     static func loadCertificate(_ path: String, app: String) throws(ConfigurationError) -> Certificate {
-        let shown = UntrustedText.quoted(path, limit: 256)
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-            throw ConfigurationError("app '\(app)': the trusted root \(shown) does not exist (\"apple\" means Apple Root CA - G3)")
-        }
-        guard !isDirectory.boolValue, let data = FileManager.default.contents(atPath: path) else {
-            throw ConfigurationError("app '\(app)': the trusted root \(shown) cannot be read (\(isDirectory.boolValue ? "it is a directory" : "permission denied?"))")
-        }
-        if let text = String(data: data, encoding: .utf8), text.contains("-----BEGIN") {
-            guard text.contains("-----BEGIN CERTIFICATE-----") else {
-                throw ConfigurationError(
-                    "app '\(app)': the trusted root \(shown) is PEM but holds no certificate (no -----BEGIN CERTIFICATE----- block; a key?)"
-                )
-            }
-            do {
-                return try Certificate(pemEncoded: text)
-            } catch {
-                throw ConfigurationError("app '\(app)': the trusted root \(shown) holds a PEM block that is not a valid X.509 certificate")
-            }
-        }
-        do {
-            return try Certificate(derEncoded: Array(data))
-        } catch {
-            throw ConfigurationError(
-                "app '\(app)': the trusted root \(shown) is not a certificate: neither PEM (-----BEGIN CERTIFICATE-----) nor DER X.509 (\(data.count) bytes)"
-            )
+        switch CertificateFile.load(path) {
+        case .success(let certificate): return certificate
+        case .failure(.missing):
+            throw ConfigurationError("app '\(app)': the trusted root \(UntrustedText.quoted(path, limit: 256)) does not exist (\"apple\" means Apple Root CA - G3)")
+        case .failure(let problem):
+            throw ConfigurationError("app '\(app)': the trusted root \(CertificateFile.describe(problem, UntrustedText.quoted(path, limit: 256)))")
         }
     }
 

@@ -49,7 +49,7 @@ extension ServerConfiguration {
             }
         default:
             let path = StrictJSONDecoder.path(codingPath)
-            let inFile = present(codingPath, in: file)
+            let inFile = StrictJSONDecoder.walk(codingPath, in: file).complete
             var value = render(node)
             var note = meaningOfNull(path: path, node: node)
             if path.hasSuffix(".sha256"), case .string(let hash) = node.value {
@@ -61,24 +61,6 @@ extension ServerConfiguration {
             }
             settings.append(Setting(path: path, value: value, source: inFile == nil ? .default : .file, note: note))
         }
-    }
-
-    /// The file's node at a path, or nil when the file does not give it.
-    private static func present(_ codingPath: [StrictJSONDecoder.AnyKey], in root: StrictJSON.Node) -> StrictJSON.Node? {
-        var node = root
-        for key in codingPath {
-            switch node.value {
-            case .object(let members):
-                guard let member = members.first(where: { $0.key == key.stringValue }) else { return nil }
-                node = member.value
-            case .array(let elements):
-                guard let index = key.intValue, elements.indices.contains(index) else { return nil }
-                node = elements[index]
-            default:
-                return nil
-            }
-        }
-        return node
     }
 
     /// A value as compact JSON.

@@ -83,38 +83,31 @@ struct StrictJSONDecoder {
                 rest = rest.dropFirst(name.count)
             }
         }
-        var node = root
-        for key in keys {
-            switch node.value {
-            case .object(let members):
-                guard let member = members.first(where: { $0.key == key.stringValue }) else { return nil }
-                node = member.value
-            case .array(let elements):
-                guard let index = key.intValue, elements.indices.contains(index) else { return nil }
-                node = elements[index]
-            default:
-                return nil
-            }
-        }
-        return node
+        return walk(keys, in: root).complete
     }
 
     /// The node at `codingPath`, or the deepest one on the way.
     static func node(at codingPath: [any CodingKey], in root: StrictJSON.Node) -> StrictJSON.Node {
+        walk(codingPath, in: root).deepest
+    }
+
+    /// Follows `codingPath` from `root`: the node it names (nil when the document does not hold it), and the deepest
+    /// node reached on the way.
+    static func walk(_ codingPath: [any CodingKey], in root: StrictJSON.Node) -> (complete: StrictJSON.Node?, deepest: StrictJSON.Node) {
         var node = root
         for key in codingPath {
             switch node.value {
             case .object(let members):
-                guard let member = members.first(where: { $0.key == key.stringValue }) else { return node }
+                guard let member = members.first(where: { $0.key == key.stringValue }) else { return (nil, node) }
                 node = member.value
             case .array(let elements):
-                guard let index = key.intValue, elements.indices.contains(index) else { return node }
+                guard let index = key.intValue, elements.indices.contains(index) else { return (nil, node) }
                 node = elements[index]
             default:
-                return node
+                return (nil, node)
             }
         }
-        return node
+        return (node, node)
     }
 
     static func failure(_ error: DecodingError, in root: StrictJSON.Node) -> Failure {
@@ -145,7 +138,7 @@ struct StrictJSONDecoder {
                     let memberPath = codingPath + [AnyKey(member.key)]
                     guard known.contains(member.key) else {
                         var message = "unknown key \"\(member.key)\" in \(StrictJSONDecoder.path(codingPath))"
-                        if let nearest = Self.nearest(to: member.key, among: known) {
+                        if let nearest = DidYouMean.nearest(to: member.key, among: known) {
                             message += ": did you mean \"\(nearest)\"?"
                         } else {
                             message += " (known here: \(known.sorted().joined(separator: ", ")))"
@@ -165,7 +158,6 @@ struct StrictJSONDecoder {
             }
         }
 
-        static func nearest(to key: String, among known: Set<String>) -> String? { DidYouMean.nearest(to: key, among: known) }
     }
 
     /// A key of any name or index.
