@@ -3,7 +3,7 @@ public import Foundation
 public import Hummingbird
 import StorekeeperHTTP
 
-/// The simulator's control surface under `/simulator/v1/` (documented in the README): create customers, buy,
+/// The simulator's control surface under `/simulator/v1/` (documented in the RunningTheSimulator article): create customers, buy,
 /// change renewal settings, fail or fix billing, refund, share with families, move the clock, set faults, and read
 /// the ground truth. Errors are `{"error": {"code", "message"}}` with 400, 404 or 409; a refused action changes
 /// nothing.

@@ -9,7 +9,7 @@ public import Foundation
 public struct RefusedNotification: Codable, Hashable, Sendable {
     /// The most bytes one record's text fields can hold (code 64 + message 512 + prefix 512 + hash 64 + claims
     /// 5 × 64, and the marks of what was cut), plus its numbers: the bound on storage per refused request that the
-    /// README documents.
+    /// HTTP API article (StorekeeperServer.docc) documents.
     public static let maximumBytes = 2_048
     /// The most bytes of the refused input's escaped start that are kept.
     public static let prefixLimit = 512

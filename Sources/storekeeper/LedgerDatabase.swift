@@ -110,6 +110,6 @@ struct LedgerDatabase {
     }
 
     /// `--database`'s help.
-    static let help = "SQLite database file, or a postgres:// URL; without a password in it, PGPASSWORD or the password file (PGPASSFILE, else ~/.pgpass) gives one (see README: PostgreSQL)."
+    static let help = "SQLite database file, or a postgres:// URL; without a password in it, PGPASSWORD or the password file (PGPASSFILE, else ~/.pgpass) gives one (see Sources/StorekeeperServer/Documentation.docc/PostgreSQL.md)."
 }
 

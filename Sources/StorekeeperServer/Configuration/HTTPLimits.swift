@@ -1,7 +1,7 @@
 /// How long clients may take and how many may be connected: what keeps a slow or idle client from holding the
 /// server's connections (and file descriptors). Every field may be left out of the configuration's `http` object; the
 /// defaults suit a server that Apple and apps reach directly, and are lower than a reverse proxy's own (see the
-/// README).
+/// HTTP API article).
 public struct HTTPLimits: Codable, Sendable, Equatable {
     /// Seconds an idle keep-alive connection is kept. Default 60.
     public var idleTimeout: Double

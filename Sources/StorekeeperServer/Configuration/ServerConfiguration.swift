@@ -4,7 +4,7 @@ import Crypto
 import Foundation
 public import StorekeeperCore
 
-/// Storekeeper's configuration, read from a JSON file (see `config.example.json` and the README).
+/// Storekeeper's configuration, read from a JSON file (see `config.example.json` and the Configuration article).
 ///
 /// Read strictly (``load(path:)``): a key no setting has is refused with the nearest one ("did you mean
 /// `productEntitlements`?"), a value of the wrong type names its path, line and column, and relative file paths are

@@ -46,7 +46,7 @@ struct StrictJSONDecoder {
         return value
     }
 
-    /// A setting's path as the README writes it: `apps[0].serverAPI.Production.keyId`; a key that is not a plain
+    /// A setting's path as the Configuration article writes it: `apps[0].serverAPI.Production.keyId`; a key that is not a plain
     /// name is quoted (`productEntitlements["pro.monthly"]`).
     static func path(_ codingPath: [any CodingKey]) -> String {
         var text = ""
