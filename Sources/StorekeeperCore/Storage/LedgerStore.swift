@@ -2,49 +2,6 @@ public import AppStoreModels
 public import AppStoreSigning
 public import Foundation
 
-/// Why storage failed. The webhook answers 5xx for it, so Apple retries.
-public struct StorageError: Error, Sendable, CustomStringConvertible {
-    public var message: String
-    public var underlying: (any Error & Sendable)?
-
-    public init(_ message: String, underlying: (any Error & Sendable)? = nil) {
-        self.message = message
-        self.underlying = underlying
-    }
-
-    public var description: String { "storage: \(message)" }
-}
-
-/// What applying a notification did.
-public enum ApplyOutcome: String, Codable, Sendable {
-    /// Its purchase data changed the ledger (or confirmed it).
-    case applied
-    /// Seen before (same `notificationUUID`): acknowledged, nothing changed.
-    case duplicate
-    /// Kept for audit; it carried no purchase data (e.g. `TEST`, an unknown type, a summary).
-    case recorded
-}
-
-/// How far the notification recovery of one app in one environment has got: every notification the App Store
-/// created before ``date`` has been fetched and is in the ledger (or was refused, and kept for audit).
-public struct RecoveryWatermark: Hashable, Sendable {
-    public var app: VerifierKey
-    public var date: Date
-
-    public init(app: VerifierKey, date: Date) {
-        self.app = app
-        self.date = date
-    }
-}
-
-/// What a submission from the app did.
-public enum SubmissionOutcome: Hashable, Sendable {
-    /// The transaction is applied and linked to the customer (or already was).
-    case linked
-    /// Nothing changed: the token or the purchase belongs to another customer.
-    case refused(OwnershipConflict)
-}
-
 /// Where the ledger lives, shaped by the domain (not a SQL facade): SQLite embedded by default, PostgreSQL to scale
 /// out. Every method is one atomic unit: it commits completely or not at all.
 public protocol LedgerStore: Sendable {

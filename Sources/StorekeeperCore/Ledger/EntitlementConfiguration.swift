@@ -1,0 +1,39 @@
+public import AppStoreModels
+public import Foundation
+
+/// Which entitlements products grant, and the rules that decide access (DESIGN rule 6).
+public struct EntitlementConfiguration: Codable, Hashable, Sendable {
+    /// Entitlement names each product grants, e.g. `pro.monthly` → `["pro"]`.
+    public var productEntitlements: [String: [String]]
+    /// Service level per auto-renewable product within its group (1 is the highest).
+    public var subscriptionLevels: [String: Int]
+    /// How long a non-renewing subscription lasts, in seconds.
+    public var nonRenewingDurations: [String: TimeInterval]
+    /// Whether billing retry (after any grace period) still grants access. StoreKit 2 says no by default.
+    public var billingRetryGrantsAccess: Bool
+
+    public init(
+        productEntitlements: [String: [String]] = [:], subscriptionLevels: [String: Int] = [:],
+        nonRenewingDurations: [String: TimeInterval] = [:], billingRetryGrantsAccess: Bool = false
+    ) {
+        self.productEntitlements = productEntitlements
+        self.subscriptionLevels = subscriptionLevels
+        self.nonRenewingDurations = nonRenewingDurations
+        self.billingRetryGrantsAccess = billingRetryGrantsAccess
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case productEntitlements, subscriptionLevels, nonRenewingDurations, billingRetryGrantsAccess
+    }
+
+    /// Every field may be left out of a configuration file; it then takes the default above.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            productEntitlements: try container.decodeIfPresent([String: [String]].self, forKey: .productEntitlements) ?? [:],
+            subscriptionLevels: try container.decodeIfPresent([String: Int].self, forKey: .subscriptionLevels) ?? [:],
+            nonRenewingDurations: try container.decodeIfPresent([String: TimeInterval].self, forKey: .nonRenewingDurations) ?? [:],
+            billingRetryGrantsAccess: try container.decodeIfPresent(Bool.self, forKey: .billingRetryGrantsAccess) ?? false
+        )
+    }
+}

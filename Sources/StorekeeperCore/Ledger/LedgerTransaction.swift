@@ -1,0 +1,21 @@
+public import AppStoreModels
+public import Foundation
+
+/// A transaction as the ledger keeps it: the newest signed version seen, and where it came from.
+public struct LedgerTransaction: Codable, Hashable, Sendable {
+    public var info: TransactionInfo
+    /// The `signedDate` of the version kept; an older version never replaces it (DESIGN rule 3).
+    public var signedDate: Date
+    /// What delivered this version: a notification UUID, `app` for a submission from the app, or
+    /// ``Ledger/apiSource`` for the App Store Server API (reconciliation).
+    public var source: String
+    /// The raw JWS of the version kept.
+    public var jws: String
+
+    public init(info: TransactionInfo, signedDate: Date, source: String, jws: String) {
+        self.info = info
+        self.signedDate = signedDate
+        self.source = source
+        self.jws = jws
+    }
+}

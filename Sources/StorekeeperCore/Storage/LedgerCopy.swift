@@ -1,0 +1,36 @@
+public import AppStoreModels
+public import Foundation
+
+/// Copies one ledger into another, empty one, and then checks that every customer's ledger reads the same from both.
+public enum LedgerCopy {
+    public struct Report: Codable, Sendable {
+        public var records = 0
+        public var pages = 0
+        public var customersCompared = 0
+        /// Customers whose ledger reads differently from the two (none after a good copy).
+        public var customersDiffering: [String] = []
+    }
+
+    public static func copy(
+        from source: some LedgerExporting, to target: some LedgerImporting, pageSize: Int = 500,
+        progress: (@Sendable (Int) -> Void)? = nil
+    ) async throws -> Report {
+        guard try await target.isEmpty() else {
+            throw StorageError("the target ledger is not empty: a copy goes into a new, empty database")
+        }
+        var report = Report()
+        try await source.exportPages(pageSize: pageSize) { page in
+            try await target.importPage(page)
+            report.records += page.count
+            report.pages += 1
+            progress?(report.records)
+        }
+        for customer in try await source.customers() {
+            let before = try await source.ledger(for: customer.customerId, bundleId: customer.bundleId, environment: customer.environment)
+            let after = try await target.ledger(for: customer.customerId, bundleId: customer.bundleId, environment: customer.environment)
+            report.customersCompared += 1
+            if before != after { report.customersDiffering.append("\(customer.customerId) (\(customer.bundleId) \(customer.environment.rawValue))") }
+        }
+        return report
+    }
+}

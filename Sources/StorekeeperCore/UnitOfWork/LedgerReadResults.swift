@@ -1,0 +1,65 @@
+public import AppStoreModels
+public import AppStoreSigning
+
+/// The answers to ``LedgerReads``.
+public struct LedgerReadResults: Sendable {
+    /// The notifications to claim that were already in the ledger (when all were, nothing else was read).
+    public var existingNotifications: Set<String> = []
+    /// Every transaction, link and subscription record of the families asked for.
+    public var ledger = Ledger()
+    /// The owners of the tokens asked for that have one.
+    public var tokenOwners: [AppAccountTokenKey: String] = [:]
+
+    public init() {}
+}
+
+/// One unit of work on the ledger as the steps a backend runs, the pure core deciding and the backend doing (as
+/// postgres-nio's `ConnectionStateMachine` returns actions that its channel handler executes): read, then write,
+/// then the result. The rules are all in the steps; a backend only answers reads and writes rows, synchronously
+/// (SQLite, inside GRDB's write closure) or asynchronously (PostgreSQL), with ``run(in:)``.
+public indirect enum LedgerStep<Result> {
+    /// Read these, then go on with what the continuation returns.
+    case read(LedgerReads, (LedgerReadResults) -> LedgerStep<Result>)
+    /// Write these changes (and the notification received, if any), then go on.
+    case write(LedgerChanges, then: LedgerStep<Result>)
+    /// Move an app's notification-recovery watermark, then go on.
+    case setWatermark(RecoveryWatermark, then: LedgerStep<Result>)
+    /// Done.
+    case done(Result)
+
+    /// This unit of work followed by the one `next` makes of its result.
+    public func flatMap<Next>(_ next: @escaping (Result) -> LedgerStep<Next>) -> LedgerStep<Next> {
+        switch self {
+        case .read(let reads, let resume): .read(reads) { resume($0).flatMap(next) }
+        case .write(let changes, let rest): .write(changes, then: rest.flatMap(next))
+        case .setWatermark(let watermark, let rest): .setWatermark(watermark, then: rest.flatMap(next))
+        case .done(let result): next(result)
+        }
+    }
+
+    /// Runs the steps in a backend's synchronous write transaction.
+    public func run(in transaction: some LedgerWriteTransaction) throws -> Result {
+        var step = self
+        while true {
+            switch step {
+            case .read(let reads, let resume): step = resume(try transaction.read(reads))
+            case .write(let changes, let rest): try transaction.write(changes); step = rest
+            case .setWatermark(let watermark, let rest): try transaction.setRecoveryWatermark(watermark); step = rest
+            case .done(let result): return result
+            }
+        }
+    }
+
+    /// Runs the steps in a backend's asynchronous write transaction.
+    public func run(in transaction: some AsyncLedgerWriteTransaction) async throws -> Result {
+        var step = self
+        while true {
+            switch step {
+            case .read(let reads, let resume): step = resume(try await transaction.read(reads))
+            case .write(let changes, let rest): try await transaction.write(changes); step = rest
+            case .setWatermark(let watermark, let rest): try await transaction.setRecoveryWatermark(watermark); step = rest
+            case .done(let result): return result
+            }
+        }
+    }
+}

@@ -1,0 +1,31 @@
+public import AppStoreModels
+public import AppStoreSigning
+
+/// The row operations of a backend whose write transaction is synchronous (SQLite).
+public protocol LedgerWriteTransaction {
+    /// Answers one step's reads (by default through the three look-ups below).
+    func read(_ reads: LedgerReads) throws -> LedgerReadResults
+    /// Whether the ledger holds a notification with this UUID.
+    func notificationExists(_ uuid: String) throws -> Bool
+    /// Every transaction of one original transaction ID, its customer link and its subscription record, into `ledger`.
+    func loadFamily(_ key: LedgerKey, into ledger: inout Ledger) throws
+    /// The owners of `tokens` that have one.
+    func tokenOwners(of tokens: Set<AppAccountTokenKey>) throws -> [AppAccountTokenKey: String]
+    /// Writes what changed (and the notification received, if any).
+    func write(_ changes: LedgerChanges) throws
+    /// Moves an app's notification-recovery watermark.
+    func setRecoveryWatermark(_ watermark: RecoveryWatermark) throws
+}
+
+extension LedgerWriteTransaction {
+    public func read(_ reads: LedgerReads) throws -> LedgerReadResults {
+        var results = LedgerReadResults()
+        for uuid in reads.claimNotifications {
+            if try notificationExists(uuid) { results.existingNotifications.insert(uuid) }
+        }
+        if !reads.claimNotifications.isEmpty, results.existingNotifications.count == reads.claimNotifications.count { return results }
+        for family in reads.families { try loadFamily(family, into: &results.ledger) }
+        if !reads.tokens.isEmpty { results.tokenOwners = try tokenOwners(of: reads.tokens) }
+        return results
+    }
+}
