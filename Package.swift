@@ -69,6 +69,7 @@ let package = Package(
             dependencies: [
                 "AppStoreModels",
                 "AppStoreSigning",
+                "StorekeeperHTTP",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -223,9 +224,23 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "StorekeeperTesting",
+            dependencies: [
+                "AppStoreModels",
+                "AppStoreSigning",
+                "AppStoreSimulator",
+                "StorekeeperCore",
+                "StorekeeperSQLite",
+                "StorekeeperPostgres",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "AppStoreModelsTests",
-            dependencies: ["AppStoreModels"],
+            dependencies: ["AppStoreModels", "StorekeeperTesting"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -233,75 +248,103 @@ let package = Package(
             dependencies: [
                 "AppStoreModels",
                 "AppStoreSigning",
+                "StorekeeperTesting",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
-            ],
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "AppStoreSimulatorTests",
-            dependencies: [
-                .product(name: "HashTreeCollections", package: "swift-collections"),
-                "AppStoreModels",
-                "AppStoreSigning",
-                "AppStoreSimulator",
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "X509", package: "swift-certificates"),
-                .product(name: "SwiftASN1", package: "swift-asn1"),
-            ],
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "StorekeeperCoreTests",
-            dependencies: [
-                "AppStoreModels", "AppStoreSigning", "AppStoreSimulator", "StorekeeperCore", "StorekeeperSQLite", "StorekeeperPostgres",
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "MetricsTestKit", package: "swift-metrics"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "HashTreeCollections", package: "swift-collections"),
-                .product(name: "GRDB", package: "GRDB.swift"),
-            ],
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "StorekeeperServerTests",
-            dependencies: [
-                .product(name: "HashTreeCollections", package: "swift-collections"),
-                "AppStoreModels",
-                "AppStoreSigning",
-                "AppStoreSimulator",
-                "StorekeeperCore",
-                "StorekeeperServer",
-                "StorekeeperSQLite",
-                "StorekeeperDemo",
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                "AppStoreServerAPI",
-                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "AppStoreServerAPITests",
             dependencies: [
-                .product(name: "HashTreeCollections", package: "swift-collections"),
                 "AppStoreModels",
                 "AppStoreSigning",
                 "AppStoreSimulator",
                 "AppStoreServerAPI",
+                "StorekeeperTesting",
+                .product(name: "HashTreeCollections", package: "swift-collections"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "AppStoreSimulatorTests",
+            dependencies: [
+                "AppStoreModels",
+                "AppStoreSigning",
+                "AppStoreSimulator",
+                "StorekeeperHTTP",
+                "StorekeeperTesting",
+                .product(name: "HashTreeCollections", package: "swift-collections"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "StorekeeperCoreTests",
+            dependencies: [
+                "AppStoreModels", "AppStoreSigning", "AppStoreSimulator", "StorekeeperCore", "StorekeeperTesting",
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "HashTreeCollections", package: "swift-collections"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "StorekeeperSQLiteTests",
+            dependencies: [
+                "AppStoreModels", "AppStoreSigning", "AppStoreSimulator", "StorekeeperCore", "StorekeeperSQLite", "StorekeeperTesting",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "HashTreeCollections", package: "swift-collections"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "StorekeeperPostgresTests",
+            dependencies: [
+                "AppStoreModels", "AppStoreSigning", "AppStoreSimulator", "StorekeeperCore", "StorekeeperPostgres", "StorekeeperTesting",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "HashTreeCollections", package: "swift-collections"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "StorekeeperServerTests",
+            dependencies: [
+                "AppStoreModels",
+                "AppStoreSigning",
+                "AppStoreSimulator",
+                "AppStoreServerAPI",
+                "StorekeeperCore",
+                "StorekeeperServer",
+                "StorekeeperSQLite",
+                "StorekeeperDemo",
+                "StorekeeperTesting",
+                .product(name: "HashTreeCollections", package: "swift-collections"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -310,12 +353,13 @@ let package = Package(
             name: "StorekeeperCLITests",
             dependencies: [
                 "storekeeper",
-                "StorekeeperPostgres",
                 "AppStoreModels",
                 "AppStoreSigning",
                 "AppStoreSimulator",
                 "StorekeeperCore",
                 "StorekeeperSQLite",
+                "StorekeeperPostgres",
+                "StorekeeperTesting",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -2,7 +2,7 @@ public import Foundation
 
 // The payloads a ledger reads back on every uncached customer read, decoded by hand: Foundation's `JSONDecoder`
 // looks up each of a payload's ~35 keys through a keyed container and each wire value through a single-value one,
-// which made decoding the largest single cost of a read on both backends (BENCHMARKS.md, "Issue 11", seventh round).
+// which made decoding the largest single cost of a read on both backends (Benchmarks/History.md, seventh round).
 // The hand-written path reads the members in one pass and gives up on anything outside the plain shape (see
 // `FlatJSONScanner`), and then `JSONDecoder` decodes the same bytes: the result, or the error, is always its.
 

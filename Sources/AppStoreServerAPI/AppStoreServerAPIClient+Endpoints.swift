@@ -1,21 +1,21 @@
-public import AppStoreModels
+package import AppStoreModels
 import Foundation
 import NIOHTTP1
 
 extension AppStoreServerAPIClient {
     /// Which transaction-history endpoint.
-    public enum HistoryVersion: String, Sendable { case v1, v2 }
+    package enum HistoryVersion: String, Sendable { case v1, v2 }
 
     // MARK: - Transactions
 
     /// Get Transaction Info (any transaction ID; not an app transaction ID).
-    public func transactionInfo(_ transactionId: String) async throws(AppStoreServerAPIError) -> TransactionInfoResponse {
+    package func transactionInfo(_ transactionId: String) async throws(AppStoreServerAPIError) -> TransactionInfoResponse {
         try Self.checkTransactionId(transactionId)
         return try await send(.GET, "/inApps/v1/transactions/\(transactionId)", family: .general, as: TransactionInfoResponse.self)
     }
 
     /// Get Transaction History: every page, v2 by default. Any transaction ID of the customer works.
-    public func transactionHistory(
+    package func transactionHistory(
         _ transactionId: String,
         query: TransactionHistoryQuery = .init(),
         version: HistoryVersion = .v2
@@ -31,7 +31,7 @@ extension AppStoreServerAPIClient {
     }
 
     /// Get All Subscription Statuses, optionally only those with the given statuses.
-    public func allSubscriptionStatuses(
+    package func allSubscriptionStatuses(
         _ transactionId: String,
         status: [SubscriptionStatus] = []
     ) async throws(AppStoreServerAPIError) -> StatusResponse {
@@ -44,7 +44,7 @@ extension AppStoreServerAPIClient {
     }
 
     /// Get Refund History (v2): every page, oldest refund first.
-    public func refundHistory(_ transactionId: String) throws(AppStoreServerAPIError) -> Paginated<RefundHistoryResponse> {
+    package func refundHistory(_ transactionId: String) throws(AppStoreServerAPIError) -> Paginated<RefundHistoryResponse> {
         try Self.checkTransactionId(transactionId)
         return Paginated { (revision) async throws(AppStoreServerAPIError) in
             let page = try await self.send(
@@ -56,13 +56,13 @@ extension AppStoreServerAPIClient {
     }
 
     /// Get Refund History V1 (deprecated): up to 50 refunds.
-    public func refundLookupV1(_ originalTransactionId: String) async throws(AppStoreServerAPIError) -> RefundLookupResponse {
+    package func refundLookupV1(_ originalTransactionId: String) async throws(AppStoreServerAPIError) -> RefundLookupResponse {
         try Self.checkTransactionId(originalTransactionId)
         return try await send(.GET, "/inApps/v1/refund/lookup/\(originalTransactionId)", family: .lookupAndRefunds, as: RefundLookupResponse.self)
     }
 
     /// Look Up Order ID (production only).
-    public func lookUpOrder(_ orderId: String) async throws(AppStoreServerAPIError) -> OrderLookupResponse {
+    package func lookUpOrder(_ orderId: String) async throws(AppStoreServerAPIError) -> OrderLookupResponse {
         guard !orderId.isEmpty, orderId.count <= 64, orderId.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
             throw .invalid("order ID '\(orderId)' must be 1-64 letters and digits")
         }
@@ -70,19 +70,19 @@ extension AppStoreServerAPIClient {
     }
 
     /// Get App Transaction Info (any transaction ID of the customer).
-    public func appTransactionInfo(_ transactionId: String) async throws(AppStoreServerAPIError) -> AppTransactionInfoResponse {
+    package func appTransactionInfo(_ transactionId: String) async throws(AppStoreServerAPIError) -> AppTransactionInfoResponse {
         try Self.checkTransactionId(transactionId)
         return try await send(.GET, "/inApps/v1/transactions/appTransactions/\(transactionId)", family: .general, as: AppTransactionInfoResponse.self)
     }
 
     /// Finish Transaction (API 1.20).
-    public func finishTransaction(_ transactionId: String) async throws(AppStoreServerAPIError) {
+    package func finishTransaction(_ transactionId: String) async throws(AppStoreServerAPIError) {
         try Self.checkTransactionId(transactionId)
         _ = try await send(.POST, "/inApps/v1/transactions/\(transactionId)/finish", family: .general, as: Empty.self)
     }
 
     /// Set App Account Token (original transaction ID only).
-    public func setAppAccountToken(
+    package func setAppAccountToken(
         _ originalTransactionId: String,
         token: LowercaseUUID
     ) async throws(AppStoreServerAPIError) {
@@ -96,7 +96,7 @@ extension AppStoreServerAPIClient {
     // MARK: - Extensions
 
     /// Extend a Subscription Renewal Date.
-    public func extendRenewalDate(
+    package func extendRenewalDate(
         _ originalTransactionId: String,
         _ request: ExtendRenewalDateRequest
     ) async throws(AppStoreServerAPIError) -> ExtendRenewalDateResponse {
@@ -109,7 +109,7 @@ extension AppStoreServerAPIClient {
     }
 
     /// Extend Subscription Renewal Dates for All Active Subscribers (asynchronous at Apple).
-    public func extendRenewalDatesForAllActiveSubscribers(
+    package func extendRenewalDatesForAllActiveSubscribers(
         _ request: MassExtendRenewalDateRequest
     ) async throws(AppStoreServerAPIError) -> MassExtendRenewalDateResponse {
         try Self.checkExtension(days: request.extendByDays, reason: request.extendReasonCode, identifier: request.requestIdentifier)
@@ -127,7 +127,7 @@ extension AppStoreServerAPIClient {
     }
 
     /// Get Status of Subscription Renewal Date Extensions.
-    public func massExtensionStatus(
+    package func massExtensionStatus(
         productId: String,
         requestIdentifier: String
     ) async throws(AppStoreServerAPIError) -> MassExtendRenewalDateStatusResponse {
@@ -143,7 +143,7 @@ extension AppStoreServerAPIClient {
 
     /// Send Consumption Information (v2). Send it only when the customer consented, within 12 hours of the
     /// `CONSUMPTION_REQUEST`.
-    public func sendConsumptionInformation(
+    package func sendConsumptionInformation(
         _ transactionId: String,
         _ request: ConsumptionRequest
     ) async throws(AppStoreServerAPIError) {
@@ -162,7 +162,7 @@ extension AppStoreServerAPIClient {
     }
 
     /// Send Consumption Information V1 (deprecated).
-    public func sendConsumptionInformationV1(
+    package func sendConsumptionInformationV1(
         _ transactionId: String,
         _ request: ConsumptionRequestV1
     ) async throws(AppStoreServerAPIError) {
@@ -187,7 +187,7 @@ extension AppStoreServerAPIClient {
     // MARK: - Notifications
 
     /// Get Notification History: every page, with the same body each time.
-    public func notificationHistory(
+    package func notificationHistory(
         _ request: NotificationHistoryRequest
     ) throws(AppStoreServerAPIError) -> Paginated<NotificationHistoryResponse> {
         if let (_, reason) = APIRequestRules.refusal(of: request) { throw .invalid(reason) }
@@ -201,12 +201,12 @@ extension AppStoreServerAPIClient {
     }
 
     /// Request a Test Notification.
-    public func requestTestNotification() async throws(AppStoreServerAPIError) -> SendTestNotificationResponse {
+    package func requestTestNotification() async throws(AppStoreServerAPIError) -> SendTestNotificationResponse {
         try await send(.POST, "/inApps/v1/notifications/test", family: .massAndTest, as: SendTestNotificationResponse.self)
     }
 
     /// Get Test Notification Status.
-    public func testNotificationStatus(_ token: String) async throws(AppStoreServerAPIError) -> CheckTestNotificationResponse {
+    package func testNotificationStatus(_ token: String) async throws(AppStoreServerAPIError) -> CheckTestNotificationResponse {
         guard !token.isEmpty, token.count <= 256 else { throw .invalid("the test notification token is empty or too long") }
         return try await send(
             .GET, "/inApps/v1/notifications/test/\(Self.segment(token))", family: .massAndTest, as: CheckTestNotificationResponse.self

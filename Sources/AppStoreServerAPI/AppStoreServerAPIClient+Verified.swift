@@ -1,26 +1,26 @@
-public import AppStoreModels
-public import AppStoreSigning
+package import AppStoreModels
+package import AppStoreSigning
 
 /// Signed fields returned verified: each call checks every JWS in the answer with a ``SignedDataVerifier`` (its
 /// chain, signature, bundle ID and environment) and returns the decoded payloads. A value that fails verification
 /// fails the call with ``AppStoreServerAPIError/Kind/verification``.
 extension AppStoreServerAPIClient {
     /// A subscription from Get All Subscription Statuses, verified.
-    public struct VerifiedSubscriptionStatus: Sendable {
-        public var subscriptionGroupIdentifier: String
-        public var status: SubscriptionStatus
-        public var transaction: VerifiedSignedData<TransactionInfo>
-        public var renewalInfo: VerifiedSignedData<RenewalInfo>
+    package struct VerifiedSubscriptionStatus: Sendable {
+        package var subscriptionGroupIdentifier: String
+        package var status: SubscriptionStatus
+        package var transaction: VerifiedSignedData<TransactionInfo>
+        package var renewalInfo: VerifiedSignedData<RenewalInfo>
     }
 
     /// A notification from Get Notification History, verified, with its delivery attempts.
-    public struct VerifiedNotificationRecord: Sendable {
-        public var notification: VerifiedNotification
-        public var sendAttempts: [SendAttemptItem]
+    package struct VerifiedNotificationRecord: Sendable {
+        package var notification: VerifiedNotification
+        package var sendAttempts: [SendAttemptItem]
     }
 
     /// Get Transaction Info, verified.
-    public func transaction(
+    package func transaction(
         _ transactionId: String,
         verifier: SignedDataVerifier
     ) async throws(AppStoreServerAPIError) -> VerifiedSignedData<TransactionInfo> {
@@ -31,7 +31,7 @@ extension AppStoreServerAPIClient {
     }
 
     /// Get Transaction History, every page verified.
-    public func transactions(
+    package func transactions(
         _ transactionId: String,
         query: TransactionHistoryQuery = .init(),
         version: HistoryVersion = .v2,
@@ -45,7 +45,7 @@ extension AppStoreServerAPIClient {
     }
 
     /// Get Refund History, every page verified.
-    public func refunds(
+    package func refunds(
         _ transactionId: String,
         verifier: SignedDataVerifier
     ) throws(AppStoreServerAPIError) -> Paginated<[VerifiedSignedData<TransactionInfo>]> {
@@ -57,7 +57,7 @@ extension AppStoreServerAPIClient {
     }
 
     /// Get All Subscription Statuses, verified.
-    public func subscriptionStatuses(
+    package func subscriptionStatuses(
         _ transactionId: String,
         status: [SubscriptionStatus] = [],
         verifier: SignedDataVerifier
@@ -82,7 +82,7 @@ extension AppStoreServerAPIClient {
     }
 
     /// Get App Transaction Info, verified.
-    public func appTransaction(
+    package func appTransaction(
         _ transactionId: String,
         verifier: SignedDataVerifier
     ) async throws(AppStoreServerAPIError) -> VerifiedSignedData<AppTransaction> {
@@ -93,7 +93,7 @@ extension AppStoreServerAPIClient {
     }
 
     /// Get Notification History, every page verified (with nested data).
-    public func notifications(
+    package func notifications(
         _ request: NotificationHistoryRequest,
         verifier: SignedDataVerifier
     ) throws(AppStoreServerAPIError) -> Paginated<[VerifiedNotificationRecord]> {

@@ -1,8 +1,8 @@
-public import AppStoreModels
-public import AppStoreSigning
-public import AsyncHTTPClient
-public import Foundation
-public import Logging
+package import AppStoreModels
+package import AppStoreSigning
+package import AsyncHTTPClient
+package import Foundation
+package import Logging
 import NIOCore
 import NIOHTTP1
 import Synchronization
@@ -11,9 +11,9 @@ import Synchronization
 /// outages: it retries what Apple says to retry (with exponential backoff and jitter, honouring `Retry-After`,
 /// within a deadline), spaces requests under Apple's per-endpoint limits, pages with `AsyncSequence`s, and checks
 /// requests before sending them. It works against Apple's production and sandbox and any base URL (the simulator).
-public final class AppStoreServerAPIClient: Sendable {
+package final class AppStoreServerAPIClient: Sendable {
     /// Where the API is.
-    public enum Endpoint: Sendable, Hashable {
+    package enum Endpoint: Sendable, Hashable {
         /// `https://api.storekit.apple.com`.
         case production
         /// `https://api.storekit-sandbox.apple.com`.
@@ -21,7 +21,7 @@ public final class AppStoreServerAPIClient: Sendable {
         /// Any base URL (e.g. the simulator's `http://127.0.0.1:8090`), with the environment it serves.
         case custom(baseURL: String, environment: AppStoreEnvironment)
 
-        public var baseURL: String {
+        package var baseURL: String {
             switch self {
             case .production: return "https://api.storekit.apple.com"
             case .sandbox: return "https://api.storekit-sandbox.apple.com"
@@ -29,7 +29,7 @@ public final class AppStoreServerAPIClient: Sendable {
             }
         }
 
-        public var environment: AppStoreEnvironment {
+        package var environment: AppStoreEnvironment {
             switch self {
             case .production: return .production
             case .sandbox: return .sandbox
@@ -39,7 +39,7 @@ public final class AppStoreServerAPIClient: Sendable {
     }
 
     /// How requests are spaced.
-    public enum RateLimiting: Sendable, Hashable {
+    package enum RateLimiting: Sendable, Hashable {
         /// Apple's limits for the endpoint's environment (sandbox 10 %), less 10 % headroom for network jitter.
         case apple
         /// A share of Apple's limits (0 to 1): bulk jobs that must keep close to the limit use 0.95.
@@ -51,24 +51,24 @@ public final class AppStoreServerAPIClient: Sendable {
     }
 
     /// Everything a client needs.
-    public struct Configuration: Sendable {
-        public var key: AppStoreAPIKey
-        public var endpoint: Endpoint
-        public var retry: RetryPolicy = .default
-        public var rateLimiting: RateLimiting = .apple
+    package struct Configuration: Sendable {
+        package var key: AppStoreAPIKey
+        package var endpoint: Endpoint
+        package var retry: RetryPolicy = .default
+        package var rateLimiting: RateLimiting = .apple
         /// How long each auth token lives (at most 60 minutes); it is reused until a minute before it expires.
-        public var tokenLifetime: TimeInterval = 20 * 60
+        package var tokenLifetime: TimeInterval = 20 * 60
         /// How far in the past tokens are issued (`iat`): Apple refuses a token whose `iat` is ahead of its clock, and
         /// two clocks are never exactly together. Default 60 s; the token's `exp` comes that much earlier too.
-        public var clockSkewAllowance: TimeInterval = 60
+        package var clockSkewAllowance: TimeInterval = 60
 
-        public init(key: AppStoreAPIKey, endpoint: Endpoint) {
+        package init(key: AppStoreAPIKey, endpoint: Endpoint) {
             self.key = key
             self.endpoint = endpoint
         }
     }
 
-    public let configuration: Configuration
+    package let configuration: Configuration
     let httpClient: HTTPClient
     let logger: Logger
     let limiter: RequestRateLimiter?
@@ -77,7 +77,7 @@ public final class AppStoreServerAPIClient: Sendable {
     /// - Parameters:
     ///   - httpClient: defaults to the shared client; the caller owns any other.
     ///   - logger: requests at debug, retries at notice; never tokens or keys.
-    public init(configuration: Configuration, httpClient: HTTPClient = .shared, logger: Logger = Logger(label: "AppStoreServerAPI")) {
+    package init(configuration: Configuration, httpClient: HTTPClient = .shared, logger: Logger = Logger(label: "AppStoreServerAPI")) {
         self.configuration = configuration
         self.httpClient = httpClient
         self.logger = logger
@@ -173,7 +173,7 @@ public final class AppStoreServerAPIClient: Sendable {
     }
 
     /// A body-less answer.
-    public struct Empty: Codable, Sendable {}
+    package struct Empty: Codable, Sendable {}
 
     private func attemptOnce<Response: Decodable>(
         _ method: HTTPMethod,

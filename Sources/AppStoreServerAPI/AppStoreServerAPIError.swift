@@ -1,48 +1,48 @@
 import AppStoreModels
-public import Foundation
+package import Foundation
 
 /// A failed App Store Server API call: what kind of failure, Apple's HTTP status and numeric error code (known or
 /// not), the message, and the cause. Messages and descriptions never contain the token or the private key.
-public struct AppStoreServerAPIError: Error, Sendable, CustomStringConvertible {
+package struct AppStoreServerAPIError: Error, Sendable, CustomStringConvertible {
     /// What kind of failure.
-    public struct Kind: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
-        public var rawValue: String
-        public init(rawValue: String) { self.rawValue = rawValue }
-        public var description: String { rawValue }
+    package struct Kind: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        package var rawValue: String
+        package init(rawValue: String) { self.rawValue = rawValue }
+        package var description: String { rawValue }
 
         /// The request was refused before sending (bad identifier, out-of-range value, …). Nothing was sent.
-        public static let invalidRequest = Kind(rawValue: "invalid-request")
+        package static let invalidRequest = Kind(rawValue: "invalid-request")
         /// The App Store answered with an error status (and usually an error code).
-        public static let apiError = Kind(rawValue: "api-error")
+        package static let apiError = Kind(rawValue: "api-error")
         /// 401: the token was refused (check key ID, issuer ID, bundle ID and the key itself).
-        public static let unauthorized = Kind(rawValue: "unauthorized")
+        package static let unauthorized = Kind(rawValue: "unauthorized")
         /// No answer: connection failure, reset, or a request timeout.
-        public static let transport = Kind(rawValue: "transport")
+        package static let transport = Kind(rawValue: "transport")
         /// The total deadline ran out before a successful answer.
-        public static let deadlineExceeded = Kind(rawValue: "deadline-exceeded")
+        package static let deadlineExceeded = Kind(rawValue: "deadline-exceeded")
         /// The answer was not the JSON expected.
-        public static let malformedResponse = Kind(rawValue: "malformed-response")
+        package static let malformedResponse = Kind(rawValue: "malformed-response")
         /// A signed value in the answer did not verify.
-        public static let verification = Kind(rawValue: "verification")
+        package static let verification = Kind(rawValue: "verification")
         /// The client is misconfigured (credentials, base URL).
-        public static let configuration = Kind(rawValue: "configuration")
+        package static let configuration = Kind(rawValue: "configuration")
     }
 
-    public var kind: Kind
+    package var kind: Kind
     /// The HTTP status, when the App Store answered.
-    public var httpStatus: Int?
+    package var httpStatus: Int?
     /// Apple's numeric error code (e.g. 4040010), known to this build or not.
-    public var errorCode: Int?
+    package var errorCode: Int?
     /// What failed, for people.
-    public var message: String
+    package var message: String
     /// How many attempts were made.
-    public var attempts: Int
+    package var attempts: Int
     /// The App Store's `Retry-After`, when it sent one.
-    public var retryAfter: Date?
+    package var retryAfter: Date?
     /// The error that caused this one.
-    public var underlying: (any Error & Sendable)?
+    package var underlying: (any Error & Sendable)?
 
-    public init(
+    package init(
         kind: Kind, message: String, httpStatus: Int? = nil, errorCode: Int? = nil, attempts: Int = 0,
         retryAfter: Date? = nil, underlying: (any Error & Sendable)? = nil
     ) {
@@ -56,11 +56,11 @@ public struct AppStoreServerAPIError: Error, Sendable, CustomStringConvertible {
     }
 
     /// Apple's documented name for the error code, if this build knows it.
-    public var errorName: String? { errorCode.flatMap { APIErrorCode.named($0)?.name } }
+    package var errorName: String? { errorCode.flatMap { APIErrorCode.named($0)?.name } }
 
     /// Whether Apple documents this failure as worth retrying: 4040002, 4040004, 4040006, 5000001, 429, a 5xx
     /// without an error code, and transport failures.
-    public var isRetryable: Bool {
+    package var isRetryable: Bool {
         switch kind {
         case .transport: return true
         case .apiError:
@@ -70,10 +70,10 @@ public struct AppStoreServerAPIError: Error, Sendable, CustomStringConvertible {
         }
     }
 
-    public var description: String { "\(kind): \(detail)" }
+    package var description: String { "\(kind): \(detail)" }
 
     /// Everything but the kind: status, code and name, message, attempts.
-    public var detail: String {
+    package var detail: String {
         var parts: [String] = []
         if let httpStatus { parts.append("HTTP \(httpStatus)") }
         if let errorCode { parts.append("\(errorCode)" + (errorName.map { " \($0)" } ?? "")) }

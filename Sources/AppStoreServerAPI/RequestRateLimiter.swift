@@ -1,10 +1,10 @@
-public import AppStoreModels
+package import AppStoreModels
 import Synchronization
 /// Keeps a client under Apple's per-endpoint rate limits (APPSTORE-SPEC §1.2): requests of each endpoint family
 /// leave at least `1 / rate` apart, so no second ever holds more than the limit (sandbox: 10 %).
-public actor RequestRateLimiter {
+package actor RequestRateLimiter {
     /// An endpoint family with its own limit (the table both the client and the simulator use).
-    public typealias Family = APIRateLimitFamily
+    package typealias Family = APIRateLimitFamily
 
     private struct Waiter {
         let id: UInt64
@@ -22,14 +22,14 @@ public actor RequestRateLimiter {
     private nonisolated let cancelled = Mutex<Set<UInt64>>([])
 
     /// Apple's limits for production, or 10 % of them for sandbox; `scale` below 1 leaves headroom.
-    public init(sandbox: Bool, scale: Double = 1) {
+    package init(sandbox: Bool, scale: Double = 1) {
         var rates: [Family: Double] = [:]
         for family in Family.allCases { rates[family] = family.rate(sandbox: sandbox) * scale }
         self.init(rates: rates)
     }
 
     /// Custom rates per family (requests per second); a family left out is not limited.
-    public init(rates: [Family: Double]) {
+    package init(rates: [Family: Double]) {
         intervals = rates.filter { $0.value > 0 }.mapValues { .nanoseconds(Int64((1_000_000_000 / $0).rounded(.up))) }
     }
 
@@ -38,7 +38,7 @@ public actor RequestRateLimiter {
     /// Requests are let go one at a time, in the order they asked, each at least `1 / rate` after the moment the one
     /// before it was actually let go. No slot is reserved ahead: after a stall of the process (CPU starvation, a long
     /// pause) the requests that were waiting leave one interval apart, not all at once in a burst over Apple's limit.
-    public func acquire(_ family: Family) async throws {
+    package func acquire(_ family: Family) async throws {
         guard let interval = intervals[family] else { return }
         try Task.checkCancellation()
         let now = ContinuousClock.now

@@ -1,19 +1,19 @@
-public import Foundation
+package import Foundation
 
 /// How the client retries: exponential backoff with full jitter, honouring `Retry-After`, bounded by a total
 /// deadline. Only retryable failures are retried (``AppStoreServerAPIError/isRetryable``); others return at once.
-public struct RetryPolicy: Sendable, Hashable {
+package struct RetryPolicy: Sendable, Hashable {
     /// Attempts in all, the first included.
-    public var maximumAttempts: Int
+    package var maximumAttempts: Int
     /// The backoff before the first retry; it doubles each time up to ``maximumBackoff``.
-    public var initialBackoff: Duration
-    public var maximumBackoff: Duration
+    package var initialBackoff: Duration
+    package var maximumBackoff: Duration
     /// The longest a call may take, retries and waits included.
-    public var deadline: Duration
+    package var deadline: Duration
     /// The longest one attempt may take.
-    public var attemptTimeout: Duration
+    package var attemptTimeout: Duration
 
-    public init(
+    package init(
         maximumAttempts: Int = 5,
         initialBackoff: Duration = .milliseconds(500),
         maximumBackoff: Duration = .seconds(20),
@@ -28,10 +28,10 @@ public struct RetryPolicy: Sendable, Hashable {
     }
 
     /// Five attempts within a minute.
-    public static let `default` = RetryPolicy()
+    package static let `default` = RetryPolicy()
 
     /// One attempt, like Apple's libraries.
-    public static let none = RetryPolicy(maximumAttempts: 1)
+    package static let none = RetryPolicy(maximumAttempts: 1)
 
     /// The wait before retry number `retry` (1-based): a random duration up to the capped exponential backoff.
     func backoff(retry: Int) -> Duration {
@@ -42,7 +42,7 @@ public struct RetryPolicy: Sendable, Hashable {
 
     /// Reads `Retry-After`: Apple documents a UNIX time in milliseconds; a UNIX time in seconds and a number of
     /// seconds to wait are accepted too. Returns the moment after which a retry may be sent.
-    public static func retryAfter(_ value: String, now: Date = Date()) -> Date? {
+    package static func retryAfter(_ value: String, now: Date = Date()) -> Date? {
         guard let number = Double(value.trimmingCharacters(in: .whitespaces)), number >= 0 else { return nil }
         if number >= 1e12 { return Date(timeIntervalSince1970: number / 1000) }
         if number >= 1e9 { return Date(timeIntervalSince1970: number) }

@@ -1,23 +1,23 @@
-public import AppStoreModels
-public import Foundation
+package import AppStoreModels
+package import Foundation
 
 /// Filters for Get Transaction History (APPSTORE-SPEC §1.4); repeated values of one filter are OR-ed, different
 /// filters AND-ed. Every page repeats them.
-public struct TransactionHistoryQuery: Sendable, Hashable {
-    public enum Sort: String, Sendable { case ascending = "ASCENDING", descending = "DESCENDING" }
+package struct TransactionHistoryQuery: Sendable, Hashable {
+    package enum Sort: String, Sendable { case ascending = "ASCENDING", descending = "DESCENDING" }
 
     /// Transactions with `startDate <= purchaseDate < endDate`.
-    public var startDate: Date?
-    public var endDate: Date?
-    public var productIds: [String] = []
-    public var productTypes: [ProductType] = []
-    public var sort: Sort?
-    public var subscriptionGroupIdentifiers: [String] = []
-    public var inAppOwnershipType: InAppOwnershipType?
+    package var startDate: Date?
+    package var endDate: Date?
+    package var productIds: [String] = []
+    package var productTypes: [ProductType] = []
+    package var sort: Sort?
+    package var subscriptionGroupIdentifiers: [String] = []
+    package var inAppOwnershipType: InAppOwnershipType?
     /// `true`: only revoked; `false`: only not revoked; `nil`: both.
-    public var revoked: Bool?
+    package var revoked: Bool?
 
-    public init() {}
+    package init() {}
 
     static let productTypeNames: [ProductType: String] = [
         .autoRenewable: "AUTO_RENEWABLE", .nonRenewing: "NON_RENEWABLE", .consumable: "CONSUMABLE",

@@ -1,7 +1,7 @@
 import AppStoreModels
 import AppStoreSigning
-public import Crypto
-public import Foundation
+package import Crypto
+package import Foundation
 
 /// The running simulator: the lifecycle engine behind one actor, each change saved to its database before it is
 /// acknowledged.
@@ -15,11 +15,11 @@ public import Foundation
 /// Reads through ``read(_:)`` wait until everything applied before them is committed, so nothing outside the
 /// simulator sees a change that a crash could still lose. If the database cannot be written, the simulator stops
 /// acknowledging actions (each answers a `storage` error) until it is restarted from what was committed.
-public actor Simulator {
-    public private(set) var engine: LifecycleEngine
-    public let directory: SimulatorDirectory?
+package actor Simulator {
+    package private(set) var engine: LifecycleEngine
+    package let directory: SimulatorDirectory?
     /// The API key clients must sign tokens with.
-    public let apiKey: SimulatorDirectory.APIKeyInfo?
+    package let apiKey: SimulatorDirectory.APIKeyInfo?
     let apiPublicKey: P256.Signing.PublicKey?
     let store: SimulatorStore?
 
@@ -39,7 +39,7 @@ public actor Simulator {
     private var rateLimiter = RateLimiter()
 
     /// Loads the simulator kept in `directory` (importing its `state.json` on first open, if it has one).
-    public init(directory: SimulatorDirectory) throws(SimulatorError) {
+    package init(directory: SimulatorDirectory) throws(SimulatorError) {
         let authority = try directory.loadAuthority()
         let signer: JWSSigner
         do {
@@ -59,7 +59,7 @@ public actor Simulator {
     }
 
     /// An in-memory simulator (nothing saved), for tests.
-    public init(
+    package init(
         engine: LifecycleEngine,
         apiKey: SimulatorDirectory.APIKeyInfo? = nil,
         apiPublicKey: P256.Signing.PublicKey? = nil
@@ -73,7 +73,7 @@ public actor Simulator {
 
     /// Runs an action on the engine; it applies completely or not at all, and on success what it changed is
     /// committed before this returns.
-    public func perform<Result: Sendable>(
+    package func perform<Result: Sendable>(
         _ action: (inout LifecycleEngine) throws(SimulatorError) -> Result
     ) async throws(SimulatorError) -> Result {
         if let storageFailure { throw storageFailure }
@@ -96,22 +96,22 @@ public actor Simulator {
     }
 
     /// Reads from the engine without changing it, once everything applied before is committed.
-    public func read<Result: Sendable>(_ body: (LifecycleEngine) throws(SimulatorError) -> Result) async throws(SimulatorError) -> Result {
+    package func read<Result: Sendable>(_ body: (LifecycleEngine) throws(SimulatorError) -> Result) async throws(SimulatorError) -> Result {
         try await waitUntilCommitted(appliedCount)
         return try body(engine)
     }
 
     /// The state as it is now (including changes still being committed).
-    public var state: SimulatorState { engine.state }
+    package var state: SimulatorState { engine.state }
 
     /// The virtual clock.
-    public var now: Date { engine.state.now }
+    package var now: Date { engine.state.now }
 
     /// Whether notifications have somewhere to go.
-    public var hasNotificationURL: Bool { engine.state.notificationURL != nil }
+    package var hasNotificationURL: Bool { engine.state.notificationURL != nil }
 
     /// Whether the clock follows real time while served.
-    public var clockRunning: Bool { engine.state.clockRunning }
+    package var clockRunning: Bool { engine.state.clockRunning }
 
     // MARK: - Group commit
 
@@ -165,7 +165,7 @@ public actor Simulator {
     // MARK: - The clock
 
     /// Moves the clock forward by `interval`, one due time at a time (see ``advance(to:deliver:)``).
-    public func advance(by interval: TimeInterval, deliver: @Sendable () async -> Void) async throws(SimulatorError) {
+    package func advance(by interval: TimeInterval, deliver: @Sendable () async -> Void) async throws(SimulatorError) {
         guard interval >= 0 else { throw SimulatorError(.invalidRequest, "the clock only moves forward") }
         try await advance(to: engine.state.now.addingTimeInterval(interval), deliver: deliver)
     }
@@ -178,7 +178,7 @@ public actor Simulator {
     /// Each step is one action (all or nothing, committed before the next); an advance refused at the start changes
     /// nothing. If a step fails, the clock stays where the last step left it and the error is thrown. Advances run
     /// one at a time; one that finds the clock already past its target returns at once.
-    public func advance(to target: Date, deliver: @Sendable () async -> Void) async throws(SimulatorError) {
+    package func advance(to target: Date, deliver: @Sendable () async -> Void) async throws(SimulatorError) {
         guard target >= engine.state.now else {
             throw SimulatorError(.invalidRequest, "the clock only moves forward (now \(engine.state.now.formatted(.iso8601)))")
         }

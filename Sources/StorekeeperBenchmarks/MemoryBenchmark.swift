@@ -8,45 +8,45 @@ import Synchronization
 /// Memory under a long run of uncached customer reads: the server's resident set size sampled while clients read as
 /// fast as they can for a given time, on SQLite or PostgreSQL. A server that keeps something per read grows; one that
 /// does not levels off once its caches and buffers are warm (`bench memory`, BENCHMARKS.md).
-public enum MemoryBenchmark {
-    public struct Options: Sendable {
+package enum MemoryBenchmark {
+    package struct Options: Sendable {
         /// How long the clients read.
-        public var seconds: Double = 300
-        public var customers = 2_000
-        public var concurrency = 16
+        package var seconds: Double = 300
+        package var customers = 2_000
+        package var concurrency = 16
         /// Seconds between RSS samples.
-        public var sampleSeconds: Double = 10
-        public var storage = ServerBenchmark.Storage.sqlite
+        package var sampleSeconds: Double = 10
+        package var storage = ServerBenchmark.Storage.sqlite
 
-        public init() {}
+        package init() {}
     }
 
     /// The process's RSS at a moment of the run.
-    public struct Sample: Codable, Sendable {
-        public var seconds: Double
-        public var rssMB: Double
-        public var reads: Int
+    package struct Sample: Codable, Sendable {
+        package var seconds: Double
+        package var rssMB: Double
+        package var reads: Int
     }
 
-    public struct Result: Codable, Sendable {
-        public var benchmark = "memory"
-        public var storage: String
-        public var seconds: Double
-        public var reads: Int
-        public var readsPerSecond: Double
-        public var failures: Int
+    package struct Result: Codable, Sendable {
+        package var benchmark = "memory"
+        package var storage: String
+        package var seconds: Double
+        package var reads: Int
+        package var readsPerSecond: Double
+        package var failures: Int
         /// RSS once the ledger is seeded, before the reads; at the end of the first minute of reads; at the end; the most.
-        public var rssBeforeMB: Double
-        public var rssAfterFirstMinuteMB: Double?
-        public var rssEndMB: Double
-        public var rssMaxMB: Double
+        package var rssBeforeMB: Double
+        package var rssAfterFirstMinuteMB: Double?
+        package var rssEndMB: Double
+        package var rssMaxMB: Double
         /// How fast RSS grew over the second half of the run, in MB a minute (flat: about 0).
-        public var growthMBPerMinuteSecondHalf: Double
+        package var growthMBPerMinuteSecondHalf: Double
         /// Bytes of RSS growth per read over the second half of the run.
-        public var bytesPerReadSecondHalf: Double
+        package var bytesPerReadSecondHalf: Double
         /// PostgreSQL: connections the store leased from postgres-nio's pool during the run.
-        public var connectionLeases: Int?
-        public var samples: [Sample]
+        package var connectionLeases: Int?
+        package var samples: [Sample]
     }
 
     /// What the clients and the sampler count, shared.
@@ -65,7 +65,7 @@ public enum MemoryBenchmark {
         return (kilobytes / 1024 * 10).rounded() / 10
     }
 
-    public static func run(_ options: Options) async throws -> Result {
+    package static func run(_ options: Options) async throws -> Result {
         let (purchases, history, _) = try ServerBenchmark.makeSubscribers(customers: options.customers, renewals: 0, changes: false)
         return try await ServerBenchmark.withServer(storage: options.storage, cacheCapacity: 0) { ports, key, store, description in
             let seeding = try await ServerBenchmark.seed(purchases, history: history, ports: ports, apiKey: key)

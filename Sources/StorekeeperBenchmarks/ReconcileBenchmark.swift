@@ -1,4 +1,4 @@
-public import AppStoreModels
+package import AppStoreModels
 import AppStoreServerAPI
 import AppStoreSigning
 import AppStoreSimulator
@@ -10,25 +10,25 @@ import StorekeeperSQLite
 
 /// `storekeeper bench reconcile`: `reconcile --all` against a simulator that enforces Apple's rate limits, over
 /// loopback: how close to the allowed rate the job keeps, and whether any call was refused with 429.
-public enum ReconcileBenchmark {
-    public struct Result: Codable, Sendable {
-        public var benchmark = "reconcile"
-        public var environment: String
-        public var subscriptions: Int
-        public var accountsFetched: Int
-        public var requests: Int
-        public var seconds: Double
-        public var requestsPerSecond: Double
+package enum ReconcileBenchmark {
+    package struct Result: Codable, Sendable {
+        package var benchmark = "reconcile"
+        package var environment: String
+        package var subscriptions: Int
+        package var accountsFetched: Int
+        package var requests: Int
+        package var seconds: Double
+        package var requestsPerSecond: Double
         /// Apple's limit for these endpoints (Get All Subscription Statuses and Get Transaction History share one).
-        public var allowedPerSecond: Double
+        package var allowedPerSecond: Double
         /// ``requestsPerSecond`` ÷ ``allowedPerSecond``.
-        public var shareOfAllowed: Double
+        package var shareOfAllowed: Double
         /// Calls the simulator refused with 429 (the client does not retry in this run: any would fail it).
-        public var rateLimited: Int
-        public var drift: Int
+        package var rateLimited: Int
+        package var drift: Int
     }
 
-    public static func run(subscriptions: Int, environment: AppStoreEnvironment, concurrency: Int) async throws -> Result {
+    package static func run(subscriptions: Int, environment: AppStoreEnvironment, concurrency: Int) async throws -> Result {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("storekeeper-reconcile-\(UUID().uuidString.prefix(8))")
         defer { try? FileManager.default.removeItem(at: directory) }
         let simulatorDirectory = try SimulatorDirectory.initialize(at: directory.appendingPathComponent("sim"), environment: environment)

@@ -9,32 +9,32 @@ import StorekeeperServer
 
 extension ServerBenchmark {
     /// How `bench entitlements` runs.
-    public struct EntitlementOptions: Sendable {
+    package struct EntitlementOptions: Sendable {
         /// Reads at full speed (half as many at half the rate).
-        public var count = 20_000
+        package var count = 20_000
         /// Customers in the ledger, read round-robin.
-        public var customers = 1_000
-        public var concurrency = 16
+        package var customers = 1_000
+        package var concurrency = 16
         /// Months of renewals each subscriber has before the reads (their notifications are applied while seeding), so
         /// that a read loads and decodes that many more transactions.
-        public var renewals = 0
+        package var renewals = 0
         /// Each purchase carries an app account token (one per customer), as when the app links purchases with
         /// `appAccountToken`; reads then also find the customer's subscriptions through their tokens.
-        public var appAccountTokens = false
+        package var appAccountTokens = false
         /// Consumable purchases (`coins.100`) each customer makes besides, submitted by the app, so that a read
         /// loads that many more purchases.
-        public var consumables = 0
+        package var consumables = 0
         /// The server's customer-cache capacity (0: every read goes to the ledger).
-        public var cacheCapacity = 10_000
+        package var cacheCapacity = 10_000
         /// Notifications per second posted while the clients read; each turns one subscriber's auto-renew off or
         /// on, so the next read of that customer must see the change.
-        public var writesPerSecond: Double = 0
+        package var writesPerSecond: Double = 0
         /// Before measuring, keep the seeded server up this long for another load generator, with this API key.
-        public var externalLoad: (seconds: Double, apiKey: String)? = nil
+        package var externalLoad: (seconds: Double, apiKey: String)? = nil
         /// SQLite (the default), or PostgreSQL with one or more instances.
-        public var storage = Storage.sqlite
+        package var storage = Storage.sqlite
 
-        public init() {}
+        package init() {}
     }
 
     /// Customer reads answered from the cache and from the ledger so far, as the server's `/metrics` counts them.
@@ -49,7 +49,7 @@ extension ServerBenchmark {
 
     /// Reads customer states over HTTP from a server holding `options.customers` customers, at full speed and then
     /// at half that rate, optionally while notifications change some of them.
-    public static func entitlements(_ options: EntitlementOptions) async throws -> Result {
+    package static func entitlements(_ options: EntitlementOptions) async throws -> Result {
         let exporter = MetricsExporter()
         let (purchases, history, changes) = try makeSubscribers(
             customers: options.customers, renewals: options.renewals, changes: options.writesPerSecond > 0,

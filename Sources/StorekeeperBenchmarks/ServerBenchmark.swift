@@ -15,74 +15,74 @@ import X509
 
 /// `storekeeper bench ingest` and `storekeeper bench entitlements`: the server over SQLite with durable commits,
 /// driven over HTTP on loopback by concurrent clients.
-public enum ServerBenchmark {
+package enum ServerBenchmark {
     /// One measured run.
-    public struct Run: Codable, Sendable {
-        public var requests: Int
-        public var concurrency: Int
+    package struct Run: Codable, Sendable {
+        package var requests: Int
+        package var concurrency: Int
         /// Requests per second the clients aimed at; `nil` for as fast as possible.
-        public var targetRate: Double?
-        public var seconds: Double
-        public var throughput: Double
-        public var p50Milliseconds: Double
-        public var p99Milliseconds: Double
-        public var maxMilliseconds: Double
-        public var failures: Int
+        package var targetRate: Double?
+        package var seconds: Double
+        package var throughput: Double
+        package var p50Milliseconds: Double
+        package var p99Milliseconds: Double
+        package var maxMilliseconds: Double
+        package var failures: Int
     }
 
     /// What `bench ingest` / `bench entitlements` print.
-    public struct Result: Codable, Sendable {
-        public var benchmark: String
-        public var storage = "SQLite (WAL, synchronous=FULL), temporary file"
-        public var fullSpeed: Run
+    package struct Result: Codable, Sendable {
+        package var benchmark: String
+        package var storage = "SQLite (WAL, synchronous=FULL), temporary file"
+        package var fullSpeed: Run
         /// At half the full-speed throughput (the latency target is stated there).
-        public var halfRate: Run
+        package var halfRate: Run
         /// What the server did besides (entitlement reads only).
-        public var server: ServerFigures? = nil
+        package var server: ServerFigures? = nil
         /// Ingest only: the ledger's bytes in use (pages holding data, after a checkpoint) per notification applied.
-        public var ledgerBytesPerNotification: Int? = nil
+        package var ledgerBytesPerNotification: Int? = nil
         /// Ingest on PostgreSQL only: notifications per transaction on the first instance, over both runs (group
         /// commit, ``Batcher``).
-        public var notificationsPerCommit: Double? = nil
+        package var notificationsPerCommit: Double? = nil
     }
 
     /// The server's side of an entitlement-read run.
-    public struct ServerFigures: Codable, Sendable {
+    package struct ServerFigures: Codable, Sendable {
         /// Customers the answer cache may hold (0: off).
-        public var cacheCapacity: Int
+        package var cacheCapacity: Int
         /// Reads answered from the cache and from the ledger, over both runs.
-        public var cacheHits: Int
-        public var cacheMisses: Int
+        package var cacheHits: Int
+        package var cacheMisses: Int
         /// Notifications applied while the clients read (each changed one customer's answer).
-        public var writesDuringReads: Int
-        public var writeRate: Double
+        package var writesDuringReads: Int
+        package var writeRate: Double
         /// Renewal notifications applied before the reads (`--renewals`).
-        public var renewalNotificationsSeeded: Int
+        package var renewalNotificationsSeeded: Int
         /// Whether each purchase carried the customer's app account token (`--app-account-tokens`).
-        public var appAccountTokens: Bool
+        package var appAccountTokens: Bool
         /// Consumable purchases each customer made besides (`--consumables`).
-        public var consumablesPerCustomer: Int
+        package var consumablesPerCustomer: Int
         /// A cache miss taken apart, without HTTP, one read at a time.
-        public var missPath: MissPath
+        package var missPath: MissPath
         /// PostgreSQL only: customers read per statement on the first instance, over both runs (``Batcher``).
-        public var customersPerStatement: Double? = nil
+        package var customersPerStatement: Double? = nil
     }
 
     /// The average time of each part of answering a customer from the ledger.
-    public struct MissPath: Codable, Sendable {
+    package struct MissPath: Codable, Sendable {
         /// `LedgerStore.entitlementLedger(for:environment:)`: the hand-off to a pooled SQLite connection and back, a
         /// read transaction, its queries, and decoding the stored records it needs.
-        public var ledgerReadMicroseconds: Double
+        package var ledgerReadMicroseconds: Double
         /// `EntitlementEngine.state` alone.
-        public var entitlementStateMicroseconds: Double
+        package var entitlementStateMicroseconds: Double
         /// The whole answer from the loaded ledger: the state again, the subscriptions view, the next change and the
         /// JSON encoding.
-        public var answerMicroseconds: Double
+        package var answerMicroseconds: Double
     }
 
     /// Posts `count` distinct notifications (one-time purchases and subscriptions, signed by an Apple-shaped test
     /// CA) to a fresh server.
-    public static func ingest(count: Int, concurrency: Int, storage: Storage = .sqlite) async throws -> Result {
+    package static func ingest(count: Int, concurrency: Int, storage: Storage = .sqlite) async throws -> Result {
         let bodies = try makeNotifications(count: count * 3 / 2 + 10)
         return try await withServer(storage: storage) { ports, _, store, description in
             let send: @Sendable (LoadConnection, String) async throws -> UInt = { connection, body in
@@ -102,17 +102,11 @@ public enum ServerBenchmark {
 
     // MARK: - Set-up
 
-    static let authority: TestCertificateAuthority = {
-        var options = TestCertificateAuthority.Options()
-        options.validity = Date(timeIntervalSince1970: 1_577_836_800)...Date(timeIntervalSince1970: 2_208_988_800)
-        return try! TestCertificateAuthority.generate(options: options)
-    }()
+    /// The tests' App Store (``TestAppStore``): its authority signs, the benchmark server trusts its root.
+    static var authority: TestCertificateAuthority { TestAppStore.authority }
 
     static func engine() throws -> LifecycleEngine {
-        try LifecycleEngine(
-            catalog: .sample, state: SimulatorState(environment: .sandbox, renewalRate: .realTime, now: Date()),
-            signer: try authority.makeSigner()
-        )
+        try TestAppStore.engine(now: Date())
     }
 
     static func makeNotifications(count: Int) throws -> [String] {
@@ -132,16 +126,16 @@ public enum ServerBenchmark {
 
     /// Where a benchmark's ledger lives: a temporary SQLite file (the default), or a new database on a PostgreSQL
     /// server (`--database postgres://…`, created for the run and dropped after it) shared by `instances` servers.
-    public struct Storage: Sendable {
-        public var postgres: String?
-        public var instances: Int
+    package struct Storage: Sendable {
+        package var postgres: String?
+        package var instances: Int
 
-        public init(postgres: String? = nil, instances: Int = 1) {
+        package init(postgres: String? = nil, instances: Int = 1) {
             self.postgres = postgres
             self.instances = max(1, instances)
         }
 
-        public static let sqlite = Storage()
+        package static let sqlite = Storage()
     }
 
     /// `instances` servers on one ledger on loopback ports, trusting the benchmark CA; `body` gets their ports, the

@@ -9,48 +9,48 @@ import Synchronization
 /// `storekeeper bench simulator`: one App Store simulator on a temporary directory (its SQLite database with durable
 /// commits), served on loopback, with a minimal receiver that answers 200 to every notification. Concurrent clients
 /// buy through the control API (`POST /simulator/v1/purchases`); the receiver notes when each notification arrives.
-public enum SimulatorBenchmark {
+package enum SimulatorBenchmark {
     /// What to run.
-    public struct Options: Sendable {
-        public var purchases = 10_000
-        public var concurrency = 16
+    package struct Options: Sendable {
+        package var purchases = 10_000
+        package var concurrency = 16
         /// Customers the purchases are spread over (each buys the product repeatedly).
-        public var customers = 100
+        package var customers = 100
         /// A consumable (one notification per purchase) unless told otherwise.
-        public var productId = "coins.100"
+        package var productId = "coins.100"
 
-        public init() {}
+        package init() {}
     }
 
     /// What it prints.
-    public struct Result: Codable, Sendable {
-        public var benchmark = "simulator"
-        public var storage = "SQLite (WAL, synchronous=FULL) in a temporary simulator directory"
-        public var customers: Int
-        public var productId: String
+    package struct Result: Codable, Sendable {
+        package var benchmark = "simulator"
+        package var storage = "SQLite (WAL, synchronous=FULL) in a temporary simulator directory"
+        package var customers: Int
+        package var productId: String
         /// The purchases: throughput (purchases per second), latency p50/p99.
-        public var purchases: ServerBenchmark.Run
-        public var notifications: Delivery
+        package var purchases: ServerBenchmark.Run
+        package var notifications: Delivery
         /// `simulator.sqlite` and its WAL after the run.
-        public var databaseBytes: Int64
-        public var databaseBytesPerNotification: Int64
+        package var databaseBytes: Int64
+        package var databaseBytesPerNotification: Int64
     }
 
     /// Notifications as the receiver saw them.
-    public struct Delivery: Codable, Sendable {
-        public var delivered: Int
+    package struct Delivery: Codable, Sendable {
+        package var delivered: Int
         /// From the first purchase to the last notification's arrival.
-        public var seconds: Double
-        public var perSecond: Double
+        package var seconds: Double
+        package var perSecond: Double
         /// Notifications per second in each slice of 1,000 consecutive arrivals.
-        public var perSecondBySlice: [Double]
-        public var firstSlice: Double?
-        public var lastSlice: Double?
+        package var perSecondBySlice: [Double]
+        package var firstSlice: Double?
+        package var lastSlice: Double?
         /// How long the last notification arrived after the last purchase was answered.
-        public var drainSeconds: Double
+        package var drainSeconds: Double
     }
 
-    public static func run(_ options: Options) async throws -> Result {
+    package static func run(_ options: Options) async throws -> Result {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("simulator-bench-\(UUID().uuidString.prefix(8))")
         defer { try? FileManager.default.removeItem(at: directory) }
         let simulatorDirectory = try SimulatorDirectory.initialize(at: directory)

@@ -6,35 +6,35 @@ import X509
 
 /// `storekeeper bench verify`: verifications per second, on one core, of the same notification measured four
 /// ways in one run, so the ratios are meaningful on any machine; and decodes per second of its nested payloads.
-public enum VerifyBenchmark {
+package enum VerifyBenchmark {
     /// One run's figures. Rates are operations per second.
-    public struct Result: Codable, Sendable {
-        public var benchmark = "verify"
+    package struct Result: Codable, Sendable {
+        package var benchmark = "verify"
         /// Seconds spent on each measurement.
-        public var secondsPerMeasurement: Double
+        package var secondsPerMeasurement: Double
         /// Size of the notification JWS measured.
-        public var notificationBytes: Int
+        package var notificationBytes: Int
         /// Outer notification JWS, chain cache warm: one ECDSA verification plus decoding and claim checks.
-        public var outerNotificationWarmCache: Double
+        package var outerNotificationWarmCache: Double
         /// Outer notification JWS with the cache off: full chain validation every time.
-        public var outerNotificationNoCache: Double
+        package var outerNotificationNoCache: Double
         /// The whole notification with its nested transaction and renewal info (three JWS), cache warm.
-        public var fullNotificationWarmCache: Double
+        package var fullNotificationWarmCache: Double
         /// One raw P-256 ECDSA verification (swift-crypto) of the same signing input and signature.
-        public var rawP256Verify: Double
+        package var rawP256Verify: Double
         /// outerNotificationWarmCache / rawP256Verify; the target is at least 0.6.
-        public var warmCacheToRawRatio: Double
+        package var warmCacheToRawRatio: Double
         /// The notification's transaction and renewal info payloads (their JSON, as a ledger stores them) decoded by
-        /// Foundation's `JSONDecoder`, pairs per second: what each customer read did before the seventh round.
-        public var storedPayloadPairDecodeJSONDecoder: Double
+        /// Foundation's `JSONDecoder`, pairs per second: what a read would cost without the hand-written decoders.
+        package var storedPayloadPairDecodeJSONDecoder: Double
         /// The same pairs decoded by `TransactionInfo(json:fallback:)` and `RenewalInfo(json:fallback:)`, as reads do now.
-        public var storedPayloadPairDecodeFast: Double
+        package var storedPayloadPairDecodeFast: Double
         /// How the test data was signed.
-        public var data: String
+        package var data: String
     }
 
     /// Runs the four measurements for `seconds` each.
-    public static func run(seconds: Double) async throws -> Result {
+    package static func run(seconds: Double) async throws -> Result {
         let workload = try Workload()
         let warm = workload.verifier(cache: .default)
         let cold = workload.verifier(cache: .disabled)
@@ -103,9 +103,9 @@ public enum VerifyBenchmark {
     }
 
     /// A failed benchmark.
-    public struct BenchmarkError: Error, CustomStringConvertible {
-        public var message: String
-        public var description: String { message }
+    package struct BenchmarkError: Error, CustomStringConvertible {
+        package var message: String
+        package var description: String { message }
     }
 }
 

@@ -1,6 +1,6 @@
 import AppStoreModels
 import AppStoreSigning
-public import AppStoreSimulator
+package import AppStoreSimulator
 import AsyncHTTPClient
 import Foundation
 import HashTreeCollections
@@ -17,17 +17,17 @@ import Synchronization
 /// Plays the shipped scenarios (with notifications duplicated and reordered by fault injection), the "apps" submit
 /// their purchases, and at the end every customer's entitlements in Storekeeper are compared with the simulator's
 /// ground truth.
-public struct DemoRunner: Sendable {
+package struct DemoRunner: Sendable {
     /// One row of the final table.
-    public struct Row: Sendable {
-        public var customerId: String
-        public var storekeeper: [String]
-        public var groundTruth: [String]
-        public var matches: Bool { storekeeper == groundTruth }
+    package struct Row: Sendable {
+        package var customerId: String
+        package var storekeeper: [String]
+        package var groundTruth: [String]
+        package var matches: Bool { storekeeper == groundTruth }
     }
 
     /// The scenarios played, in order, and the faults injected during each.
-    public static let plan: [(scenario: String, faults: FaultConfiguration?)] = [
+    package static let plan: [(scenario: String, faults: FaultConfiguration?)] = [
         ("subscriber-lifecycle", nil),
         ("refunds", nil),
         ("family-sharing", nil),
@@ -41,12 +41,12 @@ public struct DemoRunner: Sendable {
 
     let print: @Sendable (String) -> Void
 
-    public init(print: @escaping @Sendable (String) -> Void) {
+    package init(print: @escaping @Sendable (String) -> Void) {
         self.print = print
     }
 
     /// Runs the demo; returns the table.
-    public func run() async throws -> [Row] {
+    package func run() async throws -> [Row] {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("storekeeper-demo-\(UUID().uuidString.prefix(8))")
         defer { try? FileManager.default.removeItem(at: directory) }
         let simulatorDirectory = try SimulatorDirectory.initialize(at: directory.appendingPathComponent("simulator"))
@@ -111,9 +111,9 @@ final class DemoClock: Sendable {
 }
 
 /// A failed demo.
-public struct DemoError: Error, CustomStringConvertible {
-    public var message: String
-    public var description: String { message }
+package struct DemoError: Error, CustomStringConvertible {
+    package var message: String
+    package var description: String { message }
 }
 
 /// The running demo: plays scenarios step by step, delivers notifications, submits purchases as the apps would, and

@@ -1,36 +1,36 @@
 import Foundation
-public import Hummingbird
+package import Hummingbird
 
 /// An error that answers itself as JSON, `{"error": {"code": "…", "message": "…"}}`, with a stable code: what the
 /// handlers of Storekeeper's HTTP APIs (the server's, and the simulator's control API) throw instead of building
 /// error responses by hand. The message names what was wrong; a handler puts unverified input in it only escaped
 /// and cut (`UntrustedText`).
-public struct APIError: HTTPResponseError, Sendable, CustomStringConvertible {
+package struct APIError: HTTPResponseError, Sendable, CustomStringConvertible {
     /// A stable, machine-readable reason (`invalid-customer-id`, `unknown-customer`, …).
-    public struct Code: RawRepresentable, Hashable, Sendable, ExpressibleByStringLiteral, CustomStringConvertible {
-        public var rawValue: String
-        public init(rawValue: String) { self.rawValue = rawValue }
-        public init(stringLiteral value: String) { self.rawValue = value }
-        public var description: String { rawValue }
+    package struct Code: RawRepresentable, Hashable, Sendable, ExpressibleByStringLiteral, CustomStringConvertible {
+        package var rawValue: String
+        package init(rawValue: String) { self.rawValue = rawValue }
+        package init(stringLiteral value: String) { self.rawValue = value }
+        package var description: String { rawValue }
     }
 
-    public var status: HTTPResponse.Status
-    public var code: Code
-    public var message: String
+    package var status: HTTPResponse.Status
+    package var code: Code
+    package var message: String
     /// Headers the answer carries besides `Content-Type` (e.g. `Allow` with 405).
-    public var headers: HTTPFields
+    package var headers: HTTPFields
 
-    public init(_ status: HTTPResponse.Status, _ code: Code, _ message: String, headers: HTTPFields = [:]) {
+    package init(_ status: HTTPResponse.Status, _ code: Code, _ message: String, headers: HTTPFields = [:]) {
         self.status = status
         self.code = code
         self.message = message
         self.headers = headers
     }
 
-    public var description: String { "\(status.code) \(code): \(message)" }
+    package var description: String { "\(status.code) \(code): \(message)" }
 
     /// The JSON body this error answers with.
-    public var body: ByteBuffer {
+    package var body: ByteBuffer {
         struct Body: Encodable {
             struct Inner: Encodable { var code: String; var message: String }
             var error: Inner
@@ -41,7 +41,7 @@ public struct APIError: HTTPResponseError, Sendable, CustomStringConvertible {
         return ByteBuffer(bytes: data)
     }
 
-    public func response(from request: Request, context: some RequestContext) throws -> Response {
+    package func response(from request: Request, context: some RequestContext) throws -> Response {
         var fields = headers
         fields[.contentType] = "application/json"
         return Response(status: status, headers: fields, body: .init(byteBuffer: body))

@@ -1,3 +1,4 @@
+package import StorekeeperCore
 import Synchronization
 
 /// Work that arrives together is done together, for a store whose every statement costs a round trip and the
@@ -5,13 +6,10 @@ import Synchronization
 /// while no worker is busy starts at once, alone. One that arrives while a batch is running waits, and the next worker
 /// to be free takes all that wait (up to `maximumBatch`, oldest first) and runs them as one; another worker (up to
 /// `workers`) starts only once `gathering` requests wait. A batch costs about what one request alone costs, so under
-/// load a few large batches do the work of many small ones for less of the machine: with every free worker starting
-/// at once (`gathering` 1), 16 clients kept PostgreSQL's four writers busy with batches of 1.8 notifications;
-/// gathering 6 before another writer starts made them 3.4–3.9, cut PostgreSQL's CPU per notification by about 30 %
-/// and Storekeeper's by about 15 %, and raised throughput by 13 % (by 17 % with two instances and 64 clients;
-/// BENCHMARKS.md, tenth round). The wait this adds is bounded: by one batch's time, and by `longestWait` (default
-/// 20 ms) while a worker is free, so a batch held up (by a lock another instance holds, say) holds up the requests
-/// behind it no longer than that.
+/// load a few large batches do the work of many small ones for less of the machine, where starting every free worker
+/// at once keeps the batches small (Benchmarks/History.md, tenth round). The wait this adds is bounded: by one batch's
+/// time, and by `longestWait` (default 20 ms) while a worker is free, so a batch held up (by a lock another instance
+/// holds, say) holds up the requests behind it no longer than that.
 ///
 /// The store uses one for live notifications (group commit: one transaction, one commit and a few statements for the
 /// whole batch; each caller is answered once the batch has committed, so an acknowledgement still means "durable")
@@ -19,9 +17,9 @@ import Synchronization
 ///
 /// Each caller gets its own request's answer. How a batch is run, and what a failure of one of its requests does to
 /// the others, is the store's `run`.
-public final class Batcher<Item: Sendable, Answer: Sendable>: Sendable {
+package final class Batcher<Item: Sendable, Answer: Sendable>: Sendable {
     /// Runs a batch; answers one result per item, in order.
-    public typealias Run = @Sendable ([Item]) async -> [Result<Answer, StorageError>]
+    package typealias Run = @Sendable ([Item]) async -> [Result<Answer, StorageError>]
 
     private struct Waiting: Sendable {
         var item: Item
@@ -39,19 +37,19 @@ public final class Batcher<Item: Sendable, Answer: Sendable>: Sendable {
     private enum Next { case start, watch, none }
 
     /// How many batches may run at once.
-    public let workers: Int
+    package let workers: Int
     /// The most requests in one batch.
-    public let maximumBatch: Int
+    package let maximumBatch: Int
     /// How many requests must wait, while a worker is busy, before another starts (1: whenever one is free).
-    public let gathering: Int
+    package let gathering: Int
     /// The longest a request waits for a batch while a worker is free: past it, another starts with what waits.
-    public let longestWait: Duration
+    package let longestWait: Duration
     private let state = Mutex(State())
     private let counts = Mutex<(batches: Int, items: Int)>((0, 0))
 
     /// `gathering` is at most `maximumBatch` (with batches of one, each request is its own batch, and starts as soon
     /// as a worker is free).
-    public init(workers: Int, maximumBatch: Int, gathering: Int = 1, longestWait: Duration = .milliseconds(20)) {
+    package init(workers: Int, maximumBatch: Int, gathering: Int = 1, longestWait: Duration = .milliseconds(20)) {
         self.workers = max(1, workers)
         self.maximumBatch = max(1, maximumBatch)
         self.gathering = min(max(1, gathering), self.maximumBatch)
@@ -59,20 +57,20 @@ public final class Batcher<Item: Sendable, Answer: Sendable>: Sendable {
     }
 
     /// Batches run so far and the requests they held (their ratio is the mean batch size).
-    public var completed: (batches: Int, items: Int) { counts.withLock { $0 } }
+    package var completed: (batches: Int, items: Int) { counts.withLock { $0 } }
 
     /// Requests waiting for a worker now.
-    public var waiting: Int { state.withLock { $0.waiting.count } }
+    package var waiting: Int { state.withLock { $0.waiting.count } }
 
     /// Requests per batch so far, to one decimal; `nil` before the first batch.
-    public var meanBatchSize: Double? {
+    package var meanBatchSize: Double? {
         let (batches, items) = completed
         return batches > 0 ? (Double(items) / Double(batches) * 10).rounded() / 10 : nil
     }
 
     /// Runs `item` with whatever else waits, through `run` (the same for every call: the worker that takes a batch
     /// runs the `run` of the call that made it busy).
-    public func submit(_ item: Item, run: @escaping Run) async throws(StorageError) -> Answer {
+    package func submit(_ item: Item, run: @escaping Run) async throws(StorageError) -> Answer {
         let now = ContinuousClock.now
         let result = await withCheckedContinuation { continuation in
             let next = state.withLock { state -> Next in
@@ -122,7 +120,7 @@ public final class Batcher<Item: Sendable, Answer: Sendable>: Sendable {
 
     /// What a `run` does when its batch as a whole failed for a reason that may be one request's: runs each request
     /// alone, all at once, so that only the one at fault fails.
-    public static func eachAlone(
+    package static func eachAlone(
         _ items: [Item], _ body: @escaping @Sendable (Item) async throws(StorageError) -> Answer
     ) async -> [Result<Answer, StorageError>] {
         await withTaskGroup(of: (Int, Result<Answer, StorageError>).self) { group in
@@ -167,6 +165,6 @@ public final class Batcher<Item: Sendable, Answer: Sendable>: Sendable {
 /// that a store bounds a batch's wait for a connection from that request's arrival, not from the batch's start: a
 /// request that waited for a free worker behind a batch that itself waited for a connection (a database that stopped
 /// answering) would otherwise wait for both, up to twice `connect_timeout`.
-public enum BatchArrival {
-    @TaskLocal public static var oldest: ContinuousClock.Instant?
+package enum BatchArrival {
+    @TaskLocal package static var oldest: ContinuousClock.Instant?
 }

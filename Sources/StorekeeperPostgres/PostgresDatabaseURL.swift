@@ -1,7 +1,7 @@
-public import Foundation
+import Foundation
 import NIOSSL
-public import PostgresNIO
-public import StorekeeperCore
+package import PostgresNIO
+package import StorekeeperCore
 import AppStoreModels
 
 /// Where a PostgreSQL ledger is, from a `postgres://` (or `postgresql://`) URL as libpq writes them:
@@ -17,60 +17,60 @@ import AppStoreModels
 /// read in one statement per batch; defaults 4 and 32): see ``Batcher``; `keepalive` (seconds between pings of an
 /// idle pooled connection, default 30; 0: none, see ``keepAlive``). The password never appears in
 /// ``description`` (``redacted``), in logs or in errors.
-public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
-    public enum TLSMode: String, Sendable, CaseIterable {
+package struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
+    package enum TLSMode: String, Sendable, CaseIterable {
         case disable, prefer, require
         case verifyFull = "verify-full"
     }
 
-    public var host: String
-    public var port: Int
-    public var username: String
-    public var password: String?
-    public var database: String
-    public var tlsMode: TLSMode = .prefer
-    public var poolSize = 20
-    public var connectTimeout: Duration = .seconds(10)
+    package var host: String
+    package var port: Int
+    package var username: String
+    package var password: String?
+    package var database: String
+    package var tlsMode: TLSMode = .prefer
+    package var poolSize = 20
+    package var connectTimeout: Duration = .seconds(10)
     /// How long a statement of a read or a write may run before PostgreSQL cancels it (`statement_timeout`; a lock
     /// held by a stuck client then costs a request seconds, not an HTTP timeout); 0 (the default): whatever the
     /// server or the role says. Sent as a startup parameter, which pgBouncer refuses: behind it, set the role's
     /// (`ALTER ROLE … SET statement_timeout = '30s'`) instead.
-    public var statementTimeout: Duration = .zero
+    package var statementTimeout: Duration = .zero
     /// How many batches of live notifications an instance writes at once (``Batcher/workers``); a writer beyond the
     /// first starts only when enough notifications wait (``PostgresLedgerStore/writeGathering``).
-    public var writeConcurrency = 4
+    package var writeConcurrency = 4
     /// The most live notifications in one transaction (``Batcher/maximumBatch``); 1: each alone.
-    public var writeBatch = 32
+    package var writeBatch = 32
     /// How many statements of customer reads an instance runs at once (``Batcher/workers``).
-    public var readConcurrency = 4
+    package var readConcurrency = 4
     /// The most customer reads in one statement (``Batcher/maximumBatch``); 1: each alone.
-    public var readBatch = 32
+    package var readBatch = 32
     /// How often an idle pooled connection is pinged (`SELECT 1`), so that a connection a firewall or a NAT dropped
     /// while idle is found before a request uses it, and the network keeps the idle ones open; `nil` (`keepalive=0`):
     /// never. postgres-nio arms a timer each time a connection goes back to the pool for this, which costs CPU on
-    /// every read and write under load (`BENCHMARKS.md`, eighth round): a database on the same host or the same
+    /// every read and write under load (Benchmarks/History.md, eighth round): a database on the same host or the same
     /// network, with nothing in between that drops idle connections, can do without.
-    public var keepAlive: Duration? = .seconds(30)
+    package var keepAlive: Duration? = .seconds(30)
 
     /// How many connections postgres-nio's pool keeps open even when idle: none. Every connection is opened on demand
-    /// and closed after 60 s idle. A minimum above 0 (the former `pool_min`, 9 by default) crashed `serve` when the
-    /// database came back after an outage, in 3 of 7 outages tried: postgres-nio 1.33.2's pool checks
+    /// and closed after 60 s idle. A minimum above 0 (the former `pool_min`) can crash `serve` when the database comes
+    /// back after an outage: postgres-nio 1.33.2's pool checks
     /// `precondition(minimumConcurrentConnections <= stats.active)` before opening a connection for a waiting
     /// request, and `active` leaves out the connections still closing, so a request queued while the dead
     /// connections close fails it (any connection closing under load with requests waiting could). With no minimum
-    /// the check cannot fail. Its cost, an idle timer armed each time a connection goes back to the pool, measured
-    /// within the run-to-run spread (BENCHMARKS.md, eleventh round).
+    /// the check cannot fail. Its cost, an idle timer armed each time a connection goes back to the pool, is within
+    /// the run-to-run spread (Benchmarks/History.md, eleventh round).
     static let minimumConnections = 0
 
     /// Whether `text` names a PostgreSQL database (anything else given to `--database` is a SQLite file path).
-    public static func isPostgres(_ text: String) -> Bool {
+    package static func isPostgres(_ text: String) -> Bool {
         text.hasPrefix("postgres://") || text.hasPrefix("postgresql://")
     }
 
     /// Parses `text`; the error names what is wrong, never the password. A URL without a password takes it from
     /// `environment` as libpq would: `PGPASSWORD`, else the password file (``PostgresPasswordFile``), so that it need
     /// not be on the command line.
-    public init(_ text: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(StorageError) {
+    package init(_ text: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(StorageError) {
         guard Self.isPostgres(text), let components = URLComponents(string: text) else {
             throw StorageError("the database URL is not a postgres:// URL (postgres://USER:PASSWORD@HOST:PORT/DATABASE)")
         }
@@ -156,7 +156,7 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
     }
 
     /// The URL without its password.
-    public var redacted: String {
+    package var redacted: String {
         var text = "postgres://\(username)\(password == nil ? "" : ":***")@\(host):\(port)/\(database)"
         var options: [String] = []
         if tlsMode != .prefer { options.append("sslmode=\(tlsMode.rawValue)") }
@@ -172,7 +172,7 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
         return text
     }
 
-    public var description: String { redacted }
+    package var description: String { redacted }
 
     /// The client configuration postgres-nio takes.
     func clientConfiguration() throws(StorageError) -> PostgresClient.Configuration {
@@ -229,7 +229,7 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
     }
 
     /// The client configuration, for tests that need their own client (creating databases).
-    public func clientConfigurationForTests() throws(StorageError) -> PostgresClient.Configuration {
+    package func clientConfigurationForTests() throws(StorageError) -> PostgresClient.Configuration {
         try clientConfiguration()
     }
 
@@ -245,7 +245,7 @@ extension PostgresDatabaseURL {
     /// Creates a database named `name` (letters, digits and `_` only) on this URL's server, connecting to this URL's
     /// database to do so (the user needs `CREATEDB`), and returns its URL. For tests, and for a `storekeeper copy`
     /// target.
-    public func creatingDatabase(named name: String) async throws(StorageError) -> PostgresDatabaseURL {
+    package func creatingDatabase(named name: String) async throws(StorageError) -> PostgresDatabaseURL {
         try Self.checkName(name)
         try await runMaintenance("CREATE DATABASE \(name)", doing: "create database \(name)")
         var created = self
@@ -257,7 +257,7 @@ extension PostgresDatabaseURL {
 extension PostgresDatabaseURL {
     /// Drops this URL's database (a name ``creatingDatabase(named:)`` accepts), connecting to the server's `postgres`
     /// database. No connection may be open on it, unless `closingConnections` (PostgreSQL's `FORCE`: it ends them).
-    public func droppingDatabase(closingConnections: Bool = false) async throws(StorageError) {
+    package func droppingDatabase(closingConnections: Bool = false) async throws(StorageError) {
         try Self.checkName(database)
         var maintenance = self
         maintenance.database = "postgres"

@@ -5,15 +5,15 @@ import StorekeeperCore
 /// of them instead of a timer each.
 ///
 /// postgres-nio keeps a lease request waiting while the pool has no connection to give: every connection busy, or the
-/// database not answering while the pool tries to connect again (a request then waited until the HTTP server's
-/// timeout). Each operation used to race a `Task.sleep` in a task group: a timer armed and cancelled, and a task more
-/// to start and to wait for, per read and per write, on the path of every request (`perf`: about 5 % of an uncached
-/// read's CPU in the timer's wake-ups alone). Now an operation runs in a task of its own, registered here with its
-/// deadline; the sweeper wakes every tenth of the timeout (at least 50 ms, at most a second) and cancels every
-/// operation whose deadline has passed while it still had no connection, which fails its lease request. An operation
-/// that has said it has its connection (``Lease/leased()``) is never cancelled for time (how long a statement may run
-/// is `statement_timeout`'s business); one that gets its connection just after its deadline's sweep is told so by
-/// ``Lease/leased()``'s answer and must give it back unused.
+/// database not answering while the pool tries to connect again (unbounded, a request would wait until the HTTP
+/// server's timeout). A timer per operation (a `Task.sleep` raced in a task group) would arm and cancel a timer, and
+/// start and wait for a task more, on every read and write: a cost on the path of every request (Benchmarks/History.md,
+/// eighth round). So an operation runs in a task of its own, registered here with its deadline; the sweeper wakes
+/// every tenth of the timeout (at least 50 ms, at most a second) and cancels every operation whose deadline has
+/// passed while it still had no connection, which fails its lease request. An operation that has said it has its
+/// connection (``Lease/leased()``) is never cancelled for time (how long a statement may run is `statement_timeout`'s
+/// business); one that gets its connection just after its deadline's sweep is told so by ``Lease/leased()``'s answer
+/// and must give it back unused.
 final class PostgresLeaseWatch: Sendable {
     /// One operation's lease: waiting for a connection until it has one (``leased()``) or its deadline passes.
     final class Lease: Sendable {

@@ -1,11 +1,11 @@
 import AppStoreModels
 import Foundation
 import PostgresNIO
-public import StorekeeperCore
+package import StorekeeperCore
 
 /// A ledger copied in (``LedgerImporting``), page by page, each page in one transaction.
 extension PostgresLedgerStore: LedgerImporting {
-    public func isEmpty() async throws(StorageError) -> Bool {
+    package func isEmpty() async throws(StorageError) -> Bool {
         try await read { connection in
             var empty = true
             for try await found in try await connection.run("""
@@ -17,7 +17,7 @@ extension PostgresLedgerStore: LedgerImporting {
         }
     }
 
-    public func importPage(_ page: LedgerPage) async throws(StorageError) {
+    package func importPage(_ page: LedgerPage) async throws(StorageError) {
         let _: Int = try await write { transaction in
             let connection = transaction.connection
             var changes = LedgerChanges(from: Ledger(), to: Ledger())

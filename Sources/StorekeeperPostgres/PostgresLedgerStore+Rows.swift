@@ -101,14 +101,14 @@ extension PostgresLedgerStore {
     ///
     /// Whether a linked family is one of consumables is read from its latest transaction (a family's transactions
     /// share one product type: a consumable is a family of its own, an upgrade stays auto-renewable), in the order of
-    /// its index: an `EXISTS` was planned for its first row found, as a sequential
-    /// scan of every transaction (`auto_explain`: 0.47 ms of a 0.65 ms read of 1,000 customers), where reading in the
-    /// index's order makes the index the cheaper way at any size but a handful of rows.
+    /// its index: an `EXISTS` is planned for its first row found, which can be a sequential scan of every
+    /// transaction, where reading in the index's order makes the index the cheaper way at any size but a handful of
+    /// rows.
     ///
     /// The arrays are read through sub-selects (`(SELECT $1::text[])`), which the planner cannot see into: it then
     /// plans every call for the same guessed number of requests and keeps one generic plan, where with the arrays
-    /// themselves it would plan again at every call for the number each call has (seen as about half of PostgreSQL's
-    /// time for a batch of eight in auto mode; forced generic plans cost the same as this).
+    /// themselves it would plan again at every call for the number each call has (Benchmarks/History.md, fifth
+    /// round).
     static func customerSQL(countingConsumables: Bool) -> String {
         let linked = countingConsumables ? """
             linked AS (

@@ -1,9 +1,9 @@
-public import AppStoreModels
-public import AppStoreSigning
-public import Foundation
-public import Logging
+package import AppStoreModels
+package import AppStoreSigning
+package import Foundation
+package import Logging
 import PostgresNIO
-public import StorekeeperCore
+package import StorekeeperCore
 import Synchronization
 
 /// The ledger on PostgreSQL, for several `storekeeper serve` instances sharing one database (postgres-nio, no ORM).
@@ -17,16 +17,16 @@ import Synchronization
 /// commit), to every other instance, whose ``PostgresChangeListener`` announces them on its own feed.
 ///
 /// Signed data is stored as ``StoredJWS`` parts with each distinct header once, as in SQLite.
-public final class PostgresLedgerStore: LedgerStore {
+package final class PostgresLedgerStore: LedgerStore {
     /// The connections (a postgres-nio client, renewed when the database comes back after an outage).
     let pool: PostgresPool
     let listener: PostgresChangeListener
-    public let changes: LedgerChangeFeed
-    public var databaseKind: String { "postgresql" }
+    package let changes: LedgerChangeFeed
+    package var databaseKind: String { "postgresql" }
     /// The schema migrations this open applied, oldest first (empty when the database was up to date).
-    public let migrationsApplied: [String]
+    package let migrationsApplied: [String]
     /// Where the database is (without its password).
-    public let url: PostgresDatabaseURL
+    package let url: PostgresDatabaseURL
     let headers = PostgresHeaders()
     /// Bounds every operation's wait for a connection (`connect_timeout`).
     let leaseWatch: PostgresLeaseWatch
@@ -40,20 +40,20 @@ public final class PostgresLedgerStore: LedgerStore {
     static let channel = "storekeeper_ledger_changes"
     let retries = Mutex<Int>(0)
     /// How many live notifications wait, while a batch is being written, before another writer starts
-    /// (``Batcher/gathering``; of 1, 4, 6, 8, 12 and 16 tried with 16 clients, 6 ran fastest on average, with about
-    /// 30 % less of PostgreSQL's CPU than 1: BENCHMARKS.md, tenth round). Customer reads do not gather: 6 measured no
-    /// faster than 1 there, their cost being Storekeeper's HTTP side more than the database.
+    /// (``Batcher/gathering``): the value that ran fastest, with the least of PostgreSQL's CPU per notification
+    /// (Benchmarks/History.md, tenth round). Customer reads do not gather: their cost is Storekeeper's HTTP side more
+    /// than the database, so gathering them did not make them faster.
     static let writeGathering = 6
     /// Live notifications, applied in batches under load.
-    public let notificationBatcher: Batcher<VerifiedNotification, ApplyOutcome>
+    package let notificationBatcher: Batcher<VerifiedNotification, ApplyOutcome>
     /// Customer reads for entitlements, read in batches under load.
-    public let readBatcher: Batcher<CustomerScope, Ledger>
+    package let readBatcher: Batcher<CustomerScope, Ledger>
     /// How many times a write was run again after a transient failure (a deadlock, a serialization failure, a lost
     /// connection), since this store was opened.
-    public var writesRetried: Int { retries.withLock { $0 } }
+    package var writesRetried: Int { retries.withLock { $0 } }
     /// Connections leased from postgres-nio's pool since this store was opened: one per connection worker started
     /// (``PostgresPool``), not one per operation.
-    public var connectionLeases: Int { pool.leases }
+    package var connectionLeases: Int { pool.leases }
 
     private init(
         pool: PostgresPool, listener: PostgresChangeListener, changes: LedgerChangeFeed,
@@ -76,7 +76,7 @@ public final class PostgresLedgerStore: LedgerStore {
 
     /// Connects, migrates the schema (once, under an advisory lock, whatever the number of instances starting) and
     /// starts listening for other instances' commits. Call ``close()`` when done.
-    public static func open(
+    package static func open(
         _ url: PostgresDatabaseURL, logger: Logger = Logger(label: "storekeeper.postgres"), metrics: StorekeeperMetrics = .discarded,
         unsafeFaultInjection: (@Sendable (String) throws -> Void)? = nil
     ) async throws(StorageError) -> PostgresLedgerStore {
@@ -114,7 +114,7 @@ public final class PostgresLedgerStore: LedgerStore {
     }
 
     /// Stops listening and closes every connection.
-    public func close() async {
+    package func close() async {
         await listener.stop()
         leaseWatch.stop()
         await pool.close()
@@ -132,7 +132,7 @@ public final class PostgresLedgerStore: LedgerStore {
     /// busy is applied at once, alone; under load, the next free writer applies all that wait in one transaction
     /// (``LedgerUnitOfWork/applyingTogether(_:)``), which costs about what one notification alone costs, and another
     /// writer starts only once ``writeGathering`` wait, or one has waited ``Batcher/longestWait``.
-    public func apply(_ notification: VerifiedNotification) async throws(StorageError) -> ApplyOutcome {
+    package func apply(_ notification: VerifiedNotification) async throws(StorageError) -> ApplyOutcome {
         try await notificationBatcher.submit(notification) { batch in
             self.metrics.batch(kind: "notifications", size: batch.count)
             return await self.applyTogether(batch)
@@ -165,21 +165,21 @@ public final class PostgresLedgerStore: LedgerStore {
         try await write { transaction in try await LedgerUnitOfWork.applying(notification).run(in: transaction) }
     }
 
-    public func applyRecovered(_ notifications: [VerifiedNotification], watermark: RecoveryWatermark?) async throws(StorageError) -> [ApplyOutcome] {
+    package func applyRecovered(_ notifications: [VerifiedNotification], watermark: RecoveryWatermark?) async throws(StorageError) -> [ApplyOutcome] {
         try await write { transaction in
             try await LedgerUnitOfWork.applyingRecovered(notifications, watermark: watermark).run(in: transaction)
         }
     }
 
-    public func applySnapshot(_ snapshot: AppStoreSnapshot) async throws(StorageError) -> Int {
+    package func applySnapshot(_ snapshot: AppStoreSnapshot) async throws(StorageError) -> Int {
         try await write { transaction in try await LedgerUnitOfWork.applyingSnapshot(snapshot).run(in: transaction) }
     }
 
-    public func submit(_ transaction: VerifiedSignedData<TransactionInfo>, customerId: String) async throws(StorageError) -> SubmissionOutcome {
+    package func submit(_ transaction: VerifiedSignedData<TransactionInfo>, customerId: String) async throws(StorageError) -> SubmissionOutcome {
         try await write { write in try await LedgerUnitOfWork.submitting(transaction, customerId: customerId).run(in: write) }
     }
 
-    public func recordRefused(_ refusal: RefusedNotification, keeping limit: Int) async throws(StorageError) {
+    package func recordRefused(_ refusal: RefusedNotification, keeping limit: Int) async throws(StorageError) {
         let _: Int = try await write { transaction in
             try await self.insertRefused(refusal, on: transaction.connection)
             // Ids only grow (with gaps where inserts rolled back), so at most `limit` rows are within `limit` of the largest.
@@ -205,7 +205,7 @@ public final class PostgresLedgerStore: LedgerStore {
             """)
     }
 
-    public func pruneRawPayloads(receivedBefore date: Date) async throws(StorageError) -> Int {
+    package func pruneRawPayloads(receivedBefore date: Date) async throws(StorageError) -> Int {
         try await write { transaction in
             // One statement over every old notification: the first run over a year's backlog may take longer than a
             // read or a write is allowed (`statement_timeout`), and would then never get through.
@@ -222,7 +222,7 @@ public final class PostgresLedgerStore: LedgerStore {
 
     /// The lease row is taken when free or lapsed by the database's clock (`clock_timestamp()`), so instances whose
     /// clocks disagree still agree on who holds it.
-    public func acquireLease(_ job: String, holder: String, duration: Duration) async throws(StorageError) -> Bool {
+    package func acquireLease(_ job: String, holder: String, duration: Duration) async throws(StorageError) -> Bool {
         let milliseconds = duration.components.seconds * 1_000 + duration.components.attoseconds / 1_000_000_000_000_000
         return try await read { connection in
             var held = false
@@ -237,7 +237,7 @@ public final class PostgresLedgerStore: LedgerStore {
     }
 
     /// Who holds a job's lease now (`nil` when nobody does, or the lease has lapsed), by the database's clock.
-    public func leaseHolder(_ job: String) async throws(StorageError) -> String? {
+    package func leaseHolder(_ job: String) async throws(StorageError) -> String? {
         try await read { connection in
             var holder: String? = nil
             for try await name in try await connection.run(
@@ -247,7 +247,7 @@ public final class PostgresLedgerStore: LedgerStore {
         }
     }
 
-    public func releaseLease(_ job: String, holder: String) async throws(StorageError) {
+    package func releaseLease(_ job: String, holder: String) async throws(StorageError) {
         try await read { connection in
             try await connection.execute("DELETE FROM job_leases WHERE name = \(job) AND holder = \(holder)")
         }
@@ -255,7 +255,7 @@ public final class PostgresLedgerStore: LedgerStore {
 
     // MARK: - Reads
 
-    public func customerExists(_ customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Bool {
+    package func customerExists(_ customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Bool {
         try await read { connection in
             var exists = false
             for try await value in try await connection.run("""
@@ -268,7 +268,7 @@ public final class PostgresLedgerStore: LedgerStore {
         }
     }
 
-    public func ledger(for customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger {
+    package func ledger(for customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger {
         let read = CustomerScope(customerId: customerId, bundleId: bundleId, environment: environment)
         return try await self.read { connection in try await self.loadCustomers(connection, [read], entitlementsOnly: false)[0] }
     }
@@ -277,7 +277,7 @@ public final class PostgresLedgerStore: LedgerStore {
     /// while a reader is free runs at once, alone; under load, the next free reader reads all that wait in one
     /// statement, which costs PostgreSQL about what one read alone costs (its start-up work, not its index look-ups,
     /// is most of a read's cost).
-    public func entitlementLedger(for customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger {
+    package func entitlementLedger(for customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger {
         try await readBatcher.submit(CustomerScope(customerId: customerId, bundleId: bundleId, environment: environment)) { reads in
             self.metrics.batch(kind: "customer_reads", size: reads.count)
             return await self.readTogether(reads)
@@ -315,7 +315,7 @@ public final class PostgresLedgerStore: LedgerStore {
         return !isTransient(error) && (timeoutIncluded || state != "57014")
     }
 
-    public func ledger(families: [LedgerKey]) async throws(StorageError) -> Ledger {
+    package func ledger(families: [LedgerKey]) async throws(StorageError) -> Ledger {
         try await read { connection in
             var ledger = Ledger()
             try await self.loadFamilies(connection, nil, families, into: &ledger)
@@ -323,7 +323,7 @@ public final class PostgresLedgerStore: LedgerStore {
         }
     }
 
-    public func subscriptionFamilies(bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> [String] {
+    package func subscriptionFamilies(bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> [String] {
         try await read { connection in
             var originals: [String] = []
             for try await original in try await connection.run("""
@@ -334,7 +334,7 @@ public final class PostgresLedgerStore: LedgerStore {
         }
     }
 
-    public func containsNotification(_ uuid: String) async throws(StorageError) -> Bool {
+    package func containsNotification(_ uuid: String) async throws(StorageError) -> Bool {
         try await read { connection in
             var found = false
             // A claimed row not yet committed is not seen; one committed is always complete.
@@ -343,7 +343,7 @@ public final class PostgresLedgerStore: LedgerStore {
         }
     }
 
-    public func recoveryWatermark(_ app: VerifierKey) async throws(StorageError) -> Date? {
+    package func recoveryWatermark(_ app: VerifierKey) async throws(StorageError) -> Date? {
         try await read { connection in
             var watermark: Date? = nil
             for try await value in try await connection.run("""
@@ -353,7 +353,7 @@ public final class PostgresLedgerStore: LedgerStore {
         }
     }
 
-    public func rawPayload(notificationUUID: String) async throws(StorageError) -> String? {
+    package func rawPayload(notificationUUID: String) async throws(StorageError) -> String? {
         try await read { connection in
             var columns: PostgresHeaders.Columns? = nil
             for try await (header, payload, signature, raw) in try await connection.run("""
@@ -367,7 +367,7 @@ public final class PostgresLedgerStore: LedgerStore {
         }
     }
 
-    public func notificationCounts() async throws(StorageError) -> [String: Int] {
+    package func notificationCounts() async throws(StorageError) -> [String: Int] {
         try await read { connection in
             var counts: [String: Int] = [:]
             for try await (outcome, count) in try await connection.run(
@@ -381,7 +381,7 @@ public final class PostgresLedgerStore: LedgerStore {
     }
 
     /// The server's version and the commit settings that decide durability, for benchmark reports.
-    public func serverDescription() async throws(StorageError) -> String {
+    package func serverDescription() async throws(StorageError) -> String {
         try await read { connection in
             var parts: [String] = []
             for try await (version, synchronous, fsync) in try await connection.run(
@@ -395,7 +395,7 @@ public final class PostgresLedgerStore: LedgerStore {
 
     /// Answers within 5 s: a database that is down makes the pool wait for a connection, which a load balancer's
     /// health check must not.
-    public func checkHealth() async throws(StorageError) {
+    package func checkHealth() async throws(StorageError) {
         let healthy: Result<Void, StorageError>? = await withTaskGroup(of: Result<Void, StorageError>?.self) { group in
             group.addTask {
                 do throws(StorageError) {

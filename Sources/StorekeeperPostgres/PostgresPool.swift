@@ -8,18 +8,17 @@ import Synchronization
 ///
 /// **Connections kept while busy.** Every time a connection goes back to postgres-nio's pool, the pool arms an idle
 /// timer (60 s) and a keep-alive timer (30 s), each a task sleeping its whole duration; the next lease cancels them,
-/// but a cancelled `Task.sleep` keeps its memory until its original deadline (about 800 bytes, measured). At a few
-/// thousand operations a second that held 100-160 MB more than SQLite, and growing with fragmentation (an outside
-/// test: RSS 119 → 186 MB in 280 s of uncached reads). So each connection is leased once by a *worker* (a task inside
+/// but a cancelled `Task.sleep` keeps its memory until its original deadline, so a lease per operation, at thousands
+/// of operations a second, holds memory that grows with the load (Benchmarks/History.md, "Memory"). So each
+/// connection is leased once by a *worker* (a task inside
 /// `withConnection`) that runs one operation after another; an operation goes to an idle worker, or starts one (up to
 /// ``maximumWorkers``), or waits for the next free one. A worker gives its connection back after ``idleTimeout``
 /// without work, found by one sweep a second: under load postgres-nio sees a lease per worker, not per operation.
 ///
 /// **Renewed after an outage.** postgres-nio's pool tries to connect again after failures with a backoff that grows to
 /// a minute (100 ms × 1.25ⁿ), and cannot be told to try now: after an outage of a few minutes its next attempt may come
-/// a minute after the database is back, and every read and write until then waits `connect_timeout` and fails (an
-/// outside test saw `/health` answer 503 after the database was back, and the first read take 7.2 s after a 12 s
-/// outage). So when an operation finds no connection (``noteFailure()``), the pool tries a connection of its own every
+/// a minute after the database is back, and every read and write until then waits `connect_timeout` and fails. So
+/// when an operation finds no connection (``noteFailure()``), the pool tries a connection of its own every
 /// ``probeInterval``; once one connects while nothing has been served since the failure and no operation holds a
 /// connection (a busy pool is not a broken one), a new client takes the old one's place (its workers stop; requests
 /// still waiting on it fail, and are answered 503 as before), and the next operation connects at once.

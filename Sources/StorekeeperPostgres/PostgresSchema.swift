@@ -60,9 +60,8 @@ enum PostgresSchema {
             """),
         // v1's index of an app's subscriptions began with the environment, and so held both columns of a family's
         // key: PostgreSQL costed it the same as the primary key for a family's look-up, and the generic plans of the
-        // prepared statements chose it, testing every subscription of the environment for the family's ID (found in
-        // `auto_explain`: 2.5 ms per look-up at 20,000 notifications, growing with the ledger). With the app first it
-        // serves the list of an app's subscriptions, and nothing else.
+        // prepared statements chose it, testing every subscription of the environment for the family's ID (a cost
+        // growing with the ledger). With the app first it serves the list of an app's subscriptions, and nothing else.
         ("v3: subscriptions by app, app first", """
             DROP INDEX subscriptions_by_app;
             CREATE INDEX subscriptions_of_app ON subscriptions (bundle_id, environment, original_transaction_id);

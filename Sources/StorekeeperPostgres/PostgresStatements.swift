@@ -3,8 +3,8 @@ import NIOCore
 import PostgresNIO
 
 /// The statements a write or a read runs every time, prepared once per connection (postgres-nio's
-/// ``PostgresPreparedStatement``): PostgreSQL then neither parses nor plans them again, which was most of its work
-/// per notification and per read (`perf`: over half of the server's time in `pg_plan_query` and the parser).
+/// ``PostgresPreparedStatement``): PostgreSQL then neither parses nor plans them again, which would otherwise be most
+/// of its work per notification and per read (Benchmarks/History.md, issue 11's second round).
 /// Their SQL is fixed; what varies goes in binds, lists as arrays (`unnest`).
 protocol PreparedStatementText {
     /// Unique per text: a new text needs a new name (a connection keeps what it prepared under a name).
@@ -120,8 +120,7 @@ enum LockAndClaimAllStatement: PreparedStatementText {
 ///
 /// A notification's row completes the row its claim inserted and keeps the claim's `received_at` (when it arrived):
 /// an update that changes no indexed column can be HOT (no new entry in either of the table's indexes, when the page
-/// has room). Measured over `bench ingest --count 4000`: 1,938 of 5,253 updates HOT, against 4 of 5,428 when the
-/// write set `received_at` again (v1).
+/// has room; Benchmarks/History.md, tenth round).
 enum WriteStatement: PreparedStatementText {
     static let name = "storekeeper_write_v2"
     static let sql = """

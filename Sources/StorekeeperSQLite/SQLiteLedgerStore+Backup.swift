@@ -5,24 +5,24 @@ import Glibc
 import Darwin
 #endif
 import GRDB
-public import StorekeeperCore
+package import StorekeeperCore
 
 extension SQLiteLedgerStore {
     /// What a backup copied.
-    public struct BackupSummary: Sendable, Codable, Equatable {
-        public var notifications: Int
-        public var transactions: Int
-        public var customers: Int
-        public var bytes: Int
+    package struct BackupSummary: Sendable, Codable, Equatable {
+        package var notifications: Int
+        package var transactions: Int
+        package var customers: Int
+        package var bytes: Int
         /// The schema migrations the copy carries, oldest first.
-        public var migrations: [String]
+        package var migrations: [String]
     }
 
     /// Copies the ledger at `path`, as of one moment, into a new SQLite file at `destination`, while a server may
     /// go on writing to it: SQLite's online backup reads one snapshot (WAL mode), so the copy is consistent and
     /// the server is never blocked. The source is not migrated or changed; an existing `destination` is never
     /// overwritten, and a failed backup leaves no file behind.
-    public static func backup(database path: String, to destination: String) throws(StorageError) -> BackupSummary {
+    package static func backup(database path: String, to destination: String) throws(StorageError) -> BackupSummary {
         let files = FileManager.default
         guard files.fileExists(atPath: path) else { throw StorageError("no database at \(path)") }
         guard access(path, R_OK) == 0 else { throw StorageError("the ledger \(path) cannot be read by this process (\(String(cString: strerror(errno))))") }

@@ -5,10 +5,10 @@ import StorekeeperCore
 extension SQLiteLedgerStore {
     /// The customer's families and tokens as ``customerFamilies`` finds them, with the consumable purchases of the
     /// families linked to the customer counted by the database instead of listed: a game's customer can have
-    /// thousands, and loading each one (4 statements and a JSON decode) made a read's cost grow with them
-    /// (BENCHMARKS.md). A linked family is the customer's whatever its tokens say (``Ledger/customer(of:)`` looks at
-    /// the explicit link first), so counting it here cannot attribute it differently; consumables that reach the
-    /// customer only through a token are still loaded one by one.
+    /// thousands, and loading each one (4 statements and a JSON decode) would make a read's cost grow with them
+    /// (Benchmarks/History.md, "Entitlement reads"). A linked family is the customer's whatever its tokens say
+    /// (``Ledger/customer(of:)`` looks at the explicit link first), so counting it here cannot attribute it
+    /// differently; consumables that reach the customer only through a token are still loaded one by one.
     ///
     /// Families are returned in two sets: those linked to the customer (their link is known, no need to read it
     /// again) and the others that carry one of the customer's tokens.

@@ -1,12 +1,12 @@
 import AppStoreModels
 import Foundation
 import GRDB
-public import StorekeeperCore
+package import StorekeeperCore
 
 /// The whole ledger in pages (``LedgerExporting``), read by primary key so that a page never holds a record twice.
 /// Pages are separate reads: copy a ledger that no server is writing.
 extension SQLiteLedgerStore: LedgerExporting {
-    public func exportPages(pageSize: Int, _ body: (LedgerPage) async throws -> Void) async throws {
+    package func exportPages(pageSize: Int, _ body: (LedgerPage) async throws -> Void) async throws {
         let size = max(1, pageSize)
         // Transactions (with their families' links and subscription records), family by family.
         var after: (String, String) = ("", "")
@@ -88,7 +88,7 @@ extension SQLiteLedgerStore: LedgerExporting {
         }
     }
 
-    public func customers() async throws(StorageError) -> [CustomerScope] {
+    package func customers() async throws(StorageError) -> [CustomerScope] {
         try await readPage { db in
             var customers = Set<CustomerScope>()
             for row in try Row.fetchAll(db, sql: """

@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-public import StorekeeperCore
+package import StorekeeperCore
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -12,7 +12,7 @@ extension SQLiteLedgerStore {
     /// own error is `SQLite error 8 … PRAGMA synchronous = FULL` for a read-only directory): the directory must be
     /// writable (SQLite writes its `-wal` and `-shm` files beside the ledger), the file readable and writable, and
     /// not a directory.
-    public static func checkAccess(_ path: String) throws(StorageError) {
+    package static func checkAccess(_ path: String) throws(StorageError) {
         let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {

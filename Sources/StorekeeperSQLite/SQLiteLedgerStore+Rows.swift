@@ -96,7 +96,7 @@ extension SQLiteLedgerStore {
 
     /// A `transactions` row as the ledger keeps it: the transaction decoded from the stored JWS payload, and the JWS
     /// (left empty when `signedData` is false: reads that only answer a customer never look at it, and putting the
-    /// kilobytes back together was a fifth of a read's time).
+    /// kilobytes back together would be a large part of a read's time).
     func transaction(
         _ row: Row, _ db: Database, _ memo: HeaderReferences.Memo?, decoder: JSONDecoder, signedData: Bool = true
     ) throws -> LedgerTransaction {

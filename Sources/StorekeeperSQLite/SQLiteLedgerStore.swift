@@ -1,10 +1,10 @@
-public import AppStoreModels
-public import AppStoreSigning
-public import Foundation
+package import AppStoreModels
+package import AppStoreSigning
+package import Foundation
 import GRDB
 import NIOPosix
 import Synchronization
-public import StorekeeperCore
+package import StorekeeperCore
 
 /// The embedded ledger: one SQLite file in WAL mode with `synchronous = FULL`, so an acknowledged notification
 /// survives a crash or power loss. Schema migrations run when the store opens.
@@ -13,23 +13,23 @@ public import StorekeeperCore
 /// writes back what changed, all inside one write transaction (SQLite serializes writers), so the database and the
 /// reference model cannot disagree. Signed data is stored as ``StoredJWS`` (each distinct protected header once, in
 /// `jws_headers`), from which every raw JWS is given back byte for byte. The schema is in `SQLiteSchema.swift`.
-public final class SQLiteLedgerStore: LedgerStore {
+package final class SQLiteLedgerStore: LedgerStore {
     let pool: DatabasePool
     /// The database file, for errors.
     let path: String
     /// A test seam that runs inside write transactions at named points; throwing from it rolls the write back.
     let unsafeFaultInjection: (@Sendable (String) throws -> Void)?
-    public let changes = LedgerChangeFeed()
-    public var databaseKind: String { "sqlite" }
+    package let changes = LedgerChangeFeed()
+    package var databaseKind: String { "sqlite" }
     /// The schema migrations this open applied, oldest first (empty when the database was up to date).
-    public let migrationsApplied: [String]
+    package let migrationsApplied: [String]
     /// The JWS headers the ledger holds, by reference.
     let headers = HeaderReferences()
 
     /// Opens (and creates or migrates) the database at `path`. With `creating` false, a database that holds no ledger
     /// yet (a new or empty file) is refused instead of made one; a SQLite database that is not a ledger (another
     /// program's, a simulator's) is always refused, never migrated.
-    public convenience init(path: String, creating: Bool = true, unsafeFaultInjection: (@Sendable (String) throws -> Void)? = nil) throws(StorageError) {
+    package convenience init(path: String, creating: Bool = true, unsafeFaultInjection: (@Sendable (String) throws -> Void)? = nil) throws(StorageError) {
         try self.init(path: path, creating: creating, unsafeFaultInjection: unsafeFaultInjection, statementTrace: nil)
     }
 
@@ -80,25 +80,25 @@ public final class SQLiteLedgerStore: LedgerStore {
 
     // MARK: - Writes
 
-    public func apply(_ notification: VerifiedNotification) async throws(StorageError) -> ApplyOutcome {
+    package func apply(_ notification: VerifiedNotification) async throws(StorageError) -> ApplyOutcome {
         try await writeAnnouncing { db, memo in
             try LedgerUnitOfWork.apply(notification, in: SQLiteWriteTransaction(store: self, db: db, memo: memo))
         }
     }
 
-    public func applyRecovered(_ notifications: [VerifiedNotification], watermark: RecoveryWatermark?) async throws(StorageError) -> [ApplyOutcome] {
+    package func applyRecovered(_ notifications: [VerifiedNotification], watermark: RecoveryWatermark?) async throws(StorageError) -> [ApplyOutcome] {
         try await writeAnnouncing { db, memo in
             try LedgerUnitOfWork.applyRecovered(notifications, watermark: watermark, in: SQLiteWriteTransaction(store: self, db: db, memo: memo))
         }
     }
 
-    public func applySnapshot(_ snapshot: AppStoreSnapshot) async throws(StorageError) -> Int {
+    package func applySnapshot(_ snapshot: AppStoreSnapshot) async throws(StorageError) -> Int {
         try await writeAnnouncing { db, memo in
             try LedgerUnitOfWork.applySnapshot(snapshot, in: SQLiteWriteTransaction(store: self, db: db, memo: memo))
         }
     }
 
-    public func recordRefused(_ refusal: RefusedNotification, keeping limit: Int) async throws(StorageError) {
+    package func recordRefused(_ refusal: RefusedNotification, keeping limit: Int) async throws(StorageError) {
         try await write { db, _ in
             try Self.insertRefused(db, refusal)
             // Ids only grow, so the newest `limit` rows are those within `limit` of the largest.
@@ -118,13 +118,13 @@ public final class SQLiteLedgerStore: LedgerStore {
             ])
     }
 
-    public func submit(_ transaction: VerifiedSignedData<TransactionInfo>, customerId: String) async throws(StorageError) -> SubmissionOutcome {
+    package func submit(_ transaction: VerifiedSignedData<TransactionInfo>, customerId: String) async throws(StorageError) -> SubmissionOutcome {
         try await writeAnnouncing { db, memo in
             try LedgerUnitOfWork.submit(transaction, customerId: customerId, in: SQLiteWriteTransaction(store: self, db: db, memo: memo))
         }
     }
 
-    public func pruneRawPayloads(receivedBefore date: Date) async throws(StorageError) -> Int {
+    package func pruneRawPayloads(receivedBefore date: Date) async throws(StorageError) -> Int {
         try await write { db, _ in
             try db.execute(
                 sql: """
@@ -139,7 +139,7 @@ public final class SQLiteLedgerStore: LedgerStore {
 
     /// Leases live in the ledger (`job_leases`), so that every process on the file (a `serve`, a `recover`, a
     /// `reconcile --all`) sees them; expiry is judged by the machine's clock, the one clock they share.
-    public func acquireLease(_ job: String, holder: String, duration: Duration) async throws(StorageError) -> Bool {
+    package func acquireLease(_ job: String, holder: String, duration: Duration) async throws(StorageError) -> Bool {
         let now = Date().epochMilliseconds
         let expires = now + Int64(duration / .milliseconds(1))
         return try await write { db, _ in
@@ -152,13 +152,13 @@ public final class SQLiteLedgerStore: LedgerStore {
         }
     }
 
-    public func releaseLease(_ job: String, holder: String) async throws(StorageError) {
+    package func releaseLease(_ job: String, holder: String) async throws(StorageError) {
         try await write { db, _ in
             try db.cachedStatement(sql: "DELETE FROM job_leases WHERE name = ? AND holder = ?").execute(arguments: [job, holder])
         }
     }
 
-    public func leaseHolder(_ job: String) async throws(StorageError) -> String? {
+    package func leaseHolder(_ job: String) async throws(StorageError) -> String? {
         let now = Date().epochMilliseconds
         return try await read { db in
             try String.fetchOne(db.cachedStatement(sql: "SELECT holder FROM job_leases WHERE name = ? AND expires_at >= ?"), arguments: [job, now])
@@ -167,7 +167,7 @@ public final class SQLiteLedgerStore: LedgerStore {
 
     // MARK: - Reads
 
-    public func customerExists(_ customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Bool {
+    package func customerExists(_ customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Bool {
         try await read { db in
             try Bool.fetchOne(db, sql: """
                 SELECT EXISTS (SELECT 1 FROM token_owners WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3)
@@ -178,7 +178,7 @@ public final class SQLiteLedgerStore: LedgerStore {
         }
     }
 
-    public func ledger(for customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger {
+    package func ledger(for customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger {
         try await read { db in
             var ledger = Ledger()
             let (tokens, originals) = try self.customerFamilies(db, customerId, bundleId, environment)
@@ -190,7 +190,7 @@ public final class SQLiteLedgerStore: LedgerStore {
         }
     }
 
-    public func entitlementLedger(for customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger {
+    package func entitlementLedger(for customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger {
         try await read { db in
             var ledger = Ledger()
             let (tokens, linked, byToken, consumables) = try self.customerFamiliesCountingConsumables(db, customerId, bundleId, environment)
@@ -226,7 +226,7 @@ public final class SQLiteLedgerStore: LedgerStore {
         }
     }
 
-    public func ledger(families: [LedgerKey]) async throws(StorageError) -> Ledger {
+    package func ledger(families: [LedgerKey]) async throws(StorageError) -> Ledger {
         try await read { db in
             var ledger = Ledger()
             for family in families.sorted() { try self.loadSubscriptionFamily(db, nil, family, into: &ledger) }
@@ -234,7 +234,7 @@ public final class SQLiteLedgerStore: LedgerStore {
         }
     }
 
-    public func subscriptionFamilies(bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> [String] {
+    package func subscriptionFamilies(bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> [String] {
         try await read { db in
             try String.fetchAll(
                 db, sql: "SELECT original_transaction_id FROM subscriptions WHERE environment = ? AND bundle_id = ? ORDER BY original_transaction_id",
@@ -243,11 +243,11 @@ public final class SQLiteLedgerStore: LedgerStore {
         }
     }
 
-    public func containsNotification(_ uuid: String) async throws(StorageError) -> Bool {
+    package func containsNotification(_ uuid: String) async throws(StorageError) -> Bool {
         try await read { db in try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM notifications WHERE uuid = ?"), arguments: [uuid]) == true }
     }
 
-    public func recoveryWatermark(_ app: VerifierKey) async throws(StorageError) -> Date? {
+    package func recoveryWatermark(_ app: VerifierKey) async throws(StorageError) -> Date? {
         try await read { db in
             try Int64.fetchOne(
                 db.cachedStatement(sql: "SELECT watermark FROM recovery_watermarks WHERE bundle_id = ? AND environment = ?"),
@@ -256,7 +256,7 @@ public final class SQLiteLedgerStore: LedgerStore {
         }
     }
 
-    public func rawPayload(notificationUUID: String) async throws(StorageError) -> String? {
+    package func rawPayload(notificationUUID: String) async throws(StorageError) -> String? {
         try await read { db in
             guard let row = try Row.fetchOne(
                 db, sql: "SELECT jws_header, jws_payload, jws_signature, jws_raw FROM notifications WHERE uuid = ?",
@@ -266,7 +266,7 @@ public final class SQLiteLedgerStore: LedgerStore {
         }
     }
 
-    public func notificationCounts() async throws(StorageError) -> [String: Int] {
+    package func notificationCounts() async throws(StorageError) -> [String: Int] {
         try await read { db in
             var counts: [String: Int] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT outcome, COUNT(*) AS n FROM notifications GROUP BY outcome") {
@@ -278,7 +278,7 @@ public final class SQLiteLedgerStore: LedgerStore {
     }
 
     /// The refused notification requests kept, oldest first (for audit and tests).
-    public func refusedNotifications() async throws(StorageError) -> [RefusedNotification] {
+    package func refusedNotifications() async throws(StorageError) -> [RefusedNotification] {
         try await read { db in
             let decoder = AppStoreJSON.makeDecoder()
             return try Row.fetchAll(db, sql: "SELECT * FROM refused_notifications ORDER BY id").map { row in
@@ -295,7 +295,7 @@ public final class SQLiteLedgerStore: LedgerStore {
 
     /// Bytes of the database file in use (pages holding data, after moving the write-ahead log into the file):
     /// what the ledger takes on disk, without the free pages SQLite keeps for reuse.
-    public func usedBytes() async throws(StorageError) -> Int {
+    package func usedBytes() async throws(StorageError) -> Int {
         let pool = self.pool
         do {
             return try await pool.writeWithoutTransaction { db in
@@ -308,7 +308,7 @@ public final class SQLiteLedgerStore: LedgerStore {
         }
     }
 
-    public func checkHealth() async throws(StorageError) {
+    package func checkHealth() async throws(StorageError) {
         _ = try await read { db in try Int.fetchOne(db, sql: "SELECT 1") }
     }
 
@@ -354,9 +354,10 @@ public final class SQLiteLedgerStore: LedgerStore {
     }
 
     /// Reads run GRDB's synchronous API on NIO's thread pool for blocking work: one hop there and one back. GRDB's
-    /// asynchronous API hops through its own actor to the reader's dispatch queue and back, which cost about 30 %
-    /// more CPU per customer read under 16 concurrent clients (BENCHMARKS.md). In WAL mode a read never waits for
-    /// the writer, and writes keep GRDB's asynchronous API so that they never hold these threads through an fsync.
+    /// asynchronous API hops through its own actor to the reader's dispatch queue and back, which costs more CPU per
+    /// customer read under concurrent clients (Benchmarks/History.md, "Entitlement reads"). In WAL mode a read never
+    /// waits for the writer, and writes keep GRDB's asynchronous API so that they never hold these threads through an
+    /// fsync.
     private func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(StorageError) -> T {
         let pool = self.pool
         do {

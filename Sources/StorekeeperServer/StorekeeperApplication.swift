@@ -3,24 +3,24 @@ import AppStoreModels
 import Glibc
 #endif
 import NIOCore
-public import AppStoreSigning
-public import Foundation
-public import Hummingbird
+package import AppStoreSigning
+package import Foundation
+package import Hummingbird
 import HummingbirdCore
-public import ServiceLifecycle
-public import Logging
-public import StorekeeperCore
+package import ServiceLifecycle
+package import Logging
+package import StorekeeperCore
 import StorekeeperHTTP
-public import AppStoreServerAPI
+package import AppStoreServerAPI
 
 /// Storekeeper's HTTP server: the notification webhook, the app API, and operations endpoints; one builder for
 /// `storekeeper serve`, the demo, the benchmarks and the tests.
-public enum StorekeeperApplication {
+package enum StorekeeperApplication {
     /// The largest body accepted anywhere: 1 MiB (Apple's notifications are about 15 KB).
     static let maximumBody = 1 << 20
 
     /// A router with every route, each a thin adapter over one use case of `StorekeeperCore`.
-    public static func buildRouter(
+    package static func buildRouter(
         store: any LedgerStore,
         configuration: ServerConfiguration,
         verifiers: [VerifierKey: SignedDataVerifier],
@@ -83,7 +83,7 @@ public enum StorekeeperApplication {
     /// is set, the notification recovery job for each app and environment with an API client (unless
     /// ``ServerConfiguration/recovery`` turns it off), and `services`, all in the application's service group with
     /// graceful shutdown.
-    public static func buildApplication(
+    package static func buildApplication(
         store: any LedgerStore,
         configuration: ServerConfiguration,
         verifiers: [VerifierKey: SignedDataVerifier],

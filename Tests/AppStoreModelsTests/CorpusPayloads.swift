@@ -1,4 +1,5 @@
 import Foundation
+import StorekeeperTesting
 
 /// Payloads of the real Apple-signed samples in `../shared/conformance/apple-signed/`, decoded without verifying
 /// (the models are tested here, signatures in AppStoreSigningTests).
@@ -10,12 +11,7 @@ enum CorpusPayloads {
         var description: String { name }
     }
 
-    static var directory: URL {
-        let shared = ProcessInfo.processInfo.environment["STOREKEEPER_SHARED_DIR"].map { URL(fileURLWithPath: $0) }
-            ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-                .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("shared")
-        return shared.appendingPathComponent("conformance/apple-signed")
-    }
+    static var directory: URL { SharedCorpus.appleSigned }
 
     static func base64URLDecode(_ segment: Substring) -> Data? {
         var text = segment.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")

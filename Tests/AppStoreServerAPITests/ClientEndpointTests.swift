@@ -5,6 +5,7 @@ import AppStoreSimulator
 import Foundation
 import HashTreeCollections
 import Logging
+import StorekeeperTesting
 import Testing
 
 @Suite("API client: every endpoint against the simulator over loopback")
@@ -48,7 +49,7 @@ struct ClientEndpointTests {
             let statuses = try await client.allSubscriptionStatuses("2000000000000001", status: [.active])
             #expect(statuses.data.first?.lastTransactions.first?.status == .active)
             let appTransaction = try await client.appTransactionInfo("2000000000000001")
-            #expect(try await live.verifier.verifyAppTransaction(appTransaction.signedAppTransactionInfo).payload.bundleId == L.bundleID)
+            #expect(try await live.verifier.verifyAppTransaction(appTransaction.signedAppTransactionInfo).payload.bundleId == TestAppStore.bundleID)
             try await client.finishTransaction("2000000000000005")
             try await client.setAppAccountToken("2000000000000044", token: LowercaseUUID(uuidString: "c0ffee00-1234-4abc-8def-0123456789ab")!)
         }
@@ -90,7 +91,7 @@ struct ClientEndpointTests {
         let orderId = try #require(await live.simulator.state.transactions["2000000000000007"]?.orderId)
         try await live.serve { url in
             let client = live.client(url)
-            let request = NotificationHistoryRequest(startDate: L.start.addingTimeInterval(-86_400), endDate: L.start.addingTimeInterval(86_400))
+            let request = NotificationHistoryRequest(startDate: TestAppStore.start.addingTimeInterval(-86_400), endDate: TestAppStore.start.addingTimeInterval(86_400))
             let pages = try await client.notificationHistory(request).all()
             #expect(pages.map(\.notificationHistory.count) == [20, 20, 7])
             let first = try #require(pages.first?.notificationHistory.first)
@@ -161,7 +162,7 @@ struct ClientEndpointTests {
             ("must be 0 when", { try await client.sendConsumptionInformation("1", .init(customerConsented: true, deliveryStatus: .undeliveredOther, sampleContentProvided: false, consumptionPercentage: 5)) }),
             ("not both", { _ = try client.notificationHistory(.init(startDate: Date(), endDate: Date().addingTimeInterval(9), notificationType: .refund, transactionId: "1")) }),
             ("needs notificationType", { _ = try client.notificationHistory(.init(startDate: Date(), endDate: Date().addingTimeInterval(9), notificationSubtype: .voluntary)) }),
-            ("before endDate", { _ = try client.notificationHistory(.init(startDate: L.start, endDate: L.start)) }),
+            ("before endDate", { _ = try client.notificationHistory(.init(startDate: TestAppStore.start, endDate: TestAppStore.start)) }),
             ("letters and digits", { _ = try await client.lookUpOrder("../etc") }),
             ("is not 1-5", { _ = try await client.allSubscriptionStatuses("1", status: [.init(rawValue: 9)]) }),
         ]
@@ -195,8 +196,8 @@ struct ClientVerifiedTests {
             let statuses = try await client.subscriptionStatuses("2000000000000001", verifier: verifier)
             #expect(statuses.map(\.renewalInfo.payload.autoRenewProductId) == ["pro.monthly"])
             #expect(try await client.refunds("2000000000000001", verifier: verifier).all().flatMap { $0 }.count == 3)
-            #expect(try await client.appTransaction("2000000000000001", verifier: verifier).payload.bundleId == L.bundleID)
-            let window = NotificationHistoryRequest(startDate: L.start.addingTimeInterval(-3600), endDate: L.start.addingTimeInterval(86_400), transactionId: "2000000000000044")
+            #expect(try await client.appTransaction("2000000000000001", verifier: verifier).payload.bundleId == TestAppStore.bundleID)
+            let window = NotificationHistoryRequest(startDate: TestAppStore.start.addingTimeInterval(-3600), endDate: TestAppStore.start.addingTimeInterval(86_400), transactionId: "2000000000000044")
             let notifications = try await client.notifications(window, verifier: verifier).all().flatMap { $0 }
             #expect(notifications.count == 47)
 

@@ -5,6 +5,7 @@ import AppStoreSimulator
 import Crypto
 import Foundation
 import Logging
+import StorekeeperTesting
 import Testing
 
 @Suite("API client: retries, Retry-After, rate limits, secrets")
@@ -160,14 +161,14 @@ struct ClientResilienceTests {
             _ = try await client.transactionInfo("2000000000000001")
             let notFound = await #expect(throws: AppStoreServerAPIError.self) { try await client.transactionInfo("42") }
             let wrongKey = AppStoreServerAPIClient(configuration: .init(
-                key: AppStoreAPIKey(issuerID: L.keyInfo.issuerId, keyID: "OTHERKEY", bundleID: L.bundleID, privateKey: .init()),
+                key: AppStoreAPIKey(issuerID: TestAppStore.apiKeyInfo.issuerId, keyID: "OTHERKEY", bundleID: TestAppStore.bundleID, privateKey: .init()),
                 endpoint: .custom(baseURL: url, environment: .sandbox)
             ), logger: logger)
             let unauthorized = await #expect(throws: AppStoreServerAPIError.self) { try await wrongKey.transactionInfo("2000000000000001") }
             #expect(unauthorized?.kind == .unauthorized)
-            let token = try APIAuthToken.make(key: AppStoreAPIKey(issuerID: L.keyInfo.issuerId, keyID: L.keyInfo.keyId, bundleID: L.bundleID, privateKey: L.privateKey))
+            let token = try APIAuthToken.make(key: AppStoreAPIKey(issuerID: TestAppStore.apiKeyInfo.issuerId, keyID: TestAppStore.apiKeyInfo.keyId, bundleID: TestAppStore.bundleID, privateKey: TestAppStore.apiPrivateKey))
             let tokenHeader = String(token.split(separator: ".")[0])
-            let keyText = L.privateKey.pemRepresentation.split(separator: "\n")[1]
+            let keyText = TestAppStore.apiPrivateKey.pemRepresentation.split(separator: "\n")[1]
             let texts = handler.all + [notFound.map(String.init(describing:)) ?? "", unauthorized.map(String.init(describing:)) ?? ""]
             #expect(handler.all.contains { $0.contains("retried") })
             for text in texts {

@@ -1,6 +1,7 @@
 @testable import AppStoreServerAPI
 import AppStoreSigning
 import Foundation
+import StorekeeperTesting
 import Testing
 
 @Suite("API client: auth tokens and clocks")

@@ -7,39 +7,23 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import Logging
+import StorekeeperTesting
 import Synchronization
 
 /// A simulator served on a loopback port the OS picks, and API clients for it.
 struct LiveSimulator {
-    static let keyInfo = SimulatorDirectory.APIKeyInfo(keyId: "CLIENTKEY1", issuerId: "5f1c1b1e-0000-4000-8000-00000000c11e")
-    static let privateKey = P256.Signing.PrivateKey()
-    static let bundleID = "com.example.storekeeper"
-    static let start = Date(timeIntervalSince1970: 1_780_000_000)
-    static let authority: TestCertificateAuthority = {
-        var options = TestCertificateAuthority.Options()
-        options.validity = Date(timeIntervalSince1970: 1_577_836_800)...Date(timeIntervalSince1970: 2_208_988_800)
-        return try! TestCertificateAuthority.generate(options: options)
-    }()
-
     let simulator: Simulator
     let environment: AppStoreEnvironment
 
     init(environment: AppStoreEnvironment = .sandbox, setUp: (inout LifecycleEngine) throws -> Void = { _ in }) throws {
-        var engine = try LifecycleEngine(
-            catalog: .sample, state: SimulatorState(environment: environment, renewalRate: .realTime, now: Self.start),
-            signer: try Self.authority.makeSigner()
-        )
+        var engine = try TestAppStore.engine(environment: environment)
         try setUp(&engine)
-        simulator = Simulator(engine: engine, apiKey: Self.keyInfo, apiPublicKey: Self.privateKey.publicKey)
+        simulator = TestAppStore.simulator(engine)
         self.environment = environment
     }
 
     /// A verifier that trusts the simulator's CA.
-    var verifier: SignedDataVerifier {
-        SignedDataVerifier(configuration: try! .init(
-            bundleID: Self.bundleID, appAppleID: 6_450_000_001, environment: environment, trustedRoots: [Self.authority.rootCertificate]
-        ))
-    }
+    var verifier: SignedDataVerifier { TestAppStore.verifier(environment: environment) }
 
     /// Serves the simulator and calls `body` with its base URL.
     func serve(_ body: @Sendable (String) async throws -> Void) async throws {
@@ -55,8 +39,7 @@ struct LiveSimulator {
         rateLimiting: AppStoreServerAPIClient.RateLimiting = .disabled,
         logger: Logger = Logger(label: "test")
     ) -> AppStoreServerAPIClient {
-        let key = AppStoreAPIKey(issuerID: Self.keyInfo.issuerId, keyID: Self.keyInfo.keyId, bundleID: Self.bundleID, privateKey: Self.privateKey)
-        var configuration = AppStoreServerAPIClient.Configuration(key: key, endpoint: .custom(baseURL: baseURL, environment: environment))
+        var configuration = AppStoreServerAPIClient.Configuration(key: TestAppStore.apiKey(), endpoint: .custom(baseURL: baseURL, environment: environment))
         configuration.retry = retry
         configuration.rateLimiting = rateLimiting
         return AppStoreServerAPIClient(configuration: configuration, logger: logger)

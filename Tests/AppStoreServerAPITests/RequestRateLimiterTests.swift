@@ -1,6 +1,7 @@
 import AppStoreModels
 import AppStoreServerAPI
 import Foundation
+import StorekeeperTesting
 import Testing
 
 @Suite("API client: the request rate limiter")

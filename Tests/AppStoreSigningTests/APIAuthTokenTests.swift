@@ -1,6 +1,7 @@
 @testable import AppStoreSigning
 import Crypto
 import Foundation
+import StorekeeperTesting
 import Testing
 
 @Suite("App Store Server API auth token")

@@ -1,5 +1,6 @@
 @testable import AppStoreSigning
 import Foundation
+import StorekeeperTesting
 import Testing
 
 @Suite("Base64 and base64url coding")

@@ -1,6 +1,7 @@
 import AppStoreModels
 @testable import AppStoreSigning
 import Foundation
+import StorekeeperTesting
 import Synchronization
 import Testing
 import X509

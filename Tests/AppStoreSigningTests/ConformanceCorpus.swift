@@ -1,4 +1,5 @@
 import Foundation
+import StorekeeperTesting
 import Testing
 
 /// The real Apple-signed samples in `../shared/conformance/apple-signed/` and what `INDEX.md` says of each.
@@ -13,17 +14,7 @@ struct ConformanceCorpus {
         var testDescription: String { file }
     }
 
-    /// `../shared` from the package root, or `STOREKEEPER_SHARED_DIR`.
-    static var sharedDirectory: URL {
-        if let override = ProcessInfo.processInfo.environment["STOREKEEPER_SHARED_DIR"] {
-            return URL(fileURLWithPath: override)
-        }
-        return URL(fileURLWithPath: #filePath)
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("shared")
-    }
-
-    static var directory: URL { sharedDirectory.appendingPathComponent("conformance/apple-signed") }
+    static var directory: URL { SharedCorpus.appleSigned }
 
     /// Every sample listed in INDEX.md. Crashes the test run with a clear message if the corpus is missing, so a
     /// missing corpus can never pass as "no samples".

@@ -1,6 +1,7 @@
 import AppStoreModels
 @testable import AppStoreSigning
 import Foundation
+import StorekeeperTesting
 import Testing
 import SwiftASN1
 import X509
@@ -124,7 +125,7 @@ struct ConformanceTests {
 
     @Test("the bundled root is byte-identical to ../shared/data/AppleRootCA-G3.cer, with Apple's fingerprint")
     func bundledRoot() throws {
-        let shared = try Data(contentsOf: ConformanceCorpus.sharedDirectory.appendingPathComponent("data/AppleRootCA-G3.cer"))
+        let shared = try Data(contentsOf: SharedCorpus.directory.appendingPathComponent("data/AppleRootCA-G3.cer"))
         #expect(Array(shared) == Certificate.appleRootCAG3DER)
         #expect(
             CertificateChain.fingerprint(Certificate.appleRootCAG3DER)

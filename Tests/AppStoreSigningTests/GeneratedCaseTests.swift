@@ -2,6 +2,7 @@ import AppStoreModels
 @testable import AppStoreSigning
 import Crypto
 import Foundation
+import StorekeeperTesting
 import SwiftASN1
 import Testing
 import X509

@@ -2,6 +2,7 @@ import AppStoreModels
 @testable import AppStoreSigning
 import Crypto
 import Foundation
+import StorekeeperTesting
 import Testing
 
 /// The routed entry points: a JWS whose payload was decoded, unverified, to choose its app's verifier

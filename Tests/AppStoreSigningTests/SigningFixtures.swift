@@ -2,6 +2,7 @@ import AppStoreModels
 @testable import AppStoreSigning
 import Crypto
 import Foundation
+import StorekeeperTesting
 import X509
 
 /// Test data signed by a fresh test CA, and verifiers that trust it.

@@ -5,26 +5,23 @@ import Crypto
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import StorekeeperTesting
 import Testing
 
 /// An in-memory simulator behind its HTTP router, with an API key to sign tokens.
 struct APITestbed {
-    static let keyInfo = SimulatorDirectory.APIKeyInfo(keyId: "TESTKEY123", issuerId: "9a1c3f5e-0000-4000-8000-000000000001")
-    static let privateKey = P256.Signing.PrivateKey()
-
     let simulator: Simulator
-    let harness: SimulatorHarness
+    let harness: SimulatorFixture
 
     init(environment: AppStoreEnvironment = .sandbox, setUp: (inout LifecycleEngine) throws -> Void = { _ in }) throws {
-        var harness = SimulatorHarness(environment: environment)
+        var harness = SimulatorFixture(environment: environment)
         try setUp(&harness.engine)
         self.harness = harness
-        simulator = Simulator(engine: harness.engine, apiKey: Self.keyInfo, apiPublicKey: Self.privateKey.publicKey)
+        simulator = TestAppStore.simulator(harness.engine)
     }
 
-    static func token(bundleId: String = SimulatorHarness.bundleID, lifetime: TimeInterval = 300, issuedAt: Date = Date()) throws -> String {
-        let key = AppStoreAPIKey(issuerID: keyInfo.issuerId, keyID: keyInfo.keyId, bundleID: bundleId, privateKey: privateKey)
-        return try APIAuthToken.make(key: key, issuedAt: issuedAt, lifetime: lifetime)
+    static func token(bundleId: String = TestAppStore.bundleID, lifetime: TimeInterval = 300, issuedAt: Date = Date()) throws -> String {
+        try TestAppStore.apiToken(bundleID: bundleId, lifetime: lifetime, issuedAt: issuedAt)
     }
 
     /// Runs `body` with a client for the router.

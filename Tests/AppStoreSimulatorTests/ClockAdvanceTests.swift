@@ -5,6 +5,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import Logging
+import StorekeeperTesting
 import Testing
 
 /// A clock advance plays every due time in order: each renewal, delivery and retry happens, and is recorded, at its
@@ -12,7 +13,7 @@ import Testing
 /// scenario or the running clock.
 @Suite("Simulator: deliveries and retries at their own time during a clock advance")
 struct ClockAdvanceTests {
-    typealias H = SimulatorHarness
+    typealias H = SimulatorFixture
 
     /// An item of Get Notification History: the notification, verified, and its attempts.
     struct HistoryItem {
@@ -23,7 +24,7 @@ struct ClockAdvanceTests {
 
     /// Every notification in the history (all pages), oldest first.
     static func history(
-        _ client: some TestClientProtocol, _ testbed: APITestbed, from start: Date = H.start, until end: Date
+        _ client: some TestClientProtocol, _ testbed: APITestbed, from start: Date = TestAppStore.start, until end: Date
     ) async throws -> [HistoryItem] {
         var items: [HistoryItem] = []
         var token: String? = nil
@@ -63,12 +64,12 @@ struct ClockAdvanceTests {
                 #expect(try await client.call(.post, "/simulator/v1/purchases", body: #"{"customerId":"alice","productId":"pro.monthly"}"#).status == 200)
                 let advanced = try await client.call(.post, "/simulator/v1/clock/advance", body: #"{"days":7}"#)
                 #expect(advanced.status == 200)
-                let week = H.start.addingTimeInterval(7 * 86_400)
+                let week = TestAppStore.start.addingTimeInterval(7 * 86_400)
                 let subscribed = try #require(try await Self.history(client, testbed, until: week).first)
                 #expect(subscribed.type == .subscribed)
-                #expect(subscribed.signedDate == H.start)
+                #expect(subscribed.signedDate == TestAppStore.start)
                 // Exactly Apple's schedule on the virtual clock: 1, 12, 24, 48 and 72 hours after each failure.
-                #expect(Self.hours(subscribed.attempts.map(\.date), after: H.start) == [0, 1, 13, 37, 85, 157])
+                #expect(Self.hours(subscribed.attempts.map(\.date), after: TestAppStore.start) == [0, 1, 13, 37, 85, 157])
                 #expect(subscribed.attempts.allSatisfy { $0.result == "UNSUCCESSFUL_HTTP_RESPONSE_CODE" })
 
                 // The receiver is back: two monthly renewals during a 62-day advance, each delivered at once.
@@ -96,7 +97,7 @@ struct ClockAdvanceTests {
         let deliverer = NotificationDeliverer(simulator: simulator, logger: Logger(label: "test"))
         let runner = ScenarioRunner(simulator: simulator, afterStep: { await deliverer.deliverDue() })
         let app = Application(router: SimulatorApplication.buildRouter(simulator: simulator))
-        let week = H.start.addingTimeInterval(7 * 86_400)
+        let week = TestAppStore.start.addingTimeInterval(7 * 86_400)
         try await receiver.serve { url in
             _ = try await simulator.perform { engine in engine.setNotificationURL(url) }
             try await runner.run(Scenario(name: "down", text: "buy alice pro.monthly\nadvance 7d"))
@@ -104,7 +105,7 @@ struct ClockAdvanceTests {
                 let items = try await Self.history(client, testbed, until: week)
                 #expect(items.map(\.type) == [.subscribed])
                 // Sandbox sends once, at creation, and does not retry.
-                #expect(items.first?.attempts.map(\.date) == [H.start])
+                #expect(items.first?.attempts.map(\.date) == [TestAppStore.start])
                 #expect(items.first?.attempts.map(\.result) == ["UNSUCCESSFUL_HTTP_RESPONSE_CODE"])
             }
             await receiver.set(.ok)
@@ -143,6 +144,6 @@ struct ClockAdvanceTests {
         #expect(order.count > 4)
         #expect(Set(order.prefix { $0 == order[0] }).count == 1 && Set(order.drop { $0 == order[0] }).count == 1)
         #expect(zip(seen, seen.dropFirst()).allSatisfy { $0.at <= $1.at })
-        await #expect(throws: SimulatorError.self) { try await simulator.advance(to: H.start) {} }
+        await #expect(throws: SimulatorError.self) { try await simulator.advance(to: TestAppStore.start) {} }
     }
 }

@@ -4,6 +4,7 @@ import AppStoreSigning
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import StorekeeperTesting
 import Testing
 
 @Suite("Simulator: control API")

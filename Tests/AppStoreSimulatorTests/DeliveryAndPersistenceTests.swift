@@ -7,6 +7,7 @@ import HashTreeCollections
 import Hummingbird
 import HummingbirdTesting
 import Logging
+import StorekeeperTesting
 import SwiftASN1
 import Testing
 import X509
@@ -38,7 +39,7 @@ actor Receiver {
 
 @Suite("Simulator: notification delivery and persistence")
 struct DeliveryAndPersistenceTests {
-    typealias H = SimulatorHarness
+    typealias H = SimulatorFixture
 
     @Test("a failing receiver gets Apple's retries in production, and history records every attempt")
     func retriesOverHTTP() async throws {
@@ -107,7 +108,7 @@ struct DeliveryAndPersistenceTests {
     func persistence() async throws {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("simulator-\(UUID())")
         defer { try? FileManager.default.removeItem(at: url) }
-        let directory = try SimulatorDirectory.initialize(at: url, now: H.start)
+        let directory = try SimulatorDirectory.initialize(at: url, now: TestAppStore.start)
         #expect(throws: SimulatorError.self) { try SimulatorDirectory.initialize(at: url) }
         let first = try Simulator(directory: directory)
         let purchase = try await first.perform { (engine) throws(SimulatorError) in
@@ -121,7 +122,7 @@ struct DeliveryAndPersistenceTests {
         #expect(state.notifications.count == 1)
         let root = try Certificate(pemEncoded: try String(contentsOf: directory.rootCertificateFile, encoding: .utf8))
         let verifier = SignedDataVerifier(configuration: try .init(
-            bundleID: H.bundleID, appAppleID: nil, environment: .sandbox, trustedRoots: [root]
+            bundleID: TestAppStore.bundleID, appAppleID: nil, environment: .sandbox, trustedRoots: [root]
         ))
         _ = try await verifier.verifyNotification(state.notifications[0].signedPayload)
         // A restarted simulator signs with a new leaf from the same CA: still trusted.

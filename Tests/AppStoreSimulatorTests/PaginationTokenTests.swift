@@ -2,6 +2,7 @@ import AppStoreModels
 @testable import AppStoreSimulator
 import Foundation
 import Hummingbird
+import StorekeeperTesting
 import Testing
 
 /// A pagination token (notification history) or revision (transaction history) is bound to what the request means,

@@ -1,5 +1,6 @@
 @testable import AppStoreSimulator
 import Foundation
+import StorekeeperTesting
 import Testing
 
 @Suite("Simulator: record table")

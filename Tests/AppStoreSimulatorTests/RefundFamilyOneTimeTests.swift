@@ -3,11 +3,12 @@ import AppStoreSigning
 @testable import AppStoreSimulator
 import Foundation
 import HashTreeCollections
+import StorekeeperTesting
 import Testing
 
 @Suite("Simulator: refunds, family sharing, one-time products, notifications")
 struct RefundFamilyOneTimeTests {
-    typealias H = SimulatorHarness
+    typealias H = SimulatorFixture
 
     @Test("a full refund revokes a subscription (status 5); a reversal restores it")
     func refundAndReversal() async throws {
@@ -152,7 +153,7 @@ struct RefundFamilyOneTimeTests {
     @Test("TEST notifications carry the app and environment and no transaction; production adds appAppleId")
     func testNotification() async throws {
         var h = H(environment: .production)
-        let token = try h.engine.requestTestNotification(bundleId: H.bundleID)
+        let token = try h.engine.requestTestNotification(bundleId: TestAppStore.bundleID)
         let seen = try await h.newNotifications()
         #expect(seen.map(\.summary) == ["TEST"])
         #expect(seen[0].payload.data?.signedTransactionInfo == nil)

@@ -2,11 +2,12 @@ import AppStoreModels
 import AppStoreSigning
 @testable import AppStoreSimulator
 import Foundation
+import StorekeeperTesting
 import Testing
 
 @Suite("Simulator: scenarios")
 struct ScenarioTests {
-    typealias H = SimulatorHarness
+    typealias H = SimulatorFixture
 
     /// Plays a shipped scenario on a fresh simulator; returns the verified notification summaries.
     static func play(_ name: String, environment: AppStoreEnvironment = .sandbox) async throws -> [String] {

@@ -6,11 +6,12 @@ import Foundation
 import HashTreeCollections
 import Hummingbird
 import HummingbirdTesting
+import StorekeeperTesting
 import Testing
 
 @Suite("Simulator: App Store Server API")
 struct SimulatorAPITests {
-    typealias H = SimulatorHarness
+    typealias H = SimulatorFixture
 
     static func setUpAlice(_ engine: inout LifecycleEngine) throws {
         try engine.createCustomer(id: "alice")
@@ -26,9 +27,9 @@ struct SimulatorAPITests {
             #expect(good.status == 200)
             for token in [
                 "", "not-a-token", other,
-                P256KeyToken.make(lifetime: 3_601, key: APITestbed.privateKey),
-                P256KeyToken.make(lifetime: 300, key: APITestbed.privateKey, audience: "appstoreconnect-v2"),
-                P256KeyToken.make(lifetime: 300, key: APITestbed.privateKey, algorithm: "ES384"),
+                P256KeyToken.make(lifetime: 3_601, key: TestAppStore.apiPrivateKey),
+                P256KeyToken.make(lifetime: 300, key: TestAppStore.apiPrivateKey, audience: "appstoreconnect-v2"),
+                P256KeyToken.make(lifetime: 300, key: TestAppStore.apiPrivateKey, algorithm: "ES384"),
                 try APITestbed.token(issuedAt: Date().addingTimeInterval(-400)),
                 try APITestbed.token(bundleId: "com.unknown.app"),
             ] {
@@ -43,7 +44,7 @@ struct SimulatorAPITests {
     @Test("Get Transaction Info: signed data, and Apple's errors")
     func transactionInfo() async throws {
         let testbed = try APITestbed(setUp: Self.setUpAlice)
-        let appTransactionId = try #require(await testbed.simulator.state.customers["alice"]?.appTransactionIds[H.bundleID])
+        let appTransactionId = try #require(await testbed.simulator.state.customers["alice"]?.appTransactionIds[TestAppStore.bundleID])
         try await testbed.withClient { client in
             let ok = try await client.call(.get, "/inApps/v1/transactions/2000000000000001")
             let signed = try #require(ok.json["signedTransactionInfo"] as? String)
@@ -367,7 +368,7 @@ extension SimulatorAPITests {
         }
         let state = await testbed.simulator.state
         let copy = try #require(state.transactions.values.first { $0.info.inAppOwnershipType == .familyShared }?.info.transactionId)
-        let appTransactionId = try #require(state.customers["parent"]?.appTransactionIds[H.bundleID])
+        let appTransactionId = try #require(state.customers["parent"]?.appTransactionIds[TestAppStore.bundleID])
         try await testbed.withClient { client in
             let token = #"{"appAccountToken":"c0ffee00-1234-4abc-8def-0123456789ab"}"#
             let family = try await client.call(.put, "/inApps/v1/transactions/\(copy)/appAccountToken", body: token)
@@ -392,7 +393,7 @@ extension SimulatorAPITests {
             #expect((history.json["signedTransactions"] as? [String])?.count == 1)
             let badOrder = try await client.call(.get, "/inApps/v1/lookup/not%20an%20order")
             #expect(badOrder.status == 404)  // sandbox: Look Up Order ID does not exist
-            let valid = try await client.call(.get, "/inApps/v1/transactions/2000000000000001", token: P256KeyToken.make(lifetime: 600, key: APITestbed.privateKey))
+            let valid = try await client.call(.get, "/inApps/v1/transactions/2000000000000001", token: P256KeyToken.make(lifetime: 600, key: TestAppStore.apiPrivateKey))
             #expect(valid.status == 200)
         }
     }
@@ -407,8 +408,8 @@ enum P256KeyToken {
                 .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
         }
         let now = Int(Date().timeIntervalSince1970)
-        let header = encode(#"{"alg":"\#(algorithm)","kid":"\#(APITestbed.keyInfo.keyId)","typ":"JWT"}"#)
-        let claims = encode(#"{"iss":"\#(APITestbed.keyInfo.issuerId)","iat":\#(now),"exp":\#(now + lifetime),"aud":"\#(audience)","bid":"com.example.storekeeper"}"#)
+        let header = encode(#"{"alg":"\#(algorithm)","kid":"\#(TestAppStore.apiKeyInfo.keyId)","typ":"JWT"}"#)
+        let claims = encode(#"{"iss":"\#(TestAppStore.apiKeyInfo.issuerId)","iat":\#(now),"exp":\#(now + lifetime),"aud":"\#(audience)","bid":"com.example.storekeeper"}"#)
         let signature = (try? key.signature(for: Data((header + "." + claims).utf8)))?.rawRepresentation ?? Data()
         return header + "." + claims + "." + signature.base64EncodedString().replacingOccurrences(of: "+", with: "-")
             .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
@@ -417,7 +418,7 @@ enum P256KeyToken {
     /// A token signed by a key the simulator does not know.
     static func make() -> String {
         let key = AppStoreAPIKey(
-            issuerID: APITestbed.keyInfo.issuerId, keyID: APITestbed.keyInfo.keyId, bundleID: SimulatorHarness.bundleID,
+            issuerID: TestAppStore.apiKeyInfo.issuerId, keyID: TestAppStore.apiKeyInfo.keyId, bundleID: TestAppStore.bundleID,
             privateKey: .init()
         )
         return (try? APIAuthToken.make(key: key)) ?? ""

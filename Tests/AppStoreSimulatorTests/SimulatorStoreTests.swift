@@ -1,13 +1,14 @@
 import AppStoreModels
 @testable import AppStoreSimulator
 import Foundation
+import StorekeeperTesting
 import Testing
 
 /// The simulator's database: what a save writes, what a restart (or another process) reads, and the import of a
 /// directory made before the database.
 @Suite("Simulator: its database")
 struct SimulatorStoreTests {
-    typealias H = SimulatorHarness
+    typealias H = SimulatorFixture
 
     static func temporaryDirectory() -> URL {
         FileManager.default.temporaryDirectory.appendingPathComponent("simulator-store-\(UUID())")
@@ -48,7 +49,7 @@ struct SimulatorStoreTests {
     func acknowledgedActionsAreCommitted() async throws {
         let url = Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: url) }
-        let directory = try SimulatorDirectory.initialize(at: url, now: H.start)
+        let directory = try SimulatorDirectory.initialize(at: url, now: TestAppStore.start)
         #expect(FileManager.default.fileExists(atPath: directory.databaseFile.path))
         #expect(!FileManager.default.fileExists(atPath: directory.stateFile.path))
         let simulator = try Simulator(directory: directory)
@@ -84,7 +85,7 @@ struct SimulatorStoreTests {
     func importsStateJSON() async throws {
         let url = Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: url) }
-        let directory = try SimulatorDirectory.initialize(at: url, environment: .production, now: H.start)
+        let directory = try SimulatorDirectory.initialize(at: url, environment: .production, now: TestAppStore.start)
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: directory.databaseFile.path + suffix) }
         // What an earlier simulator left: its state, written as it wrote state.json.
         var h = H(environment: .production)
@@ -96,7 +97,7 @@ struct SimulatorStoreTests {
         try h.engine.recordDeliveryAttempt(notificationUUID: h.engine.state.notifications[0].notificationUUID, result: "TIMED_OUT")
         try h.engine.requestRefund(transactionId: "2000000000000003", reason: .unintendedPurchase)
         h.engine.recordConsumptionInformation(transactionId: "2000000000000003", body: .object(["customerConsented": .bool(true)]))
-        try h.engine.extendAll(productId: "family.monthly", bundleId: H.bundleID, days: 3, requestIdentifier: "outage", storefronts: nil)
+        try h.engine.extendAll(productId: "family.monthly", bundleId: TestAppStore.bundleID, days: 3, requestIdentifier: "outage", storefronts: nil)
         try h.advance(days: 40)
         h.engine.state.faults.dropNextNotifications = 2
         h.engine.state.notificationURL = "http://127.0.0.1:9/nowhere"
@@ -125,7 +126,7 @@ struct SimulatorStoreTests {
     func refusesOtherFormats() throws {
         let url = Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: url) }
-        let directory = try SimulatorDirectory.initialize(at: url, now: H.start)
+        let directory = try SimulatorDirectory.initialize(at: url, now: TestAppStore.start)
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: directory.databaseFile.path + suffix) }
         try Data(#"{"formatVersion": 2}"#.utf8).write(to: directory.stateFile)
         let error = #expect(throws: SimulatorError.self) { try Simulator(directory: directory) }

@@ -3,11 +3,12 @@ import AppStoreSigning
 @testable import AppStoreSimulator
 import Foundation
 import HashTreeCollections
+import StorekeeperTesting
 import Testing
 
 @Suite("Simulator: subscription lifecycles")
 struct SubscriptionLifecycleTests {
-    typealias H = SimulatorHarness
+    typealias H = SimulatorFixture
 
     @Test("a first purchase subscribes: transaction and renewal info as Apple signs them")
     func subscribe() async throws {
@@ -23,8 +24,8 @@ struct SubscriptionLifecycleTests {
         #expect(transaction.type == .autoRenewable)
         #expect(transaction.productId == "pro.monthly")
         #expect(transaction.subscriptionGroupIdentifier == "21000001")
-        #expect(transaction.purchaseDate == H.start)
-        #expect(transaction.expiresDate == H.start.addingTimeInterval(31 * 86_400))  // 2026-05-28 → 06-28
+        #expect(transaction.purchaseDate == TestAppStore.start)
+        #expect(transaction.expiresDate == TestAppStore.start.addingTimeInterval(31 * 86_400))  // 2026-05-28 → 06-28
         #expect(transaction.price == 9990 && transaction.currency == "USD")
         #expect(transaction.storefront == "USA" && transaction.storefrontId == "143441")
         #expect(transaction.inAppOwnershipType == .purchased)
@@ -189,7 +190,7 @@ struct SubscriptionLifecycleTests {
         #expect(transaction.offerDiscountType == .freeTrial)
         #expect(transaction.offerPeriod == "P1W")
         #expect(transaction.price == 0)
-        #expect(transaction.expiresDate == H.start.addingTimeInterval(7 * 86_400))
+        #expect(transaction.expiresDate == TestAppStore.start.addingTimeInterval(7 * 86_400))
         try h.advance(days: 7)
         let renewal = try await h.newNotifications()
         #expect(renewal.map(\.summary) == ["DID_RENEW 1"])
@@ -297,7 +298,7 @@ struct SubscriptionLifecycleTests {
         #expect(throws: SimulatorError.self) { try h.buy("alice", "no.such.product") }
         #expect(throws: SimulatorError.self) { try h.buy("nobody", "pro.monthly") }
         #expect(throws: SimulatorError.self) { try h.buy("alice", "coins.100", quantity: 11) }
-        #expect(throws: SimulatorError.self) { try h.engine.advance(to: H.start.addingTimeInterval(-1)) }
+        #expect(throws: SimulatorError.self) { try h.engine.advance(to: TestAppStore.start.addingTimeInterval(-1)) }
         #expect(throws: SimulatorError.self) { try h.engine.refund(transactionId: "42") }
         #expect(throws: SimulatorError.self) { try h.engine.createCustomer(id: "alice") }
         #expect(throws: SimulatorError.self) { try h.engine.createCustomer(id: "carol", storefront: "XXX") }
@@ -347,7 +348,7 @@ struct SubscriptionLifecycleTests {
         try h.customer("alice")
         let purchase = try h.buy("alice", "pro.monthly")
         let transaction = try #require(h.engine.state.transactions[purchase.transactionId]?.info)
-        #expect(transaction.expiresDate == H.start.addingTimeInterval(300))
+        #expect(transaction.expiresDate == TestAppStore.start.addingTimeInterval(300))
         try h.engine.setBilling(customerId: "alice", works: false)
         try h.engine.advance(by: 300)
         try h.engine.advance(by: 300)

@@ -3,6 +3,7 @@ import AppStoreSigning
 import Crypto
 import Foundation
 import Glibc
+import StorekeeperTesting
 import SwiftASN1
 import StorekeeperSQLite
 import Testing
@@ -22,12 +23,7 @@ struct CLI {
         return bundle.appendingPathComponent("storekeeper")
     }
 
-    static var corpus: URL {
-        let shared = ProcessInfo.processInfo.environment["STOREKEEPER_SHARED_DIR"].map { URL(fileURLWithPath: $0) }
-            ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-                .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("shared")
-        return shared.appendingPathComponent("conformance/apple-signed")
-    }
+    static var corpus: URL { SharedCorpus.appleSigned }
 
     static func blockingRun(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:]) throws -> Output {
         let process = Process()

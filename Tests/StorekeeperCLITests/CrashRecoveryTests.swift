@@ -7,6 +7,7 @@ import Logging
 import NIOCore
 import StorekeeperCore
 import StorekeeperSQLite
+import StorekeeperTesting
 import Testing
 
 /// `storekeeper serve` as a child process that a test can kill with SIGKILL.

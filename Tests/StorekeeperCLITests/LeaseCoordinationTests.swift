@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import StorekeeperPostgres
 import StorekeeperSQLite
+import StorekeeperTesting
 import Testing
 
 /// `serve`, `recover` and `reconcile --all` on one ledger coordinate through the ledger's job leases, on SQLite as
@@ -19,7 +20,7 @@ struct LeaseCoordinationTests {
 
     @Test(
         "PostgreSQL: the same, on one database",
-        .enabled(if: TestPostgres.baseURL != nil, "STOREKEEPER_TEST_POSTGRES_URL is not set: the PostgreSQL tests are skipped (.ci/run sets it)")
+        .needsPostgres
     )
     func postgres() async throws {
         let directory = try CLI.temporaryDirectory("leases-postgres")

@@ -8,6 +8,7 @@ import NIOCore
 import NIOHTTP1
 import StorekeeperCore
 import StorekeeperSQLite
+import StorekeeperTesting
 import Testing
 
 /// A long-running `storekeeper` command as a child process, its output going to files a test reads while it runs

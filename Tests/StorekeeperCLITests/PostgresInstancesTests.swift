@@ -9,15 +9,16 @@ import NIOCore
 import NIOHTTP1
 import StorekeeperCore
 import StorekeeperPostgres
+import StorekeeperTesting
 import Synchronization
 import Testing
 
 /// Three `storekeeper serve` processes on one PostgreSQL database behind a round-robin balancer, as an operator runs
 /// them: the simulator's deliveries spread over them (duplicated and reordered by its fault injection), one SIGKILLed
 /// mid-burst and restarted.
-@Suite("PostgreSQL: three serve instances", .enabled(if: TestPostgres.baseURL != nil, "STOREKEEPER_TEST_POSTGRES_URL is not set: the PostgreSQL tests are skipped (.ci/run sets it)"))
+@Suite("PostgreSQL: three serve instances", .needsPostgres)
 struct PostgresInstancesTests {
-    static var baseURL: String? { TestPostgres.baseURL }
+    static var baseURL: String? { PostgresTestDatabase.urlText }
     static let apiKey = "e2e-app-key-0123456789"
 
     /// A new database on the test server, as a URL `serve` takes (password included).
@@ -277,9 +278,4 @@ struct PostgresInstancesTests {
             await store.close()
         }
     }
-}
-
-/// The PostgreSQL server the tests may use (`STOREKEEPER_TEST_POSTGRES_URL`; `.ci/run` starts one).
-enum TestPostgres {
-    static let baseURL: String? = ProcessInfo.processInfo.environment["STOREKEEPER_TEST_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
 }

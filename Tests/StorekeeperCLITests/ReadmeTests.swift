@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import StorekeeperTesting
 import Testing
 
 /// The README's commands, run as a reader runs them: every `sh` block, in order, in one shell, from a directory with

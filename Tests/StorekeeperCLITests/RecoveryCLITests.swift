@@ -6,6 +6,7 @@ import NIOCore
 import Logging
 import StorekeeperCore
 import StorekeeperSQLite
+import StorekeeperTesting
 import Testing
 
 /// A sandbox simulator served on loopback whose notifications all failed (nothing listened), and a configuration

@@ -4,6 +4,7 @@ import AppStoreSimulator
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import StorekeeperTesting
 import SwiftASN1
 import Testing
 import X509

@@ -3,6 +3,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
+import StorekeeperTesting
 import Testing
 
 @Suite("storekeeper simulator: crash")

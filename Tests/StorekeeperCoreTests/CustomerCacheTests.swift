@@ -1,5 +1,6 @@
 import Foundation
 import StorekeeperCore
+import StorekeeperTesting
 import Testing
 
 @Suite("Customer cache")

@@ -3,6 +3,7 @@ import Logging
 import StorekeeperCore
 import StorekeeperPostgres
 import StorekeeperSQLite
+import StorekeeperTesting
 import Synchronization
 import Testing
 

@@ -3,6 +3,7 @@ import AppStoreSigning
 import AppStoreSimulator
 import Foundation
 import StorekeeperCore
+import StorekeeperTesting
 import Synchronization
 import Testing
 
@@ -11,7 +12,7 @@ import Testing
 /// computed state stays true as time passes.
 @Suite("Ledger stores: change feed and state validity", .dropsTestDatabases)
 struct LedgerChangeFeedTests {
-    typealias H = LedgerHarness
+    typealias H = SimulatorFixture
 
     /// One write to a store.
     enum Write {
@@ -53,7 +54,7 @@ struct LedgerChangeFeedTests {
             case .everyone: announcements.add(Set(customers))
             }
         }
-        let engine = EntitlementEngine(configuration: H.configuration)
+        let engine = EntitlementEngine(configuration: H.entitlements)
         var views: [String: Ledger] = [:]
         for customer in customers { views[customer] = try await store.ledger(for: customer, bundleId: "com.example.storekeeper", environment: .sandbox) }
         var changes = 0
@@ -106,7 +107,7 @@ struct LedgerChangeFeedTests {
 
     static func writes(of harness: H) async throws -> (notifications: [Write], submissions: [Write]) {
         let notifications = try await harness.verifiedNotifications().map(Write.notification)
-        let submissions = try await LedgerStoreContractTests.appSubmissions(harness).map { Write.submission($0.0, $0.1) }
+        let submissions = try await harness.appSubmissions().map { Write.submission($0.0, $0.1) }
         return (notifications, submissions)
     }
 
@@ -154,7 +155,7 @@ struct LedgerChangeFeedTests {
         var payload = try #require(notifications.last).payload
         payload.notificationUUID = UUID().uuidString
         payload.data?.signedTransactionInfo = nil
-        let renewalOnly = try await harness.verifier.verifyNotification(try H.authority.makeSigner().sign(payload))
+        let renewalOnly = try await harness.verifier.verifyNotification(try TestAppStore.authority.makeSigner().sign(payload))
         #expect(renewalOnly.transaction == nil && renewalOnly.renewalInfo != nil)
         let submission = Write.submission(try await harness.verifier.verifyTransaction(purchase.signedTransaction), "alice")
         let writes = [submission, .notification(notifications[0]), .notification(renewalOnly)]
@@ -176,7 +177,7 @@ struct LedgerChangeFeedTests {
         let notifications = try await harness.verifiedNotifications().dropFirst(consumed).map(Write.notification)
         let writes = [Write.submission(try await harness.verifier.verifyTransaction(coins.signedTransaction), "tina")] + notifications
         let store = try await Self.check(writes, customers: ["tina"], backend: backend, until: harness.engine.state.now).store
-        let engine = EntitlementEngine(configuration: H.configuration)
+        let engine = EntitlementEngine(configuration: H.entitlements)
         let reduced = try await store.entitlementLedger(for: "tina", bundleId: "com.example.storekeeper", environment: .sandbox)
         let state = engine.state(of: "tina", in: reduced, environment: .sandbox, at: harness.engine.state.now)
         #expect(state.entitledProductIds == ["pro.monthly"], "\(state.entitledProductIds)")

@@ -5,19 +5,20 @@ import Foundation
 import StorekeeperCore
 import StorekeeperPostgres
 import StorekeeperSQLite
+import StorekeeperTesting
 import Testing
 
 /// `storekeeper copy`: a SQLite ledger moved into PostgreSQL answers the same for every customer.
-@Suite("Ledger copy: SQLite to PostgreSQL", .enabled(if: PostgresTestDatabase.url != nil, PostgresTestDatabase.skipReason), .dropsTestDatabases)
+@Suite("Ledger copy: SQLite to PostgreSQL", .needsPostgres, .dropsTestDatabases)
 struct LedgerCopyTests {
-    typealias H = LedgerHarness
+    typealias H = SimulatorFixture
 
     @Test("a ledger built by a shipped scenario, copied, gives every customer byte-identical answers", arguments: ShippedScenarios.all.map(\.name))
     func copyAnswersTheSame(name: String) async throws {
         var harness = try H()
         try await harness.play(name)
         let source = try SQLiteLedgerStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("ledger-\(UUID()).sqlite").path)
-        try await LedgerStoreContractTests.submitAll(harness, to: source)
+        try await harness.submitAll(to: source)
         let notifications = try await harness.verifiedNotifications()
         for notification in notifications { _ = try await source.apply(notification) }
         try await source.recordRefused(
@@ -42,7 +43,7 @@ struct LedgerCopyTests {
                 ledger.transactions = ledger.transactions.filter { $0.value.info.bundleId == customer.bundleId }
                 let answer = CustomerAnswer(
                     for: customer.customerId, in: ledger, bundleId: customer.bundleId, environment: customer.environment,
-                    configuration: H.configuration, at: harness.engine.state.now
+                    configuration: H.entitlements, at: harness.engine.state.now
                 )
                 answers.append(try encoder.encode(answer))
             }

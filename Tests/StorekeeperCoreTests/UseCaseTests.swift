@@ -5,13 +5,14 @@ import Foundation
 import Logging
 import StorekeeperCore
 import StorekeeperSQLite
+import StorekeeperTesting
 import Synchronization
 import Testing
 
 /// The use cases of `StorekeeperCore` on their own, without HTTP.
 @Suite("Use cases")
 struct UseCaseTests {
-    typealias H = LedgerHarness
+    typealias H = SimulatorFixture
     static let app = VerifierKey(bundleId: "com.example.storekeeper", environment: .sandbox)
     static let logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
 
@@ -76,7 +77,7 @@ struct UseCaseTests {
         _ = try await store.submit(try await harness.verifier.verifyTransaction(purchase.signedTransaction), customerId: "alice")
         let renders = Counter()
         let reader = CustomerReader<CustomerAnswer>(
-            store: store, configuration: H.configuration, cache: CustomerCache(capacity: 10, maxAge: 60), logger: Self.logger,
+            store: store, configuration: H.entitlements, cache: CustomerCache(capacity: 10, maxAge: 60), logger: Self.logger,
             render: { answer in renders.add(); return answer }
         )
         return (harness, purchase, store, reader, renders)
@@ -156,7 +157,7 @@ struct UseCaseTests {
         try await harness.play("subscriber-lifecycle")
         var reference = Ledger()
         let memory = InMemoryTransaction()
-        for (transaction, customer) in try await LedgerStoreContractTests.appSubmissions(harness) {
+        for (transaction, customer) in try await harness.appSubmissions() {
             #expect(try LedgerUnitOfWork.submit(transaction, customerId: customer, in: memory).outcome == .linked)
             reference.apply(transaction.payload, jws: transaction.jws, source: "app")
             try reference.link(transaction.payload, to: customer)
@@ -203,38 +204,6 @@ extension UseCaseTests {
         #expect(held.explicitLinks == reference.explicitLinks && Set(held.notifications.keys) == Set(reference.notifications.keys))
         #expect(held.notifications.mapValues(\.outcome) == reference.notifications.mapValues(\.outcome))
     }
-}
-
-/// A ledger held in memory, through the row operations a backend implements.
-final class InMemoryTransaction: LedgerWriteTransaction, Sendable {
-    let ledger = Mutex(Ledger())
-
-    func notificationExists(_ uuid: String) throws -> Bool { ledger.withLock { $0.notifications[uuid] != nil } }
-
-    func loadFamily(_ key: LedgerKey, into target: inout Ledger) throws {
-        let held = ledger.withLock { $0 }
-        for (id, transaction) in held.transactions where transaction.info.originalTransactionId == key.id && id.environment == key.environment {
-            target.transactions[id] = transaction
-        }
-        target.explicitLinks[key] = held.explicitLinks[key]
-        target.subscriptions[key] = held.subscriptions[key]
-    }
-
-    func tokenOwners(of tokens: Set<AppAccountTokenKey>) throws -> [AppAccountTokenKey: String] {
-        ledger.withLock { held in held.tokenOwners.filter { tokens.contains($0.key) } }
-    }
-
-    func write(_ changes: LedgerChanges) throws {
-        ledger.withLock { held in
-            for transaction in changes.transactions { held.transactions[LedgerKey(transaction.info.environment!, transaction.info.transactionId)] = transaction }
-            for subscription in changes.subscriptions { held.subscriptions[subscription.key] = subscription }
-            held.explicitLinks.merge(changes.links) { $1 }
-            held.tokenOwners.merge(changes.tokenOwners) { $1 }
-            for notification in changes.notifications { held.notifications[notification.notificationUUID] = notification }
-        }
-    }
-
-    func setRecoveryWatermark(_ watermark: RecoveryWatermark) throws {}
 }
 
 /// Counts calls from any thread.

@@ -1,4 +1,6 @@
 import StorekeeperCore
+import StorekeeperPostgres
+import StorekeeperTesting
 import Synchronization
 import Testing
 

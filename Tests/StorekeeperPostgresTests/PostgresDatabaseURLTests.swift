@@ -2,6 +2,7 @@ import Foundation
 import StorekeeperCore
 import PostgresNIO
 @testable import StorekeeperPostgres
+import StorekeeperTesting
 import Testing
 
 @Suite("PostgreSQL database URLs")
@@ -130,7 +131,7 @@ struct PostgresPasswordSourceTests {
         }
     }
 
-    @Test("PostgreSQL accepts a password given only through PGPASSWORD or the password file", .enabled(if: PostgresTestDatabase.url != nil, PostgresTestDatabase.skipReason))
+    @Test("PostgreSQL accepts a password given only through PGPASSWORD or the password file", .needsPostgres)
     func connects() async throws {
         let base = try #require(PostgresTestDatabase.url)
         let password = try #require(base.password)

@@ -1,5 +1,6 @@
 import Foundation
 @testable import StorekeeperPostgres
+import StorekeeperTesting
 import Synchronization
 import Testing
 

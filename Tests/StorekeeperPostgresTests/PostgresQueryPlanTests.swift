@@ -4,13 +4,14 @@ import Logging
 import PostgresNIO
 import StorekeeperCore
 @testable import StorekeeperPostgres
+import StorekeeperTesting
 import Testing
 
 /// A notification's or a read's cost must not grow with the ledger. The store's statements are prepared once per
 /// connection, and PostgreSQL soon runs each with one generic plan, made from the statistics of the moment (empty
 /// tables, at first) and kept as the tables grow. So the generic plan of every prepared statement, on a migrated
 /// empty ledger, must find its rows by a key: each index scan's conditions are on the index's leading columns.
-@Suite("PostgreSQL ledger: query plans", .enabled(if: PostgresTestDatabase.url != nil, PostgresTestDatabase.skipReason), .dropsTestDatabases)
+@Suite("PostgreSQL ledger: query plans", .needsPostgres, .dropsTestDatabases)
 struct PostgresQueryPlanTests {
     static var statements: [any PreparedStatementText.Type] {
         [

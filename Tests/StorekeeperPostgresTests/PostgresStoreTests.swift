@@ -8,14 +8,15 @@ import PostgresNIO
 import StorekeeperCore
 @testable import StorekeeperPostgres
 import StorekeeperSQLite
+import StorekeeperTesting
 import Synchronization
 import Testing
 
 /// What only PostgreSQL has to prove: several instances (stores) on one database at once. The contract tests run
 /// against it too (``Backend``).
-@Suite("PostgreSQL store: several instances on one database", .enabled(if: PostgresTestDatabase.url != nil, PostgresTestDatabase.skipReason), .dropsTestDatabases)
+@Suite("PostgreSQL store: several instances on one database", .needsPostgres, .dropsTestDatabases)
 struct PostgresStoreTests {
-    typealias H = LedgerHarness
+    typealias H = SimulatorFixture
 
     /// Waits (up to 5 s) until some transaction of this test's database waits for an advisory lock. pg_locks shows the
     /// whole server's locks: only this database counts, other tests run beside it.
@@ -83,7 +84,7 @@ struct PostgresStoreTests {
         }
         try harness.engine.advance(by: 70 * 86_400)
         let notifications = try await harness.verifiedNotifications()
-        let submissions = try await LedgerStoreContractTests.appSubmissions(harness)
+        let submissions = try await harness.appSubmissions()
         let customers = Set(submissions.map(\.1)).sorted()
 
         // The reference: one writer, in order.
@@ -121,7 +122,7 @@ struct PostgresStoreTests {
             let expected = try await reference.ledger(for: customer, bundleId: "com.example.storekeeper", environment: .sandbox)
             for store in stores {
                 let ledger = try await store.ledger(for: customer, bundleId: "com.example.storekeeper", environment: .sandbox)
-                #expect(LedgerStoreContractTests.differences(ledger, expected).isEmpty, "\(customer): \(LedgerStoreContractTests.differences(ledger, expected))")
+                #expect(Ledger.differences(ledger, expected).isEmpty, "\(customer): \(Ledger.differences(ledger, expected))")
             }
         }
         for store in stores { await store.close() }
@@ -173,7 +174,7 @@ struct PostgresStoreTests {
         for index in 0..<15 {
             let expected = try await reference.ledger(for: "b\(index)", bundleId: "com.example.storekeeper", environment: .sandbox)
             let ledger = try await store.ledger(for: "b\(index)", bundleId: "com.example.storekeeper", environment: .sandbox)
-            #expect(LedgerStoreContractTests.differences(ledger, expected).isEmpty, "b\(index): \(LedgerStoreContractTests.differences(ledger, expected))")
+            #expect(Ledger.differences(ledger, expected).isEmpty, "b\(index): \(Ledger.differences(ledger, expected))")
         }
         await store.close()
     }
@@ -194,7 +195,7 @@ struct PostgresStoreTests {
         var url = try await PostgresTestDatabase.create()
         let writer = try await PostgresLedgerStore.open(url)
         for store in [reference, writer] as [any LedgerStore] {
-            try await LedgerStoreContractTests.submitAll(harness, to: store)
+            try await harness.submitAll(to: store)
             for notification in notifications { _ = try await store.apply(notification) }
         }
         await writer.close()
@@ -244,7 +245,7 @@ struct PostgresStoreTests {
                 }
                 let ledger = try result.get()
                 let expected = try await reference.entitlementLedger(for: read.customerId, bundleId: read.bundleId, environment: read.environment)
-                #expect(LedgerStoreContractTests.differences(ledger, expected).isEmpty, "\(read): \(LedgerStoreContractTests.differences(ledger, expected))")
+                #expect(Ledger.differences(ledger, expected).isEmpty, "\(read): \(Ledger.differences(ledger, expected))")
                 #expect(ledger.consumableTotals == expected.consumableTotals && ledger.omittedTransactionTokens == expected.omittedTransactionTokens, "\(read)")
             }
         }
@@ -315,7 +316,7 @@ struct PostgresStoreTests {
 
     @Test("a write PostgreSQL aborts in a deadlock is run again by the store, and nothing is lost")
     func deadlocksAreRetried() async throws {
-        let harness = try LedgerHarness.monthlySubscribers(["a", "b"])
+        let harness = try SimulatorFixture.monthlySubscribers(["a", "b"])
         let notifications = try await harness.verifiedNotifications()
         let url = try await PostgresTestDatabase.create()
         let metrics = TestMetrics()
@@ -380,7 +381,7 @@ struct PostgresStoreTests {
         try harness.engine.createCustomer(id: "alice")
         _ = try harness.engine.purchase(.init(customerId: "alice", productId: "pro.monthly"))
         let notification = try #require(try await harness.verifiedNotifications().first)
-        let submission = try #require(try await LedgerStoreContractTests.appSubmissions(harness).first)
+        let submission = try #require(try await harness.appSubmissions().first)
         let stores = try await Self.instances(2)
         let heard = Collected<LedgerChange>()
         stores[1].changes.subscribe { change in heard.add(change) }
@@ -392,11 +393,4 @@ struct PostgresStoreTests {
         #expect(heard.values == [.customers(["alice"]), .customers(["alice"])])
         for store in stores { await store.close() }
     }
-}
-
-/// Values collected from any thread.
-final class Collected<Value: Sendable>: Sendable {
-    private let storage = Mutex<[Value]>([])
-    func add(_ value: Value) { storage.withLock { $0.append(value) } }
-    var values: [Value] { storage.withLock { $0 } }
 }

@@ -6,11 +6,12 @@ import Logging
 import PostgresNIO
 import StorekeeperCore
 @testable import StorekeeperPostgres
+import StorekeeperTesting
 import Testing
 
 /// What the PostgreSQL store does when the database is slow to answer, or a statement cannot run: bounded waits
 /// (`connect_timeout`, `statement_timeout`) with clear errors, and nothing left broken once the database is fine.
-@Suite("PostgreSQL store: timeouts", .enabled(if: PostgresTestDatabase.url != nil, PostgresTestDatabase.skipReason), .dropsTestDatabases)
+@Suite("PostgreSQL store: timeouts", .needsPostgres, .dropsTestDatabases)
 struct PostgresTimeoutTests {
     /// Runs `body` while the store's one free connection (a pool of 2, one listening) is held by a write of
     /// `notification` waiting for its family's lock, which a transaction of this test holds; returns that write, which
@@ -34,10 +35,10 @@ struct PostgresTimeoutTests {
 
     @Test("with no connection free within connect_timeout, a read and a write fail with a clear error instead of waiting without end; they succeed once one is free")
     func noConnectionWithinTimeout() async throws {
-        let harness = try LedgerHarness.monthlySubscribers(["alice", "bob"])
+        let harness = try SimulatorFixture.monthlySubscribers(["alice", "bob"])
         let notifications = try await harness.verifiedNotifications()
         let (notification, other) = (notifications[0], notifications[1])
-        let submission = try #require(try await LedgerStoreContractTests.appSubmissions(harness).first { $0.1 == "alice" })
+        let submission = try #require(try await harness.appSubmissions().first { $0.1 == "alice" })
         var url = try await PostgresTestDatabase.create()
         url.poolSize = 2 // One connection listens for other instances' writes: one is left for reads and writes.
         url.connectTimeout = .seconds(1)
@@ -64,7 +65,7 @@ struct PostgresTimeoutTests {
 
     @Test("a read queued behind a batch that waits for a connection fails within connect_timeout of its own arrival, not after both waits")
     func queuedReadBoundedFromArrival() async throws {
-        let harness = try LedgerHarness.monthlySubscribers(["erin"])
+        let harness = try SimulatorFixture.monthlySubscribers(["erin"])
         let notification = try #require(try await harness.verifiedNotifications().first)
         var url = try await PostgresTestDatabase.create()
         url.poolSize = 2 // One connection listens: one is left for reads and writes.
@@ -91,7 +92,7 @@ struct PostgresTimeoutTests {
 
     @Test("a write waiting on a lock longer than statement_timeout fails with a clear error and leaves nothing behind; the others of its batch go through; it succeeds once the lock is free")
     func statementTimeout() async throws {
-        let harness = try LedgerHarness.monthlySubscribers(["carol", "dave"])
+        let harness = try SimulatorFixture.monthlySubscribers(["carol", "dave"])
         let notifications = try await harness.verifiedNotifications()
         let (stuck, other) = (notifications[0], notifications[1])
         var url = try await PostgresTestDatabase.create()

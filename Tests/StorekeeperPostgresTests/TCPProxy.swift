@@ -1,5 +1,6 @@
 import NIOCore
 import NIOPosix
+import StorekeeperTesting
 import Synchronization
 
 /// A loopback TCP proxy to a server, that a test can cut (every connection closed, new ones refused) and restore on

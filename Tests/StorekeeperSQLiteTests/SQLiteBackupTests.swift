@@ -4,6 +4,7 @@ import Foundation
 import GRDB
 import StorekeeperCore
 @testable import StorekeeperSQLite
+import StorekeeperTesting
 import Testing
 
 @Suite("SQLite ledger: online backup")
@@ -14,12 +15,12 @@ struct SQLiteBackupTests {
 
     @Test("a backup taken while notifications are being applied is a consistent ledger; after the writes it equals the source")
     func whileWriting() async throws {
-        var harness = try LedgerHarness()
+        var harness = try SimulatorFixture()
         try await harness.play("subscriber-lifecycle")
         let notifications = try await harness.verifiedNotifications()
         let path = Self.temporaryPath("source")
         let store = try SQLiteLedgerStore(path: path)
-        try await LedgerStoreContractTests.submitAll(harness, to: store)
+        try await harness.submitAll(to: store)
         let customers = harness.engine.groundTruth().map(\.customerId)
 
         // During the writes: the copy opens as a ledger, passes SQLite's integrity check, and holds a prefix.

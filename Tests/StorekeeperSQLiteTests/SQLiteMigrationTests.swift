@@ -5,13 +5,14 @@ import Foundation
 import GRDB
 import StorekeeperCore
 @testable import StorekeeperSQLite
+import StorekeeperTesting
 import Testing
 
 @Suite("SQLite ledger: migrations")
 struct SQLiteMigrationTests {
     @Test("a database of the first schema is migrated at open: the columns later migrations add are filled from the stored JSON")
     func fromFirstSchema() async throws {
-        var harness = try LedgerHarness()
+        var harness = try SimulatorFixture()
         try harness.engine.createCustomer(id: "alice")
         let purchase = try harness.engine.purchase(.init(customerId: "alice", productId: "pro.monthly"))
         let transaction = try await harness.verifier.verifyTransaction(purchase.signedTransaction)
@@ -47,7 +48,7 @@ struct SQLiteMigrationTests {
         #expect(columns?["revoked"] == false)
         let reduced = try await store.entitlementLedger(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox)
         #expect(reduced.transactions.values.map(\.info.transactionId) == [purchase.transactionId])
-        let state = EntitlementEngine(configuration: LedgerHarness.configuration)
+        let state = EntitlementEngine(configuration: SimulatorFixture.entitlements)
             .state(of: "alice", in: reduced, environment: .sandbox, at: harness.engine.state.now)
         #expect(state.entitledProductIds == ["pro.monthly"])
         // The open says which migrations it applied; the next open applies none.
@@ -57,7 +58,7 @@ struct SQLiteMigrationTests {
 
     @Test("a ledger of schema v4 (raw JWS, global token owners, whole refused payloads) migrates: every JWS comes back byte for byte, tokens are per app, refusals are bounded records, the file shrinks")
     func fromRawSignedData() async throws {
-        var harness = try LedgerHarness()
+        var harness = try SimulatorFixture()
         let token = LowercaseUUID(UUID())
         try harness.engine.createCustomer(id: "tina")
         _ = try harness.engine.purchase(.init(customerId: "tina", productId: "pro.monthly", appAccountToken: token))

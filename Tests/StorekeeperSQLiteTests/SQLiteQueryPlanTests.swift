@@ -3,6 +3,7 @@ import AppStoreSimulator
 import Foundation
 import GRDB
 @testable import StorekeeperSQLite
+import StorekeeperTesting
 import Synchronization
 import Testing
 
@@ -42,7 +43,7 @@ struct SQLiteQueryPlanTests {
     func everyStatement() async throws {
         let log = StatementLog()
         for name in ShippedScenarios.all.map(\.name) + ["tokens"] {
-            var harness = try LedgerHarness()
+            var harness = try SimulatorFixture()
             if name == "tokens" {
                 let token = LowercaseUUID(UUID())
                 for customer in ["tina", "ursula"] { try harness.engine.createCustomer(id: customer) }
@@ -52,7 +53,7 @@ struct SQLiteQueryPlanTests {
                 try await harness.play(name)
             }
             let store = try SQLiteLedgerStore(path: Self.temporaryPath(), unsafeFaultInjection: nil, statementTrace: log.add)
-            try await LedgerStoreContractTests.submitAll(harness, to: store)
+            try await harness.submitAll(to: store)
             for notification in try await harness.verifiedNotifications() { _ = try await store.apply(notification) }
             for customer in harness.engine.groundTruth().map(\.customerId) + ["nobody"] {
                 _ = try await store.customerExists(customer, bundleId: "com.example.storekeeper", environment: .sandbox)

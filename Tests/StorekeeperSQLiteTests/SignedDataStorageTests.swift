@@ -5,25 +5,20 @@ import Foundation
 import GRDB
 import StorekeeperCore
 @testable import StorekeeperSQLite
+import StorekeeperTesting
 import Testing
 
 /// Signed data is stored once per distinct header and given back byte for byte; the ledger stays small per
 /// notification; old ledgers migrate; raw payloads can be dropped after a while while the facts stay.
 @Suite("SQLite ledger: signed data storage")
 struct SignedDataStorageTests {
-    typealias H = LedgerHarness
+    typealias H = SimulatorFixture
 
     static func temporaryPath() -> String {
         FileManager.default.temporaryDirectory.appendingPathComponent("signed-\(UUID()).sqlite").path
     }
 
-    /// `../shared` from the package root, or `STOREKEEPER_SHARED_DIR`.
-    static var corpus: URL {
-        let shared = ProcessInfo.processInfo.environment["STOREKEEPER_SHARED_DIR"].map(URL.init(fileURLWithPath:))
-            ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("shared")
-        return shared.appendingPathComponent("conformance/apple-signed")
-    }
+    static var corpus: URL { SharedCorpus.appleSigned }
 
     @Test("every real Apple JWS of the corpus splits and comes back byte for byte, nested headers taken out")
     func corpusRoundTrip() throws {
@@ -62,7 +57,7 @@ struct SignedDataStorageTests {
             let store = try SQLiteLedgerStore(path: Self.temporaryPath())
             // The reference model gets what the store gets: the apps' submissions, then the notifications.
             var reference = Ledger()
-            for (transaction, customer) in try await LedgerStoreContractTests.appSubmissions(harness) {
+            for (transaction, customer) in try await harness.appSubmissions() {
                 #expect(try await store.submit(transaction, customerId: customer) == .linked)
                 reference.apply(transaction.payload, jws: transaction.jws, source: "app")
                 try reference.link(transaction.payload, to: customer)
@@ -112,7 +107,7 @@ struct SignedDataStorageTests {
         var harness = try H()
         try await harness.play("subscriber-lifecycle")
         let store = try SQLiteLedgerStore(path: Self.temporaryPath())
-        try await LedgerStoreContractTests.submitAll(harness, to: store)
+        try await harness.submitAll(to: store)
         let notifications = try await harness.verifiedNotifications()
         for notification in notifications { _ = try await store.apply(notification) }
         let before = try await store.ledger(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox)

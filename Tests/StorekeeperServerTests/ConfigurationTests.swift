@@ -5,6 +5,7 @@ import Crypto
 import Foundation
 import StorekeeperCore
 import StorekeeperServer
+import StorekeeperTesting
 import Testing
 
 @Suite("Storekeeper server: configuration")

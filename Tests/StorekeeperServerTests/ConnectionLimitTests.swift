@@ -3,6 +3,7 @@ import Hummingbird
 import Logging
 import StorekeeperCore
 @testable import StorekeeperServer
+import StorekeeperTesting
 import Testing
 #if canImport(Glibc)
 import Glibc

@@ -5,6 +5,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import StorekeeperDemo
+import StorekeeperTesting
 import Testing
 
 @Suite("Storekeeper server: app API")

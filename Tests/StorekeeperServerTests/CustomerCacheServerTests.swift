@@ -5,20 +5,13 @@ import HashTreeCollections
 import Hummingbird
 import HummingbirdTesting
 import StorekeeperServer
+import StorekeeperTesting
 import Synchronization
 import Testing
 
 @Suite("Storekeeper server: cached customer reads")
 struct CustomerCacheServerTests {
     typealias T = ServerTestbed
-
-    /// A clock the test moves.
-    final class TestClock: Sendable {
-        private let date: Mutex<Date>
-        init(_ date: Date) { self.date = Mutex(date) }
-        var now: Date { date.withLock { $0 } }
-        func set(_ new: Date) { date.withLock { $0 = new } }
-    }
 
     @Test("a cached answer is replaced as soon as a notification changes the customer, and when time ends an entitlement")
     func freshness() async throws {

@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import StorekeeperCore
 import StorekeeperServer
+import StorekeeperTesting
 import Testing
 
 @Suite("Storekeeper server: the customer answer's JSON writer")

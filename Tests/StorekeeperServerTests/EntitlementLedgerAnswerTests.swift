@@ -6,6 +6,7 @@ import Hummingbird
 import StorekeeperCore
 import StorekeeperServer
 import StorekeeperSQLite
+import StorekeeperTesting
 import Testing
 
 @Suite("Storekeeper server: answers from the entitlement ledger")

@@ -6,6 +6,7 @@ import Hummingbird
 import HummingbirdTesting
 import StorekeeperCore
 import StorekeeperServer
+import StorekeeperTesting
 import Testing
 
 @Suite("Storekeeper server: metrics")

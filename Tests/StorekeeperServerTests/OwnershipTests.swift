@@ -5,6 +5,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import StorekeeperServer
+import StorekeeperTesting
 import Testing
 
 /// Who owns a purchase: a token is one customer's within one app and environment, a submission never moves anything

@@ -7,6 +7,7 @@ import NIOHTTP1
 import StorekeeperCore
 import StorekeeperServer
 import StorekeeperSQLite
+import StorekeeperTesting
 import Testing
 
 /// The ledger checked against the App Store and repaired.

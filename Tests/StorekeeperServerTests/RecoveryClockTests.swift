@@ -5,6 +5,7 @@ import Logging
 import StorekeeperCore
 import StorekeeperServer
 import StorekeeperSQLite
+import StorekeeperTesting
 import Testing
 
 /// Recovery when the App Store's clock is not the server's: a simulator advanced days ahead, and a window the App

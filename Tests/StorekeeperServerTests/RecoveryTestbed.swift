@@ -11,6 +11,7 @@ import NIOHTTP1
 import StorekeeperCore
 import StorekeeperServer
 import StorekeeperSQLite
+import StorekeeperTesting
 import Synchronization
 import Testing
 
@@ -23,7 +24,7 @@ struct RecoveryTestbed: Sendable {
     let simulator: Simulator
     let environment: AppStoreEnvironment
     let database: String
-    let clock: CustomerCacheServerTests.TestClock
+    let clock: TestClock
     /// The one deliverer: the served simulator's, and the one actions and advances deliver with (two would race).
     let deliverer: NotificationDeliverer
     static let appKey = "recovery-app-\(UUID())"

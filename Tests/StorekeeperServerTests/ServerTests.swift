@@ -9,6 +9,7 @@ import StorekeeperCore
 import StorekeeperDemo
 import StorekeeperServer
 import StorekeeperSQLite
+import StorekeeperTesting
 import Synchronization
 import Testing
 

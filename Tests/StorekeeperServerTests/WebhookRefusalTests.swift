@@ -8,6 +8,7 @@ import Logging
 import StorekeeperCore
 import StorekeeperServer
 import StorekeeperSQLite
+import StorekeeperTesting
 import Synchronization
 import Testing
 

@@ -1,32 +1,32 @@
 /// Faults the simulator injects, set at run time through `PUT /simulator/v1/faults` (and kept in its state).
 ///
 /// Counters make failures deterministic for tests: "the next 3 API requests fail" rather than "10 % fail".
-public struct FaultConfiguration: Codable, Hashable, Sendable {
+package struct FaultConfiguration: Codable, Hashable, Sendable {
     /// Apple's per-endpoint rate limits (requests per second; sandbox 10 % of production): 429 with error
     /// 4290000 and `Retry-After` when exceeded.
-    public var rateLimitsEnabled = false
+    package var rateLimitsEnabled = false
     /// The next N API requests answer 500 with 5000001 (retryable).
-    public var failNextAPIRequests = 0
+    package var failNextAPIRequests = 0
     /// The next N API requests answer 429 with 4290000 and `Retry-After`, whatever the rate.
-    public var rateLimitNextAPIRequests = 0
+    package var rateLimitNextAPIRequests = 0
     /// How far the `Retry-After` of those injected 429s is: the start of the second this many seconds after the
     /// current one (default 2: 1-2 s away, so tests can tell it from a backoff). 1-3600.
-    public var rateLimitRetryAfterSeconds = 2
+    package var rateLimitRetryAfterSeconds = 2
     /// Added to every API answer, in milliseconds.
-    public var apiLatencyMilliseconds = 0
+    package var apiLatencyMilliseconds = 0
     /// The next N notification deliveries are dropped: nothing reaches the receiver and the attempt is recorded
     /// as `TIMED_OUT` (so production retries it later on Apple's schedule).
-    public var dropNextNotifications = 0
+    package var dropNextNotifications = 0
     /// The next N notifications are delivered twice.
-    public var duplicateNextNotifications = 0
+    package var duplicateNextNotifications = 0
     /// Notifications due together are delivered newest first.
-    public var reorderNotifications = false
+    package var reorderNotifications = false
     /// Added before every notification delivery, in milliseconds.
-    public var notificationDelayMilliseconds = 0
+    package var notificationDelayMilliseconds = 0
 
-    public init() {}
+    package init() {}
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         func value<T: Decodable>(_ key: CodingKeys, _ fallback: T) throws -> T {
             try container.decodeIfPresent(T.self, forKey: key) ?? fallback

@@ -1,10 +1,10 @@
-public import AsyncHTTPClient
+package import AsyncHTTPClient
 import AppStoreModels
 import Foundation
-public import Logging
-public import NIOCore
+package import Logging
+package import NIOCore
 import NIOHTTP1
-public import ServiceLifecycle
+import ServiceLifecycle
 
 /// Delivers notifications as the App Store does: POST `{"signedPayload": …}` to the configured URL; HTTP 200-206
 /// is success, anything else (or no answer) a failure that production retries on Apple's schedule, measured on the
@@ -15,7 +15,7 @@ public import ServiceLifecycle
 /// attempt at once (Get Notification History shows it), and ends with one commit for all of them. A caller of ``deliverDue()`` that finds a round under way waits for the next one (which
 /// sees what became due meanwhile) and, when it ends, one of the waiters leads the round after it, so no caller
 /// waits for more than two rounds however busy the simulator is.
-public actor NotificationDeliverer: Service {
+package actor NotificationDeliverer: Service {
     let simulator: Simulator
     let client: HTTPClient
     let logger: Logger
@@ -32,14 +32,14 @@ public actor NotificationDeliverer: Service {
     /// client's default is to keep trying until the attempt's timeout, which made every control action wait 10 s
     /// per notification while the receiver was down), and connecting may take at most 2 s. Lives as long as the
     /// process, like `HTTPClient.shared`.
-    public static let sharedClient: HTTPClient = {
+    package static let sharedClient: HTTPClient = {
         var configuration = HTTPClient.Configuration()
         configuration.connectionPool.retryConnectionEstablishment = false
         configuration.timeout.connect = .seconds(2)
         return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
     }()
 
-    public init(simulator: Simulator, client: HTTPClient = NotificationDeliverer.sharedClient, logger: Logger, timeout: TimeAmount = .seconds(10)) {
+    package init(simulator: Simulator, client: HTTPClient = NotificationDeliverer.sharedClient, logger: Logger, timeout: TimeAmount = .seconds(10)) {
         self.simulator = simulator
         self.client = client
         self.logger = logger
@@ -49,7 +49,7 @@ public actor NotificationDeliverer: Service {
     /// Delivers every notification that is due now (in a round that begins after this call); returns how many
     /// attempts this call made itself (0 when another caller's round covered it).
     @discardableResult
-    public func deliverDue() async -> Int {
+    package func deliverDue() async -> Int {
         if delivering {
             let lead = await withCheckedContinuation { waiters.append((roundsStarted + 1, $0)) }
             guard lead else { return 0 }
@@ -73,7 +73,7 @@ public actor NotificationDeliverer: Service {
 
     /// Has what is due now delivered without waiting for it, when the service (``run()``) is running: it starts a
     /// round at once. Without the service, delivers as ``deliverDue()`` does.
-    public func deliverSoon() async {
+    package func deliverSoon() async {
         guard let wakeService else {
             await deliverDue()
             return
@@ -120,7 +120,7 @@ public actor NotificationDeliverer: Service {
     }
 
     /// Delivers due notifications every `interval` until the task is cancelled.
-    public func run(every interval: Duration) async {
+    package func run(every interval: Duration) async {
         while !Task.isCancelled {
             await deliverDue()
             try? await Task.sleep(for: interval)
@@ -129,7 +129,7 @@ public actor NotificationDeliverer: Service {
 
     /// As a service, until graceful shutdown: delivers due notifications as soon as ``deliverSoon()`` asks, and five
     /// times a second besides.
-    public func run() async throws {
+    package func run() async throws {
         let (wakeups, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         wakeService = continuation
         await cancelWhenGracefulShutdown {

@@ -6,7 +6,7 @@ import Foundation
 ///
 /// A random-access collection of ``NotificationRecord`` (position 0 is the first notification ever recorded);
 /// encoded as an array.
-public struct NotificationLog: RandomAccessCollection, Codable, Sendable {
+package struct NotificationLog: RandomAccessCollection, Codable, Sendable {
     private var records: [NotificationRecord] = []
     private var positionsByUUID: [String: Int] = [:]
     private var positionsByTestToken: [String: Int] = [:]
@@ -18,17 +18,17 @@ public struct NotificationLog: RandomAccessCollection, Codable, Sendable {
     /// Whether writes are journaled for ``rollBack(to:)``.
     var isJournaling = false
 
-    public init() {}
+    package init() {}
 
-    public var startIndex: Int { 0 }
-    public var endIndex: Int { records.count }
-    public subscript(position: Int) -> NotificationRecord { records[position] }
+    package var startIndex: Int { 0 }
+    package var endIndex: Int { records.count }
+    package subscript(position: Int) -> NotificationRecord { records[position] }
 
     /// The position of the notification with this UUID.
-    public func position(of notificationUUID: String) -> Int? { positionsByUUID[notificationUUID] }
+    package func position(of notificationUUID: String) -> Int? { positionsByUUID[notificationUUID] }
 
     /// The notification requested with Request a Test Notification under this token.
-    public func testNotification(token: String) -> NotificationRecord? {
+    package func testNotification(token: String) -> NotificationRecord? {
         positionsByTestToken[token].map { records[$0] }
     }
 
@@ -109,16 +109,16 @@ public struct NotificationLog: RandomAccessCollection, Codable, Sendable {
 
     // MARK: - Coding
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         for record in try [NotificationRecord](from: decoder) { append(record) }
         changed = []
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         try records.encode(to: encoder)
     }
 }
 
 extension NotificationLog: Equatable {
-    public static func == (lhs: NotificationLog, rhs: NotificationLog) -> Bool { lhs.records == rhs.records }
+    package static func == (lhs: NotificationLog, rhs: NotificationLog) -> Bool { lhs.records == rhs.records }
 }

@@ -3,7 +3,7 @@ import AppStoreModels
 extension Catalog {
     /// The catalog `storekeeper simulator init` writes: one app with products of all four types, three
     /// subscription groups (with and without Billing Grace Period, one family-shareable), and offers of every kind.
-    public static let sample = Catalog(
+    package static let sample = Catalog(
         apps: [App(bundleId: "com.example.storekeeper", appAppleId: 6_450_000_001, name: "Storekeeper Example")],
         subscriptionGroups: [
             SubscriptionGroup(id: "21000001", bundleId: "com.example.storekeeper", name: "Pro", gracePeriodDays: 16),

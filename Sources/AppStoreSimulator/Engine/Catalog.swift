@@ -1,18 +1,18 @@
-public import AppStoreModels
+package import AppStoreModels
 import Foundation
 
 /// What the simulated App Store sells: apps, products, subscription groups, prices and offers.
 ///
 /// Loaded from `catalog.json` in the simulator's directory; ``validate()`` refuses an inconsistent catalog with a
 /// message that names the faulty entry.
-public struct Catalog: Codable, Hashable, Sendable {
+package struct Catalog: Codable, Hashable, Sendable {
     /// An app in App Store Connect.
-    public struct App: Codable, Hashable, Sendable {
-        public var bundleId: String
-        public var appAppleId: Int64
-        public var name: String?
+    package struct App: Codable, Hashable, Sendable {
+        package var bundleId: String
+        package var appAppleId: Int64
+        package var name: String?
 
-        public init(bundleId: String, appAppleId: Int64, name: String? = nil) {
+        package init(bundleId: String, appAppleId: Int64, name: String? = nil) {
             self.bundleId = bundleId
             self.appAppleId = appAppleId
             self.name = name
@@ -20,15 +20,15 @@ public struct Catalog: Codable, Hashable, Sendable {
     }
 
     /// A subscription group: products that replace each other, ranked by level (1 is the highest service).
-    public struct SubscriptionGroup: Codable, Hashable, Sendable {
+    package struct SubscriptionGroup: Codable, Hashable, Sendable {
         /// `subscriptionGroupIdentifier`, digits like Apple's.
-        public var id: String
-        public var bundleId: String
-        public var name: String?
+        package var id: String
+        package var bundleId: String
+        package var name: String?
         /// Billing Grace Period in days: 0 (off), 3, 16 or 28.
-        public var gracePeriodDays: Int
+        package var gracePeriodDays: Int
 
-        public init(id: String, bundleId: String, name: String? = nil, gracePeriodDays: Int = 0) {
+        package init(id: String, bundleId: String, name: String? = nil, gracePeriodDays: Int = 0) {
             self.id = id
             self.bundleId = bundleId
             self.name = name
@@ -37,19 +37,19 @@ public struct Catalog: Codable, Hashable, Sendable {
     }
 
     /// A subscription offer or a one-time-product offer code.
-    public struct Offer: Codable, Hashable, Sendable {
+    package struct Offer: Codable, Hashable, Sendable {
         /// `offerIdentifier`; unused for introductory offers, which Apple reports without one.
-        public var id: String
-        public var type: OfferType
-        public var discountType: OfferDiscountType
+        package var id: String
+        package var type: OfferType
+        package var discountType: OfferDiscountType
         /// The length of one offer period, e.g. `P1W` for a one-week free trial.
-        public var period: SubscriptionPeriod
+        package var period: SubscriptionPeriod
         /// How many periods the offer lasts (pay-as-you-go), 1 otherwise.
-        public var periodCount: Int
+        package var periodCount: Int
         /// Price per storefront (alpha-3) in milliunits for one offer period; absent means free.
-        public var prices: [String: Int64]
+        package var prices: [String: Int64]
 
-        public init(
+        package init(
             id: String, type: OfferType, discountType: OfferDiscountType, period: SubscriptionPeriod,
             periodCount: Int = 1, prices: [String: Int64] = [:]
         ) {
@@ -63,21 +63,21 @@ public struct Catalog: Codable, Hashable, Sendable {
     }
 
     /// A product of one of the four types.
-    public struct Product: Codable, Hashable, Sendable {
-        public var productId: String
-        public var bundleId: String
-        public var type: ProductType
+    package struct Product: Codable, Hashable, Sendable {
+        package var productId: String
+        package var bundleId: String
+        package var type: ProductType
         /// Price per storefront (ISO 3166-1 alpha-3, e.g. `USA`) in milliunits of that storefront's currency.
-        public var prices: [String: Int64]
+        package var prices: [String: Int64]
         /// Auto-renewable subscriptions: the group and the level in it (1 = highest).
-        public var subscriptionGroupId: String?
-        public var level: Int?
+        package var subscriptionGroupId: String?
+        package var level: Int?
         /// Auto-renewable: the billing period. Non-renewing: how long access lasts.
-        public var period: SubscriptionPeriod?
-        public var familyShareable: Bool
-        public var offers: [Offer]
+        package var period: SubscriptionPeriod?
+        package var familyShareable: Bool
+        package var offers: [Offer]
 
-        public init(
+        package init(
             productId: String, bundleId: String, type: ProductType, prices: [String: Int64],
             subscriptionGroupId: String? = nil, level: Int? = nil, period: SubscriptionPeriod? = nil,
             familyShareable: Bool = false, offers: [Offer] = []
@@ -93,7 +93,7 @@ public struct Catalog: Codable, Hashable, Sendable {
             self.offers = offers
         }
 
-        public init(from decoder: any Decoder) throws {
+        package init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             productId = try container.decode(String.self, forKey: .productId)
             bundleId = try container.decode(String.self, forKey: .bundleId)
@@ -107,22 +107,22 @@ public struct Catalog: Codable, Hashable, Sendable {
         }
     }
 
-    public var apps: [App]
-    public var subscriptionGroups: [SubscriptionGroup]
-    public var products: [Product]
+    package var apps: [App]
+    package var subscriptionGroups: [SubscriptionGroup]
+    package var products: [Product]
 
-    public init(apps: [App], subscriptionGroups: [SubscriptionGroup], products: [Product]) {
+    package init(apps: [App], subscriptionGroups: [SubscriptionGroup], products: [Product]) {
         self.apps = apps
         self.subscriptionGroups = subscriptionGroups
         self.products = products
     }
 
-    public func app(_ bundleId: String) -> App? { apps.first { $0.bundleId == bundleId } }
-    public func product(_ productId: String) -> Product? { products.first { $0.productId == productId } }
-    public func group(_ id: String) -> SubscriptionGroup? { subscriptionGroups.first { $0.id == id } }
+    package func app(_ bundleId: String) -> App? { apps.first { $0.bundleId == bundleId } }
+    package func product(_ productId: String) -> Product? { products.first { $0.productId == productId } }
+    package func group(_ id: String) -> SubscriptionGroup? { subscriptionGroups.first { $0.id == id } }
 
     /// Checks the catalog's consistency; the error names the first faulty entry.
-    public func validate() throws(SimulatorError) {
+    package func validate() throws(SimulatorError) {
         func fail(_ message: String) -> SimulatorError { SimulatorError(.invalidCatalog, message) }
         guard !apps.isEmpty else { throw fail("the catalog has no apps") }
         var seen = Set<String>()

@@ -1,21 +1,21 @@
 import Foundation
-public import ServiceLifecycle
+import ServiceLifecycle
 
 /// While the simulator's clock is running, moves it forward by the real time that passed, once a second, so that
 /// renewals happen on their own (at the sandbox rates, a monthly plan renews every few minutes). It moves the clock
 /// like every other advance (``Simulator/advance(to:deliver:)``): each renewal and delivery at its own time.
-public struct ClockTicker: Service {
+package struct ClockTicker: Service {
     let simulator: Simulator
     let deliverer: NotificationDeliverer
     let interval: Duration
 
-    public init(simulator: Simulator, deliverer: NotificationDeliverer, interval: Duration = .seconds(1)) {
+    package init(simulator: Simulator, deliverer: NotificationDeliverer, interval: Duration = .seconds(1)) {
         self.simulator = simulator
         self.deliverer = deliverer
         self.interval = interval
     }
 
-    public func run() async throws {
+    package func run() async throws {
         await cancelWhenGracefulShutdown {
             var last = ContinuousClock.now
             while !Task.isCancelled {

@@ -1,39 +1,39 @@
-public import AppStoreModels
-public import Foundation
+package import AppStoreModels
+package import Foundation
 
 /// What a customer should be entitled to now, by the App Store's own state: the answer Storekeeper must match.
 ///
 /// Follows StoreKit 2's `currentEntitlements`: auto-renewables that are active or in Billing Grace Period (the
 /// highest level per group, purchased or family-shared), non-consumables not revoked, non-renewing subscriptions
 /// within their period; consumables as a balance of units bought and not refunded.
-public struct CustomerTruth: Codable, Hashable, Sendable {
-    public struct Entitlement: Codable, Hashable, Sendable {
-        public var productId: String
-        public var type: ProductType
-        public var ownership: InAppOwnershipType
-        public var transactionId: String
-        public var originalTransactionId: String
+package struct CustomerTruth: Codable, Hashable, Sendable {
+    package struct Entitlement: Codable, Hashable, Sendable {
+        package var productId: String
+        package var type: ProductType
+        package var ownership: InAppOwnershipType
+        package var transactionId: String
+        package var originalTransactionId: String
         /// Subscriptions: when the current period ends.
-        public var expiresDate: Date?
+        package var expiresDate: Date?
         /// Auto-renewables: 1 active or 4 in Billing Grace Period.
-        public var status: SubscriptionStatus?
-        public var willAutoRenew: Bool?
+        package var status: SubscriptionStatus?
+        package var willAutoRenew: Bool?
     }
 
-    public var customerId: String
-    public var entitlements: [Entitlement]
+    package var customerId: String
+    package var entitlements: [Entitlement]
     /// Units of each consumable bought and not refunded.
-    public var consumableBalance: [String: Int]
+    package var consumableBalance: [String: Int]
 }
 
 extension LifecycleEngine {
     /// The ground truth for every customer, sorted by customer ID.
-    public func groundTruth() -> [CustomerTruth] {
+    package func groundTruth() -> [CustomerTruth] {
         state.customers.keys.sorted().compactMap { try? groundTruth(customerId: $0) }
     }
 
     /// The ground truth for one customer.
-    public func groundTruth(customerId: String) throws(SimulatorError) -> CustomerTruth {
+    package func groundTruth(customerId: String) throws(SimulatorError) -> CustomerTruth {
         _ = try customer(customerId)
         var entitlements: [CustomerTruth.Entitlement] = []
         var bestPerGroup: [String: (level: Int, entitlement: CustomerTruth.Entitlement)] = [:]

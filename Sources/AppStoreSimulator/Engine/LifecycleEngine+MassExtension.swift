@@ -6,7 +6,7 @@ extension LifecycleEngine {
     /// for each success, `RENEWAL_EXTENSION`/`FAILURE` for each failure, then `RENEWAL_EXTENSION`/`SUMMARY`.
     /// Apple works through these "in hours or days"; the simulator completes at once. Reusing a request
     /// identifier does nothing more.
-    public mutating func extendAll(
+    package mutating func extendAll(
         productId: String,
         bundleId: String,
         days: Int,

@@ -1,19 +1,19 @@
-public import AppStoreModels
+package import AppStoreModels
 import Foundation
 
 extension LifecycleEngine {
     /// A purchase as a StoreKit 2 app makes it.
-    public struct PurchaseRequest: Codable, Hashable, Sendable {
-        public var customerId: String
-        public var productId: String
+    package struct PurchaseRequest: Codable, Hashable, Sendable {
+        package var customerId: String
+        package var productId: String
         /// Consumables only; 1 to 10.
-        public var quantity: Int
+        package var quantity: Int
         /// The UUID the app passes to StoreKit to link the purchase to its user.
-        public var appAccountToken: LowercaseUUID?
+        package var appAccountToken: LowercaseUUID?
         /// An offer from the product's catalog entry: introductory, promotional, offer code or win-back.
-        public var offerId: String?
+        package var offerId: String?
 
-        public init(
+        package init(
             customerId: String, productId: String, quantity: Int = 1, appAccountToken: LowercaseUUID? = nil,
             offerId: String? = nil
         ) {
@@ -24,7 +24,7 @@ extension LifecycleEngine {
             self.offerId = offerId
         }
 
-        public init(from decoder: any Decoder) throws {
+        package init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             customerId = try container.decode(String.self, forKey: .customerId)
             productId = try container.decode(String.self, forKey: .productId)
@@ -35,20 +35,20 @@ extension LifecycleEngine {
     }
 
     /// What the app gets back from StoreKit 2.
-    public struct PurchaseResult: Codable, Hashable, Sendable {
+    package struct PurchaseResult: Codable, Hashable, Sendable {
         /// The JWS a StoreKit 2 app receives (`Transaction.jwsRepresentation`).
-        public var signedTransaction: String
-        public var transactionId: String
-        public var originalTransactionId: String
+        package var signedTransaction: String
+        package var transactionId: String
+        package var originalTransactionId: String
         /// What happened: `purchased`, `upgraded`, `downgrade-scheduled`, `downgrade-cancelled`, `offer-redeemed`.
-        public var outcome: String
+        package var outcome: String
     }
 
     /// Buys a product. Auto-renewables follow the subscription-group rules: a first purchase subscribes, a purchase
     /// after expiry resubscribes, a higher level (or same-duration crossgrade) upgrades at once, a lower level
     /// (or different-duration crossgrade) is scheduled for the next renewal, and buying the current product again
     /// cancels a scheduled change. Family-shareable products are shared with the purchaser's family.
-    public mutating func purchase(_ request: PurchaseRequest) throws(SimulatorError) -> PurchaseResult {
+    package mutating func purchase(_ request: PurchaseRequest) throws(SimulatorError) -> PurchaseResult {
         try transaction { (engine) throws(SimulatorError) in try engine.applyPurchase(request) }
     }
 

@@ -1,15 +1,15 @@
-public import AppStoreModels
+package import AppStoreModels
 import Foundation
 
 extension LifecycleEngine {
     /// The customer a transaction ID, original transaction ID or app transaction ID belongs to, within one app.
-    public func customerId(forAnyTransactionId id: String, bundleId: String) -> String? {
+    package func customerId(forAnyTransactionId id: String, bundleId: String) -> String? {
         if let record = state.transactions[id], record.info.bundleId == bundleId { return record.customerId }
         return appTransactionOwner(id, bundleId: bundleId)
     }
 
     /// Whether `id` is some customer's app transaction ID for `bundleId`.
-    public func isAppTransactionId(_ id: String, bundleId: String) -> Bool {
+    package func isAppTransactionId(_ id: String, bundleId: String) -> Bool {
         state.transactions[id] == nil && appTransactionOwner(id, bundleId: bundleId) != nil
     }
 
@@ -18,28 +18,28 @@ extension LifecycleEngine {
     }
 
     /// A customer's transactions in one app.
-    public func transactions(customerId: String, bundleId: String) -> [TransactionRecord] {
+    package func transactions(customerId: String, bundleId: String) -> [TransactionRecord] {
         state.transactions.records(of: customerId).filter { $0.info.bundleId == bundleId }
     }
 
     /// A customer's auto-renewable subscriptions in one app (purchased and family-shared).
-    public func subscriptions(customerId: String, bundleId: String) -> [SubscriptionRecord] {
+    package func subscriptions(customerId: String, bundleId: String) -> [SubscriptionRecord] {
         state.subscriptions.records(of: customerId).filter { $0.bundleId == bundleId }
             .sorted { $0.originalTransactionId < $1.originalTransactionId }
     }
 
     /// The signed renewal info of a subscription, as of now.
-    public func signedRenewalInfo(originalTransactionId: String) throws(SimulatorError) -> String {
+    package func signedRenewalInfo(originalTransactionId: String) throws(SimulatorError) -> String {
         try sign(renewalInfo(for: try subscription(originalTransactionId)))
     }
 
     /// The signed transaction, as of now.
-    public func signTransaction(_ id: String) throws(SimulatorError) -> String {
+    package func signTransaction(_ id: String) throws(SimulatorError) -> String {
         try signedTransaction(id)
     }
 
     /// The customer's signed app transaction for an app (`Get App Transaction Info`).
-    public func signedAppTransaction(customerId: String, bundleId: String) throws(SimulatorError) -> String? {
+    package func signedAppTransaction(customerId: String, bundleId: String) throws(SimulatorError) -> String? {
         guard let app = catalog.app(bundleId), let customer = state.customers[customerId],
             let appTransactionId = customer.appTransactionIds[bundleId]
         else { return nil }
@@ -61,7 +61,7 @@ extension LifecycleEngine {
     // MARK: - Server actions through the API
 
     /// Set App Account Token: replaces the token on the subscription (current and later renewals) or purchase.
-    public mutating func setAppAccountToken(originalTransactionId: String, token: LowercaseUUID) throws(SimulatorError) {
+    package mutating func setAppAccountToken(originalTransactionId: String, token: LowercaseUUID) throws(SimulatorError) {
         let record = try transactionRecord(originalTransactionId)
         guard record.info.inAppOwnershipType != .familyShared else {
             throw SimulatorError(.conflict, "family-shared transactions are not supported", apiErrorCode: 4_000_185)
@@ -79,27 +79,27 @@ extension LifecycleEngine {
     }
 
     /// Where notifications go; `nil` for nowhere.
-    public mutating func setNotificationURL(_ url: String?) {
+    package mutating func setNotificationURL(_ url: String?) {
         state.notificationURL = url
     }
 
     /// The environment the simulator signs for from now on.
-    public mutating func setEnvironment(_ environment: AppStoreEnvironment) {
+    package mutating func setEnvironment(_ environment: AppStoreEnvironment) {
         state.environment = environment
     }
 
     /// Lets the clock follow real time while served (the server's ticker advances it), or stops it.
-    public mutating func setClockRunning(_ running: Bool) {
+    package mutating func setClockRunning(_ running: Bool) {
         state.clockRunning = running
     }
 
     /// Replaces the injected faults.
-    public mutating func setFaults(_ faults: FaultConfiguration) {
+    package mutating func setFaults(_ faults: FaultConfiguration) {
         state.faults = faults
     }
 
     /// Finish Transaction: the server delivered the purchase.
-    public mutating func finishTransaction(_ id: String) throws(SimulatorError) {
+    package mutating func finishTransaction(_ id: String) throws(SimulatorError) {
         _ = try transactionRecord(id)
         state.transactions[id]?.finished = true
     }

@@ -1,4 +1,4 @@
-public import AppStoreModels
+package import AppStoreModels
 import Foundation
 
 extension LifecycleEngine {
@@ -7,7 +7,7 @@ extension LifecycleEngine {
     ///
     /// - Parameter percentage: `nil` for a full refund, or the refunded share in milliunits (1-99999) for a
     ///   prorated one.
-    public mutating func refund(
+    package mutating func refund(
         transactionId: String,
         reason: RevocationReason = .other,
         percentage: Int? = nil
@@ -54,7 +54,7 @@ extension LifecycleEngine {
     /// (`DID_CHANGE_RENEWAL_STATUS`/`AUTO_RENEW_DISABLED`), then `CONSUMPTION_REQUEST` asks the developer for
     /// consumption information. ``refund(transactionId:reason:percentage:)`` or ``declineRefund(transactionId:)``
     /// follows.
-    public mutating func requestRefund(transactionId: String, reason: ConsumptionRequestReason) throws(SimulatorError) {
+    package mutating func requestRefund(transactionId: String, reason: ConsumptionRequestReason) throws(SimulatorError) {
         try transaction { (engine) throws(SimulatorError) in
             let record = try engine.transactionRecord(transactionId)
             guard record.info.revocationDate == nil, record.info.inAppOwnershipType != .familyShared else {
@@ -76,7 +76,7 @@ extension LifecycleEngine {
     }
 
     /// The App Store declines an open refund request: `REFUND_DECLINED`.
-    public mutating func declineRefund(transactionId: String) throws(SimulatorError) {
+    package mutating func declineRefund(transactionId: String) throws(SimulatorError) {
         try transaction { (engine) throws(SimulatorError) in
             guard engine.state.refundRequests.removeValue(forKey: transactionId) != nil else {
                 throw SimulatorError(.conflict, "no open refund request for transaction \(transactionId)")
@@ -87,7 +87,7 @@ extension LifecycleEngine {
 
     /// A refund is reversed after a dispute: `REFUND_REVERSED`, revocation fields cleared; a subscription whose
     /// period has not ended is active again (its renewal date is unchanged).
-    public mutating func reverseRefund(transactionId: String) throws(SimulatorError) {
+    package mutating func reverseRefund(transactionId: String) throws(SimulatorError) {
         try transaction { (engine) throws(SimulatorError) in
             let record = try engine.transactionRecord(transactionId)
             guard record.info.revocationDate != nil, record.info.revocationType != .familyRevoke else {
@@ -115,7 +115,7 @@ extension LifecycleEngine {
 
     /// Puts customers in one family group (up to 6 people: the purchaser and 5 members). Shareable purchases of
     /// any of them are shared with the new members.
-    public mutating func formFamily(id: String, members: [String]) throws(SimulatorError) {
+    package mutating func formFamily(id: String, members: [String]) throws(SimulatorError) {
         try transaction { (engine) throws(SimulatorError) in
             guard !id.isEmpty else { throw SimulatorError(.invalidRequest, "a family needs an id") }
             let current = engine.state.customers.ids(withKey: .family(id))
@@ -138,7 +138,7 @@ extension LifecycleEngine {
 
     /// A member leaves their family: what was shared with them is revoked (`REVOKE`, reason 0), and what they
     /// shared is revoked from the others.
-    public mutating func leaveFamily(customerId: String) throws(SimulatorError) {
+    package mutating func leaveFamily(customerId: String) throws(SimulatorError) {
         try transaction { (engine) throws(SimulatorError) in
             guard try engine.customer(customerId).familyId != nil else {
                 throw SimulatorError(.conflict, "customer '\(customerId)' is not in a family")
@@ -168,7 +168,7 @@ extension LifecycleEngine {
     }
 
     /// The purchaser stops sharing one subscription or non-consumable: every copy is revoked (`REVOKE`, reason 0).
-    public mutating func stopSharing(transactionId: String) throws(SimulatorError) {
+    package mutating func stopSharing(transactionId: String) throws(SimulatorError) {
         try transaction { (engine) throws(SimulatorError) in
             let record = try engine.transactionRecord(transactionId)
             try engine.revokeFamilyCopies(of: record.info, reason: .other)

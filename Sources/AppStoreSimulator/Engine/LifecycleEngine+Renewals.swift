@@ -1,11 +1,11 @@
 import AppStoreModels
-public import Foundation
+package import Foundation
 
 extension LifecycleEngine {
     // MARK: - The clock
 
     /// Moves the clock forward by `interval`, playing everything that falls due on the way.
-    public mutating func advance(by interval: TimeInterval) throws(SimulatorError) {
+    package mutating func advance(by interval: TimeInterval) throws(SimulatorError) {
         guard interval >= 0 else { throw SimulatorError(.invalidRequest, "the clock only moves forward") }
         try advance(to: state.now.addingTimeInterval(interval))
     }
@@ -13,7 +13,7 @@ extension LifecycleEngine {
     /// Moves the clock to `target`, playing renewals, grace expiries and billing-retry expiries in time order, as one
     /// action. Notifications that fall due on the way are left for the deliverer; a served simulator moves its clock
     /// with ``Simulator/advance(to:deliver:)`` instead, which delivers each at its own time.
-    public mutating func advance(to target: Date) throws(SimulatorError) {
+    package mutating func advance(to target: Date) throws(SimulatorError) {
         guard target >= state.now else {
             throw SimulatorError(.invalidRequest, "the clock only moves forward (now \(state.now.formatted(.iso8601)))")
         }
@@ -32,7 +32,7 @@ extension LifecycleEngine {
     ///
     /// One step is one action; stepping until it returns `true`, delivering what is due after each step, plays an
     /// advance with every renewal, delivery and retry at its own virtual time.
-    public mutating func step(toward target: Date) throws(SimulatorError) -> Bool {
+    package mutating func step(toward target: Date) throws(SimulatorError) -> Bool {
         guard target > state.now else { return true }
         return try transaction { (engine) throws(SimulatorError) in
             var next = target
@@ -171,7 +171,7 @@ extension LifecycleEngine {
 
     /// Turns a customer's payment method off (renewals fail) or on again (subscriptions in grace or billing retry
     /// recover at once: `DID_RENEW`/`BILLING_RECOVERY`).
-    public mutating func setBilling(customerId: String, works: Bool) throws(SimulatorError) {
+    package mutating func setBilling(customerId: String, works: Bool) throws(SimulatorError) {
         try transaction { (engine) throws(SimulatorError) in
             _ = try engine.customer(customerId)
             engine.state.customers[customerId]?.billingWorks = works
@@ -188,7 +188,7 @@ extension LifecycleEngine {
     }
 
     /// Turns auto-renew off or on: `DID_CHANGE_RENEWAL_STATUS`.
-    public mutating func setAutoRenew(originalTransactionId: String, enabled: Bool) throws(SimulatorError) {
+    package mutating func setAutoRenew(originalTransactionId: String, enabled: Bool) throws(SimulatorError) {
         try transaction { (engine) throws(SimulatorError) in
             var subscription = try engine.subscription(originalTransactionId)
             guard subscription.sharedFrom == nil else {
@@ -212,7 +212,7 @@ extension LifecycleEngine {
 
     /// Announces a price increase for every subscriber of `productId` whose subscription is not over:
     /// `PRICE_INCREASE`/`PENDING` when consent is needed, `PRICE_INCREASE`/`ACCEPTED` when it is not.
-    public mutating func announcePriceIncrease(
+    package mutating func announcePriceIncrease(
         productId: String,
         newPrices: [String: Int64],
         consentRequired: Bool
@@ -236,7 +236,7 @@ extension LifecycleEngine {
     }
 
     /// The customer consents to a pending price increase: `PRICE_INCREASE`/`ACCEPTED`.
-    public mutating func consentToPriceIncrease(originalTransactionId: String) throws(SimulatorError) {
+    package mutating func consentToPriceIncrease(originalTransactionId: String) throws(SimulatorError) {
         try transaction { (engine) throws(SimulatorError) in
             var subscription = try engine.subscription(originalTransactionId)
             guard var increase = subscription.priceIncrease, increase.consentRequired, !increase.accepted else {
@@ -250,7 +250,7 @@ extension LifecycleEngine {
     }
 
     /// Takes a product off sale: its subscriptions end at their next renewal (`EXPIRED`/`PRODUCT_NOT_FOR_SALE`).
-    public mutating func removeFromSale(productId: String) throws(SimulatorError) {
+    package mutating func removeFromSale(productId: String) throws(SimulatorError) {
         _ = try product(productId)
         state.removedFromSale.insert(productId)
     }
@@ -260,7 +260,7 @@ extension LifecycleEngine {
     /// Apple's rules: 1-90 days; only active auto-renewables with at least one paid period, not in billing retry,
     /// not in grace past expiry, at most twice in 365 days; family-shared copies are refused (the purchaser's
     /// extension extends them). Sends `RENEWAL_EXTENDED`.
-    public mutating func extendRenewalDate(
+    package mutating func extendRenewalDate(
         originalTransactionId: String,
         days: Int
     ) throws(SimulatorError) -> (effectiveDate: Date, webOrderLineItemId: String?) {

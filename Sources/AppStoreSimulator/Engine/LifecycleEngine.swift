@@ -1,6 +1,6 @@
 import AppStoreModels
-public import AppStoreSigning
-public import Foundation
+package import AppStoreSigning
+package import Foundation
 
 /// The simulated App Store's rules: sells, renews, fails billing, refunds, shares with families and records the
 /// notifications Apple would send, each signed with the simulator's certificate chain (APPSTORE-SPEC §2.3-§2.4, §4).
@@ -8,15 +8,15 @@ public import Foundation
 /// A value type over ``SimulatorState``: every operation either applies completely or throws and changes nothing
 /// (it works on a copy that replaces the state only on success). Time moves only through ``advance(to:)``, which
 /// plays every renewal, grace expiry and billing-retry expiry that falls due, in time order.
-public struct LifecycleEngine: Sendable {
-    public let catalog: Catalog
-    public internal(set) var state: SimulatorState
+package struct LifecycleEngine: Sendable {
+    package let catalog: Catalog
+    package internal(set) var state: SimulatorState
     let signer: JWSSigner
 
     /// Production's notification retry schedule: hours after the previous attempt (at most 6 attempts in all).
-    public static let retryScheduleHours: [Double] = [1, 12, 24, 48, 72]
+    package static let retryScheduleHours: [Double] = [1, 12, 24, 48, 72]
 
-    public init(catalog: Catalog, state: SimulatorState, signer: JWSSigner) throws(SimulatorError) {
+    package init(catalog: Catalog, state: SimulatorState, signer: JWSSigner) throws(SimulatorError) {
         try catalog.validate()
         self.catalog = catalog
         self.state = state
@@ -44,7 +44,7 @@ public struct LifecycleEngine: Sendable {
 
     /// Creates an Apple Account in a storefront.
     @discardableResult
-    public mutating func createCustomer(id: String, storefront: String = "USA") throws(SimulatorError) -> Customer {
+    package mutating func createCustomer(id: String, storefront: String = "USA") throws(SimulatorError) -> Customer {
         guard !id.isEmpty, id.count <= 128 else {
             throw SimulatorError(.invalidRequest, "customer id must be 1-128 characters")
         }
@@ -235,7 +235,7 @@ public struct LifecycleEngine: Sendable {
     }
 
     /// Sends a `TEST` notification for an app; returns its `testNotificationToken`.
-    public mutating func requestTestNotification(bundleId: String) throws(SimulatorError) -> String {
+    package mutating func requestTestNotification(bundleId: String) throws(SimulatorError) -> String {
         guard let app = catalog.app(bundleId) else { throw SimulatorError(.notFound, "no app '\(bundleId)'") }
         let token = UUID().uuidString.lowercased() + "_" + String(state.now.epochMilliseconds)
         let data = NotificationData(
@@ -252,13 +252,13 @@ public struct LifecycleEngine: Sendable {
     }
 
     /// Notifications due for a delivery attempt now, oldest first.
-    public func dueNotifications() -> [NotificationRecord] {
+    package func dueNotifications() -> [NotificationRecord] {
         state.notifications.due(at: state.now)
     }
 
     /// Records a delivery attempt made at `date` (default: now) and schedules the next one on Apple's schedule: in
     /// production 1, 12, 24, 48 and 72 hours after each failed attempt (6 attempts at most); in sandbox, none.
-    public mutating func recordDeliveryAttempt(
+    package mutating func recordDeliveryAttempt(
         notificationUUID: String,
         result: String,
         at date: Date? = nil

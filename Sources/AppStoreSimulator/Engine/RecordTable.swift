@@ -1,8 +1,8 @@
-public import Foundation
+package import Foundation
 import HeapModule
 
 /// A record a ``RecordTable`` holds: the keys the table indexes it under, and the time it next falls due.
-public protocol TableRecord: Codable, Sendable {
+package protocol TableRecord: Codable, Sendable {
     /// The keys the table finds this record by without scanning (its customer, its family, its order ID, …).
     var indexKeys: [RecordIndexKey] { get }
     /// When the engine must next act on this record (a renewal, a grace or billing-retry expiry), if ever.
@@ -10,31 +10,31 @@ public protocol TableRecord: Codable, Sendable {
 }
 
 extension TableRecord {
-    public var indexKeys: [RecordIndexKey] { [] }
-    public var dueDate: Date? { nil }
+    package var indexKeys: [RecordIndexKey] { [] }
+    package var dueDate: Date? { nil }
 }
 
 /// A record that belongs to one customer for life: indexed by its customer.
-public protocol CustomerOwnedRecord: TableRecord {
+package protocol CustomerOwnedRecord: TableRecord {
     var customerId: String { get }
 }
 
 extension CustomerOwnedRecord {
-    public var indexKeys: [RecordIndexKey] { [.customer(customerId)] }
+    package var indexKeys: [RecordIndexKey] { [.customer(customerId)] }
 }
 
 /// A secondary key of a ``RecordTable``: what it names (a customer, a family, …) and its value.
-public struct RecordIndexKey: Hashable, Sendable {
-    public var kind: String
-    public var value: String
+package struct RecordIndexKey: Hashable, Sendable {
+    package var kind: String
+    package var value: String
 
-    public init(kind: String, value: String) {
+    package init(kind: String, value: String) {
         self.kind = kind
         self.value = value
     }
 
     /// The customer a record belongs to.
-    public static func customer(_ id: String) -> RecordIndexKey { .init(kind: "customer", value: id) }
+    package static func customer(_ id: String) -> RecordIndexKey { .init(kind: "customer", value: id) }
 }
 
 /// Records by ID, changed in place, with what a simulator needs to be fast whatever its history:
@@ -47,9 +47,9 @@ public struct RecordIndexKey: Hashable, Sendable {
 ///   ``rollBack(to:)`` in O(changes) instead of keeping a copy of the table.
 ///
 /// Encoded exactly like a dictionary of the records; decoding rebuilds the indexes.
-public struct RecordTable<Record: TableRecord>: Codable, Sendable {
+package struct RecordTable<Record: TableRecord>: Codable, Sendable {
     /// Every record by ID.
-    public private(set) var byId: [String: Record] = [:]
+    package private(set) var byId: [String: Record] = [:]
     private var idsByKey: [RecordIndexKey: Set<String>] = [:]
     /// Due dates, earliest first. Entries are hints: one whose record now falls due at another time (or never) is
     /// stale and skipped, so a write only adds an entry.
@@ -65,9 +65,9 @@ public struct RecordTable<Record: TableRecord>: Codable, Sendable {
         static func < (lhs: DueEntry, rhs: DueEntry) -> Bool { (lhs.date, lhs.id) < (rhs.date, rhs.id) }
     }
 
-    public init() {}
+    package init() {}
 
-    public subscript(id: String) -> Record? {
+    package subscript(id: String) -> Record? {
         get { byId[id] }
         set { write(id, newValue) }
     }
@@ -97,25 +97,25 @@ public struct RecordTable<Record: TableRecord>: Codable, Sendable {
     }
 
     /// Every record, in no particular order.
-    public var values: Dictionary<String, Record>.Values { byId.values }
+    package var values: Dictionary<String, Record>.Values { byId.values }
 
     /// Every ID, in no particular order.
-    public var keys: Dictionary<String, Record>.Keys { byId.keys }
+    package var keys: Dictionary<String, Record>.Keys { byId.keys }
 
-    public var count: Int { byId.count }
+    package var count: Int { byId.count }
 
     /// A customer's records, by ID.
-    public func records(of customerId: String) -> [Record] {
+    package func records(of customerId: String) -> [Record] {
         records(withKey: .customer(customerId))
     }
 
     /// The records indexed under `key`, by ID.
-    public func records(withKey key: RecordIndexKey) -> [Record] {
+    package func records(withKey key: RecordIndexKey) -> [Record] {
         (idsByKey[key] ?? []).sorted().compactMap { byId[$0] }
     }
 
     /// The IDs of the records indexed under `key`, in no particular order.
-    public func ids(withKey key: RecordIndexKey) -> Set<String> {
+    package func ids(withKey key: RecordIndexKey) -> Set<String> {
         idsByKey[key] ?? []
     }
 
@@ -172,17 +172,17 @@ public struct RecordTable<Record: TableRecord>: Codable, Sendable {
 
     // MARK: - Coding
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         for (id, record) in try [String: Record](from: decoder) { self[id] = record }
         changed = []
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         try byId.encode(to: encoder)
     }
 }
 
 extension RecordTable: Equatable where Record: Equatable {
     /// Equal when they hold the same records (the indexes follow from them).
-    public static func == (lhs: RecordTable, rhs: RecordTable) -> Bool { lhs.byId == rhs.byId }
+    package static func == (lhs: RecordTable, rhs: RecordTable) -> Bool { lhs.byId == rhs.byId }
 }

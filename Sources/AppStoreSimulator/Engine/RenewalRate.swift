@@ -1,11 +1,11 @@
-public import Foundation
+package import Foundation
 
 /// How long subscription periods last on the simulator's clock.
 ///
 /// `.realTime` uses calendar lengths (a month is a month). The accelerated rates are the sandbox's (APPSTORE-SPEC
 /// §4.1): at `.sandbox5Minutes`, the default sandbox speed, a month lasts 5 minutes, a year an hour, billing retry
 /// 10 minutes and Billing Grace Period 3 minutes for weekly plans and 5 minutes for others.
-public enum RenewalRate: String, Codable, Sendable, CaseIterable {
+package enum RenewalRate: String, Codable, Sendable, CaseIterable {
     case realTime = "real-time"
     case sandbox3Minutes = "3-minutes"
     case sandbox5Minutes = "5-minutes"
@@ -32,7 +32,7 @@ public enum RenewalRate: String, Codable, Sendable, CaseIterable {
     }
 
     /// The end of `count` periods starting at `start`.
-    public func end(of period: SubscriptionPeriod, count: Int = 1, from start: Date) -> Date {
+    package func end(of period: SubscriptionPeriod, count: Int = 1, from start: Date) -> Date {
         guard let minutes else {
             let (unit, amount) = period.components
             return Self.calendar.date(byAdding: unit, value: amount * count, to: start)!
@@ -49,18 +49,18 @@ public enum RenewalRate: String, Codable, Sendable, CaseIterable {
     }
 
     /// `days` of real time (grace, retry, extensions) on this rate's clock.
-    public func duration(days: Double) -> TimeInterval {
+    package func duration(days: Double) -> TimeInterval {
         guard let minutes else { return days * 86_400 }
         return minutes[1] * 60 * days / 30.4375
     }
 
     /// Billing retry lasts up to 60 days (10 minutes at the default sandbox rate).
-    public var billingRetryDuration: TimeInterval {
+    package var billingRetryDuration: TimeInterval {
         self == .realTime ? 60 * 86_400 : duration(days: 60)
     }
 
     /// Billing Grace Period of `days` (3, 16 or 28; weekly plans at most 6) on this clock.
-    public func gracePeriod(days: Int, period: SubscriptionPeriod) -> TimeInterval {
+    package func gracePeriod(days: Int, period: SubscriptionPeriod) -> TimeInterval {
         let capped = period == .oneWeek ? min(days, 6) : days
         switch self {
         case .realTime: return Double(capped) * 86_400

@@ -1,14 +1,14 @@
 /// An App Store storefront: its country code, Apple's storefront ID and currency.
-public struct Storefront: Hashable, Sendable {
+package struct Storefront: Hashable, Sendable {
     /// ISO 3166-1 alpha-3, e.g. `USA`.
-    public var countryCode: String
+    package var countryCode: String
     /// Apple's storefront ID, e.g. `143441`.
-    public var id: String
+    package var id: String
     /// ISO 4217 currency.
-    public var currency: String
+    package var currency: String
 
     /// The storefronts the simulator knows.
-    public static let all: [Storefront] = [
+    package static let all: [Storefront] = [
         Storefront(countryCode: "USA", id: "143441", currency: "USD"),
         Storefront(countryCode: "FRA", id: "143442", currency: "EUR"),
         Storefront(countryCode: "DEU", id: "143443", currency: "EUR"),
@@ -22,7 +22,7 @@ public struct Storefront: Hashable, Sendable {
         Storefront(countryCode: "IND", id: "143467", currency: "INR"),
     ]
 
-    public static func find(_ countryCode: String) -> Storefront? {
+    package static func find(_ countryCode: String) -> Storefront? {
         all.first { $0.countryCode == countryCode }
     }
 }

@@ -1,34 +1,34 @@
 import Foundation
 
 /// The length of a subscription period, as App Store Connect offers them.
-public struct SubscriptionPeriod: RawRepresentable, Codable, Hashable, Sendable, CustomStringConvertible {
+package struct SubscriptionPeriod: RawRepresentable, Codable, Hashable, Sendable, CustomStringConvertible {
     /// ISO 8601 duration: `P1W`, `P1M`, `P2M`, `P3M`, `P6M` or `P1Y` (offers may also use days, e.g. `P3D`).
-    public var rawValue: String
+    package var rawValue: String
 
-    public init?(rawValue: String) {
+    package init?(rawValue: String) {
         guard Self.parse(rawValue) != nil else { return nil }
         self.rawValue = rawValue
     }
 
-    public static let oneWeek = SubscriptionPeriod(rawValue: "P1W")!
-    public static let oneMonth = SubscriptionPeriod(rawValue: "P1M")!
-    public static let twoMonths = SubscriptionPeriod(rawValue: "P2M")!
-    public static let threeMonths = SubscriptionPeriod(rawValue: "P3M")!
-    public static let sixMonths = SubscriptionPeriod(rawValue: "P6M")!
-    public static let oneYear = SubscriptionPeriod(rawValue: "P1Y")!
+    package static let oneWeek = SubscriptionPeriod(rawValue: "P1W")!
+    package static let oneMonth = SubscriptionPeriod(rawValue: "P1M")!
+    package static let twoMonths = SubscriptionPeriod(rawValue: "P2M")!
+    package static let threeMonths = SubscriptionPeriod(rawValue: "P3M")!
+    package static let sixMonths = SubscriptionPeriod(rawValue: "P6M")!
+    package static let oneYear = SubscriptionPeriod(rawValue: "P1Y")!
 
     /// The periods a subscription product may have (1 week to 1 year).
-    public static let subscriptionPeriods: [SubscriptionPeriod] = [
+    package static let subscriptionPeriods: [SubscriptionPeriod] = [
         .oneWeek, .oneMonth, .twoMonths, .threeMonths, .sixMonths, .oneYear,
     ]
 
-    public var description: String { rawValue }
+    package var description: String { rawValue }
 
     /// The duration as (unit, count), e.g. `P3M` → (.month, 3).
     var components: (unit: Calendar.Component, count: Int) { Self.parse(rawValue)! }
 
     /// About how many days the period lasts, for comparisons and proration.
-    public var approximateDays: Double {
+    package var approximateDays: Double {
         let (unit, count) = components
         switch unit {
         case .day: return Double(count)
@@ -38,7 +38,7 @@ public struct SubscriptionPeriod: RawRepresentable, Codable, Hashable, Sendable,
         }
     }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         let text = try container.decode(String.self)
         guard let period = SubscriptionPeriod(rawValue: text) else {
@@ -49,7 +49,7 @@ public struct SubscriptionPeriod: RawRepresentable, Codable, Hashable, Sendable,
         self = period
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(rawValue)
     }

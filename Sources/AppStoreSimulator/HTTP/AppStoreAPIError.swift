@@ -1,82 +1,82 @@
-public import AppStoreModels
+package import AppStoreModels
 import Foundation
-public import Hummingbird
+package import Hummingbird
 
 /// An App Store Server API error as Apple answers it: the HTTP status is the code's first three digits and the
 /// body is `{"errorCode": …, "errorMessage": …}`.
-public struct AppStoreAPIError: Error, Hashable, Sendable {
-    public var errorCode: Int
-    public var errorMessage: String
+package struct AppStoreAPIError: Error, Hashable, Sendable {
+    package var errorCode: Int
+    package var errorMessage: String
     /// `Retry-After` on 429: a UNIX time in milliseconds, as Apple documents it.
-    public var retryAfter: String?
+    package var retryAfter: String?
 
-    public init(_ errorCode: Int, _ errorMessage: String) {
+    package init(_ errorCode: Int, _ errorMessage: String) {
         self.errorCode = errorCode
         self.errorMessage = errorMessage
     }
 
     /// Apple's error for a code of the shared list, with its documented message.
-    public init(_ code: APIErrorCode) {
+    package init(_ code: APIErrorCode) {
         self.init(code.code, code.message)
     }
 
-    public var status: HTTPResponse.Status { .init(code: errorCode / 10_000) }
+    package var status: HTTPResponse.Status { .init(code: errorCode / 10_000) }
 
-    public static let generalBadRequest = AppStoreAPIError(.generalBadRequest)
-    public static let invalidAppIdentifier = AppStoreAPIError(.invalidAppIdentifier)
-    public static let invalidRequestRevision = AppStoreAPIError(.invalidRequestRevision)
-    public static let invalidTransactionId = AppStoreAPIError(.invalidTransactionId)
-    public static let invalidOriginalTransactionId = AppStoreAPIError(.invalidOriginalTransactionId)
-    public static let invalidExtendByDays = AppStoreAPIError(.invalidExtendByDays)
-    public static let invalidExtendReasonCode = AppStoreAPIError(.invalidExtendReasonCode)
-    public static let invalidRequestIdentifier = AppStoreAPIError(.invalidRequestIdentifier)
-    public static let startDateTooFarInPast = AppStoreAPIError(.startDateTooFarInPast)
-    public static let startDateAfterEndDate = AppStoreAPIError(.startDateAfterEndDate)
-    public static let invalidPaginationToken = AppStoreAPIError(.invalidPaginationToken)
-    public static let invalidStartDate = AppStoreAPIError(.invalidStartDate)
-    public static let invalidEndDate = AppStoreAPIError(.invalidEndDate)
-    public static let invalidNotificationType = AppStoreAPIError(.invalidNotificationType)
-    public static let multipleFiltersSupplied = AppStoreAPIError(.multipleFiltersSupplied)
-    public static let invalidTestNotificationToken = AppStoreAPIError(.invalidTestNotificationToken)
-    public static let invalidSort = AppStoreAPIError(.invalidSort)
-    public static let invalidProductType = AppStoreAPIError(.invalidProductType)
-    public static let invalidProductId = AppStoreAPIError(.invalidProductId)
-    public static let invalidSubscriptionGroupIdentifier = AppStoreAPIError(.invalidSubscriptionGroupIdentifier)
-    public static let invalidInAppOwnershipType = AppStoreAPIError(.invalidInAppOwnershipType)
-    public static let invalidEmptyStorefrontCountryCodeList = AppStoreAPIError(.invalidEmptyStorefrontCountryCodeList)
-    public static let invalidStorefrontCountryCode = AppStoreAPIError(.invalidStorefrontCountryCode)
-    public static let invalidRevoked = AppStoreAPIError(.invalidRevoked)
-    public static let invalidStatus = AppStoreAPIError(.invalidStatus)
-    public static let invalidAccountTenure = AppStoreAPIError(.invalidAccountTenure)
-    public static let invalidAppAccountToken = AppStoreAPIError(.invalidAppAccountToken)
-    public static let invalidConsumptionStatus = AppStoreAPIError(.invalidConsumptionStatus)
-    public static let invalidCustomerConsented = AppStoreAPIError(.invalidCustomerConsented)
-    public static let invalidDeliveryStatus = AppStoreAPIError(.invalidDeliveryStatus)
-    public static let invalidLifetimeDollarsPurchased = AppStoreAPIError(.invalidLifetimeDollarsPurchased)
-    public static let invalidLifetimeDollarsRefunded = AppStoreAPIError(.invalidLifetimeDollarsRefunded)
-    public static let invalidPlatform = AppStoreAPIError(.invalidPlatform)
-    public static let invalidPlayTime = AppStoreAPIError(.invalidPlayTime)
-    public static let invalidSampleContentProvided = AppStoreAPIError(.invalidSampleContentProvided)
-    public static let invalidUserStatus = AppStoreAPIError(.invalidUserStatus)
-    public static let invalidRefundPreference = AppStoreAPIError(.invalidRefundPreference)
-    public static let appTransactionIdNotSupported = AppStoreAPIError(.appTransactionIdNotSupported)
-    public static let invalidAppAccountTokenUUID = AppStoreAPIError(.invalidAppAccountTokenUUID)
-    public static let familyTransactionNotSupported = AppStoreAPIError(.familyTransactionNotSupported)
-    public static let transactionIdIsNotOriginalTransactionId = AppStoreAPIError(.transactionIdIsNotOriginalTransactionId)
-    public static let consumptionPercentageAutoRenewable = AppStoreAPIError(.consumptionPercentageAutoRenewable)
-    public static let subscriptionExtensionIneligible = AppStoreAPIError(.subscriptionExtensionIneligible)
-    public static let subscriptionMaxExtension = AppStoreAPIError(.subscriptionMaxExtension)
-    public static let familySharedSubscriptionExtensionIneligible = AppStoreAPIError(.familySharedSubscriptionExtensionIneligible)
-    public static let accountNotFound = AppStoreAPIError(.accountNotFound)
-    public static let originalTransactionIdNotFound = AppStoreAPIError(.originalTransactionIdNotFound)
-    public static let serverNotificationURLNotFound = AppStoreAPIError(.serverNotificationURLNotFound)
-    public static let testNotificationNotFound = AppStoreAPIError(.testNotificationNotFound)
-    public static let statusRequestNotFound = AppStoreAPIError(.statusRequestNotFound)
-    public static let transactionIdNotFound = AppStoreAPIError(.transactionIdNotFound)
-    public static let appTransactionDoesNotExist = AppStoreAPIError(.appTransactionDoesNotExist)
-    public static let rateLimitExceeded = AppStoreAPIError(.rateLimitExceeded)
-    public static let generalInternal = AppStoreAPIError(.generalInternal)
-    public static let generalInternalRetryable = AppStoreAPIError(.generalInternalRetryable)
+    package static let generalBadRequest = AppStoreAPIError(.generalBadRequest)
+    package static let invalidAppIdentifier = AppStoreAPIError(.invalidAppIdentifier)
+    package static let invalidRequestRevision = AppStoreAPIError(.invalidRequestRevision)
+    package static let invalidTransactionId = AppStoreAPIError(.invalidTransactionId)
+    package static let invalidOriginalTransactionId = AppStoreAPIError(.invalidOriginalTransactionId)
+    package static let invalidExtendByDays = AppStoreAPIError(.invalidExtendByDays)
+    package static let invalidExtendReasonCode = AppStoreAPIError(.invalidExtendReasonCode)
+    package static let invalidRequestIdentifier = AppStoreAPIError(.invalidRequestIdentifier)
+    package static let startDateTooFarInPast = AppStoreAPIError(.startDateTooFarInPast)
+    package static let startDateAfterEndDate = AppStoreAPIError(.startDateAfterEndDate)
+    package static let invalidPaginationToken = AppStoreAPIError(.invalidPaginationToken)
+    package static let invalidStartDate = AppStoreAPIError(.invalidStartDate)
+    package static let invalidEndDate = AppStoreAPIError(.invalidEndDate)
+    package static let invalidNotificationType = AppStoreAPIError(.invalidNotificationType)
+    package static let multipleFiltersSupplied = AppStoreAPIError(.multipleFiltersSupplied)
+    package static let invalidTestNotificationToken = AppStoreAPIError(.invalidTestNotificationToken)
+    package static let invalidSort = AppStoreAPIError(.invalidSort)
+    package static let invalidProductType = AppStoreAPIError(.invalidProductType)
+    package static let invalidProductId = AppStoreAPIError(.invalidProductId)
+    package static let invalidSubscriptionGroupIdentifier = AppStoreAPIError(.invalidSubscriptionGroupIdentifier)
+    package static let invalidInAppOwnershipType = AppStoreAPIError(.invalidInAppOwnershipType)
+    package static let invalidEmptyStorefrontCountryCodeList = AppStoreAPIError(.invalidEmptyStorefrontCountryCodeList)
+    package static let invalidStorefrontCountryCode = AppStoreAPIError(.invalidStorefrontCountryCode)
+    package static let invalidRevoked = AppStoreAPIError(.invalidRevoked)
+    package static let invalidStatus = AppStoreAPIError(.invalidStatus)
+    package static let invalidAccountTenure = AppStoreAPIError(.invalidAccountTenure)
+    package static let invalidAppAccountToken = AppStoreAPIError(.invalidAppAccountToken)
+    package static let invalidConsumptionStatus = AppStoreAPIError(.invalidConsumptionStatus)
+    package static let invalidCustomerConsented = AppStoreAPIError(.invalidCustomerConsented)
+    package static let invalidDeliveryStatus = AppStoreAPIError(.invalidDeliveryStatus)
+    package static let invalidLifetimeDollarsPurchased = AppStoreAPIError(.invalidLifetimeDollarsPurchased)
+    package static let invalidLifetimeDollarsRefunded = AppStoreAPIError(.invalidLifetimeDollarsRefunded)
+    package static let invalidPlatform = AppStoreAPIError(.invalidPlatform)
+    package static let invalidPlayTime = AppStoreAPIError(.invalidPlayTime)
+    package static let invalidSampleContentProvided = AppStoreAPIError(.invalidSampleContentProvided)
+    package static let invalidUserStatus = AppStoreAPIError(.invalidUserStatus)
+    package static let invalidRefundPreference = AppStoreAPIError(.invalidRefundPreference)
+    package static let appTransactionIdNotSupported = AppStoreAPIError(.appTransactionIdNotSupported)
+    package static let invalidAppAccountTokenUUID = AppStoreAPIError(.invalidAppAccountTokenUUID)
+    package static let familyTransactionNotSupported = AppStoreAPIError(.familyTransactionNotSupported)
+    package static let transactionIdIsNotOriginalTransactionId = AppStoreAPIError(.transactionIdIsNotOriginalTransactionId)
+    package static let consumptionPercentageAutoRenewable = AppStoreAPIError(.consumptionPercentageAutoRenewable)
+    package static let subscriptionExtensionIneligible = AppStoreAPIError(.subscriptionExtensionIneligible)
+    package static let subscriptionMaxExtension = AppStoreAPIError(.subscriptionMaxExtension)
+    package static let familySharedSubscriptionExtensionIneligible = AppStoreAPIError(.familySharedSubscriptionExtensionIneligible)
+    package static let accountNotFound = AppStoreAPIError(.accountNotFound)
+    package static let originalTransactionIdNotFound = AppStoreAPIError(.originalTransactionIdNotFound)
+    package static let serverNotificationURLNotFound = AppStoreAPIError(.serverNotificationURLNotFound)
+    package static let testNotificationNotFound = AppStoreAPIError(.testNotificationNotFound)
+    package static let statusRequestNotFound = AppStoreAPIError(.statusRequestNotFound)
+    package static let transactionIdNotFound = AppStoreAPIError(.transactionIdNotFound)
+    package static let appTransactionDoesNotExist = AppStoreAPIError(.appTransactionDoesNotExist)
+    package static let rateLimitExceeded = AppStoreAPIError(.rateLimitExceeded)
+    package static let generalInternal = AppStoreAPIError(.generalInternal)
+    package static let generalInternalRetryable = AppStoreAPIError(.generalInternalRetryable)
 
     /// The error Apple answers when the simulator refuses an action with an API error code.
     static func from(_ error: SimulatorError, fallback: AppStoreAPIError) -> AppStoreAPIError {

@@ -1,4 +1,4 @@
-public import AppStoreModels
+package import AppStoreModels
 import Foundation
 import Hummingbird
 
@@ -204,7 +204,7 @@ extension SimulatorAPI {
 
 extension LifecycleEngine {
     /// Stores consumption information sent for a transaction (Send Consumption Information).
-    public mutating func recordConsumptionInformation(transactionId: String, body: JSONValue) {
+    package mutating func recordConsumptionInformation(transactionId: String, body: JSONValue) {
         state.consumptionInformation[transactionId] = body
     }
 }

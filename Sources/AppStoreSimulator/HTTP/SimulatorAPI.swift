@@ -1,15 +1,15 @@
 import AppStoreModels
 import AppStoreSigning
 import Foundation
-public import Hummingbird
+package import Hummingbird
 
 /// The App Store Server API at Apple's paths (APPSTORE-SPEC §1.3), served by the simulator: JWT checked like
 /// Apple (ES256 with the registered key, `aud`, `bid`, lifetime at most 60 minutes, else 401), Apple's error bodies
 /// and codes, 20 items per page with `revision`/`paginationToken`.
-public struct SimulatorAPI: Sendable {
+package struct SimulatorAPI: Sendable {
     let simulator: Simulator
 
-    public init(simulator: Simulator) {
+    package init(simulator: Simulator) {
         self.simulator = simulator
     }
 
@@ -21,7 +21,7 @@ public struct SimulatorAPI: Sendable {
     static let pageSize = 20
 
     /// Adds the `/inApps` routes.
-    public func addRoutes(to router: Router<some RequestContext>) {
+    package func addRoutes(to router: Router<some RequestContext>) {
         router.get("/inApps/v1/transactions/appTransactions/:id") { request, context in
             await handle(request, context) { bundleId in try await getAppTransaction(context, bundleId) }
         }

@@ -1,12 +1,12 @@
-public import Hummingbird
-public import Logging
+package import Hummingbird
+package import Logging
 
 /// The simulator's HTTP server: the App Store Server API at Apple's paths and the control API.
-public enum SimulatorApplication {
+package enum SimulatorApplication {
     /// A router with both APIs; `onChange` runs after control actions (the server delivers due notifications), and
     /// `deliver` (`onChange` unless given) at every stop of a clock advance and after scenario steps, returning once
     /// what is due was attempted.
-    public static func buildRouter(
+    package static func buildRouter(
         simulator: Simulator,
         onChange: @escaping @Sendable () async -> Void = {},
         deliver: (@Sendable () async -> Void)? = nil
@@ -20,7 +20,7 @@ public enum SimulatorApplication {
 
     /// The application, listening on `host:port` (port 0 lets the OS choose), with the notification deliverer
     /// running beside it in the same service group.
-    public static func build(
+    package static func build(
         simulator: Simulator,
         deliverer: NotificationDeliverer,
         host: String = "127.0.0.1",

@@ -1,13 +1,13 @@
-public import AppStoreModels
-public import Foundation
-public import Hummingbird
+package import AppStoreModels
+package import Foundation
+package import Hummingbird
 import StorekeeperHTTP
 
 /// The simulator's control surface under `/simulator/v1/` (documented in the RunningTheSimulator article): create customers, buy,
 /// change renewal settings, fail or fix billing, refund, share with families, move the clock, set faults, and read
 /// the ground truth. Errors are `{"error": {"code", "message"}}` with 400, 404 or 409; a refused action changes
 /// nothing.
-public struct SimulatorControlAPI: Sendable {
+package struct SimulatorControlAPI: Sendable {
     let simulator: Simulator
     /// Called after actions that may make notifications due, so they go out at once.
     let onChange: @Sendable () async -> Void
@@ -15,7 +15,7 @@ public struct SimulatorControlAPI: Sendable {
     /// attempted (``NotificationDeliverer/deliverDue()``). `onChange` unless given.
     let deliver: @Sendable () async -> Void
 
-    public init(
+    package init(
         simulator: Simulator,
         onChange: @escaping @Sendable () async -> Void = {},
         deliver: (@Sendable () async -> Void)? = nil
@@ -25,7 +25,7 @@ public struct SimulatorControlAPI: Sendable {
         self.deliver = deliver ?? onChange
     }
 
-    public struct CustomerRequest: Codable, Sendable { public var id: String; public var storefront: String? }
+    package struct CustomerRequest: Codable, Sendable { package var id: String; package var storefront: String? }
     struct EnabledRequest: Codable, Sendable { var enabled: Bool }
     struct BillingRequest: Codable, Sendable { var works: Bool }
     struct RefundRequest: Codable, Sendable { var reason: Int?; var percentage: Int? }
@@ -38,7 +38,7 @@ public struct SimulatorControlAPI: Sendable {
     struct ScenarioResult: Codable, Sendable { var events: [String]; var now: Date }
     struct Clock: Codable, Sendable { var now: Date; var renewalRate: RenewalRate; var environment: AppStoreEnvironment }
 
-    public func addRoutes(to router: Router<some RequestContext>) {
+    package func addRoutes(to router: Router<some RequestContext>) {
         let group = router.group("/simulator/v1")
         group.post("/customers") { request, context in
             try await act(request, context, status: .created) { (body: CustomerRequest, engine) throws(SimulatorError) in
@@ -188,15 +188,15 @@ public struct SimulatorControlAPI: Sendable {
     }
 
     /// A notification as the control API lists it.
-    public struct NotificationSummary: Codable, Sendable {
-        public var notificationUUID: String
-        public var notificationType: NotificationType
-        public var subtype: NotificationSubtype?
-        public var createdAt: Date
-        public var customerId: String?
-        public var attempts: Int
-        public var lastResult: String?
-        public var nextAttemptAt: Date?
+    package struct NotificationSummary: Codable, Sendable {
+        package var notificationUUID: String
+        package var notificationType: NotificationType
+        package var subtype: NotificationSubtype?
+        package var createdAt: Date
+        package var customerId: String?
+        package var attempts: Int
+        package var lastResult: String?
+        package var nextAttemptAt: Date?
     }
 
     struct Empty: Codable, Sendable {}

@@ -1,7 +1,7 @@
-public import AppStoreModels
-public import AppStoreSigning
-public import Crypto
-public import Foundation
+package import AppStoreModels
+package import AppStoreSigning
+package import Crypto
+package import Foundation
 import SwiftASN1
 import X509
 
@@ -16,40 +16,40 @@ import X509
 /// DIR/api/AuthKey_<KEY ID>.p8      the API key clients sign tokens with
 /// DIR/api/key.json                 {"keyId", "issuerId"}
 /// ```
-public struct SimulatorDirectory: Sendable {
-    public let url: URL
+package struct SimulatorDirectory: Sendable {
+    package let url: URL
 
-    public init(_ url: URL) { self.url = url }
+    package init(_ url: URL) { self.url = url }
 
-    public var catalogFile: URL { url.appendingPathComponent("catalog.json") }
+    package var catalogFile: URL { url.appendingPathComponent("catalog.json") }
     /// The simulator's database (``SimulatorStore``).
-    public var databaseFile: URL { url.appendingPathComponent("simulator.sqlite") }
+    package var databaseFile: URL { url.appendingPathComponent("simulator.sqlite") }
     /// Where a simulator made before the database kept its state (format 1); imported on first open.
-    public var stateFile: URL { url.appendingPathComponent("state.json") }
+    package var stateFile: URL { url.appendingPathComponent("state.json") }
     /// The `state.json` after its import, kept for reference (nothing reads it).
-    public var importedStateFile: URL { url.appendingPathComponent("state.json.imported") }
-    public var rootCertificateFile: URL { url.appendingPathComponent("ca/root.pem") }
+    package var importedStateFile: URL { url.appendingPathComponent("state.json.imported") }
+    package var rootCertificateFile: URL { url.appendingPathComponent("ca/root.pem") }
     var intermediateCertificateFile: URL { url.appendingPathComponent("ca/intermediate.pem") }
     var intermediateKeyFile: URL { url.appendingPathComponent("ca/intermediate-key.pem") }
-    public var apiKeyInfoFile: URL { url.appendingPathComponent("api/key.json") }
+    package var apiKeyInfoFile: URL { url.appendingPathComponent("api/key.json") }
 
     /// Identifies the API key clients use; the private key is in `api/AuthKey_<keyId>.p8`.
-    public struct APIKeyInfo: Codable, Hashable, Sendable {
-        public var keyId: String
-        public var issuerId: String
+    package struct APIKeyInfo: Codable, Hashable, Sendable {
+        package var keyId: String
+        package var issuerId: String
 
-        public init(keyId: String, issuerId: String) {
+        package init(keyId: String, issuerId: String) {
             self.keyId = keyId
             self.issuerId = issuerId
         }
     }
 
-    public func apiPrivateKeyFile(keyId: String) -> URL { url.appendingPathComponent("api/AuthKey_\(keyId).p8") }
+    package func apiPrivateKeyFile(keyId: String) -> URL { url.appendingPathComponent("api/AuthKey_\(keyId).p8") }
 
     /// Writes a new simulator: the sample catalog (or `catalog`), a fresh test CA, a fresh API key, and an empty
     /// state whose clock starts at `now`. Refuses a directory that already holds a simulator.
     @discardableResult
-    public static func initialize(
+    package static func initialize(
         at url: URL,
         catalog: Catalog = .sample,
         environment: AppStoreEnvironment = .sandbox,
@@ -86,14 +86,14 @@ public struct SimulatorDirectory: Sendable {
 
     // MARK: Loading
 
-    public func loadCatalog() throws(SimulatorError) -> Catalog {
+    package func loadCatalog() throws(SimulatorError) -> Catalog {
         let catalog: Catalog = try decode(Catalog.self, from: catalogFile)
         try catalog.validate()
         return catalog
     }
 
     /// The simulator's state as its database holds it.
-    public func loadState() throws(SimulatorError) -> SimulatorState {
+    package func loadState() throws(SimulatorError) -> SimulatorState {
         try openStore().load()
     }
 
@@ -130,7 +130,7 @@ public struct SimulatorDirectory: Sendable {
         return try decode(SimulatorState.self, from: stateFile)
     }
 
-    public func loadAuthority() throws(SimulatorError) -> TestCertificateAuthority {
+    package func loadAuthority() throws(SimulatorError) -> TestCertificateAuthority {
         do {
             let root = try Certificate(pemEncoded: try String(contentsOf: rootCertificateFile, encoding: .utf8))
             let intermediate = try Certificate(
@@ -147,12 +147,12 @@ public struct SimulatorDirectory: Sendable {
         }
     }
 
-    public func loadAPIKeyInfo() throws(SimulatorError) -> APIKeyInfo {
+    package func loadAPIKeyInfo() throws(SimulatorError) -> APIKeyInfo {
         try decode(APIKeyInfo.self, from: apiKeyInfoFile)
     }
 
     /// The API key's public half, which tokens must verify with.
-    public func loadAPIPublicKey() throws(SimulatorError) -> P256.Signing.PublicKey {
+    package func loadAPIPublicKey() throws(SimulatorError) -> P256.Signing.PublicKey {
         let info = try loadAPIKeyInfo()
         do {
             let pem = try String(contentsOf: apiPrivateKeyFile(keyId: info.keyId), encoding: .utf8)

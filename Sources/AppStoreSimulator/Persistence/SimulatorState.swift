@@ -1,5 +1,5 @@
-public import AppStoreModels
-public import Foundation
+package import AppStoreModels
+package import Foundation
 
 /// Everything the simulator knows, as one value: kept in the simulator's database (``SimulatorStore``), one row
 /// per record, and loaded at start.
@@ -7,25 +7,25 @@ public import Foundation
 /// The engine changes it in place. Each table remembers which records were written since the last save, so a save
 /// writes only those; and while an action runs, each keeps a journal of what it replaced, so a failed action is
 /// undone in O(changes) (``beginJournal()``, ``rollBack(to:)``).
-public struct SimulatorState: Codable, Sendable {
+package struct SimulatorState: Codable, Sendable {
     /// The layout of a `state.json` (the simulator's storage before its database), still read to import one.
-    public static let currentFormatVersion = 1
+    package static let currentFormatVersion = 1
     /// The clock, counters and configuration: the small parts, saved as one row.
     package var scalars: Scalars
-    public var customers = RecordTable<Customer>()
-    public var transactions = RecordTable<TransactionRecord>()
+    package var customers = RecordTable<Customer>()
+    package var transactions = RecordTable<TransactionRecord>()
     /// Subscriptions by original transaction ID (purchased ones and family-shared copies).
-    public var subscriptions = RecordTable<SubscriptionRecord>()
+    package var subscriptions = RecordTable<SubscriptionRecord>()
     /// Every notification, oldest first, with its delivery attempts.
-    public var notifications = NotificationLog()
+    package var notifications = NotificationLog()
     /// Consumption information the developer sent, by transaction ID (the request body as sent).
-    public var consumptionInformation = RecordTable<JSONValue>()
+    package var consumptionInformation = RecordTable<JSONValue>()
     /// Mass renewal-date extension requests by `productId|requestIdentifier`.
-    public var massExtensions = RecordTable<MassExtension>()
+    package var massExtensions = RecordTable<MassExtension>()
     /// How many actions are running (nested); writes are journaled while one is.
     var journalDepth = 0
 
-    public init(environment: AppStoreEnvironment, renewalRate: RenewalRate, now: Date) {
+    package init(environment: AppStoreEnvironment, renewalRate: RenewalRate, now: Date) {
         scalars = Scalars(environment: environment, renewalRate: renewalRate, now: now)
     }
 
@@ -52,52 +52,52 @@ public struct SimulatorState: Codable, Sendable {
     }
 
     /// The layout of `state.json` this build reads (``currentFormatVersion``).
-    public var formatVersion: Int {
+    package var formatVersion: Int {
         get { scalars.formatVersion }
         set { scalars.formatVersion = newValue }
     }
     /// The environment the simulator signs for.
-    public var environment: AppStoreEnvironment {
+    package var environment: AppStoreEnvironment {
         get { scalars.environment }
         set { scalars.environment = newValue }
     }
     /// How long subscription periods last on the clock.
-    public var renewalRate: RenewalRate {
+    package var renewalRate: RenewalRate {
         get { scalars.renewalRate }
         set { scalars.renewalRate = newValue }
     }
     /// The virtual clock: it moves only when told.
-    public var now: Date {
+    package var now: Date {
         get { scalars.now }
         set { scalars.now = newValue }
     }
     /// When the last notification was signed (signing dates only increase).
-    public var lastSignedDate: Date? {
+    package var lastSignedDate: Date? {
         get { scalars.lastSignedDate }
         set { scalars.lastSignedDate = newValue }
     }
     /// Products no longer for sale: their subscriptions expire at the next renewal.
-    public var removedFromSale: Set<String> {
+    package var removedFromSale: Set<String> {
         get { scalars.removedFromSale }
         set { scalars.removedFromSale = newValue }
     }
     /// Open refund requests by transaction ID, with the reason the customer gave.
-    public var refundRequests: [String: ConsumptionRequestReason] {
+    package var refundRequests: [String: ConsumptionRequestReason] {
         get { scalars.refundRequests }
         set { scalars.refundRequests = newValue }
     }
     /// Faults injected into the API and notification delivery.
-    public var faults: FaultConfiguration {
+    package var faults: FaultConfiguration {
         get { scalars.faults }
         set { scalars.faults = newValue }
     }
     /// Where notifications are POSTed; `nil` for nowhere (Request a Test Notification then answers 4040007).
-    public var notificationURL: String? {
+    package var notificationURL: String? {
         get { scalars.notificationURL }
         set { scalars.notificationURL = newValue }
     }
     /// Whether the clock follows real time while the simulator is served (otherwise it moves only when told).
-    public var clockRunning: Bool {
+    package var clockRunning: Bool {
         get { scalars.clockRunning }
         set { scalars.clockRunning = newValue }
     }
@@ -112,7 +112,7 @@ public struct SimulatorState: Codable, Sendable {
         case customers, transactions, subscriptions, notifications, consumptionInformation, massExtensions
     }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         scalars = try Scalars(from: decoder)
         let container = try decoder.container(keyedBy: TableKeys.self)
         customers = try container.decode(RecordTable<Customer>.self, forKey: .customers)
@@ -123,7 +123,7 @@ public struct SimulatorState: Codable, Sendable {
         massExtensions = try container.decode(RecordTable<MassExtension>.self, forKey: .massExtensions)
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         try scalars.encode(to: encoder)
         var container = encoder.container(keyedBy: TableKeys.self)
         try container.encode(customers, forKey: .customers)
@@ -136,109 +136,109 @@ public struct SimulatorState: Codable, Sendable {
 }
 
 /// A request to extend the renewal date of every active subscriber of a product.
-public struct MassExtension: TableRecord, Hashable, Sendable {
-    public var requestIdentifier: String
-    public var productId: String
-    public var bundleId: String
-    public var storefrontCountryCodes: [String]?
-    public var completeDate: Date?
-    public var succeededCount: Int64 = 0
-    public var failedCount: Int64 = 0
+package struct MassExtension: TableRecord, Hashable, Sendable {
+    package var requestIdentifier: String
+    package var productId: String
+    package var bundleId: String
+    package var storefrontCountryCodes: [String]?
+    package var completeDate: Date?
+    package var succeededCount: Int64 = 0
+    package var failedCount: Int64 = 0
 }
 
 /// An Apple Account.
-public struct Customer: TableRecord, Hashable, Sendable {
-    public var id: String
+package struct Customer: TableRecord, Hashable, Sendable {
+    package var id: String
     /// ISO 3166-1 alpha-3.
-    public var storefront: String
-    public var familyId: String?
+    package var storefront: String
+    package var familyId: String?
     /// Whether the account's payment method works; renewals fail while it does not.
-    public var billingWorks: Bool = true
+    package var billingWorks: Bool = true
     /// The customer's `appTransactionId` per bundle ID (one per account per app).
-    public var appTransactionIds: [String: String] = [:]
+    package var appTransactionIds: [String: String] = [:]
 
     /// Indexed by family and by app transaction ID.
-    public var indexKeys: [RecordIndexKey] {
+    package var indexKeys: [RecordIndexKey] {
         (familyId.map { [RecordIndexKey.family($0)] } ?? []) + appTransactionIds.values.sorted().map(RecordIndexKey.appTransaction)
     }
 }
 
 extension RecordIndexKey {
     /// The customers in a family.
-    public static func family(_ id: String) -> RecordIndexKey { .init(kind: "family", value: id) }
+    package static func family(_ id: String) -> RecordIndexKey { .init(kind: "family", value: id) }
     /// The customer an app transaction ID belongs to.
-    public static func appTransaction(_ id: String) -> RecordIndexKey { .init(kind: "appTransaction", value: id) }
+    package static func appTransaction(_ id: String) -> RecordIndexKey { .init(kind: "appTransaction", value: id) }
     /// The transactions of one order (the order ID on the customer's receipt).
-    public static func order(_ id: String) -> RecordIndexKey { .init(kind: "order", value: id) }
+    package static func order(_ id: String) -> RecordIndexKey { .init(kind: "order", value: id) }
 }
 
 /// A transaction as the App Store holds it now (refunds and upgrades change it after the fact).
-public struct TransactionRecord: Codable, Hashable, Sendable {
-    public var info: TransactionInfo
-    public var customerId: String
+package struct TransactionRecord: Codable, Hashable, Sendable {
+    package var info: TransactionInfo
+    package var customerId: String
     /// The order ID on the customer's emailed receipt.
-    public var orderId: String
+    package var orderId: String
     /// The "recently modified date" that sorts transaction history.
-    public var modifiedAt: Date
+    package var modifiedAt: Date
     /// Whether the app or server finished it (Finish Transaction).
-    public var finished: Bool = false
+    package var finished: Bool = false
 
     /// Indexed by customer and by order ID.
-    public var indexKeys: [RecordIndexKey] { [.customer(customerId), .order(orderId)] }
+    package var indexKeys: [RecordIndexKey] { [.customer(customerId), .order(orderId)] }
 }
 
 /// One auto-renewable subscription of one customer (or a family member's shared copy).
-public struct SubscriptionRecord: Codable, Hashable, Sendable {
-    public var originalTransactionId: String
-    public var customerId: String
-    public var bundleId: String
-    public var groupId: String
-    public var productId: String
-    public var autoRenewProductId: String
-    public var autoRenewEnabled: Bool = true
-    public var status: SubscriptionStatus = .active
-    public var expiresDate: Date
-    public var gracePeriodExpiresDate: Date?
+package struct SubscriptionRecord: Codable, Hashable, Sendable {
+    package var originalTransactionId: String
+    package var customerId: String
+    package var bundleId: String
+    package var groupId: String
+    package var productId: String
+    package var autoRenewProductId: String
+    package var autoRenewEnabled: Bool = true
+    package var status: SubscriptionStatus = .active
+    package var expiresDate: Date
+    package var gracePeriodExpiresDate: Date?
     /// When billing retry gives up (set while in grace or billing retry).
-    public var billingRetryEndsAt: Date?
-    public var expirationIntent: ExpirationIntent?
-    public var latestTransactionId: String
-    public var ownership: InAppOwnershipType = .purchased
+    package var billingRetryEndsAt: Date?
+    package var expirationIntent: ExpirationIntent?
+    package var latestTransactionId: String
+    package var ownership: InAppOwnershipType = .purchased
     /// For a family member's copy: the purchaser's original transaction ID.
-    public var sharedFrom: String?
+    package var sharedFrom: String?
     /// For a purchaser's subscription: the copies' original transaction IDs by member customer ID.
-    public var familyCopies: [String: String] = [:]
-    public var priceIncrease: PriceIncrease?
+    package var familyCopies: [String: String] = [:]
+    package var priceIncrease: PriceIncrease?
     /// An offer that applies to coming renewals.
-    public var pendingOffer: PendingOffer?
+    package var pendingOffer: PendingOffer?
     /// When renewal-date extensions were granted (at most two per 365 days).
-    public var extensionDates: [Date] = []
-    public var appAccountToken: LowercaseUUID?
-    public var recentSubscriptionStartDate: Date
+    package var extensionDates: [Date] = []
+    package var appAccountToken: LowercaseUUID?
+    package var recentSubscriptionStartDate: Date
     /// Periods the customer paid for (offers with a price count; free trials do not).
-    public var paidPeriods: Int = 0
+    package var paidPeriods: Int = 0
     /// Successful automatic renewals since the last purchase (sandbox stops after 12).
-    public var renewalCount: Int = 0
+    package var renewalCount: Int = 0
 
     /// A price increase announced for this subscription.
-    public struct PriceIncrease: Codable, Hashable, Sendable {
-        public var newPrice: Int64
-        public var consentRequired: Bool
-        public var accepted: Bool
+    package struct PriceIncrease: Codable, Hashable, Sendable {
+        package var newPrice: Int64
+        package var consentRequired: Bool
+        package var accepted: Bool
     }
 
     /// An offer the coming renewals use.
-    public struct PendingOffer: Codable, Hashable, Sendable {
-        public var offer: Catalog.Offer
-        public var remainingPeriods: Int
+    package struct PendingOffer: Codable, Hashable, Sendable {
+        package var offer: Catalog.Offer
+        package var remainingPeriods: Int
     }
 
     /// Whether the customer has service now: active or in Billing Grace Period.
-    public var hasService: Bool { status == .active || status == .billingGracePeriod }
+    package var hasService: Bool { status == .active || status == .billingGracePeriod }
 
     /// When the lifecycle engine must next act on a purchased subscription: renew it (active), end its grace period,
     /// or end billing retry. Family copies follow their purchaser and are never due themselves.
-    public var dueDate: Date? {
+    package var dueDate: Date? {
         guard sharedFrom == nil else { return nil }
         switch status {
         case .active: return expiresDate
@@ -263,33 +263,33 @@ public struct SubscriptionRecord: Codable, Hashable, Sendable {
 }
 
 /// A notification and its delivery attempts.
-public struct NotificationRecord: Codable, Hashable, Sendable {
-    public var notificationUUID: String
-    public var notificationType: NotificationType
-    public var subtype: NotificationSubtype?
+package struct NotificationRecord: Codable, Hashable, Sendable {
+    package var notificationUUID: String
+    package var notificationType: NotificationType
+    package var subtype: NotificationSubtype?
     /// The signed notification as sent (and re-sent on retries).
-    public var signedPayload: String
-    public var createdAt: Date
-    public var bundleId: String
+    package var signedPayload: String
+    package var createdAt: Date
+    package var bundleId: String
     /// The customer it concerns, for history look-ups by any of their transaction IDs.
-    public var customerId: String?
-    public var originalTransactionId: String?
-    public var transactionId: String?
-    public var sendAttempts: [SendAttempt] = []
+    package var customerId: String?
+    package var originalTransactionId: String?
+    package var transactionId: String?
+    package var sendAttempts: [SendAttempt] = []
     /// When the next delivery attempt is due; `nil` once delivered or given up.
-    public var nextAttemptAt: Date?
+    package var nextAttemptAt: Date?
     /// Requested with Request a Test Notification: its token.
-    public var testNotificationToken: String?
+    package var testNotificationToken: String?
 
     /// One delivery attempt.
-    public struct SendAttempt: Codable, Hashable, Sendable {
-        public var attemptDate: Date
+    package struct SendAttempt: Codable, Hashable, Sendable {
+        package var attemptDate: Date
         /// `SUCCESS`, `TIMED_OUT`, `UNSUCCESSFUL_HTTP_RESPONSE_CODE`, … (APPSTORE-SPEC §1.5).
-        public var sendAttemptResult: String
+        package var sendAttemptResult: String
     }
 
     /// Whether the last attempt failed (or none was made yet), for `onlyFailures`.
-    public var isFailure: Bool { sendAttempts.last?.sendAttemptResult != "SUCCESS" }
+    package var isFailure: Bool { sendAttempts.last?.sendAttemptResult != "SUCCESS" }
 }
 
 extension TransactionRecord: CustomerOwnedRecord {}

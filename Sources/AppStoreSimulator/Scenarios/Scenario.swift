@@ -28,16 +28,16 @@ import Foundation
 /// expect alice pro.monthly premium.monthly      # the customer's entitled products, exactly (none: `expect alice`)
 /// expect-balance carol coins.100 3
 /// ```
-public struct Scenario: Sendable, Hashable {
-    public var name: String
-    public var steps: [Step]
+package struct Scenario: Sendable, Hashable {
+    package var name: String
+    package var steps: [Step]
 
     /// One parsed step, with its line number for error messages.
-    public struct Step: Sendable, Hashable {
-        public var line: Int
-        public var verb: String
-        public var arguments: [String]
-        public var options: [String: String]
+    package struct Step: Sendable, Hashable {
+        package var line: Int
+        package var verb: String
+        package var arguments: [String]
+        package var options: [String: String]
     }
 
     static let verbs: [String: ClosedRange<Int>] = [
@@ -49,7 +49,7 @@ public struct Scenario: Sendable, Hashable {
     ]
 
     /// Parses a scenario; the error names the line and what is wrong with it.
-    public init(name: String, text: String) throws(SimulatorError) {
+    package init(name: String, text: String) throws(SimulatorError) {
         self.name = name
         var steps: [Step] = []
         for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {

@@ -1,30 +1,30 @@
 import AppStoreModels
-public import Foundation
+package import Foundation
 
 /// Plays a ``Scenario`` on a ``Simulator``. Each step is one simulator action, but for `advance` steps, which move
 /// the clock one due time at a time (``Simulator/advance(to:deliver:)``) so that renewals, deliveries and retries
 /// each happen at their own virtual time; `expect` steps compare the simulator's ground truth and fail the run with
 /// a message naming the line when they differ.
-public struct ScenarioRunner: Sendable {
-    public let simulator: Simulator
+package struct ScenarioRunner: Sendable {
+    package let simulator: Simulator
     /// Called after every step, and after every stop of an advance: delivers what is due (the server's deliverer).
     let afterStep: @Sendable () async -> Void
 
-    public init(simulator: Simulator, afterStep: @escaping @Sendable () async -> Void = {}) {
+    package init(simulator: Simulator, afterStep: @escaping @Sendable () async -> Void = {}) {
         self.simulator = simulator
         self.afterStep = afterStep
     }
 
     /// What a step did, for the timeline.
-    public struct Event: Sendable, Hashable {
-        public var line: Int
-        public var description: String
-        public var clock: Date
+    package struct Event: Sendable, Hashable {
+        package var line: Int
+        package var description: String
+        package var clock: Date
     }
 
     /// Plays every step in order; stops at the first failure.
     @discardableResult
-    public func run(_ scenario: Scenario) async throws(SimulatorError) -> [Event] {
+    package func run(_ scenario: Scenario) async throws(SimulatorError) -> [Event] {
         var events: [Event] = []
         for step in scenario.steps {
             let description = try await play(step, of: scenario.name)
@@ -35,7 +35,7 @@ public struct ScenarioRunner: Sendable {
 
     /// Plays one step of the scenario `name`, then delivers what is due; returns what the step did. A failing
     /// step's error names the scenario, line and step.
-    public func play(_ step: Scenario.Step, of name: String = "scenario") async throws(SimulatorError) -> String {
+    package func play(_ step: Scenario.Step, of name: String = "scenario") async throws(SimulatorError) -> String {
         do throws(SimulatorError) {
             if let target = try await Self.clockTarget(of: step, now: simulator.now) {
                 try await simulator.advance(to: target, deliver: afterStep)
@@ -75,7 +75,7 @@ public struct ScenarioRunner: Sendable {
     }
 
     /// Plays one step on an engine; returns what it did, for a timeline.
-    public static func apply(_ step: Scenario.Step, to engine: inout LifecycleEngine) throws(SimulatorError) -> String {
+    package static func apply(_ step: Scenario.Step, to engine: inout LifecycleEngine) throws(SimulatorError) -> String {
         let a = step.arguments
         switch step.verb {
         case "customer":

@@ -1,8 +1,8 @@
 /// The scenarios Storekeeper ships (`storekeeper simulator run NAME`), one per lifecycle of APPSTORE-SPEC §4, on
 /// the sample catalog. Their text is in `Sources/AppStoreSimulator/Scenarios/`.
-public enum ShippedScenarios {
+package enum ShippedScenarios {
     /// Name and text of each shipped scenario.
-    public static let all: [(name: String, text: String)] = [
+    package static let all: [(name: String, text: String)] = [
         ("subscriber-lifecycle", PackageResources.subscriber_lifecycle_scenario),
         ("billing-retry", PackageResources.billing_retry_scenario),
         ("grace-period-expiry", PackageResources.grace_period_expiry_scenario),
@@ -15,7 +15,7 @@ public enum ShippedScenarios {
     ].map { ($0.0, String(decoding: $0.1, as: UTF8.self)) }
 
     /// A shipped scenario by name, parsed.
-    public static func named(_ name: String) throws(SimulatorError) -> Scenario? {
+    package static func named(_ name: String) throws(SimulatorError) -> Scenario? {
         guard let entry = all.first(where: { $0.name == name }) else { return nil }
         return try Scenario(name: name, text: entry.text)
     }

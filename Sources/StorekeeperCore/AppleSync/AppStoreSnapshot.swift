@@ -1,34 +1,34 @@
-public import AppStoreModels
-public import AppStoreSigning
-public import Foundation
+package import AppStoreModels
+package import AppStoreSigning
+import Foundation
 
 /// What the App Store Server API says of some purchases right now, verified: transactions (Get Transaction History)
 /// and subscriptions' statuses with their latest transaction and renewal info (Get All Subscription Statuses). What
 /// reconciliation compares the ledger with, and applies under the ledger's rules.
-public struct AppStoreSnapshot: Sendable {
+package struct AppStoreSnapshot: Sendable {
     /// One subscription's status, as Get All Subscription Statuses gives it.
-    public struct Subscription: Sendable {
-        public var status: SubscriptionStatus
-        public var transaction: VerifiedSignedData<TransactionInfo>
-        public var renewalInfo: VerifiedSignedData<RenewalInfo>
+    package struct Subscription: Sendable {
+        package var status: SubscriptionStatus
+        package var transaction: VerifiedSignedData<TransactionInfo>
+        package var renewalInfo: VerifiedSignedData<RenewalInfo>
 
-        public init(status: SubscriptionStatus, transaction: VerifiedSignedData<TransactionInfo>, renewalInfo: VerifiedSignedData<RenewalInfo>) {
+        package init(status: SubscriptionStatus, transaction: VerifiedSignedData<TransactionInfo>, renewalInfo: VerifiedSignedData<RenewalInfo>) {
             self.status = status
             self.transaction = transaction
             self.renewalInfo = renewalInfo
         }
     }
 
-    public var transactions: [VerifiedSignedData<TransactionInfo>] = []
-    public var subscriptions: [Subscription] = []
+    package var transactions: [VerifiedSignedData<TransactionInfo>] = []
+    package var subscriptions: [Subscription] = []
 
-    public init(transactions: [VerifiedSignedData<TransactionInfo>] = [], subscriptions: [Subscription] = []) {
+    package init(transactions: [VerifiedSignedData<TransactionInfo>] = [], subscriptions: [Subscription] = []) {
         self.transactions = transactions
         self.subscriptions = subscriptions
     }
 
     /// The families (environment and original transaction ID) the snapshot speaks of.
-    public var families: Set<LedgerKey> {
+    package var families: Set<LedgerKey> {
         var keys = Set<LedgerKey>()
         for info in transactions.map(\.payload) + subscriptions.map(\.transaction.payload) {
             if let environment = info.environment { keys.insert(LedgerKey(environment, info.originalTransactionId)) }
@@ -40,7 +40,7 @@ public struct AppStoreSnapshot: Sendable {
 extension Ledger {
     /// Applies what the App Store Server API says, under the ledger's rules (each record replaced only by a version
     /// signed later; statuses by the renewal info's signing date).
-    public mutating func apply(_ snapshot: AppStoreSnapshot) {
+    package mutating func apply(_ snapshot: AppStoreSnapshot) {
         for verified in snapshot.transactions { apply(verified.payload, jws: verified.jws, source: Ledger.apiSource) }
         for item in snapshot.subscriptions {
             apply(item.transaction.payload, jws: item.transaction.jws, source: Ledger.apiSource)
@@ -51,34 +51,34 @@ extension Ledger {
 }
 
 /// A difference between the ledger and the App Store, field by field.
-public struct Drift: Codable, Hashable, Sendable, CustomStringConvertible {
-    public struct Kind: RawRepresentable, Codable, Hashable, Sendable {
-        public var rawValue: String
-        public init(rawValue: String) { self.rawValue = rawValue }
+package struct Drift: Codable, Hashable, Sendable, CustomStringConvertible {
+    package struct Kind: RawRepresentable, Codable, Hashable, Sendable {
+        package var rawValue: String
+        package init(rawValue: String) { self.rawValue = rawValue }
 
         /// The App Store has a transaction the ledger lacks (a lost notification, a purchase never submitted).
-        public static let missingTransaction = Kind(rawValue: "missing-transaction")
+        package static let missingTransaction = Kind(rawValue: "missing-transaction")
         /// The ledger's version of a transaction differs from the App Store's in a field.
-        public static let staleTransaction = Kind(rawValue: "stale-transaction")
+        package static let staleTransaction = Kind(rawValue: "stale-transaction")
         /// The App Store revoked (refunded) a transaction the ledger still holds as valid.
-        public static let revoked = Kind(rawValue: "revoked")
+        package static let revoked = Kind(rawValue: "revoked")
         /// A subscription's status differs.
-        public static let staleStatus = Kind(rawValue: "stale-status")
+        package static let staleStatus = Kind(rawValue: "stale-status")
         /// The ledger has no renewal info for a subscription.
-        public static let missingRenewalInfo = Kind(rawValue: "missing-renewal-info")
+        package static let missingRenewalInfo = Kind(rawValue: "missing-renewal-info")
         /// The ledger's renewal info differs from the App Store's in a field.
-        public static let staleRenewalInfo = Kind(rawValue: "stale-renewal-info")
+        package static let staleRenewalInfo = Kind(rawValue: "stale-renewal-info")
     }
 
-    public var kind: Kind
-    public var originalTransactionId: String
-    public var transactionId: String?
+    package var kind: Kind
+    package var originalTransactionId: String
+    package var transactionId: String?
     /// The field that differs, for stale records.
-    public var field: String?
-    public var ledger: String?
-    public var appStore: String?
+    package var field: String?
+    package var ledger: String?
+    package var appStore: String?
 
-    public var description: String {
+    package var description: String {
         var text = "\(kind.rawValue) \(originalTransactionId)"
         if let transactionId, transactionId != originalTransactionId { text += "/\(transactionId)" }
         if let field { text += " \(field): \(ledger ?? "none") → \(appStore ?? "none")" }
@@ -88,7 +88,7 @@ public struct Drift: Codable, Hashable, Sendable, CustomStringConvertible {
     /// What differs between what the ledger holds of the snapshot's families and the snapshot: what applying the
     /// snapshot under the ledger's rules would change (so an API answer older than the ledger's data is no drift:
     /// the ledger would keep its own), field by field.
-    public static func between(_ ledger: Ledger, and snapshot: AppStoreSnapshot) -> [Drift] {
+    package static func between(_ ledger: Ledger, and snapshot: AppStoreSnapshot) -> [Drift] {
         var after = ledger
         after.apply(snapshot)
         var drift: [Drift] = []

@@ -1,14 +1,14 @@
 import AppStoreModels
-public import AppStoreServerAPI
-public import Foundation
+package import AppStoreServerAPI
+package import Foundation
 
 /// Whether the App Store accepts an app's App Store Server API credentials in one environment, found with one cheap
 /// authenticated call (Get Notification History for the last hour; it changes nothing). A key, key ID, issuer ID or
 /// bundle ID that is wrong but well formed loads fine and is refused only by the App Store (401): this finds it at
 /// start instead of at the first recovery run, or never when recovery is off.
-public struct CredentialCheck: Sendable {
+package struct CredentialCheck: Sendable {
     /// What the App Store said.
-    public enum Outcome: String, Sendable, Codable {
+    package enum Outcome: String, Sendable, Codable {
         /// It answered past authentication (any answer but 401: the credentials work).
         case accepted
         /// 401: the key, key ID, issuer ID or bundle ID is wrong, or the key was revoked.
@@ -17,16 +17,16 @@ public struct CredentialCheck: Sendable {
         case unreachable
     }
 
-    public struct Result: Sendable, Codable {
-        public var bundleId: String
-        public var environment: String
-        public var outcome: Outcome
+    package struct Result: Sendable, Codable {
+        package var bundleId: String
+        package var environment: String
+        package var outcome: Outcome
         /// In words, for the log and `storekeeper config check --online`.
-        public var detail: String
+        package var detail: String
     }
 
     /// Makes the call for `app` with `client` and says what came of it; never throws.
-    public static func run(_ app: VerifierKey, client: AppStoreServerAPIClient, now: Date = Date()) async -> Result {
+    package static func run(_ app: VerifierKey, client: AppStoreServerAPIClient, now: Date = Date()) async -> Result {
         var result = Result(bundleId: app.bundleId, environment: app.environment.rawValue, outcome: .accepted, detail: "")
         do {
             let pages = try client.notificationHistory(NotificationHistoryRequest(startDate: now.addingTimeInterval(-3_600), endDate: now))

@@ -1,8 +1,8 @@
 import AppStoreModels
-public import AppStoreServerAPI
+package import AppStoreServerAPI
 import AppStoreSigning
-public import Foundation
-public import Logging
+package import Foundation
+package import Logging
 
 /// Brings back the notifications the server missed, for one app in one environment (WWDC23's advice): Get
 /// Notification History from the last watermark (less an overlap, so that a notification created while the previous
@@ -11,8 +11,8 @@ public import Logging
 /// Every payload goes through the ``NotificationIngester``'s verification; duplicates are no-ops. Each page is
 /// applied in one transaction, and the watermark moves in the same commit as the last page of the run, so a crash
 /// mid-run resumes from the old watermark: nothing is lost, nothing applied twice.
-public struct NotificationRecovery: Sendable {
-    public let app: VerifierKey
+package struct NotificationRecovery: Sendable {
+    package let app: VerifierKey
     let client: AppStoreServerAPIClient
     let ingester: NotificationIngester
     let settings: Settings
@@ -20,19 +20,19 @@ public struct NotificationRecovery: Sendable {
     let metrics: StorekeeperMetrics
     let now: @Sendable () -> Date
     /// When and how far back recovery looks.
-    public struct Settings: Sendable, Hashable {
+    package struct Settings: Sendable, Hashable {
         /// Between runs. Default 5 minutes.
-        public var interval: Duration = .seconds(300)
+        package var interval: Duration = .seconds(300)
         /// How far before the watermark a run starts again. Default 1 hour (covers clocks an hour apart).
-        public var overlap: TimeInterval = 3_600
+        package var overlap: TimeInterval = 3_600
         /// Between passes over every failed delivery still in the history (`onlyFailures`). Default 1 hour; the
         /// first run always makes one.
-        public var failuresInterval: TimeInterval = 3_600
+        package var failuresInterval: TimeInterval = 3_600
 
-        public init() {}
+        package init() {}
     }
 
-    public init(
+    package init(
         app: VerifierKey, client: AppStoreServerAPIClient, ingester: NotificationIngester, settings: Settings = Settings(),
         logger: Logger, metrics: StorekeeperMetrics = .discarded, now: @escaping @Sendable () -> Date = { Date() }
     ) {
@@ -49,34 +49,34 @@ public struct NotificationRecovery: Sendable {
     var historyWindow: TimeInterval { (app.environment == .production ? 180 : 30) * 86_400 }
 
     /// What one run found and did.
-    public struct Report: Codable, Sendable, Hashable {
-        public var bundleId: String
-        public var environment: String
+    package struct Report: Codable, Sendable, Hashable {
+        package var bundleId: String
+        package var environment: String
         /// The history read: from, and the moment the run began (the App Store's own clock bounds the end).
-        public var from: Date
-        public var to: Date
+        package var from: Date
+        package var to: Date
         /// Whether the run also read every failed delivery in the history.
-        public var failuresPass: Bool
-        public var dryRun: Bool
-        public var pages = 0
-        public var fetched = 0
-        public var applied = 0
-        public var recorded = 0
-        public var duplicates = 0
-        public var refused = 0
+        package var failuresPass: Bool
+        package var dryRun: Bool
+        package var pages = 0
+        package var fetched = 0
+        package var applied = 0
+        package var recorded = 0
+        package var duplicates = 0
+        package var refused = 0
         /// Dry run: the notifications the ledger does not hold (type and UUID), at most 100.
-        public var missing: [String] = []
-        public var missingCount = 0
-        public var watermarkBefore: Date?
-        public var watermarkAfter: Date?
+        package var missing: [String] = []
+        package var missingCount = 0
+        package var watermarkBefore: Date?
+        package var watermarkAfter: Date?
         /// Whether the run read all it had to: false when part of its window (``uncovered``) is no longer in the App
         /// Store's history, so that notifications created then can no longer be fetched.
-        public var complete = true
+        package var complete = true
         /// The part of the window the App Store no longer holds, when the run is not ``complete``.
-        public var uncovered: DateInterval?
+        package var uncovered: DateInterval?
         /// How far ahead of this server's clock the App Store's was found to be, in seconds, when it refused a start
         /// date this server's clock says is inside its window (a simulator whose clock was advanced, say).
-        public var appStoreClockAheadSeconds: Double?
+        package var appStoreClockAheadSeconds: Double?
     }
 
     /// How far past the start of a run the history requests end: the App Store clamps an end in the future to its own
@@ -88,7 +88,7 @@ public struct NotificationRecovery: Sendable {
     /// Server API's error (``AppStoreServerAPIError``) or the ledger's (``StorageError``); the watermark then stays.
     /// A run whose window began before what the App Store still holds is not ``Report/complete``; it moves the
     /// watermark all the same (what is gone cannot come back), and says which part is lost.
-    public func run(since: Date? = nil, failures: Bool = true, dryRun: Bool = false) async throws -> Report {
+    package func run(since: Date? = nil, failures: Bool = true, dryRun: Bool = false) async throws -> Report {
         let started = now()
         let watermark = try await ingester.store.recoveryWatermark(app)
         // An hour inside the App Store's window, so that a request made a little later is still inside it.
@@ -123,10 +123,10 @@ public struct NotificationRecovery: Sendable {
     /// A run that stopped before its end (the App Store or the ledger failed, or its task was cancelled, e.g. by
     /// Ctrl-C): what it had fetched and applied until then (each page applied stays applied; the watermark moves only
     /// with a run's last page), and why it stopped.
-    public struct Stopped: Error, Sendable, CustomStringConvertible {
-        public var report: Report
-        public var cause: any Error & Sendable
-        public var description: String { "\(cause)" }
+    package struct Stopped: Error, Sendable, CustomStringConvertible {
+        package var report: Report
+        package var cause: any Error & Sendable
+        package var description: String { "\(cause)" }
     }
 
     /// The two passes of a run: the history from the window's start (its last page moves the watermark), then every

@@ -2,8 +2,8 @@ import AppStoreModels
 import AppStoreServerAPI
 import Foundation
 import Synchronization
-public import Logging
-public import ServiceLifecycle
+package import Logging
+import ServiceLifecycle
 
 /// Runs each app's ``NotificationRecovery`` at start and then every ``NotificationRecovery/Settings/interval``
 /// (every failed delivery in the history at start and every ``NotificationRecovery/Settings/failuresInterval``),
@@ -13,13 +13,13 @@ public import ServiceLifecycle
 /// With several instances on one database, each app's job runs on the instance that holds its ``JobLease`` (the
 /// only one calling Get Notification History for that app, so the instances never add up past Apple's rate limit);
 /// another takes over within the lease's duration when that instance dies.
-public struct NotificationRecoveryService: Service {
+package struct NotificationRecoveryService: Service {
     let recoveries: [NotificationRecovery]
     let store: any LedgerStore
     let leaseDuration: Duration
     let logger: Logger
 
-    public init(recoveries: [NotificationRecovery], store: any LedgerStore, leaseDuration: Duration = .seconds(60), logger: Logger) {
+    package init(recoveries: [NotificationRecovery], store: any LedgerStore, leaseDuration: Duration = .seconds(60), logger: Logger) {
         self.recoveries = recoveries
         self.store = store
         self.leaseDuration = leaseDuration
@@ -27,9 +27,9 @@ public struct NotificationRecoveryService: Service {
     }
 
     /// The lease name of an app's recovery job.
-    public static func jobName(_ app: VerifierKey) -> String { "notification recovery \(app.bundleId) \(app.environment.rawValue)" }
+    package static func jobName(_ app: VerifierKey) -> String { "notification recovery \(app.bundleId) \(app.environment.rawValue)" }
 
-    public func run() async throws {
+    package func run() async throws {
         await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
                 for recovery in recoveries {

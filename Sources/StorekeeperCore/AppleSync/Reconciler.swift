@@ -1,8 +1,8 @@
-public import AppStoreModels
-public import AppStoreServerAPI
-public import AppStoreSigning
-public import Foundation
-public import Logging
+import AppStoreModels
+package import AppStoreServerAPI
+package import AppStoreSigning
+import Foundation
+package import Logging
 import Synchronization
 
 /// Checks the ledger against the App Store, the source of truth (DESIGN rule 5), and repairs it: for each purchase in
@@ -11,8 +11,8 @@ import Synchronization
 /// newer). One Apple account's history and statuses cover all of its purchases of the app, so each account is
 /// fetched once however many of its purchases are in scope. Calls go through the client's rate limiter; several run
 /// at once so that the limiter, not the round trips, sets the pace.
-public struct Reconciler: Sendable {
-    public let app: VerifierKey
+package struct Reconciler: Sendable {
+    package let app: VerifierKey
     let client: AppStoreServerAPIClient
     let verifier: SignedDataVerifier
     let store: any LedgerStore
@@ -20,7 +20,7 @@ public struct Reconciler: Sendable {
     /// Purchases reconciled at once (the limiter paces the calls).
     let concurrency: Int
 
-    public init(
+    package init(
         app: VerifierKey, client: AppStoreServerAPIClient, verifier: SignedDataVerifier, store: any LedgerStore, logger: Logger,
         concurrency: Int = 8
     ) {
@@ -33,7 +33,7 @@ public struct Reconciler: Sendable {
     }
 
     /// What to reconcile.
-    public enum Scope: Sendable, Hashable {
+    package enum Scope: Sendable, Hashable {
         /// Every purchase of one customer of the app.
         case customer(String)
         /// One purchase (any of its transaction IDs' original transaction ID).
@@ -43,46 +43,46 @@ public struct Reconciler: Sendable {
     }
 
     /// What a reconciliation found and did.
-    public struct Report: Codable, Sendable, Hashable {
-        public var bundleId: String
-        public var environment: String
-        public var dryRun: Bool
+    package struct Report: Codable, Sendable, Hashable {
+        package var bundleId: String
+        package var environment: String
+        package var dryRun: Bool
         /// Purchases in scope, and those checked (the rest were covered by an account fetched for another).
-        public var purchases = 0
-        public var accountsFetched = 0
-        public var requests = 0
-        public var drift: [Drift] = []
+        package var purchases = 0
+        package var accountsFetched = 0
+        package var requests = 0
+        package var drift: [Drift] = []
         /// Records the ledger changed (0 in a dry run).
-        public var recordsChanged = 0
-        public var seconds = 0.0
+        package var recordsChanged = 0
+        package var seconds = 0.0
         /// Whether every purchase in scope was checked: false in the report of a run that stopped (``Stopped``).
-        public var complete = true
+        package var complete = true
         /// Purchases checked before the run ended (all of them when it is ``complete``).
-        public var checked = 0
+        package var checked = 0
     }
 
     /// The customer asked for has no data of the app in the environment (no purchase of theirs there, no token).
-    public struct UnknownCustomer: Error, Sendable, CustomStringConvertible {
-        public var customerId: String
-        public var description: String { "no customer '\(customerId)'" }
+    package struct UnknownCustomer: Error, Sendable, CustomStringConvertible {
+        package var customerId: String
+        package var description: String { "no customer '\(customerId)'" }
     }
 
     /// A reconciliation that stopped before its end (the App Store or the ledger failed, or its task was cancelled,
     /// e.g. by Ctrl-C): what it had found and repaired until then, and why it stopped. What it repaired stays repaired.
-    public struct Stopped: Error, Sendable {
-        public var report: Report
-        public var cause: any Error & Sendable
+    package struct Stopped: Error, Sendable {
+        package var report: Report
+        package var cause: any Error & Sendable
     }
 
     /// How far a run has got.
-    public struct Progress: Sendable {
-        public var done: Int
-        public var total: Int
-        public var requests: Int
-        public var elapsed: Duration
+    package struct Progress: Sendable {
+        package var done: Int
+        package var total: Int
+        package var requests: Int
+        package var elapsed: Duration
     }
 
-    public func reconcile(_ scope: Scope, dryRun: Bool, progress: (@Sendable (Progress) -> Void)? = nil) async throws -> Report {
+    package func reconcile(_ scope: Scope, dryRun: Bool, progress: (@Sendable (Progress) -> Void)? = nil) async throws -> Report {
         let started = ContinuousClock.now
         let originals = try await purchases(in: scope)
         let report = Report(bundleId: app.bundleId, environment: app.environment.rawValue, dryRun: dryRun, purchases: originals.count)

@@ -1,50 +1,50 @@
-public import AppStoreModels
-public import Foundation
+package import AppStoreModels
+package import Foundation
 
 /// What a read of one customer of one app in one environment answers: their entitlements (each with the transaction
 /// and notification behind it), subscriptions, non-consumables and consumable balances, and until when that holds
 /// with no new data. A plain value; the server writes it as JSON (its `Encodable` form is the reference layout).
-public struct CustomerAnswer: Encodable, Hashable, Sendable {
+package struct CustomerAnswer: Encodable, Hashable, Sendable {
     /// One auto-renewable subscription: its latest transaction, status and renewal info.
-    public struct Subscription: Encodable, Hashable, Sendable {
-        public var originalTransactionId: String
-        public var productId: String
-        public var status: Int?
-        public var expiresDate: Date?
-        public var autoRenew: Bool?
-        public var autoRenewProductId: String?
-        public var gracePeriodExpiresDate: Date?
-        public var isInBillingRetryPeriod: Bool?
-        public var ownership: String
+    package struct Subscription: Encodable, Hashable, Sendable {
+        package var originalTransactionId: String
+        package var productId: String
+        package var status: Int?
+        package var expiresDate: Date?
+        package var autoRenew: Bool?
+        package var autoRenewProductId: String?
+        package var gracePeriodExpiresDate: Date?
+        package var isInBillingRetryPeriod: Bool?
+        package var ownership: String
         /// The notification that set ``status``.
-        public var statusFromNotification: String?
+        package var statusFromNotification: String?
     }
 
-    public var customerId: String
-    public var bundleId: String
+    package var customerId: String
+    package var bundleId: String
     /// `Sandbox` or `Production`.
-    public var environment: String
-    public var entitlements: [Entitlement]
-    public var subscriptions: [Subscription]
+    package var environment: String
+    package var entitlements: [Entitlement]
+    package var subscriptions: [Subscription]
     /// Product IDs of non-consumables owned and not refunded, sorted.
-    public var nonConsumables: [String]
-    public var consumableBalance: [String: Int]
+    package var nonConsumables: [String]
+    package var consumableBalance: [String: Int]
     /// When the answer changes by itself (the next expiry of a subscription, grace period or non-renewing term);
     /// `nil` when nothing will. Not part of the encoded answer.
-    public var validUntil: Date?
+    package var validUntil: Date?
 
     private enum CodingKeys: String, CodingKey {
         case customerId, bundleId, environment, entitlements, subscriptions, nonConsumables, consumableBalance
     }
 
     /// The answer for `customerId` from their ledger, narrowed to one app, at `now`.
-    public init(for customerId: String, in ledger: Ledger, bundleId: String, environment: AppStoreEnvironment, configuration: EntitlementConfiguration, at now: Date) {
+    package init(for customerId: String, in ledger: Ledger, bundleId: String, environment: AppStoreEnvironment, configuration: EntitlementConfiguration, at now: Date) {
         let (state, nextChange) = EntitlementEngine(configuration: configuration).evaluate(customerId, in: ledger, environment: environment, at: now)
         self.init(state: state, ledger: ledger, bundleId: bundleId, validUntil: nextChange)
     }
 
     /// The answer from an evaluated state and the ledger it came from.
-    public init(state: CustomerState, ledger: Ledger, bundleId: String, validUntil: Date?) {
+    package init(state: CustomerState, ledger: Ledger, bundleId: String, validUntil: Date?) {
         customerId = state.customerId
         self.bundleId = bundleId
         environment = state.environment.rawValue

@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 import Synchronization
 
 /// A bounded cache of values computed per customer (e.g. the encoded answer to `GET /v1/customers/{id}`), each
@@ -9,9 +9,9 @@ import Synchronization
 /// generation and stamps the customer with it, and a value is only stored when no invalidation of its customer
 /// came after its ticket. Evicting a customer's stamp raises a floor that tickets must reach, so eviction never
 /// lets a stale value in either.
-public final class CustomerCache<Value: Sendable>: Sendable {
+package final class CustomerCache<Value: Sendable>: Sendable {
     /// A ticket for one read: the generation when it began.
-    public struct Ticket: Sendable {
+    package struct Ticket: Sendable {
         fileprivate let generation: UInt64
     }
 
@@ -38,17 +38,17 @@ public final class CustomerCache<Value: Sendable>: Sendable {
 
     private let state = Mutex(State())
     /// How many customers (with values or recent invalidations) are remembered; 0 disables the cache.
-    public let capacity: Int
+    package let capacity: Int
     /// The longest a value is served, whatever its own validity (a bound on any staleness the cache cannot see).
-    public let maxAge: TimeInterval
+    package let maxAge: TimeInterval
 
-    public init(capacity: Int, maxAge: TimeInterval) {
+    package init(capacity: Int, maxAge: TimeInterval) {
         self.capacity = max(0, capacity)
         self.maxAge = maxAge
     }
 
     /// The value cached for a customer and variant, if still valid at `now`.
-    public func value(customer: String, variant: String, now: Date) -> Value? {
+    package func value(customer: String, variant: String, now: Date) -> Value? {
         guard capacity > 0 else { return nil }
         return state.withLock { state in
             if let entry = state.slots[customer]?.entries[variant], entry.validUntil > now {
@@ -61,14 +61,14 @@ public final class CustomerCache<Value: Sendable>: Sendable {
     }
 
     /// Take before reading what the value is computed from.
-    public func ticket() -> Ticket {
+    package func ticket() -> Ticket {
         Ticket(generation: state.withLock { $0.generation })
     }
 
     /// Keeps `value` until `validUntil` (at most ``maxAge`` after `now`), unless the customer was invalidated after
     /// `ticket` was taken. Returns whether it was kept.
     @discardableResult
-    public func store(_ value: Value, customer: String, variant: String, validUntil: Date?, now: Date, ticket: Ticket) -> Bool {
+    package func store(_ value: Value, customer: String, variant: String, validUntil: Date?, now: Date, ticket: Ticket) -> Bool {
         guard capacity > 0 else { return false }
         let until = min(validUntil ?? .distantFuture, now.addingTimeInterval(maxAge))
         guard until > now else { return false }
@@ -81,7 +81,7 @@ public final class CustomerCache<Value: Sendable>: Sendable {
     }
 
     /// Drops the customers' values; reads that began before this call cannot store theirs afterwards.
-    public func invalidate(_ customers: Set<String>) {
+    package func invalidate(_ customers: Set<String>) {
         guard capacity > 0, !customers.isEmpty else { return }
         state.withLock { state in
             state.generation += 1
@@ -93,7 +93,7 @@ public final class CustomerCache<Value: Sendable>: Sendable {
     }
 
     /// Drops every value; reads that began before this call cannot store theirs afterwards.
-    public func invalidateAll() {
+    package func invalidateAll() {
         guard capacity > 0 else { return }
         state.withLock { state in
             state.generation += 1
@@ -103,7 +103,7 @@ public final class CustomerCache<Value: Sendable>: Sendable {
     }
 
     /// Hits and misses since start, and how many customers are remembered.
-    public var statistics: (hits: Int, misses: Int, customers: Int) {
+    package var statistics: (hits: Int, misses: Int, customers: Int) {
         state.withLock { ($0.hits, $0.misses, $0.slots.count) }
     }
 

@@ -1,6 +1,6 @@
-public import AppStoreModels
-public import Foundation
-public import Logging
+package import AppStoreModels
+package import Foundation
+package import Logging
 
 /// Answers "what is this customer of this app entitled to in this environment?": from the answer cache while no
 /// write has changed the customer and nothing has expired since the answer was computed, else from the ledger. A
@@ -8,16 +8,16 @@ public import Logging
 /// that is theirs, or one of its tokens): anyone else is ``Outcome/unknownCustomer``, whoever asks.
 ///
 /// `Rendered` is what the cache keeps (the server keeps the encoded JSON, so a hit costs no encoding).
-public struct CustomerReader<Rendered: Sendable>: Sendable {
-    public let store: any LedgerStore
-    public let configuration: EntitlementConfiguration
+package struct CustomerReader<Rendered: Sendable>: Sendable {
+    package let store: any LedgerStore
+    package let configuration: EntitlementConfiguration
     let cache: CustomerCache<Rendered>
     let render: @Sendable (CustomerAnswer) -> Rendered
     let logger: Logger
     let metrics: StorekeeperMetrics
 
     /// A reader whose cache drops a customer's answers whenever the store announces a write that may change them.
-    public init(
+    package init(
         store: any LedgerStore, configuration: EntitlementConfiguration, cache: CustomerCache<Rendered>, logger: Logger,
         metrics: StorekeeperMetrics = .discarded, render: @escaping @Sendable (CustomerAnswer) -> Rendered
     ) {
@@ -35,7 +35,7 @@ public struct CustomerReader<Rendered: Sendable>: Sendable {
         self.metrics = metrics
     }
 
-    public enum Outcome: Sendable {
+    package enum Outcome: Sendable {
         case found(Rendered)
         /// The app has no data for this customer in this environment.
         case unknownCustomer
@@ -43,7 +43,7 @@ public struct CustomerReader<Rendered: Sendable>: Sendable {
     }
 
     /// The customer's answer at `now` (the clock is the caller's, so tests and the demo can move it).
-    public func read(_ customerId: String, bundleId: String, environment: AppStoreEnvironment, now: @Sendable () -> Date) async -> Outcome {
+    package func read(_ customerId: String, bundleId: String, environment: AppStoreEnvironment, now: @Sendable () -> Date) async -> Outcome {
         let variant = "\(bundleId) \(environment.rawValue)"
         let started = now()
         // A feed that may miss writes (another instance's, announced through a channel that is down) makes any

@@ -1,22 +1,22 @@
-public import AppStoreModels
-public import AppStoreSigning
-public import Foundation
-public import Logging
+import AppStoreModels
+package import AppStoreSigning
+package import Foundation
+package import Logging
 
 /// Takes in one App Store Server Notification, whatever brought it (the webhook, the recovery job, a replay): picks
 /// the verifier by the app and environment the payload names (``AppClaims``), verifies everything, applies it to the
 /// ledger, or keeps what an auditor needs of it when it is refused (``RefusedNotification``, within the retention
 /// bound). Nothing unverified reaches a log unescaped or unbounded, and refusals are logged at a bounded rate.
-public struct NotificationIngester: Sendable {
-    public let store: any LedgerStore
-    public let verifiers: [VerifierKey: SignedDataVerifier]
+package struct NotificationIngester: Sendable {
+    package let store: any LedgerStore
+    package let verifiers: [VerifierKey: SignedDataVerifier]
     /// Refused requests kept in the ledger (the newest).
-    public let refusalsKept: Int
+    package let refusalsKept: Int
     let logger: Logger
     let metrics: StorekeeperMetrics
     let logLimiter: LogRateLimiter
 
-    public init(
+    package init(
         store: any LedgerStore, verifiers: [VerifierKey: SignedDataVerifier], refusalsKept: Int, logger: Logger,
         metrics: StorekeeperMetrics = .discarded
     ) {
@@ -29,7 +29,7 @@ public struct NotificationIngester: Sendable {
     }
 
     /// What became of a notification.
-    public enum Outcome: Sendable {
+    package enum Outcome: Sendable {
         /// Verified and stored: applied, a duplicate, or recorded (no purchase data).
         case stored(ApplyOutcome, VerifiedNotification)
         /// Refused; what an auditor needs of it is kept.
@@ -39,7 +39,7 @@ public struct NotificationIngester: Sendable {
     }
 
     /// Verifies and stores one signed notification payload.
-    public func ingest(signedPayload jws: String, receivedAt: Date = Date()) async -> Outcome {
+    package func ingest(signedPayload jws: String, receivedAt: Date = Date()) async -> Outcome {
         let verified: VerifiedNotification
         do {
             verified = try await verify(jws)
@@ -69,7 +69,7 @@ public struct NotificationIngester: Sendable {
     }
 
     /// Picks the verifier from the payload's own (unverified) app claims and verifies everything with it.
-    public func verify(_ jws: String) async throws(NotificationRefusal) -> VerifiedNotification {
+    package func verify(_ jws: String) async throws(NotificationRefusal) -> VerifiedNotification {
         let unverified: UnverifiedSignedData<NotificationPayload>
         do {
             unverified = try UnverifiedJWS.unsafeDecode(jws, as: NotificationPayload.self)
@@ -113,7 +113,7 @@ public struct NotificationIngester: Sendable {
 
     /// Counts, logs (bounded) and keeps what an auditor needs of refused input: the signed payload, or the whole body
     /// when it had none. `input` `nil`: nothing was read whole (too large, too slow): counted and logged only.
-    public func refuse(_ refusal: NotificationRefusal, input: [UInt8]?, receivedAt: Date = Date()) async {
+    package func refuse(_ refusal: NotificationRefusal, input: [UInt8]?, receivedAt: Date = Date()) async {
         metrics.notification(type: "unverified", outcome: "rejected")
         log(refusal, size: input?.count)
         guard let input else { return }

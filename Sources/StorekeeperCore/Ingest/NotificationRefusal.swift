@@ -1,11 +1,11 @@
-public import AppStoreModels
-public import AppStoreSigning
-public import Foundation
-public import Logging
+package import AppStoreModels
+import AppStoreSigning
+import Foundation
+import Logging
 
 /// Why a notification was refused.
-public struct NotificationRefusal: Error, Sendable {
-    public enum Kind: Sendable, Equatable {
+package struct NotificationRefusal: Error, Sendable {
+    package enum Kind: Sendable, Equatable {
         /// Not a notification whose claims name an app and environment, or not readable at all (400, a warning).
         case malformed
         /// Well-formed, but its signature, chain or data do not verify (400, a warning).
@@ -16,7 +16,7 @@ public struct NotificationRefusal: Error, Sendable {
         case unreadable(status: Int)
 
         /// The HTTP status a webhook answers.
-        public var httpStatus: Int {
+        package var httpStatus: Int {
             switch self {
             case .malformed, .unverifiable: 400
             case .misdirected: 403
@@ -25,14 +25,14 @@ public struct NotificationRefusal: Error, Sendable {
         }
     }
 
-    public var kind: Kind
+    package var kind: Kind
     /// A stable code (`malformed-payload`, `untrusted-root`, `unknown-app-or-environment`, …).
-    public var code: String
-    public var message: String
+    package var code: String
+    package var message: String
     /// The decoded (unverified) payload, when it decoded.
-    public var payload: NotificationPayload?
+    package var payload: NotificationPayload?
 
-    public init(_ kind: Kind, code: String, message: String, payload: NotificationPayload? = nil) {
+    package init(_ kind: Kind, code: String, message: String, payload: NotificationPayload? = nil) {
         self.kind = kind
         self.code = code
         self.message = message

@@ -1,46 +1,46 @@
-public import AppStoreModels
+package import AppStoreModels
 import Crypto
-public import Foundation
+package import Foundation
 
 /// What the ledger keeps of a notification request it refused: enough for an auditor (when, why, how big, a hash to
 /// match it against Apple's notification history or a sender's logs, the start of it, and the claims if they
 /// parse), and never more than ``maximumBytes``, whatever the sender sent. Every text field is escaped and cut
 /// (``UntrustedText``), since none of it is verified.
-public struct RefusedNotification: Codable, Hashable, Sendable {
+package struct RefusedNotification: Codable, Hashable, Sendable {
     /// The most bytes one record's text fields can hold (code 64 + message 512 + prefix 512 + hash 64 + claims
     /// 5 × 64, and the marks of what was cut), plus its numbers: the bound on storage per refused request that the
     /// HTTP API article (StorekeeperServer.docc) documents.
-    public static let maximumBytes = 2_048
+    package static let maximumBytes = 2_048
     /// The most bytes of the refused input's escaped start that are kept.
-    public static let prefixLimit = 512
+    package static let prefixLimit = 512
 
-    public var receivedAt: Date
+    package var receivedAt: Date
     /// The error code answered (`malformed-jws`, `untrusted-root`, …).
-    public var code: String
+    package var code: String
     /// The error message answered, cut to 512 bytes.
-    public var message: String
+    package var message: String
     /// The HTTP status answered.
-    public var status: Int
+    package var status: Int
     /// Bytes of the refused `signedPayload` (or of the body, when it had none).
-    public var size: Int
+    package var size: Int
     /// Lowercase hex SHA-256 of those bytes.
-    public var sha256: String
+    package var sha256: String
     /// Their start, escaped and cut to ``prefixLimit``.
-    public var prefix: String
+    package var prefix: String
     /// The notification's claims when its payload decodes (each escaped and cut to 64 bytes): type, subtype,
     /// UUID, signed date, and the app and environment it names.
-    public var claims: Claims?
+    package var claims: Claims?
 
     /// The claims of a refused notification, as it stated them (unverified).
-    public struct Claims: Codable, Hashable, Sendable {
-        public var notificationType: String?
-        public var subtype: String?
-        public var notificationUUID: String?
-        public var signedDate: Date?
-        public var bundleId: String?
-        public var environment: String?
+    package struct Claims: Codable, Hashable, Sendable {
+        package var notificationType: String?
+        package var subtype: String?
+        package var notificationUUID: String?
+        package var signedDate: Date?
+        package var bundleId: String?
+        package var environment: String?
 
-        public init(_ payload: NotificationPayload) {
+        package init(_ payload: NotificationPayload) {
             func cut(_ text: String?) -> String? { text.map { UntrustedText.escaped($0, limit: 64) } }
             notificationType = cut(payload.notificationType.rawValue)
             subtype = cut(payload.subtype?.rawValue)
@@ -53,7 +53,7 @@ public struct RefusedNotification: Codable, Hashable, Sendable {
 
     /// A record of refused `input` (the signed payload, or the whole body when it had none): its hash, size and
     /// escaped start, the answer given, and the claims if any.
-    public init(input: some Collection<UInt8>, receivedAt: Date, code: String, message: String, status: Int, claims: NotificationPayload?) {
+    package init(input: some Collection<UInt8>, receivedAt: Date, code: String, message: String, status: Int, claims: NotificationPayload?) {
         self.receivedAt = receivedAt
         self.code = UntrustedText.escaped(code, limit: 64)
         self.message = UntrustedText.sanitizedMessage(message, limit: 512)

@@ -1,22 +1,22 @@
-public import AppStoreModels
-public import AppStoreSigning
+import AppStoreModels
+import AppStoreSigning
 import Foundation
-public import Logging
+import Logging
 
 /// Why a submitted transaction was not taken.
-public struct SubmissionRejection: Error, Sendable {
-    public enum Kind: Sendable, Equatable {
+package struct SubmissionRejection: Error, Sendable {
+    package enum Kind: Sendable, Equatable {
         /// Not a verifiable transaction (400).
         case malformed
         /// Another app's, or an app or environment the server does not serve (403).
         case forbidden
     }
 
-    public var kind: Kind
-    public var code: String
-    public var message: String
+    package var kind: Kind
+    package var code: String
+    package var message: String
 
-    public init(_ kind: Kind, code: String, message: String) {
+    package init(_ kind: Kind, code: String, message: String) {
         self.kind = kind
         self.code = code
         self.message = message

@@ -1,19 +1,19 @@
-public import AppStoreModels
-public import AppStoreSigning
+package import AppStoreModels
+package import AppStoreSigning
 import Foundation
-public import Logging
+package import Logging
 
 /// Takes in a signed transaction an app submits for one of its customers (what StoreKit 2 gives the app): verifies it
 /// with the verifier of the app and environment it names, so that the error reported is that check's, and applies
 /// and links it under ``Ledger/link(_:to:)``'s rule (a submission never takes a token or a purchase from another
 /// customer).
-public struct TransactionSubmitter: Sendable {
-    public let store: any LedgerStore
-    public let verifiers: [VerifierKey: SignedDataVerifier]
+package struct TransactionSubmitter: Sendable {
+    package let store: any LedgerStore
+    package let verifiers: [VerifierKey: SignedDataVerifier]
     let logger: Logger
     let metrics: StorekeeperMetrics
 
-    public init(store: any LedgerStore, verifiers: [VerifierKey: SignedDataVerifier], logger: Logger, metrics: StorekeeperMetrics = .discarded) {
+    package init(store: any LedgerStore, verifiers: [VerifierKey: SignedDataVerifier], logger: Logger, metrics: StorekeeperMetrics = .discarded) {
         self.store = store
         self.verifiers = verifiers
         self.logger = logger
@@ -21,7 +21,7 @@ public struct TransactionSubmitter: Sendable {
     }
 
     /// What became of a submission.
-    public enum Outcome: Sendable {
+    package enum Outcome: Sendable {
         /// Applied and linked to the customer (or already was): the verified transaction.
         case linked(VerifiedSignedData<TransactionInfo>)
         /// Verified, but its token or its purchase belongs to another customer: nothing changed.
@@ -33,7 +33,7 @@ public struct TransactionSubmitter: Sendable {
     }
 
     /// Verifies `jws` and links it to `customerId`; `app` is the only app the caller may submit for (`nil`: any).
-    public func submit(_ jws: String, customerId: String, forApp app: String?) async -> Outcome {
+    package func submit(_ jws: String, customerId: String, forApp app: String?) async -> Outcome {
         let verified: VerifiedSignedData<TransactionInfo>
         do {
             verified = try await verify(jws, forApp: app)
@@ -65,7 +65,7 @@ public struct TransactionSubmitter: Sendable {
     /// the verifier; the verifier checks them): for a caller limited to one app, the transaction must name that app; a
     /// transaction without an environment, or in one the app does not accept, is checked by the app's first verifier
     /// (Production, then Sandbox), which says exactly that.
-    public func verify(_ jws: String, forApp app: String?) async throws(SubmissionRejection) -> VerifiedSignedData<TransactionInfo> {
+    package func verify(_ jws: String, forApp app: String?) async throws(SubmissionRejection) -> VerifiedSignedData<TransactionInfo> {
         let unverified: UnverifiedSignedData<TransactionInfo>
         do {
             unverified = try UnverifiedJWS.unsafeDecode(jws, as: TransactionInfo.self)

@@ -5,22 +5,22 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-public import Logging
+import Logging
 
 /// A scheduled job's lease in the ledger's database, so that with several instances on one database the job runs on
 /// one of them at a time, and another takes over within the lease's duration when that one dies (its lease runs out;
 /// a graceful shutdown gives it back at once). The database's clock decides expiry (PostgreSQL's), so the instances'
 /// clocks need not agree.
-public struct JobLease: Sendable {
-    public let store: any LedgerStore
+package struct JobLease: Sendable {
+    package let store: any LedgerStore
     /// The job, e.g. `recovery com.example.app Production`.
-    public let job: String
+    package let job: String
     /// This instance (``instanceName``).
-    public let holder: String
+    package let holder: String
     /// How long a lease lasts without renewal: the longest a dead holder keeps the job from the others.
-    public let duration: Duration
+    package let duration: Duration
 
-    public init(store: any LedgerStore, job: String, holder: String = JobLease.instanceName, duration: Duration = .seconds(60)) {
+    package init(store: any LedgerStore, job: String, holder: String = JobLease.instanceName, duration: Duration = .seconds(60)) {
         self.store = store
         self.job = job
         self.holder = holder
@@ -30,7 +30,7 @@ public struct JobLease: Sendable {
     /// This process, as lease holders and logs name it: host, process ID, a random suffix (a restarted process on
     /// the same host is another holder) and the process's scope on this host (``processScope``). The host name is the
     /// kernel's (`gethostname`), never a DNS look-up.
-    public static let instanceName: String = {
+    package static let instanceName: String = {
         "\(hostName)/\(ProcessInfo.processInfo.processIdentifier)/\(UUID().uuidString.prefix(8).lowercased())/\(processScope)"
     }()
 
@@ -74,7 +74,7 @@ public struct JobLease: Sendable {
 
     /// Takes the lease, or renews it when this holder has it; whether this holder has it now. A lease held by a
     /// process of this host that no longer runs is taken at once.
-    public func acquire() async throws(StorageError) -> Bool {
+    package func acquire() async throws(StorageError) -> Bool {
         if try await store.acquireLease(job, holder: holder, duration: duration) { return true }
         guard let current = try await store.leaseHolder(job), Self.isDeadLocalProcess(current) else { return false }
         try await store.releaseLease(job, holder: current)
@@ -82,21 +82,21 @@ public struct JobLease: Sendable {
     }
 
     /// Who holds the lease now (for a refusal's message), or nil.
-    public func holderNow() async -> String? {
+    package func holderNow() async -> String? {
         try? await store.leaseHolder(job)
     }
 
     /// Gives the lease back, if this holder has it (not from a cancelled task: the store would refuse it).
-    public func release() async {
+    package func release() async {
         try? await store.releaseLease(job, holder: holder)
     }
 
     /// The lease was lost while `body` ran (not renewed in time, or taken): `body` was cancelled.
-    public struct Lost: Error {}
+    package struct Lost: Error {}
 
     /// Runs `body` while renewing the lease every third of its duration; a renewal that fails or finds the lease
     /// taken cancels `body` and throws ``Lost``. Call with the lease held.
-    public func whileHolding<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    package func whileHolding<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
         try await withThrowingTaskGroup(of: T?.self) { group in
             group.addTask { try await body() }
             group.addTask {

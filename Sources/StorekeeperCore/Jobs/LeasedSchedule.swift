@@ -1,19 +1,20 @@
 import Foundation
+package import Logging
 
 /// Runs a job every `interval` while this instance holds its ``JobLease``; the others poll for the lease every third
 /// of its duration and take over when it lapses. Ends (giving the lease back) when the task is cancelled.
-public struct LeasedSchedule: Sendable {
-    public let lease: JobLease
-    public let interval: Duration
-    public let logger: Logger
+package struct LeasedSchedule: Sendable {
+    package let lease: JobLease
+    package let interval: Duration
+    package let logger: Logger
 
-    public init(lease: JobLease, interval: Duration, logger: Logger) {
+    package init(lease: JobLease, interval: Duration, logger: Logger) {
         self.lease = lease
         self.interval = interval
         self.logger = logger
     }
 
-    public func run(_ job: @escaping @Sendable () async -> Void) async {
+    package func run(_ job: @escaping @Sendable () async -> Void) async {
         let clock = ContinuousClock()
         var nextRun = clock.now
         var holding = false

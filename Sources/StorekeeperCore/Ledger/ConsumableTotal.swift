@@ -1,14 +1,14 @@
-public import AppStoreModels
-public import Foundation
+package import AppStoreModels
+import Foundation
 
 /// Whose consumables, in which app and environment, of which product.
-public struct ConsumableTotalKey: Codable, Hashable, Sendable {
-    public var customerId: String
-    public var environment: AppStoreEnvironment
-    public var bundleId: String
-    public var productId: String
+package struct ConsumableTotalKey: Codable, Hashable, Sendable {
+    package var customerId: String
+    package var environment: AppStoreEnvironment
+    package var bundleId: String
+    package var productId: String
 
-    public init(customerId: String, environment: AppStoreEnvironment, bundleId: String, productId: String) {
+    package init(customerId: String, environment: AppStoreEnvironment, bundleId: String, productId: String) {
         self.customerId = customerId
         self.environment = environment
         self.bundleId = bundleId
@@ -17,13 +17,13 @@ public struct ConsumableTotalKey: Codable, Hashable, Sendable {
 }
 
 /// Consumable purchases counted without loading them.
-public struct ConsumableTotal: Codable, Hashable, Sendable {
+package struct ConsumableTotal: Codable, Hashable, Sendable {
     /// Units bought and not refunded (each purchase's quantity, 1 when absent).
-    public var units: Int
+    package var units: Int
     /// Purchases counted, refunded ones included.
-    public var purchases: Int
+    package var purchases: Int
 
-    public init(units: Int, purchases: Int) {
+    package init(units: Int, purchases: Int) {
         self.units = units
         self.purchases = purchases
     }

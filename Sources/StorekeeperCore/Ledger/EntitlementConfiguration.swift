@@ -1,18 +1,18 @@
-public import AppStoreModels
-public import Foundation
+import AppStoreModels
+package import Foundation
 
 /// Which entitlements products grant, and the rules that decide access (DESIGN rule 6).
-public struct EntitlementConfiguration: Codable, Hashable, Sendable {
+package struct EntitlementConfiguration: Codable, Hashable, Sendable {
     /// Entitlement names each product grants, e.g. `pro.monthly` → `["pro"]`.
-    public var productEntitlements: [String: [String]]
+    package var productEntitlements: [String: [String]]
     /// Service level per auto-renewable product within its group (1 is the highest).
-    public var subscriptionLevels: [String: Int]
+    package var subscriptionLevels: [String: Int]
     /// How long a non-renewing subscription lasts, in seconds.
-    public var nonRenewingDurations: [String: TimeInterval]
+    package var nonRenewingDurations: [String: TimeInterval]
     /// Whether billing retry (after any grace period) still grants access. StoreKit 2 says no by default.
-    public var billingRetryGrantsAccess: Bool
+    package var billingRetryGrantsAccess: Bool
 
-    public init(
+    package init(
         productEntitlements: [String: [String]] = [:], subscriptionLevels: [String: Int] = [:],
         nonRenewingDurations: [String: TimeInterval] = [:], billingRetryGrantsAccess: Bool = false
     ) {
@@ -27,7 +27,7 @@ public struct EntitlementConfiguration: Codable, Hashable, Sendable {
     }
 
     /// Every field may be left out of a configuration file; it then takes the default above.
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         self.init(
             productEntitlements: try container.decodeIfPresent([String: [String]].self, forKey: .productEntitlements) ?? [:],

@@ -1,23 +1,23 @@
-public import AppStoreModels
-public import Foundation
+package import AppStoreModels
+package import Foundation
 
 /// Computes what a customer is entitled to at a moment, from the ledger alone.
-public struct EntitlementEngine: Sendable {
-    public var configuration: EntitlementConfiguration
+package struct EntitlementEngine: Sendable {
+    package var configuration: EntitlementConfiguration
 
-    public init(configuration: EntitlementConfiguration) {
+    package init(configuration: EntitlementConfiguration) {
         self.configuration = configuration
     }
 
     /// StoreKit 2's `currentEntitlements`: auto-renewables active or in Billing Grace Period (billing retry if
     /// configured) with the highest level per group, purchased or family-shared; non-consumables not revoked;
     /// non-renewing subscriptions within their configured duration. Consumables count as balances.
-    public func state(of customerId: String, in ledger: Ledger, environment: AppStoreEnvironment, at now: Date) -> CustomerState {
+    package func state(of customerId: String, in ledger: Ledger, environment: AppStoreEnvironment, at now: Date) -> CustomerState {
         state(of: customerId, transactions: ledger.transactions(of: customerId, environment: environment), in: ledger, environment: environment, at: now)
     }
 
     /// The state and, from the same look-up of the customer's transactions, the next change after `now`.
-    public func evaluate(
+    package func evaluate(
         _ customerId: String, in ledger: Ledger, environment: AppStoreEnvironment, at now: Date
     ) -> (state: CustomerState, nextChange: Date?) {
         let transactions = ledger.transactions(of: customerId, environment: environment)
@@ -105,7 +105,7 @@ public struct EntitlementEngine: Sendable {
 
     /// The latest transaction (by purchase date, then ID) of each auto-renewable subscription, by original ID: the
     /// one that decides the subscription's state.
-    public static func latestPerSubscription(_ transactions: [LedgerTransaction]) -> [String: LedgerTransaction] {
+    package static func latestPerSubscription(_ transactions: [LedgerTransaction]) -> [String: LedgerTransaction] {
         Dictionary(grouping: transactions.filter { $0.info.type == .autoRenewable }) { $0.info.originalTransactionId }
             .compactMapValues { group in
                 group.max { ($0.info.purchaseDate, $0.info.transactionId) < ($1.info.purchaseDate, $1.info.transactionId) }
@@ -132,7 +132,7 @@ extension EntitlementEngine {
     /// The first moment after `now` at which the passage of time alone can change the customer's state (an
     /// expiry, the end of a grace period or of a non-renewing subscription), or `nil` if none is ahead. Until then
     /// ``state(of:in:environment:at:)`` gives the same answer for the same ledger, so it can be cached.
-    public func nextChange(of customerId: String, in ledger: Ledger, environment: AppStoreEnvironment, after now: Date) -> Date? {
+    package func nextChange(of customerId: String, in ledger: Ledger, environment: AppStoreEnvironment, after now: Date) -> Date? {
         nextChange(transactions: ledger.transactions(of: customerId, environment: environment), in: ledger, environment: environment, after: now)
     }
 

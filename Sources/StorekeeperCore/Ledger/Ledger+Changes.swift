@@ -1,4 +1,4 @@
-public import AppStoreModels
+package import AppStoreModels
 
 extension Ledger {
     /// The customers whose view of the ledger can differ between `before` and this ledger: for every subscription
@@ -8,7 +8,7 @@ extension Ledger {
     ///
     /// Read caches drop exactly these customers after a write commits, so the token owners of the families a write
     /// touches must be loaded into both ledgers (``tokenOwners``) for the answer to be complete.
-    public func customersAffected(since before: Ledger) -> Set<String> {
+    package func customersAffected(since before: Ledger) -> Set<String> {
         var families = Set<LedgerKey>()
         for key in Set(transactions.keys).union(before.transactions.keys) where transactions[key] != before.transactions[key] {
             for transaction in [transactions[key], before.transactions[key]].compactMap({ $0 }) {
@@ -50,7 +50,7 @@ extension Ledger {
 
     /// Every app account token the ledger's transactions and renewal infos carry, in their app and environment
     /// (whose owners a write must load).
-    public var appAccountTokens: Set<AppAccountTokenKey> {
+    package var appAccountTokens: Set<AppAccountTokenKey> {
         var tokens = Set(transactions.values.compactMap(\.tokenKey))
         for (key, subscription) in subscriptions {
             if let token = subscription.renewalInfo?.appAccountToken {
@@ -63,10 +63,10 @@ extension Ledger {
 
 extension LedgerTransaction {
     /// Its app account token in its app and environment, if it carries one.
-    public var tokenKey: AppAccountTokenKey? { Self.tokenKey(of: info) }
+    package var tokenKey: AppAccountTokenKey? { Self.tokenKey(of: info) }
 
     /// A transaction's app account token in its app and environment, if it carries one.
-    public static func tokenKey(of info: TransactionInfo) -> AppAccountTokenKey? {
+    package static func tokenKey(of info: TransactionInfo) -> AppAccountTokenKey? {
         guard let token = info.appAccountToken, let environment = info.environment else { return nil }
         return AppAccountTokenKey(bundleId: info.bundleId, environment: environment, token: token)
     }

@@ -1,6 +1,6 @@
-public import AppStoreModels
-public import AppStoreSigning
-public import Foundation
+package import AppStoreModels
+package import AppStoreSigning
+package import Foundation
 
 /// What Storekeeper knows about every purchase, as one value: the reference model of the ledger that storage
 /// backends persist, with the rules that make it a faithful cache of the App Store (DESIGN rules 2-5):
@@ -12,28 +12,28 @@ public import Foundation
 /// - customers are linked through `appAccountToken` or an explicit submission from the app; a token belongs to one
 ///   customer within one app and environment, and a submission never takes a purchase or a token from the customer
 ///   who has it (``link(_:to:)`` refuses with an ``OwnershipConflict``).
-public struct Ledger: Codable, Hashable, Sendable {
-    public var transactions: [LedgerKey: LedgerTransaction] = [:]
-    public var subscriptions: [LedgerKey: LedgerSubscription] = [:]
-    public var notifications: [String: LedgerNotification] = [:]
+package struct Ledger: Codable, Hashable, Sendable {
+    package var transactions: [LedgerKey: LedgerTransaction] = [:]
+    package var subscriptions: [LedgerKey: LedgerSubscription] = [:]
+    package var notifications: [String: LedgerNotification] = [:]
     /// Customer of a transaction's original transaction ID, when the app linked it explicitly.
-    public var explicitLinks: [LedgerKey: String] = [:]
+    package var explicitLinks: [LedgerKey: String] = [:]
     /// Customer of an app account token, per app and environment.
-    public var tokenOwners: [AppAccountTokenKey: String] = [:]
+    package var tokenOwners: [AppAccountTokenKey: String] = [:]
     /// For a partial ledger (``LedgerStore/entitlementLedger(for:environment:)``): the app account tokens carried by
     /// transactions of a subscription that it leaves out. Attribution consults them as it does the held ones.
-    public var omittedTransactionTokens: [LedgerKey: Set<LowercaseUUID>] = [:]
+    package var omittedTransactionTokens: [LedgerKey: Set<LowercaseUUID>] = [:]
     /// For a partial ledger: consumable purchases counted by the store instead of held as transactions, attributed
     /// as ``customer(of:)`` attributes them (the explicit link, else the transaction's token's owner).
-    public var consumableTotals: [ConsumableTotalKey: ConsumableTotal] = [:]
+    package var consumableTotals: [ConsumableTotalKey: ConsumableTotal] = [:]
 
-    public init() {}
+    package init() {}
 
     // MARK: - Applying verified data
 
     /// Applies a verified notification and what it carries. Returns `false` for a duplicate (nothing changes).
     @discardableResult
-    public mutating func apply(_ notification: VerifiedNotification) -> Bool {
+    package mutating func apply(_ notification: VerifiedNotification) -> Bool {
         let payload = notification.payload
         guard notifications[payload.notificationUUID] == nil else { return false }
         let environment = payload.data?.environment ?? payload.summary?.environment ?? payload.appData?.environment
@@ -59,7 +59,7 @@ public struct Ledger: Codable, Hashable, Sendable {
 
     /// Applies a subscription's status (`data.status` of a notification, or a status from Get All Subscription
     /// Statuses), keeping the one signed last; `source` is the notification's UUID, or ``apiSource``, and breaks ties.
-    public mutating func apply(status: SubscriptionStatus, of transaction: TransactionInfo, signedDate: Date?, source: String) {
+    package mutating func apply(status: SubscriptionStatus, of transaction: TransactionInfo, signedDate: Date?, source: String) {
         guard let environment = transaction.environment else { return }
         let key = LedgerKey(environment, transaction.originalTransactionId)
         var subscription = subscriptions[key] ?? LedgerSubscription(key: key, bundleId: transaction.bundleId)
@@ -74,10 +74,10 @@ public struct Ledger: Codable, Hashable, Sendable {
     }
 
     /// The source of records that came from the App Store Server API (reconciliation), not a notification or the app.
-    public static let apiSource = "app-store-server-api"
+    package static let apiSource = "app-store-server-api"
 
     /// Applies a verified transaction (from a notification, the app, or the API), keeping the newest version.
-    public mutating func apply(_ info: TransactionInfo, jws: String, source: String) {
+    package mutating func apply(_ info: TransactionInfo, jws: String, source: String) {
         guard let environment = info.environment else { return }
         let key = LedgerKey(environment, info.transactionId)
         let signedDate = info.signedDate ?? .distantPast
@@ -92,7 +92,7 @@ public struct Ledger: Codable, Hashable, Sendable {
     }
 
     /// Applies a verified renewal info, keeping the newest version.
-    public mutating func apply(_ info: RenewalInfo, jws: String, bundleId: String) {
+    package mutating func apply(_ info: RenewalInfo, jws: String, bundleId: String) {
         guard let environment = info.environment else { return }
         let key = LedgerKey(environment, info.originalTransactionId)
         var subscription = subscriptions[key] ?? LedgerSubscription(key: key, bundleId: bundleId)
@@ -110,7 +110,7 @@ public struct Ledger: Codable, Hashable, Sendable {
     /// Links a transaction (and its whole subscription or purchase) to a customer, as the app submitting it does,
     /// and remembers its app account token as theirs in its app and environment. Refused, changing nothing, when the
     /// token or the purchase already belongs to another customer (``ownershipConflict(linking:to:)``).
-    public mutating func link(_ info: TransactionInfo, to customerId: String) throws(OwnershipConflict) {
+    package mutating func link(_ info: TransactionInfo, to customerId: String) throws(OwnershipConflict) {
         guard let environment = info.environment else { return }
         if let conflict = ownershipConflict(linking: info, to: customerId) { throw conflict }
         explicitLinks[LedgerKey(environment, info.originalTransactionId)] = customerId
@@ -123,7 +123,7 @@ public struct Ledger: Codable, Hashable, Sendable {
     /// its app account token belongs to someone else in its app and environment, or its purchase (every transaction
     /// of its original transaction ID, and its renewal info) is already someone else's, by an explicit link or a token.
     /// The rows ``LedgerStore/submit(_:customerId:)`` loads (the family and the owners of its tokens) are enough.
-    public func ownershipConflict(linking info: TransactionInfo, to customerId: String) -> OwnershipConflict? {
+    package func ownershipConflict(linking info: TransactionInfo, to customerId: String) -> OwnershipConflict? {
         guard let environment = info.environment else { return nil }
         if let token = info.appAccountToken,
             let owner = tokenOwners[AppAccountTokenKey(bundleId: info.bundleId, environment: environment, token: token)], owner != customerId
@@ -163,7 +163,7 @@ public struct Ledger: Codable, Hashable, Sendable {
 
     /// The customer a transaction belongs to: an explicit link of its original transaction, else the owner of its
     /// (or its subscription's) app account token in its app and environment.
-    public func customer(of transaction: LedgerTransaction) -> String? {
+    package func customer(of transaction: LedgerTransaction) -> String? {
         let info = transaction.info
         let environment = info.environment ?? .production
         let original = LedgerKey(environment, info.originalTransactionId)
@@ -183,7 +183,7 @@ public struct Ledger: Codable, Hashable, Sendable {
     }
 
     /// A customer's transactions in an environment.
-    public func transactions(of customerId: String, environment: AppStoreEnvironment) -> [LedgerTransaction] {
+    package func transactions(of customerId: String, environment: AppStoreEnvironment) -> [LedgerTransaction] {
         transactions.values.filter { $0.info.environment == environment && customer(of: $0) == customerId }
             .sorted { ($0.info.purchaseDate, $0.info.transactionId) < ($1.info.purchaseDate, $1.info.transactionId) }
     }

@@ -1,14 +1,14 @@
-public import AppStoreModels
-public import Foundation
+package import AppStoreModels
+package import Foundation
 
 /// A notification as received, kept for audit.
-public struct LedgerNotification: Codable, Hashable, Sendable {
-    public var notificationUUID: String
-    public var notificationType: NotificationType
-    public var subtype: NotificationSubtype?
-    public var signedDate: Date?
-    public var environment: AppStoreEnvironment?
+package struct LedgerNotification: Codable, Hashable, Sendable {
+    package var notificationUUID: String
+    package var notificationType: NotificationType
+    package var subtype: NotificationSubtype?
+    package var signedDate: Date?
+    package var environment: AppStoreEnvironment?
     /// What the ledger did with it: `applied`, `duplicate`, `recorded` (no purchase data).
-    public var outcome: String
-    public var signedPayload: String
+    package var outcome: String
+    package var signedPayload: String
 }

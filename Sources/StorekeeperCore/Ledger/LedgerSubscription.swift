@@ -1,19 +1,19 @@
-public import AppStoreModels
-public import Foundation
+package import AppStoreModels
+package import Foundation
 
 /// An auto-renewable subscription: the newest status and renewal info seen, each versioned by its own signed date.
-public struct LedgerSubscription: Codable, Hashable, Sendable {
-    public var key: LedgerKey
-    public var bundleId: String
+package struct LedgerSubscription: Codable, Hashable, Sendable {
+    package var key: LedgerKey
+    package var bundleId: String
     /// `data.status` of the newest notification about it (1 active, 2 expired, 3 billing retry, 4 grace, 5 revoked).
-    public var status: SubscriptionStatus?
-    public var statusSignedDate: Date?
-    public var statusNotificationUUID: String?
-    public var renewalInfo: RenewalInfo?
-    public var renewalSignedDate: Date?
-    public var renewalJWS: String?
+    package var status: SubscriptionStatus?
+    package var statusSignedDate: Date?
+    package var statusNotificationUUID: String?
+    package var renewalInfo: RenewalInfo?
+    package var renewalSignedDate: Date?
+    package var renewalJWS: String?
 
-    public init(key: LedgerKey, bundleId: String) {
+    package init(key: LedgerKey, bundleId: String) {
         self.key = key
         self.bundleId = bundleId
     }

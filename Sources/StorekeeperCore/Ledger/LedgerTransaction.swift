@@ -1,18 +1,18 @@
-public import AppStoreModels
-public import Foundation
+package import AppStoreModels
+package import Foundation
 
 /// A transaction as the ledger keeps it: the newest signed version seen, and where it came from.
-public struct LedgerTransaction: Codable, Hashable, Sendable {
-    public var info: TransactionInfo
+package struct LedgerTransaction: Codable, Hashable, Sendable {
+    package var info: TransactionInfo
     /// The `signedDate` of the version kept; an older version never replaces it (DESIGN rule 3).
-    public var signedDate: Date
+    package var signedDate: Date
     /// What delivered this version: a notification UUID, `app` for a submission from the app, or
     /// ``Ledger/apiSource`` for the App Store Server API (reconciliation).
-    public var source: String
+    package var source: String
     /// The raw JWS of the version kept.
-    public var jws: String
+    package var jws: String
 
-    public init(info: TransactionInfo, signedDate: Date, source: String, jws: String) {
+    package init(info: TransactionInfo, signedDate: Date, source: String, jws: String) {
         self.info = info
         self.signedDate = signedDate
         self.source = source

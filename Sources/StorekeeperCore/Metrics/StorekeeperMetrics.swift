@@ -1,5 +1,5 @@
-public import CoreMetrics
-public import Foundation
+package import CoreMetrics
+package import Foundation
 import Synchronization
 
 /// What Storekeeper counts and times, through swift-metrics with a factory given to it (never the global one): the
@@ -7,13 +7,13 @@ import Synchronization
 ///
 /// Every label set is small and fixed: notification types are Apple's (verified) or `unverified`, error codes are
 /// ours, routes are patterns, never IDs.
-public struct StorekeeperMetrics: Sendable {
-    public let factory: any MetricsFactory
+package struct StorekeeperMetrics: Sendable {
+    package let factory: any MetricsFactory
     /// The metrics made so far, by name and labels: making one through the factory validates its name and labels
     /// every time, which cost more than the rest of a cached read.
     let handles = Handles()
 
-    public init(factory: any MetricsFactory) {
+    package init(factory: any MetricsFactory) {
         self.factory = factory
     }
 
@@ -61,24 +61,24 @@ public struct StorekeeperMetrics: Sendable {
     }
 
     /// Metrics that go nowhere, for tools and tests that read none.
-    public static var discarded: StorekeeperMetrics { StorekeeperMetrics(factory: NOOPMetricsHandler.instance) }
+    package static var discarded: StorekeeperMetrics { StorekeeperMetrics(factory: NOOPMetricsHandler.instance) }
 
     /// The metrics' names and help texts (an exporter that can show help uses these).
-    public enum Name {
-        public static let notifications = "storekeeper_notifications_total"
-        public static let verificationFailures = "storekeeper_verification_failures_total"
-        public static let customerCache = "storekeeper_customer_cache_requests_total"
-        public static let requestDuration = "storekeeper_http_request_duration_seconds"
-        public static let recovered = "storekeeper_recovery_notifications_total"
-        public static let recoveryLastSuccess = "storekeeper_recovery_last_success_timestamp_seconds"
-        public static let recoveryLag = "storekeeper_recovery_lag_seconds"
-        public static let databaseBatches = "storekeeper_database_batches_total"
-        public static let databaseBatchedRequests = "storekeeper_database_batched_requests_total"
-        public static let databaseRetries = "storekeeper_database_retries_total"
-        public static let recoveryRuns = "storekeeper_recovery_runs_total"
-        public static let credentialsRefused = "storekeeper_app_store_credentials_refused"
+    package enum Name {
+        package static let notifications = "storekeeper_notifications_total"
+        package static let verificationFailures = "storekeeper_verification_failures_total"
+        package static let customerCache = "storekeeper_customer_cache_requests_total"
+        package static let requestDuration = "storekeeper_http_request_duration_seconds"
+        package static let recovered = "storekeeper_recovery_notifications_total"
+        package static let recoveryLastSuccess = "storekeeper_recovery_last_success_timestamp_seconds"
+        package static let recoveryLag = "storekeeper_recovery_lag_seconds"
+        package static let databaseBatches = "storekeeper_database_batches_total"
+        package static let databaseBatchedRequests = "storekeeper_database_batched_requests_total"
+        package static let databaseRetries = "storekeeper_database_retries_total"
+        package static let recoveryRuns = "storekeeper_recovery_runs_total"
+        package static let credentialsRefused = "storekeeper_app_store_credentials_refused"
 
-        public static let help: [String: String] = [
+        package static let help: [String: String] = [
             notifications: "App Store Server Notifications received, by type and outcome.",
             verificationFailures: "Signed data refused by the verifier, by error code.",
             customerCache: "Customer reads answered from the cache (hit) or the ledger (miss).",
@@ -96,55 +96,55 @@ public struct StorekeeperMetrics: Sendable {
 
     /// A notification received (by the webhook or the recovery job): its verified type, or `unverified`, and the
     /// outcome (`applied`, `duplicate`, `recorded`, `rejected`, `storage_failure`).
-    public func notification(type: String, outcome: String) {
+    package func notification(type: String, outcome: String) {
         counter(Name.notifications, [("type", type), ("outcome", outcome)]).increment()
     }
 
     /// Signed data the verifier refused, by its error code.
-    public func verificationFailure(code: String) {
+    package func verificationFailure(code: String) {
         counter(Name.verificationFailures, [("code", code)]).increment()
     }
 
     /// A customer read answered from the cache or not.
-    public func customerCache(hit: Bool) {
+    package func customerCache(hit: Bool) {
         counter(Name.customerCache, [("result", hit ? "hit" : "miss")]).increment()
     }
 
     /// How long one request took, by route pattern.
-    public func request(route: String, method: String, status: Int, duration: Duration) {
+    package func request(route: String, method: String, status: Int, duration: Duration) {
         timer(Name.requestDuration, [("route", route), ("method", method), ("status", String(status))]).recordNanoseconds(duration.nanoseconds)
     }
 
     /// Notifications the recovery job fetched for one app and environment, by outcome.
-    public func recovered(bundleId: String, environment: String, outcome: String, count: Int = 1) {
+    package func recovered(bundleId: String, environment: String, outcome: String, count: Int = 1) {
         guard count > 0 else { return }
         counter(Name.recovered, [("bundle_id", bundleId), ("environment", environment), ("outcome", outcome)]).increment(by: count)
     }
 
     /// A batch of `size` requests run as one (``Batcher``): `kind` is `notifications` or `customer_reads`.
-    public func batch(kind: String, size: Int) {
+    package func batch(kind: String, size: Int) {
         counter(Name.databaseBatches, [("kind", kind)]).increment()
         counter(Name.databaseBatchedRequests, [("kind", kind)]).increment(by: size)
     }
 
     /// A write run again after a transient failure.
-    public func databaseRetry() {
+    package func databaseRetry() {
         counter(Name.databaseRetries, []).increment()
     }
 
     /// A recovery run that ended, by outcome: `complete`, `incomplete` (part of the window it had to read is no longer in
     /// the App Store's history) or `failed` (an error; it runs again at the next interval).
-    public func recoveryRunEnded(bundleId: String, environment: String, outcome: String) {
+    package func recoveryRunEnded(bundleId: String, environment: String, outcome: String) {
         counter(Name.recoveryRuns, [("bundle_id", bundleId), ("environment", environment), ("outcome", outcome)]).increment()
     }
 
     /// What the App Store said of an app's credentials at an authenticated call: refused (401) or accepted.
-    public func credentials(bundleId: String, environment: String, refused: Bool) {
+    package func credentials(bundleId: String, environment: String, refused: Bool) {
         gauge(Name.credentialsRefused, [("bundle_id", bundleId), ("environment", environment)]).record(refused ? 1 : 0)
     }
 
     /// A recovery run that finished: when, and how far behind its watermark is.
-    public func recoveryRun(bundleId: String, environment: String, finishedAt: Date, lagSeconds: Double) {
+    package func recoveryRun(bundleId: String, environment: String, finishedAt: Date, lagSeconds: Double) {
         let dimensions = [("bundle_id", bundleId), ("environment", environment)]
         gauge(Name.recoveryLastSuccess, dimensions).record(finishedAt.timeIntervalSince1970)
         gauge(Name.recoveryLag, dimensions).record(lagSeconds)

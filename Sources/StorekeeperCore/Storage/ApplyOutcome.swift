@@ -1,9 +1,9 @@
-public import AppStoreModels
-public import AppStoreSigning
-public import Foundation
+package import AppStoreModels
+package import AppStoreSigning
+package import Foundation
 
 /// What applying a notification did.
-public enum ApplyOutcome: String, Codable, Sendable {
+package enum ApplyOutcome: String, Codable, Sendable {
     /// Its purchase data changed the ledger (or confirmed it).
     case applied
     /// Seen before (same `notificationUUID`): acknowledged, nothing changed.

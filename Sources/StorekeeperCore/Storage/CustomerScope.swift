@@ -1,19 +1,19 @@
-public import AppStoreModels
-public import Foundation
+package import AppStoreModels
+import Foundation
 
 /// A customer of one app in one environment, as a read names them.
-public struct CustomerScope: Sendable, Hashable, Comparable {
-    public var customerId: String
-    public var bundleId: String
-    public var environment: AppStoreEnvironment
+package struct CustomerScope: Sendable, Hashable, Comparable {
+    package var customerId: String
+    package var bundleId: String
+    package var environment: AppStoreEnvironment
 
-    public init(customerId: String, bundleId: String, environment: AppStoreEnvironment) {
+    package init(customerId: String, bundleId: String, environment: AppStoreEnvironment) {
         self.customerId = customerId
         self.bundleId = bundleId
         self.environment = environment
     }
 
-    public static func < (lhs: Self, rhs: Self) -> Bool {
+    package static func < (lhs: Self, rhs: Self) -> Bool {
         (lhs.customerId, lhs.bundleId, lhs.environment.rawValue) < (rhs.customerId, rhs.bundleId, rhs.environment.rawValue)
     }
 }

@@ -1,17 +1,17 @@
-public import AppStoreModels
-public import Foundation
+import AppStoreModels
+import Foundation
 
 /// Copies one ledger into another, empty one, and then checks that every customer's ledger reads the same from both.
-public enum LedgerCopy {
-    public struct Report: Codable, Sendable {
-        public var records = 0
-        public var pages = 0
-        public var customersCompared = 0
+package enum LedgerCopy {
+    package struct Report: Codable, Sendable {
+        package var records = 0
+        package var pages = 0
+        package var customersCompared = 0
         /// Customers whose ledger reads differently from the two (none after a good copy).
-        public var customersDiffering: [String] = []
+        package var customersDiffering: [String] = []
     }
 
-    public static func copy(
+    package static func copy(
         from source: some LedgerExporting, to target: some LedgerImporting, pageSize: Int = 500,
         progress: (@Sendable (Int) -> Void)? = nil
     ) async throws -> Report {

@@ -1,8 +1,8 @@
-public import AppStoreModels
-public import Foundation
+import AppStoreModels
+import Foundation
 
 /// A backend whose whole ledger can be read out in pages.
-public protocol LedgerExporting: LedgerStore {
+package protocol LedgerExporting: LedgerStore {
     /// Calls `body` with each page of at most about `pageSize` records, every record once.
     func exportPages(pageSize: Int, _ body: (LedgerPage) async throws -> Void) async throws
     /// Every customer known to some app in some environment (through a link or a token).

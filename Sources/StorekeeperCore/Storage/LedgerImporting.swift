@@ -1,8 +1,8 @@
-public import AppStoreModels
-public import Foundation
+package import AppStoreModels
+package import Foundation
 
 /// A backend a ledger can be copied into.
-public protocol LedgerImporting: LedgerStore {
+package protocol LedgerImporting: LedgerStore {
     /// Whether the ledger holds nothing (a copy goes into an empty ledger only).
     func isEmpty() async throws(StorageError) -> Bool
     /// Writes a page's records as they are, in one transaction.

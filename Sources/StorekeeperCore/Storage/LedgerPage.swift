@@ -1,37 +1,37 @@
-public import AppStoreModels
-public import Foundation
+package import AppStoreModels
+package import Foundation
 
 /// A ledger's contents in pages, for moving it to another backend (`storekeeper copy`, SQLite to PostgreSQL). Each
 /// page is whole records; a notification keeps when it was received, and its raw payload when not pruned.
-public struct LedgerPage: Sendable {
-    public var transactions: [LedgerTransaction] = []
-    public var subscriptions: [LedgerSubscription] = []
-    public var links: [LedgerKey: String] = [:]
-    public var tokenOwners: [AppAccountTokenKey: String] = [:]
-    public var notifications: [KeptNotification] = []
-    public var refused: [RefusedNotification] = []
-    public var watermarks: [RecoveryWatermark] = []
+package struct LedgerPage: Sendable {
+    package var transactions: [LedgerTransaction] = []
+    package var subscriptions: [LedgerSubscription] = []
+    package var links: [LedgerKey: String] = [:]
+    package var tokenOwners: [AppAccountTokenKey: String] = [:]
+    package var notifications: [KeptNotification] = []
+    package var refused: [RefusedNotification] = []
+    package var watermarks: [RecoveryWatermark] = []
 
-    public init() {}
+    package init() {}
 
     /// Records in the page.
-    public var count: Int {
+    package var count: Int {
         transactions.count + subscriptions.count + links.count + tokenOwners.count + notifications.count + refused.count + watermarks.count
     }
 }
 
 /// A notification as the ledger keeps it, with when it was received; `signedPayload` is `nil` once pruned.
-public struct KeptNotification: Sendable, Hashable {
-    public var notificationUUID: String
-    public var notificationType: NotificationType
-    public var subtype: NotificationSubtype?
-    public var signedDate: Date?
-    public var environment: AppStoreEnvironment?
-    public var outcome: String
-    public var receivedAt: Date
-    public var signedPayload: String?
+package struct KeptNotification: Sendable, Hashable {
+    package var notificationUUID: String
+    package var notificationType: NotificationType
+    package var subtype: NotificationSubtype?
+    package var signedDate: Date?
+    package var environment: AppStoreEnvironment?
+    package var outcome: String
+    package var receivedAt: Date
+    package var signedPayload: String?
 
-    public init(
+    package init(
         notificationUUID: String, notificationType: NotificationType, subtype: NotificationSubtype?, signedDate: Date?,
         environment: AppStoreEnvironment?, outcome: String, receivedAt: Date, signedPayload: String?
     ) {

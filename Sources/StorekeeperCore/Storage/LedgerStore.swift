@@ -1,10 +1,10 @@
-public import AppStoreModels
-public import AppStoreSigning
-public import Foundation
+package import AppStoreModels
+package import AppStoreSigning
+package import Foundation
 
 /// Where the ledger lives, shaped by the domain (not a SQL facade): SQLite embedded by default, PostgreSQL to scale
 /// out. Every method is one atomic unit: it commits completely or not at all.
-public protocol LedgerStore: Sendable {
+package protocol LedgerStore: Sendable {
     /// Where the store announces, after each commit, the customers a write may have changed (for read caches).
     var changes: LedgerChangeFeed { get }
 
@@ -39,10 +39,6 @@ public protocol LedgerStore: Sendable {
     /// engine's state and next change are the same from either ledger.
     func entitlementLedger(for customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger
 
-    /// The raw signed payload of a notification kept in the ledger, byte for byte as it was received, or `nil` when
-    /// there is no such notification or its payload was pruned (``pruneRawPayloads(receivedBefore:)``).
-    func rawPayload(notificationUUID: String) async throws(StorageError) -> String?
-
     /// Drops the raw signed payloads of notifications received before `date` (their decoded facts, and every
     /// transaction and subscription, stay); returns how many were dropped.
     func pruneRawPayloads(receivedBefore date: Date) async throws(StorageError) -> Int
@@ -68,9 +64,6 @@ public protocol LedgerStore: Sendable {
     /// The original transaction IDs of every auto-renewable subscription of an app in an environment, sorted.
     func subscriptionFamilies(bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> [String]
 
-    /// How many notifications are kept, by outcome (`rejected` counts the refused requests kept), for audit and tests.
-    func notificationCounts() async throws(StorageError) -> [String: Int]
-
     /// Throws when the database cannot be reached.
     func checkHealth() async throws(StorageError)
 
@@ -90,7 +83,7 @@ public protocol LedgerStore: Sendable {
 
 extension LedgerStore {
     /// By default, the whole customer ledger (always correct, never faster).
-    public func entitlementLedger(for customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger {
+    package func entitlementLedger(for customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger {
         try await ledger(for: customerId, bundleId: bundleId, environment: environment)
     }
 }

@@ -1,16 +1,16 @@
-public import AppStoreModels
-public import AppStoreSigning
-public import Foundation
+package import AppStoreModels
+package import AppStoreSigning
+package import Foundation
 
 /// Why storage failed. The webhook answers 5xx for it, so Apple retries.
-public struct StorageError: Error, Sendable, CustomStringConvertible {
-    public var message: String
-    public var underlying: (any Error & Sendable)?
+package struct StorageError: Error, Sendable, CustomStringConvertible {
+    package var message: String
+    package var underlying: (any Error & Sendable)?
 
-    public init(_ message: String, underlying: (any Error & Sendable)? = nil) {
+    package init(_ message: String, underlying: (any Error & Sendable)? = nil) {
         self.message = message
         self.underlying = underlying
     }
 
-    public var description: String { "storage: \(message)" }
+    package var description: String { "storage: \(message)" }
 }

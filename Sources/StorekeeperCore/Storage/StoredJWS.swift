@@ -23,7 +23,7 @@ package struct StoredJWS: Hashable, Sendable {
     package var signature: [UInt8]
 
     /// Whether stored payload bytes refer to headers (hold ``marker``), searched in place: `Data`'s own iterator costs
-    /// a call per byte (`perf`: 2 % of an uncached read's CPU).
+    /// a call per byte, on every uncached read.
     package static func refersToHeaders(_ payload: Data) -> Bool {
         payload.withUnsafeBytes { $0.contains(marker) }
     }
@@ -43,7 +43,7 @@ package struct StoredJWS: Hashable, Sendable {
     /// here around a reference to exactly the header text taken out. Debug builds check the round trip anyway, and
     /// the tests check it on every notification of the shipped scenarios and on Apple's real samples.
     package init?(splitting jws: String, reference: (String) throws -> Int64) throws {
-        // The two dots found with `memchr` (a generic `split` of the UTF-8 view was most of this initializer's time).
+        // The two dots found with `memchr`: a generic `split` of the UTF-8 view would be most of this initializer.
         var text = jws
         let parts: (header: String, payload: [UInt8], signature: [UInt8])? = text.withUTF8 { utf8 in
             let bytes = UnsafeRawBufferPointer(utf8)

@@ -1,9 +1,9 @@
-public import AppStoreModels
-public import AppStoreSigning
-public import Foundation
+package import AppStoreModels
+package import AppStoreSigning
+package import Foundation
 
 /// What a submission from the app did.
-public enum SubmissionOutcome: Hashable, Sendable {
+package enum SubmissionOutcome: Hashable, Sendable {
     /// The transaction is applied and linked to the customer (or already was).
     case linked
     /// Nothing changed: the token or the purchase belongs to another customer.

@@ -1,8 +1,8 @@
-public import AppStoreModels
-public import AppStoreSigning
+import AppStoreModels
+import AppStoreSigning
 
 /// The row operations of a backend whose write transaction is asynchronous (PostgreSQL).
-public protocol AsyncLedgerWriteTransaction {
+package protocol AsyncLedgerWriteTransaction {
     /// Answers one step's reads, claiming the notifications and locking the families and tokens asked for.
     func read(_ reads: LedgerReads) async throws -> LedgerReadResults
     /// Writes what changed (and the notification received, if any).

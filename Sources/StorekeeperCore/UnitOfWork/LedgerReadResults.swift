@@ -1,23 +1,23 @@
-public import AppStoreModels
-public import AppStoreSigning
+import AppStoreModels
+import AppStoreSigning
 
 /// The answers to ``LedgerReads``.
-public struct LedgerReadResults: Sendable {
+package struct LedgerReadResults: Sendable {
     /// The notifications to claim that were already in the ledger (when all were, nothing else was read).
-    public var existingNotifications: Set<String> = []
+    package var existingNotifications: Set<String> = []
     /// Every transaction, link and subscription record of the families asked for.
-    public var ledger = Ledger()
+    package var ledger = Ledger()
     /// The owners of the tokens asked for that have one.
-    public var tokenOwners: [AppAccountTokenKey: String] = [:]
+    package var tokenOwners: [AppAccountTokenKey: String] = [:]
 
-    public init() {}
+    package init() {}
 }
 
 /// One unit of work on the ledger as the steps a backend runs, the pure core deciding and the backend doing (as
 /// postgres-nio's `ConnectionStateMachine` returns actions that its channel handler executes): read, then write,
 /// then the result. The rules are all in the steps; a backend only answers reads and writes rows, synchronously
 /// (SQLite, inside GRDB's write closure) or asynchronously (PostgreSQL), with ``run(in:)``.
-public indirect enum LedgerStep<Result> {
+package indirect enum LedgerStep<Result> {
     /// Read these, then go on with what the continuation returns.
     case read(LedgerReads, (LedgerReadResults) -> LedgerStep<Result>)
     /// Write these changes (and the notification received, if any), then go on.
@@ -28,7 +28,7 @@ public indirect enum LedgerStep<Result> {
     case done(Result)
 
     /// This unit of work followed by the one `next` makes of its result.
-    public func flatMap<Next>(_ next: @escaping (Result) -> LedgerStep<Next>) -> LedgerStep<Next> {
+    package func flatMap<Next>(_ next: @escaping (Result) -> LedgerStep<Next>) -> LedgerStep<Next> {
         switch self {
         case .read(let reads, let resume): .read(reads) { resume($0).flatMap(next) }
         case .write(let changes, let rest): .write(changes, then: rest.flatMap(next))
@@ -38,7 +38,7 @@ public indirect enum LedgerStep<Result> {
     }
 
     /// Runs the steps in a backend's synchronous write transaction.
-    public func run(in transaction: some LedgerWriteTransaction) throws -> Result {
+    package func run(in transaction: some LedgerWriteTransaction) throws -> Result {
         var step = self
         while true {
             switch step {
@@ -51,7 +51,7 @@ public indirect enum LedgerStep<Result> {
     }
 
     /// Runs the steps in a backend's asynchronous write transaction.
-    public func run(in transaction: some AsyncLedgerWriteTransaction) async throws -> Result {
+    package func run(in transaction: some AsyncLedgerWriteTransaction) async throws -> Result {
         var step = self
         while true {
             switch step {

@@ -1,12 +1,12 @@
-public import AppStoreModels
-public import AppStoreSigning
+package import AppStoreModels
+package import AppStoreSigning
 
 /// The ledger's writes, each one unit of work run inside one backend transaction: what to load, the rules, what to
 /// write, and which customers the write may have changed (announced to read caches after the commit). Each is given
 /// as ``LedgerStep``s (`applying`, `submitting`, …) and, for convenience, run in a transaction (`apply(_:in:)`, …).
-public enum LedgerUnitOfWork {
+package enum LedgerUnitOfWork {
     /// Applies a verified notification and everything it carries, once per `notificationUUID`.
-    public static func applying(_ notification: VerifiedNotification) -> LedgerStep<(outcome: ApplyOutcome, affected: Set<String>)> {
+    package static func applying(_ notification: VerifiedNotification) -> LedgerStep<(outcome: ApplyOutcome, affected: Set<String>)> {
         applyingTogether([notification]).flatMap { result in .done((result.outcomes[0], result.affected)) }
     }
 
@@ -16,7 +16,7 @@ public enum LedgerUnitOfWork {
     /// tokens their transactions carry (often all a write needs); one write keeps them. A backend with concurrent
     /// writers uses this to apply the notifications that arrive together as one commit (and a page of recovered
     /// notifications is applied so).
-    public static func applyingTogether(_ notifications: [VerifiedNotification]) -> LedgerStep<(outcomes: [ApplyOutcome], affected: Set<String>)> {
+    package static func applyingTogether(_ notifications: [VerifiedNotification]) -> LedgerStep<(outcomes: [ApplyOutcome], affected: Set<String>)> {
         var distinct: [VerifiedNotification] = []
         var seen = Set<String>()
         for notification in notifications where seen.insert(notification.payload.notificationUUID).inserted { distinct.append(notification) }
@@ -42,7 +42,7 @@ public enum LedgerUnitOfWork {
     /// Applies a page of notifications fetched from the App Store together (``applyingTogether(_:)``: every family of
     /// the page locked at once, so that two instances applying overlapping pages in opposite orders wait for each
     /// other instead of deadlocking), and moves the recovery watermark in the same transaction when given.
-    public static func applyingRecovered(
+    package static func applyingRecovered(
         _ notifications: [VerifiedNotification], watermark: RecoveryWatermark?
     ) -> LedgerStep<(outcomes: [ApplyOutcome], affected: Set<String>)> {
         let step = applyingTogether(notifications)
@@ -53,7 +53,7 @@ public enum LedgerUnitOfWork {
     /// Applies what the App Store Server API says (reconciliation) under the ledger's rules: each transaction,
     /// renewal info and status replaces the ledger's only when signed later, so older API data never overwrites newer
     /// ledger data. Returns how many records changed.
-    public static func applyingSnapshot(_ snapshot: AppStoreSnapshot) -> LedgerStep<(changed: Int, affected: Set<String>)> {
+    package static func applyingSnapshot(_ snapshot: AppStoreSnapshot) -> LedgerStep<(changed: Int, affected: Set<String>)> {
         applyingToFamilies(Array(snapshot.families), { $0.apply(snapshot) }) { before, after in
             let changes = LedgerChanges(from: before, to: after)
             guard !changes.isEmpty else { return .done((0, [])) }
@@ -65,7 +65,7 @@ public enum LedgerUnitOfWork {
 
     /// Applies a transaction the app submitted and links it to the customer, or refuses it (changing nothing) when
     /// its token or its purchase belongs to another customer.
-    public static func submitting(
+    package static func submitting(
         _ submitted: VerifiedSignedData<TransactionInfo>, customerId: String
     ) -> LedgerStep<(outcome: SubmissionOutcome, affected: Set<String>)> {
         let info = submitted.payload
@@ -130,25 +130,25 @@ public enum LedgerUnitOfWork {
 
     // MARK: Run in a synchronous transaction
 
-    public static func apply(
+    package static func apply(
         _ notification: VerifiedNotification, in transaction: some LedgerWriteTransaction
     ) throws -> (outcome: ApplyOutcome, affected: Set<String>) {
         try applying(notification).run(in: transaction)
     }
 
-    public static func applyRecovered(
+    package static func applyRecovered(
         _ notifications: [VerifiedNotification], watermark: RecoveryWatermark?, in transaction: some LedgerWriteTransaction
     ) throws -> (outcomes: [ApplyOutcome], affected: Set<String>) {
         try applyingRecovered(notifications, watermark: watermark).run(in: transaction)
     }
 
-    public static func applySnapshot(
+    package static func applySnapshot(
         _ snapshot: AppStoreSnapshot, in transaction: some LedgerWriteTransaction
     ) throws -> (changed: Int, affected: Set<String>) {
         try applyingSnapshot(snapshot).run(in: transaction)
     }
 
-    public static func submit(
+    package static func submit(
         _ submitted: VerifiedSignedData<TransactionInfo>, customerId: String, in transaction: some LedgerWriteTransaction
     ) throws -> (outcome: SubmissionOutcome, affected: Set<String>) {
         try submitting(submitted, customerId: customerId).run(in: transaction)

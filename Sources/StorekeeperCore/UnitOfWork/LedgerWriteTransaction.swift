@@ -1,8 +1,8 @@
-public import AppStoreModels
-public import AppStoreSigning
+import AppStoreModels
+import AppStoreSigning
 
 /// The row operations of a backend whose write transaction is synchronous (SQLite).
-public protocol LedgerWriteTransaction {
+package protocol LedgerWriteTransaction {
     /// Answers one step's reads (by default through the three look-ups below).
     func read(_ reads: LedgerReads) throws -> LedgerReadResults
     /// Whether the ledger holds a notification with this UUID.
@@ -18,7 +18,7 @@ public protocol LedgerWriteTransaction {
 }
 
 extension LedgerWriteTransaction {
-    public func read(_ reads: LedgerReads) throws -> LedgerReadResults {
+    package func read(_ reads: LedgerReads) throws -> LedgerReadResults {
         var results = LedgerReadResults()
         for uuid in reads.claimNotifications {
             if try notificationExists(uuid) { results.existingNotifications.insert(uuid) }

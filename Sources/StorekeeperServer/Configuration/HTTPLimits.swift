@@ -2,23 +2,23 @@
 /// server's connections (and file descriptors). Every field may be left out of the configuration's `http` object; the
 /// defaults suit a server that Apple and apps reach directly, and are lower than a reverse proxy's own (see the
 /// HTTP API article).
-public struct HTTPLimits: Codable, Sendable, Equatable {
+package struct HTTPLimits: Codable, Sendable, Equatable {
     /// Seconds an idle keep-alive connection is kept. Default 60.
-    public var idleTimeout: Double
+    package var idleTimeout: Double
     /// Seconds from a connection opening, or from the first byte of a following request, to the end of the request
     /// head; a slower client gets 408 and is disconnected. Default 10.
-    public var headerReadTimeout: Double
+    package var headerReadTimeout: Double
     /// Seconds from the request head to the end of its body; a slower body gets 408 and the connection is closed.
     /// Default 30 (a 1 MiB body at 35 KB/s).
-    public var bodyReadTimeout: Double
+    package var bodyReadTimeout: Double
     /// Seconds from the end of a request to the end of its response; past it the connection is closed (a client
     /// that stops reading). Default 60.
-    public var responseTimeout: Double
+    package var responseTimeout: Double
     /// Connections served at once; more wait in the listen queue until one closes. Default 512, lowered at start
     /// to the process's open-file limit less 64 when that is smaller.
-    public var maxConnections: Int
+    package var maxConnections: Int
 
-    public init(
+    package init(
         idleTimeout: Double = 60, headerReadTimeout: Double = 10, bodyReadTimeout: Double = 30, responseTimeout: Double = 60,
         maxConnections: Int = 512
     ) {
@@ -34,7 +34,7 @@ public struct HTTPLimits: Codable, Sendable, Equatable {
         case bodyReadTimeout = "bodyReadTimeoutSeconds", responseTimeout = "responseTimeoutSeconds", maxConnections
     }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         let defaults = HTTPLimits()
         self.init(
@@ -47,7 +47,7 @@ public struct HTTPLimits: Codable, Sendable, Equatable {
     }
 
     /// Refuses values that would disable a limit or make the server unusable, naming the field.
-    public func validate() throws(ConfigurationError) {
+    package func validate() throws(ConfigurationError) {
         for (name, value) in [
             ("idleTimeoutSeconds", idleTimeout), ("headerReadTimeoutSeconds", headerReadTimeout),
             ("bodyReadTimeoutSeconds", bodyReadTimeout), ("responseTimeoutSeconds", responseTimeout),

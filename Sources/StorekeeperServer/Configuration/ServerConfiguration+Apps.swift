@@ -1,25 +1,25 @@
-public import AppStoreModels
-public import AppStoreServerAPI
-public import AppStoreSigning
+import AppStoreModels
+package import AppStoreServerAPI
+package import AppStoreSigning
 import Foundation
-public import Logging
-public import StorekeeperCore
+package import Logging
+package import StorekeeperCore
 import X509
 
 /// App Store Server API credentials of one app in one environment (a key from App Store Connect → Users and Access →
 /// Integrations → In-App Purchase). Only the path of the private key is kept in the configuration.
-public struct ServerAPICredentials: Codable, Sendable {
+package struct ServerAPICredentials: Codable, Sendable {
     /// The issuer ID (a UUID) from App Store Connect.
-    public var issuerId: String
+    package var issuerId: String
     /// The key's ID, e.g. `2X9R4HXF34`.
-    public var keyId: String
+    package var keyId: String
     /// Path of the `.p8` file (PKCS #8 PEM, P-256), readable by its owner only; a relative path is resolved against
     /// the configuration file's directory.
-    public var privateKeyFile: String
+    package var privateKeyFile: String
     /// Another base URL (the simulator's, e.g. `http://127.0.0.1:8090`); Apple's for the environment when absent.
-    public var baseURL: String?
+    package var baseURL: String?
 
-    public init(issuerId: String, keyId: String, privateKeyFile: String, baseURL: String? = nil) {
+    package init(issuerId: String, keyId: String, privateKeyFile: String, baseURL: String? = nil) {
         self.issuerId = issuerId
         self.keyId = keyId
         self.privateKeyFile = privateKeyFile
@@ -28,7 +28,7 @@ public struct ServerAPICredentials: Codable, Sendable {
 
     private enum CodingKeys: String, CodingKey { case issuerId, keyId, privateKeyFile, baseURL }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(issuerId, forKey: .issuerId)
         try container.encode(keyId, forKey: .keyId)
@@ -40,7 +40,7 @@ public struct ServerAPICredentials: Codable, Sendable {
 extension ServerConfiguration {
     /// A verifier for each app and environment it accepts; errors name the app and the root file, and say in words
     /// what is wrong with it.
-    public func makeVerifiers() throws(ConfigurationError) -> [VerifierKey: SignedDataVerifier] {
+    package func makeVerifiers() throws(ConfigurationError) -> [VerifierKey: SignedDataVerifier] {
         var verifiers: [VerifierKey: SignedDataVerifier] = [:]
         for app in apps {
             var roots: [Certificate] = []
@@ -78,7 +78,7 @@ extension ServerConfiguration {
     /// (recovery, reconciliation) are its only callers, and Apple enforces the limits over an hour.
     /// `share`: the part of Apple's limits the clients keep to (0.95 for the server's jobs; a caller beside them, a
     /// dry run while a server's job runs, takes less).
-    public func makeServerAPIClients(logger: Logger, share: Double = 0.95) throws(ConfigurationError) -> [VerifierKey: AppStoreServerAPIClient] {
+    package func makeServerAPIClients(logger: Logger, share: Double = 0.95) throws(ConfigurationError) -> [VerifierKey: AppStoreServerAPIClient] {
         var clients: [VerifierKey: AppStoreServerAPIClient] = [:]
         for (which, credentials) in try makeServerAPIKeys() {
             var configuration = AppStoreServerAPIClient.Configuration(key: credentials.key, endpoint: Self.endpoint(credentials.baseURL, which.environment))
@@ -96,7 +96,7 @@ extension ServerConfiguration {
     /// The App Store Server API key of each app and environment that has credentials, loaded and checked (a key
     /// file that group or others may read is refused); errors name the app, the environment and the file, never the
     /// key.
-    public func makeServerAPIKeys() throws(ConfigurationError) -> [VerifierKey: (key: AppStoreAPIKey, baseURL: String?)] {
+    package func makeServerAPIKeys() throws(ConfigurationError) -> [VerifierKey: (key: AppStoreAPIKey, baseURL: String?)] {
         var keys: [VerifierKey: (key: AppStoreAPIKey, baseURL: String?)] = [:]
         for app in apps {
             // In name order, so that the first error reported is the same on every run.

@@ -4,13 +4,13 @@ import Foundation
 extension ServerConfiguration {
     /// One setting the server runs with: its path (`customerCache.capacity`), its value as JSON, and whether the
     /// file gave it or the default did.
-    public struct Setting: Sendable, Hashable, Codable {
-        public enum Source: String, Sendable, Hashable, Codable { case file, `default` }
-        public var path: String
-        public var value: String
-        public var source: Source
+    package struct Setting: Sendable, Hashable, Codable {
+        package enum Source: String, Sendable, Hashable, Codable { case file, `default` }
+        package var path: String
+        package var value: String
+        package var source: Source
         /// What the value means when it needs saying (a masked secret, a resolved path, what `null` stands for).
-        public var note: String?
+        package var note: String?
     }
 
     /// Every setting this configuration holds, defaults included, in path order: what `storekeeper config check`
@@ -90,15 +90,15 @@ extension ServerConfiguration {
 
 extension ServerConfiguration {
     /// What `storekeeper config check` shows: the file read as `serve` reads it, and every setting with its source.
-    public struct Check: Sendable {
-        public var configuration: ServerConfiguration
-        public var settings: [Setting]
+    package struct Check: Sendable {
+        package var configuration: ServerConfiguration
+        package var settings: [Setting]
         /// The settings as aligned lines.
-        public var text: String
+        package var text: String
     }
 
     /// Reads `path` as ``load(path:)`` does and lists every setting; throws the same errors.
-    public static func check(path: String) throws(ConfigurationError) -> Check {
+    package static func check(path: String) throws(ConfigurationError) -> Check {
         let (configuration, document) = try read(path: path)
         return Check(configuration: configuration, settings: configuration.settings(file: document), text: configuration.report(file: document))
     }

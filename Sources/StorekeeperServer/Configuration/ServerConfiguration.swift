@@ -1,8 +1,8 @@
-public import AppStoreModels
-public import AppStoreSigning
+package import AppStoreModels
+import AppStoreSigning
 import Crypto
 import Foundation
-public import StorekeeperCore
+package import StorekeeperCore
 
 /// Storekeeper's configuration, read from a JSON file (see `config.example.json` and the Configuration article).
 ///
@@ -10,21 +10,21 @@ public import StorekeeperCore
 /// `productEntitlements`?"), a value of the wrong type names its path, line and column, and relative file paths are
 /// resolved against the configuration file's directory. Every setting but `apps` has a default; `storekeeper config
 /// check` prints them all and where each came from (``report(file:)``).
-public struct ServerConfiguration: Codable, Sendable {
+package struct ServerConfiguration: Codable, Sendable {
     /// An app whose purchases Storekeeper keeps.
-    public struct App: Codable, Sendable {
-        public var bundleId: String
+    package struct App: Codable, Sendable {
+        package var bundleId: String
         /// Required to accept production data.
-        public var appAppleId: Int64?
+        package var appAppleId: Int64?
         /// `Production`, `Sandbox` or both.
-        public var environments: [AppStoreEnvironment]
+        package var environments: [AppStoreEnvironment]
         /// PEM or DER root certificate files trusted for this app's signed data; `"apple"` is the bundled Apple Root
         /// CA - G3. A simulator's `ca/root.pem` for testing. Default `["apple"]`.
-        public var trustedRoots: [String]
+        package var trustedRoots: [String]
         /// App Store Server API credentials by environment name (`Production`, `Sandbox`). Default none.
-        public var serverAPI: [String: ServerAPICredentials]
+        package var serverAPI: [String: ServerAPICredentials]
 
-        public init(
+        package init(
             bundleId: String, appAppleId: Int64?, environments: [AppStoreEnvironment], trustedRoots: [String] = ["apple"],
             serverAPI: [String: ServerAPICredentials] = [:]
         ) {
@@ -37,7 +37,7 @@ public struct ServerConfiguration: Codable, Sendable {
 
         private enum CodingKeys: String, CodingKey { case bundleId, appAppleId, environments, trustedRoots, serverAPI }
 
-        public init(from decoder: any Decoder) throws {
+        package init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             self.init(
                 bundleId: try container.decode(String.self, forKey: .bundleId),
@@ -49,7 +49,7 @@ public struct ServerConfiguration: Codable, Sendable {
         }
 
         /// Every setting, `appAppleId` as `null` when there is none (``ServerConfiguration/report(file:)`` lists it).
-        public func encode(to encoder: any Encoder) throws {
+        package func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: CodingKeys.self)
             try container.encode(bundleId, forKey: .bundleId)
             try container.encode(appAppleId, forKey: .appAppleId)
@@ -60,11 +60,11 @@ public struct ServerConfiguration: Codable, Sendable {
     }
 
     /// An API key: only its SHA-256 is stored.
-    public struct APIKey: Codable, Sendable {
-        public enum Scope: String, Codable, Sendable, CaseIterable {
+    package struct APIKey: Codable, Sendable {
+        package enum Scope: String, Codable, Sendable, CaseIterable {
             case app, admin
 
-            public init(from decoder: any Decoder) throws {
+            package init(from decoder: any Decoder) throws {
                 let text = try decoder.singleValueContainer().decode(String.self)
                 guard let scope = Scope(rawValue: text) else {
                     throw DecodingError.dataCorrupted(.init(
@@ -76,14 +76,14 @@ public struct ServerConfiguration: Codable, Sendable {
             }
         }
 
-        public var name: String
+        package var name: String
         /// Lowercase hex SHA-256 of the key.
-        public var sha256: String
-        public var scope: Scope
+        package var sha256: String
+        package var scope: Scope
         /// For `app` keys: the app whose customers the key may read and change.
-        public var bundleId: String?
+        package var bundleId: String?
 
-        public init(name: String, sha256: String, scope: Scope, bundleId: String?) {
+        package init(name: String, sha256: String, scope: Scope, bundleId: String?) {
             self.name = name
             self.sha256 = sha256
             self.scope = scope
@@ -92,7 +92,7 @@ public struct ServerConfiguration: Codable, Sendable {
 
         private enum CodingKeys: String, CodingKey { case name, sha256, scope, bundleId }
 
-        public func encode(to encoder: any Encoder) throws {
+        package func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: CodingKeys.self)
             try container.encode(name, forKey: .name)
             try container.encode(sha256, forKey: .sha256)
@@ -103,20 +103,20 @@ public struct ServerConfiguration: Codable, Sendable {
 
     /// The cache of customer answers (`GET /v1/customers/{id}`), dropped per customer by the writes that change
     /// them and at the customer's next expiry.
-    public struct CustomerCacheSettings: Codable, Sendable, Equatable {
+    package struct CustomerCacheSettings: Codable, Sendable, Equatable {
         /// Customers remembered; 0 turns the cache off. Default 10,000.
-        public var capacity: Int
+        package var capacity: Int
         /// The longest an answer is reused, in seconds, whatever else. Default 60.
-        public var maxAgeSeconds: Double
+        package var maxAgeSeconds: Double
 
-        public init(capacity: Int = 10_000, maxAgeSeconds: Double = 60) {
+        package init(capacity: Int = 10_000, maxAgeSeconds: Double = 60) {
             self.capacity = capacity
             self.maxAgeSeconds = maxAgeSeconds
         }
 
         private enum CodingKeys: String, CodingKey { case capacity, maxAgeSeconds }
 
-        public init(from decoder: any Decoder) throws {
+        package init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             let defaults = Self()
             self.init(
@@ -127,22 +127,22 @@ public struct ServerConfiguration: Codable, Sendable {
     }
 
     /// What the ledger keeps of what it does not need for answers.
-    public struct RetentionSettings: Codable, Sendable, Equatable {
+    package struct RetentionSettings: Codable, Sendable, Equatable {
         /// Refused notification requests kept, newest first (each at most ``RefusedNotification/maximumBytes``).
         /// Default 10,000: at most about 20 MB, whatever anyone sends.
-        public var refusedNotifications: Int
+        package var refusedNotifications: Int
         /// Days a notification's raw signed payload is kept after it was received; the decoded facts (type, dates,
         /// outcome, every transaction and subscription) stay. Default `nil`: kept for ever.
-        public var rawPayloadDays: Double?
+        package var rawPayloadDays: Double?
 
-        public init(refusedNotifications: Int = 10_000, rawPayloadDays: Double? = nil) {
+        package init(refusedNotifications: Int = 10_000, rawPayloadDays: Double? = nil) {
             self.refusedNotifications = refusedNotifications
             self.rawPayloadDays = rawPayloadDays
         }
 
         private enum CodingKeys: String, CodingKey { case refusedNotifications, rawPayloadDays }
 
-        public init(from decoder: any Decoder) throws {
+        package init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             self.init(
                 refusedNotifications: try container.decodeIfPresent(Int.self, forKey: .refusedNotifications) ?? Self().refusedNotifications,
@@ -150,7 +150,7 @@ public struct ServerConfiguration: Codable, Sendable {
             )
         }
 
-        public func encode(to encoder: any Encoder) throws {
+        package func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: CodingKeys.self)
             try container.encode(refusedNotifications, forKey: .refusedNotifications)
             try container.encode(rawPayloadDays, forKey: .rawPayloadDays)
@@ -158,17 +158,17 @@ public struct ServerConfiguration: Codable, Sendable {
     }
 
     /// The notification recovery job (every app and environment with `serverAPI` credentials).
-    public struct RecoverySettings: Codable, Sendable, Equatable {
+    package struct RecoverySettings: Codable, Sendable, Equatable {
         /// `false` turns the job off. Default on.
-        public var enabled: Bool
+        package var enabled: Bool
         /// Seconds between runs. Default 300.
-        public var intervalSeconds: Double
+        package var intervalSeconds: Double
         /// Seconds before the watermark a run starts again. Default 3600.
-        public var overlapSeconds: Double
+        package var overlapSeconds: Double
         /// Seconds between passes over every failed delivery still in the history. Default 3600.
-        public var failuresIntervalSeconds: Double
+        package var failuresIntervalSeconds: Double
 
-        public init(enabled: Bool = true, intervalSeconds: Double = 300, overlapSeconds: Double = 3_600, failuresIntervalSeconds: Double = 3_600) {
+        package init(enabled: Bool = true, intervalSeconds: Double = 300, overlapSeconds: Double = 3_600, failuresIntervalSeconds: Double = 3_600) {
             self.enabled = enabled
             self.intervalSeconds = intervalSeconds
             self.overlapSeconds = overlapSeconds
@@ -177,7 +177,7 @@ public struct ServerConfiguration: Codable, Sendable {
 
         private enum CodingKeys: String, CodingKey { case enabled, intervalSeconds, overlapSeconds, failuresIntervalSeconds }
 
-        public init(from decoder: any Decoder) throws {
+        package init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             let defaults = Self()
             self.init(
@@ -189,7 +189,7 @@ public struct ServerConfiguration: Codable, Sendable {
         }
 
         /// The job's settings.
-        public var settings: NotificationRecovery.Settings {
+        package var settings: NotificationRecovery.Settings {
             var settings = NotificationRecovery.Settings()
             settings.interval = .milliseconds(Int64(intervalSeconds * 1_000))
             settings.overlap = overlapSeconds
@@ -199,35 +199,35 @@ public struct ServerConfiguration: Codable, Sendable {
     }
 
     /// The scheduled jobs' leases (recovery, retention; `recover` and `reconcile --all` take them too).
-    public struct JobSettings: Codable, Sendable, Equatable {
+    package struct JobSettings: Codable, Sendable, Equatable {
         /// How long a job's lease lasts without renewal (renewed every third of it): the longest an instance that died
         /// keeps its jobs from the others, who check as often. Default 60.
-        public var leaseSeconds: Double
+        package var leaseSeconds: Double
 
-        public init(leaseSeconds: Double = 60) {
+        package init(leaseSeconds: Double = 60) {
             self.leaseSeconds = leaseSeconds
         }
 
         private enum CodingKeys: String, CodingKey { case leaseSeconds }
 
-        public init(from decoder: any Decoder) throws {
+        package init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             self.init(leaseSeconds: try container.decodeIfPresent(Double.self, forKey: .leaseSeconds) ?? Self().leaseSeconds)
         }
     }
 
-    public var apps: [App]
+    package var apps: [App]
     /// Product → entitlement names, levels, non-renewing durations, billing-retry policy.
-    public var entitlements: EntitlementConfiguration
-    public var apiKeys: [APIKey]
-    public var customerCache: CustomerCacheSettings
+    package var entitlements: EntitlementConfiguration
+    package var apiKeys: [APIKey]
+    package var customerCache: CustomerCacheSettings
     /// Timeouts and the connection cap.
-    public var http: HTTPLimits
-    public var retention: RetentionSettings
-    public var recovery: RecoverySettings
-    public var jobs: JobSettings
+    package var http: HTTPLimits
+    package var retention: RetentionSettings
+    package var recovery: RecoverySettings
+    package var jobs: JobSettings
 
-    public init(
+    package init(
         apps: [App], entitlements: EntitlementConfiguration, apiKeys: [APIKey], customerCache: CustomerCacheSettings = .init(),
         http: HTTPLimits = HTTPLimits(), retention: RetentionSettings = .init(), recovery: RecoverySettings = .init(), jobs: JobSettings = .init()
     ) {
@@ -246,7 +246,7 @@ public struct ServerConfiguration: Codable, Sendable {
     /// `apps` is required; `entitlements` (each product grants an entitlement named after it), `apiKeys` (none: the
     /// app API refuses every request), `customerCache`, `http`, `retention`, `recovery` and `jobs` take their defaults
     /// when left out.
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         self.init(
             apps: try container.decode([App].self, forKey: .apps),
@@ -261,15 +261,15 @@ public struct ServerConfiguration: Codable, Sendable {
     }
 
     /// How long a scheduled job's lease lasts without renewal (``JobSettings/leaseSeconds``, default 60 s).
-    public var jobLeaseDuration: Duration { .milliseconds(Int64(jobs.leaseSeconds * 1_000)) }
+    package var jobLeaseDuration: Duration { .milliseconds(Int64(jobs.leaseSeconds * 1_000)) }
 
     /// Refused notification requests kept (default 10,000).
-    public var refusedNotificationsKept: Int { retention.refusedNotifications }
+    package var refusedNotificationsKept: Int { retention.refusedNotifications }
 
     /// Reads and checks a configuration file: strict JSON, no unknown key, every value of its type and range;
     /// relative file paths (trusted roots, private keys) resolved against the file's directory. Errors name the file,
     /// the line and column, and the setting.
-    public static func load(path: String) throws(ConfigurationError) -> ServerConfiguration {
+    package static func load(path: String) throws(ConfigurationError) -> ServerConfiguration {
         let (configuration, _) = try read(path: path)
         return configuration
     }
@@ -305,7 +305,7 @@ public struct ServerConfiguration: Codable, Sendable {
 
     /// Makes every relative file path absolute against `directory` (the configuration file's), so that the server
     /// reads the same files whatever directory it is started from.
-    public mutating func resolvePaths(relativeTo directory: String) {
+    package mutating func resolvePaths(relativeTo directory: String) {
         func resolved(_ path: String) -> String {
             guard !path.hasPrefix("/"), !path.isEmpty else { return path }
             return URL(fileURLWithPath: path, relativeTo: URL(fileURLWithPath: directory, isDirectory: true)).standardizedFileURL.path
@@ -318,7 +318,7 @@ public struct ServerConfiguration: Codable, Sendable {
         }
     }
 
-    public func validate() throws(ConfigurationError) {
+    package func validate() throws(ConfigurationError) {
         guard !apps.isEmpty else { throw ConfigurationError("no apps configured: \"apps\" lists at least one") }
         var seen = Set<String>()
         for (index, app) in apps.enumerated() {
@@ -442,17 +442,17 @@ public struct ServerConfiguration: Codable, Sendable {
     }
 
     /// The customer cache's capacity and longest age.
-    public var customerCacheLimits: (capacity: Int, maxAgeSeconds: Double) {
+    package var customerCacheLimits: (capacity: Int, maxAgeSeconds: Double) {
         (customerCache.capacity, customerCache.maxAgeSeconds)
     }
 
     /// The customer cache these settings describe.
-    public func makeCustomerCache<Value: Sendable>(of _: Value.Type = Value.self) -> CustomerCache<Value> {
+    package func makeCustomerCache<Value: Sendable>(of _: Value.Type = Value.self) -> CustomerCache<Value> {
         CustomerCache(capacity: customerCache.capacity, maxAge: customerCache.maxAgeSeconds)
     }
 
     /// The lowercase hex SHA-256 of an API key, as stored in the configuration.
-    public static func hash(apiKey: some StringProtocol) -> String {
+    package static func hash(apiKey: some StringProtocol) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var hex: [UInt8] = []
         hex.reserveCapacity(64)
@@ -465,18 +465,18 @@ public struct ServerConfiguration: Codable, Sendable {
 }
 
 /// A configuration problem, named.
-public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
-    public var message: String
+package struct ConfigurationError: Error, CustomStringConvertible, Sendable {
+    package var message: String
     /// The setting at fault, as its path (`jobs.leaseSeconds`), when there is one: ``ServerConfiguration/load(path:)``
     /// adds where it is in the file.
-    public var setting: String?
+    package var setting: String?
 
-    public init(_ message: String, setting: String? = nil) {
+    package init(_ message: String, setting: String? = nil) {
         self.message = message
         self.setting = setting
     }
 
-    public var description: String { "configuration: \(message)" }
+    package var description: String { "configuration: \(message)" }
 
     /// A number as the file would write it: `2`, not `2.0`.
     static func number(_ value: Double) -> String {

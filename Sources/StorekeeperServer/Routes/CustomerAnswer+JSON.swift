@@ -1,14 +1,15 @@
 import AppStoreModels
 import Foundation
-public import Hummingbird
-public import StorekeeperCore
+package import Hummingbird
+package import StorekeeperCore
 
 extension CustomerAnswer {
     /// The answer's JSON (what `GET /v1/customers/{id}` answers), written field by field: byte for byte what
     /// `AppStoreJSON.makeEncoder()` writes for the `Encodable` conformance (keys sorted by their UTF-8 bytes, dates as
     /// epoch milliseconds, absent optionals left out; `CustomerViewJSONTests` compares the two), without the
-    /// encoder's machinery, which was 9 % of the server's CPU on a cache miss (BENCHMARKS.md).
-    public func json() -> ByteBuffer {
+    /// encoder's machinery, a large part of the server's CPU on a cache miss (Benchmarks/History.md, "Entitlement
+    /// reads").
+    package func json() -> ByteBuffer {
         var out = JSONWriter()
         out.object { out in
             out.field("bundleId", bundleId)

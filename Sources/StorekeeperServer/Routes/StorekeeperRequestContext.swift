@@ -1,22 +1,22 @@
 import Foundation
-public import Hummingbird
-public import HummingbirdAuth
+package import Hummingbird
+import HummingbirdAuth
 import StorekeeperHTTP
 
 /// Who a request's API key is: its name, and the one app it may act for (`nil` for an admin key: any app).
-public struct APIKeyIdentity: Sendable, Hashable {
-    public var name: String
+package struct APIKeyIdentity: Sendable, Hashable {
+    package var name: String
     /// The app an `app` key is limited to; `nil` for `admin` keys.
-    public var bundleId: String?
+    package var bundleId: String?
 }
 
 /// The request context of Storekeeper's routes: Hummingbird's, and the API key's identity once
 /// ``APIKeyAuthenticator`` has checked it (hummingbird-auth's pattern).
-public struct StorekeeperRequestContext: AuthRequestContext, RequestContext {
-    public var coreContext: CoreRequestContextStorage
-    public var identity: APIKeyIdentity?
+package struct StorekeeperRequestContext: AuthRequestContext, RequestContext {
+    package var coreContext: CoreRequestContextStorage
+    package var identity: APIKeyIdentity?
 
-    public init(source: ApplicationRequestContextSource) {
+    package init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         identity = nil
     }

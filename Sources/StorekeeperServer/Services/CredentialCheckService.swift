@@ -1,9 +1,9 @@
 import AppStoreModels
-public import AppStoreServerAPI
+package import AppStoreServerAPI
 import Foundation
-public import Logging
-public import ServiceLifecycle
-public import StorekeeperCore
+package import Logging
+import ServiceLifecycle
+package import StorekeeperCore
 import Synchronization
 
 /// At start, asks the App Store once per app and environment with App Store Server API credentials whether it accepts
@@ -11,25 +11,25 @@ import Synchronization
 /// recovery run (never, with recovery off). A refusal (401) is logged as an error and sets
 /// `storekeeper_app_store_credentials_refused` to 1; an App Store that cannot be reached is a warning and stops
 /// nothing (the webhook needs no credentials; recovery tries again at its next run). `/health` shows each outcome.
-public final class CredentialCheckService: Service, Sendable {
+package final class CredentialCheckService: Service, Sendable {
     let clients: [VerifierKey: AppStoreServerAPIClient]
     let logger: Logger
     let metrics: StorekeeperMetrics
     private let outcomes = Mutex<[VerifierKey: CredentialCheck.Outcome]>([:])
 
-    public init(clients: [VerifierKey: AppStoreServerAPIClient], logger: Logger, metrics: StorekeeperMetrics) {
+    package init(clients: [VerifierKey: AppStoreServerAPIClient], logger: Logger, metrics: StorekeeperMetrics) {
         self.clients = clients
         self.logger = logger
         self.metrics = metrics
     }
 
     /// Each app and environment's outcome so far (`unchecked` until its call returns), for `/health`.
-    public var summary: [String: String] {
+    package var summary: [String: String] {
         let known = outcomes.withLock { $0 }
         return Dictionary(uniqueKeysWithValues: clients.keys.map { ($0.description, known[$0]?.rawValue ?? "unchecked") })
     }
 
-    public func run() async throws {
+    package func run() async throws {
         await withTaskGroup(of: Void.self) { group in
             for (app, client) in clients {
                 group.addTask { await self.check(app, client) }

@@ -1,15 +1,15 @@
 import CoreMetrics
 import Foundation
 import Hummingbird
-public import Prometheus
-public import StorekeeperCore
+package import Prometheus
+package import StorekeeperCore
 
 /// The server's metrics (``StorekeeperMetrics``) collected in a swift-prometheus registry of its own (never the
 /// global one) and written at `GET /metrics` in the Prometheus text format, with each metric's help text.
-public final class MetricsExporter: Sendable {
-    public let registry: PrometheusCollectorRegistry
+package final class MetricsExporter: Sendable {
+    package let registry: PrometheusCollectorRegistry
     /// What the server's parts record into.
-    public let metrics: StorekeeperMetrics
+    package let metrics: StorekeeperMetrics
 
     /// Upper bounds of the request-latency buckets (the same as before swift-prometheus).
     static let requestBuckets: [Duration] = [
@@ -17,14 +17,14 @@ public final class MetricsExporter: Sendable {
         .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2_500),
     ]
 
-    public init() {
+    package init() {
         let registry = PrometheusCollectorRegistry()
         self.registry = registry
         self.metrics = StorekeeperMetrics(factory: DescribedFactory(registry: registry, help: StorekeeperMetrics.Name.help))
     }
 
     /// The exposition text.
-    public func render() -> String { registry.emitToString() }
+    package func render() -> String { registry.emitToString() }
 
     /// swift-prometheus's factory, but every metric registered with its help text (swift-metrics has no place for one).
     struct DescribedFactory: MetricsFactory {
