@@ -180,7 +180,7 @@ public struct NotificationRequestBody: Codable, Hashable, Sendable {
 extension NotificationRequestBody {
     /// Decodes the body as `JSONDecoder` would (the same value, or its error); the form Apple sends —
     /// `{"signedPayload":"<JWS>"}`, a JWS being base64url segments and dots, which JSON never escapes — is read in one
-    /// pass (``FlatJSONScanner``), anything outside its plain shape by `JSONDecoder`.
+    /// pass (`FlatJSONScanner`), anything outside its plain shape by `JSONDecoder`.
     public init(json bytes: [UInt8]) throws {
         self = try FlatJSONScanner.decode(Data(bytes), fallback: AppStoreJSON.makeDecoder(), flat: Self.decodeFlat)
     }

@@ -7,7 +7,7 @@ public import Foundation
 // `FlatJSONScanner`), and then `JSONDecoder` decodes the same bytes: the result, or the error, is always its.
 
 /// A payload with a hand-written decoder for its plain shape (``TransactionInfo``, ``RenewalInfo``); whoever decodes
-/// payloads of any type asks for this one first (as ``SignedDataVerifier`` does).
+/// payloads of any type asks for this one first (as `SignedDataVerifier` does).
 public protocol FastDecodablePayload: Decodable {
     /// Decodes payload JSON as `fallback` would; faster when `fallback` reads dates as epoch milliseconds and keys
     /// unchanged (``AppStoreJSON/makeDecoder()``), the App Store's format.

@@ -30,6 +30,7 @@ public enum APIAuthToken {
     /// Makes a signed token.
     ///
     /// - Parameters:
+    ///   - key: the API key that signs, with its key ID, issuer ID and bundle ID.
     ///   - issuedAt: `iat`, whole seconds.
     ///   - lifetime: seconds until `exp`; more than 0 and at most ``maximumLifetime``.
     public static func make(
@@ -72,9 +73,14 @@ public enum APIAuthToken {
     /// naming the key, signature by that key, `aud` `appstoreconnect-v1`, `iss`, `bid` present, `exp` after `now` and
     /// at most 60 minutes after `iat` (when `iat` is present), and `iat` not after `now` (no skew allowed: Apple
     /// refuses a token issued "in the future" by its clock, so a client must sign with an `iat` a little in the past,
-    /// as ``AppStoreServerAPIClient`` does, and a simulator this strict catches one that does not).
+    /// as `AppStoreServerAPIClient` does, and a simulator this strict catches one that does not).
     ///
-    /// - Parameter publicKey: the key registered for `keyID`.
+    /// - Parameters:
+    ///   - token: the compact JWS from the `Authorization: Bearer` header.
+    ///   - keyID: the key ID the header's `kid` must name.
+    ///   - issuerID: the issuer ID `iss` must be.
+    ///   - publicKey: the key registered for `keyID`.
+    ///   - now: the time `exp` and `iat` are judged at.
     /// - Returns: the claims.
     public static func verify(
         _ token: String,

@@ -90,7 +90,7 @@ public struct SignedDataVerifier: Sendable {
 
     /// Verifies only a notification's outer JWS and claims, not the signed data nested in it.
     ///
-    /// Storekeeper's own code uses ``verifyNotification(_:)``; this exists for benchmarks.
+    /// Storekeeper's own code uses ``verifyNotification(_:)-(String)``; this exists for benchmarks.
     package func verifyNotificationEnvelope(
         _ jws: String
     ) async throws(VerificationError) -> VerifiedSignedData<NotificationPayload> {

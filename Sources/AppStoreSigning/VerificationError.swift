@@ -5,7 +5,7 @@ import AppStoreModels
 /// Every check has its own stable ``Code`` (printed by `storekeeper verify` as `error: <code>: <message>`), and the
 /// message names what failed and why. Messages never contain private keys or tokens; they may quote public
 /// certificate names and payload fields, which are unverified at that point: the message is escaped and bounded
-/// (``UntrustedText``), so it can go into a log line as it is.
+/// (`UntrustedText`), so it can go into a log line as it is.
 public struct VerificationError: Error, Hashable, Sendable, CustomStringConvertible {
     /// A stable, machine-readable reason.
     public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {

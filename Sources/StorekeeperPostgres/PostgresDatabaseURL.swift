@@ -9,7 +9,7 @@ import AppStoreModels
 /// percent-encoded. Options: `sslmode` (`disable`, `prefer` (the default, as libpq's), `require` (encrypted, the
 /// server's certificate not checked, as libpq's), `verify-full` (encrypted, certificate and host name checked)),
 /// `pool_size` (connections per instance, default 20, at least 2: one listens for the other instances' writes; each opened
-/// on demand, closed after 60 s idle: see ``minimumConnections``), `connect_timeout` (seconds, default 10),
+/// on demand, closed after 60 s idle: see `minimumConnections`), `connect_timeout` (seconds, default 10),
 /// `statement_timeout` (seconds a statement of a read or a write may run, waits for locks included, before
 /// PostgreSQL cancels it; default 0: the server's or the role's setting; migrations are never bounded), `write_concurrency`
 /// (batches of live notifications written at once per instance, default 4), `write_batch` (the most notifications
@@ -37,7 +37,7 @@ package struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
     /// (`ALTER ROLE … SET statement_timeout = '30s'`) instead.
     package var statementTimeout: Duration = .zero
     /// How many batches of live notifications an instance writes at once (``Batcher/workers``); a writer beyond the
-    /// first starts only when enough notifications wait (``PostgresLedgerStore/writeGathering``).
+    /// first starts only when enough notifications wait (`PostgresLedgerStore.writeGathering`).
     package var writeConcurrency = 4
     /// The most live notifications in one transaction (``Batcher/maximumBatch``); 1: each alone.
     package var writeBatch = 32

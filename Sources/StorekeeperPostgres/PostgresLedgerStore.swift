@@ -8,15 +8,15 @@ import Synchronization
 
 /// The ledger on PostgreSQL, for several `storekeeper serve` instances sharing one database (postgres-nio, no ORM).
 ///
-/// The rules are Core's (``LedgerUnitOfWork``); this store runs their steps in a transaction
-/// (``PostgresWriteTransaction`` says how the database keeps concurrent writers correct). A write that fails with a
+/// The rules are Core's (`LedgerUnitOfWork`); this store runs their steps in a transaction
+/// (`PostgresWriteTransaction` says how the database keeps concurrent writers correct). A write that fails with a
 /// serialization failure, a deadlock, or a connection lost before the commit was confirmed is run again from the start
 /// (every unit of work is idempotent: a notification applied twice is a duplicate, a submission or a snapshot applied
 /// twice changes nothing), so a transient failure never loses a notification. After each commit the customers the
-/// write may have changed are announced on ``changes`` and, through `NOTIFY` in the same transaction (delivered at
-/// commit), to every other instance, whose ``PostgresChangeListener`` announces them on its own feed.
+/// write may have changed are announced on `changes` and, through `NOTIFY` in the same transaction (delivered at
+/// commit), to every other instance, whose `PostgresChangeListener` announces them on its own feed.
 ///
-/// Signed data is stored as ``StoredJWS`` parts with each distinct header once, as in SQLite.
+/// Signed data is stored as `StoredJWS` parts with each distinct header once, as in SQLite.
 package final class PostgresLedgerStore: LedgerStore {
     /// The connections (a postgres-nio client, renewed when the database comes back after an outage).
     let pool: PostgresPool
@@ -52,7 +52,7 @@ package final class PostgresLedgerStore: LedgerStore {
     /// connection), since this store was opened.
     package var writesRetried: Int { retries.withLock { $0 } }
     /// Connections leased from postgres-nio's pool since this store was opened: one per connection worker started
-    /// (``PostgresPool``), not one per operation.
+    /// (`PostgresPool`), not one per operation.
     package var connectionLeases: Int { pool.leases }
 
     private init(

@@ -9,9 +9,9 @@ package import StorekeeperCore
 /// The embedded ledger: one SQLite file in WAL mode with `synchronous = FULL`, so an acknowledged notification
 /// survives a crash or power loss. Schema migrations run when the store opens.
 ///
-/// Each write loads the rows it touches into a ``Ledger``, applies the same rules as the in-memory ledger, and
+/// Each write loads the rows it touches into a `Ledger`, applies the same rules as the in-memory ledger, and
 /// writes back what changed, all inside one write transaction (SQLite serializes writers), so the database and the
-/// reference model cannot disagree. Signed data is stored as ``StoredJWS`` (each distinct protected header once, in
+/// reference model cannot disagree. Signed data is stored as `StoredJWS` (each distinct protected header once, in
 /// `jws_headers`), from which every raw JWS is given back byte for byte. The schema is in `SQLiteSchema.swift`.
 package final class SQLiteLedgerStore: LedgerStore {
     let pool: DatabasePool

@@ -42,9 +42,9 @@ package struct RecordIndexKey: Hashable, Sendable {
 /// - every write through the subscript keeps a secondary index (``TableRecord/indexKeys``), so a customer's (or a
 ///   family's) records are found without scanning everyone's;
 /// - records that fall due are kept in a heap by due date, so the next renewal is found in O(log n);
-/// - the IDs written since the last ``takeChangedIds()`` are kept, so a save writes only those records;
-/// - while ``isJournaling``, each write keeps the record it replaced, so a failed action is undone by
-///   ``rollBack(to:)`` in O(changes) instead of keeping a copy of the table.
+/// - the IDs written since the last `takeChangedIds()` are kept, so a save writes only those records;
+/// - while `isJournaling`, each write keeps the record it replaced, so a failed action is undone by
+///   `rollBack(to:)` in O(changes) instead of keeping a copy of the table.
 ///
 /// Encoded exactly like a dictionary of the records; decoding rebuilds the indexes.
 package struct RecordTable<Record: TableRecord>: Codable, Sendable {

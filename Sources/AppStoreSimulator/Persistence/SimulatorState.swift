@@ -6,7 +6,7 @@ package import Foundation
 ///
 /// The engine changes it in place. Each table remembers which records were written since the last save, so a save
 /// writes only those; and while an action runs, each keeps a journal of what it replaced, so a failed action is
-/// undone in O(changes) (``beginJournal()``, ``rollBack(to:)``).
+/// undone in O(changes) (`beginJournal()`, `rollBack(to:)`).
 package struct SimulatorState: Codable, Sendable {
     /// The layout of a `state.json` (the simulator's storage before its database), still read to import one.
     package static let currentFormatVersion = 1

@@ -85,7 +85,7 @@ package struct NotificationRecovery: Sendable {
 
     /// One run: the history since the watermark (or `since`), and every failed delivery when `failures` is set.
     /// `dryRun` reads and verifies, and reports what the ledger lacks, changing nothing. Fails with the App Store
-    /// Server API's error (``AppStoreServerAPIError``) or the ledger's (``StorageError``); the watermark then stays.
+    /// Server API's error (`AppStoreServerAPIError`) or the ledger's (``StorageError``); the watermark then stays.
     /// A run whose window began before what the App Store still holds is not ``Report/complete``; it moves the
     /// watermark all the same (what is gone cannot come back), and says which part is lost.
     package func run(since: Date? = nil, failures: Bool = true, dryRun: Bool = false) async throws -> Report {

@@ -4,7 +4,7 @@ package import Foundation
 package import Logging
 
 /// Takes in one App Store Server Notification, whatever brought it (the webhook, the recovery job, a replay): picks
-/// the verifier by the app and environment the payload names (``AppClaims``), verifies everything, applies it to the
+/// the verifier by the app and environment the payload names (`AppClaims`), verifies everything, applies it to the
 /// ledger, or keeps what an auditor needs of it when it is refused (``RefusedNotification``, within the retention
 /// bound). Nothing unverified reaches a log unescaped or unbounded, and refusals are logged at a bounded rate.
 package struct NotificationIngester: Sendable {

@@ -5,7 +5,7 @@ package import Foundation
 /// What the ledger keeps of a notification request it refused: enough for an auditor (when, why, how big, a hash to
 /// match it against Apple's notification history or a sender's logs, the start of it, and the claims if they
 /// parse), and never more than ``maximumBytes``, whatever the sender sent. Every text field is escaped and cut
-/// (``UntrustedText``), since none of it is verified.
+/// (`UntrustedText`), since none of it is verified.
 package struct RefusedNotification: Codable, Hashable, Sendable {
     /// The most bytes one record's text fields can hold (code 64 + message 512 + prefix 512 + hash 64 + claims
     /// 5 × 64, and the marks of what was cut), plus its numbers: the bound on storage per refused request that the

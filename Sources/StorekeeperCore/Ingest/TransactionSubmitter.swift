@@ -5,7 +5,7 @@ package import Logging
 
 /// Takes in a signed transaction an app submits for one of its customers (what StoreKit 2 gives the app): verifies it
 /// with the verifier of the app and environment it names, so that the error reported is that check's, and applies
-/// and links it under ``Ledger/link(_:to:)``'s rule (a submission never takes a token or a purchase from another
+/// and links it under `Ledger.link(_:to:)`'s rule (a submission never takes a token or a purchase from another
 /// customer).
 package struct TransactionSubmitter: Sendable {
     package let store: any LedgerStore

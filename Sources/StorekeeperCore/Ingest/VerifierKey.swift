@@ -1,7 +1,7 @@
 package import AppStoreModels
 
 /// Which verifier: an app in an environment. Signed data picks its verifier by the claims it makes about itself
-/// (``AppClaims``); the verifier then checks them.
+/// (`AppClaims`); the verifier then checks them.
 package struct VerifierKey: Hashable, Sendable, CustomStringConvertible {
     package var bundleId: String
     package var environment: AppStoreEnvironment

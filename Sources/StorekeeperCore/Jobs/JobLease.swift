@@ -28,7 +28,7 @@ package struct JobLease: Sendable {
     }
 
     /// This process, as lease holders and logs name it: host, process ID, a random suffix (a restarted process on
-    /// the same host is another holder) and the process's scope on this host (``processScope``). The host name is the
+    /// the same host is another holder) and the process's scope on this host (`processScope`). The host name is the
     /// kernel's (`gethostname`), never a DNS look-up.
     package static let instanceName: String = {
         "\(hostName)/\(ProcessInfo.processInfo.processIdentifier)/\(UUID().uuidString.prefix(8).lowercased())/\(processScope)"

@@ -11,7 +11,7 @@ package import Foundation
 /// - every record is keyed by environment and ID; sandbox never touches production;
 /// - customers are linked through `appAccountToken` or an explicit submission from the app; a token belongs to one
 ///   customer within one app and environment, and a submission never takes a purchase or a token from the customer
-///   who has it (``link(_:to:)`` refuses with an ``OwnershipConflict``).
+///   who has it (`link(_:to:)` refuses with an ``OwnershipConflict``).
 package struct Ledger: Codable, Hashable, Sendable {
     package var transactions: [LedgerKey: LedgerTransaction] = [:]
     package var subscriptions: [LedgerKey: LedgerSubscription] = [:]

@@ -121,7 +121,7 @@ package struct StorekeeperMetrics: Sendable {
         counter(Name.recovered, [("bundle_id", bundleId), ("environment", environment), ("outcome", outcome)]).increment(by: count)
     }
 
-    /// A batch of `size` requests run as one (``Batcher``): `kind` is `notifications` or `customer_reads`.
+    /// A batch of `size` requests run as one (`Batcher`): `kind` is `notifications` or `customer_reads`.
     package func batch(kind: String, size: Int) {
         counter(Name.databaseBatches, [("kind", kind)]).increment()
         counter(Name.databaseBatchedRequests, [("kind", kind)]).increment(by: size)

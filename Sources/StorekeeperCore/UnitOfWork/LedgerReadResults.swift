@@ -16,7 +16,7 @@ package struct LedgerReadResults: Sendable {
 /// One unit of work on the ledger as the steps a backend runs, the pure core deciding and the backend doing (as
 /// postgres-nio's `ConnectionStateMachine` returns actions that its channel handler executes): read, then write,
 /// then the result. The rules are all in the steps; a backend only answers reads and writes rows, synchronously
-/// (SQLite, inside GRDB's write closure) or asynchronously (PostgreSQL), with ``run(in:)``.
+/// (SQLite, inside GRDB's write closure) or asynchronously (PostgreSQL), with `run(in:)`.
 package indirect enum LedgerStep<Result> {
     /// Read these, then go on with what the continuation returns.
     case read(LedgerReads, (LedgerReadResults) -> LedgerStep<Result>)

@@ -9,7 +9,7 @@ package import StorekeeperCore
 /// Read strictly (``load(path:)``): a key no setting has is refused with the nearest one ("did you mean
 /// `productEntitlements`?"), a value of the wrong type names its path, line and column, and relative file paths are
 /// resolved against the configuration file's directory. Every setting but `apps` has a default; `storekeeper config
-/// check` prints them all and where each came from (``report(file:)``).
+/// check` prints them all and where each came from (`report(file:)`).
 package struct ServerConfiguration: Codable, Sendable {
     /// An app whose purchases Storekeeper keeps.
     package struct App: Codable, Sendable {
@@ -48,7 +48,7 @@ package struct ServerConfiguration: Codable, Sendable {
             )
         }
 
-        /// Every setting, `appAppleId` as `null` when there is none (``ServerConfiguration/report(file:)`` lists it).
+        /// Every setting, `appAppleId` as `null` when there is none (`ServerConfiguration.report(file:)` lists it).
         package func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: CodingKeys.self)
             try container.encode(bundleId, forKey: .bundleId)
@@ -128,7 +128,7 @@ package struct ServerConfiguration: Codable, Sendable {
 
     /// What the ledger keeps of what it does not need for answers.
     package struct RetentionSettings: Codable, Sendable, Equatable {
-        /// Refused notification requests kept, newest first (each at most ``RefusedNotification/maximumBytes``).
+        /// Refused notification requests kept, newest first (each at most `RefusedNotification.maximumBytes`).
         /// Default 10,000: at most about 20 MB, whatever anyone sends.
         package var refusedNotifications: Int
         /// Days a notification's raw signed payload is kept after it was received; the decoded facts (type, dates,

@@ -11,7 +11,7 @@ package struct APIKeyIdentity: Sendable, Hashable {
 }
 
 /// The request context of Storekeeper's routes: Hummingbird's, and the API key's identity once
-/// ``APIKeyAuthenticator`` has checked it (hummingbird-auth's pattern).
+/// `APIKeyAuthenticator` has checked it (hummingbird-auth's pattern).
 package struct StorekeeperRequestContext: AuthRequestContext, RequestContext {
     package var coreContext: CoreRequestContextStorage
     package var identity: APIKeyIdentity?

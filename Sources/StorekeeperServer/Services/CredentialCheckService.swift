@@ -7,7 +7,7 @@ package import StorekeeperCore
 import Synchronization
 
 /// At start, asks the App Store once per app and environment with App Store Server API credentials whether it accepts
-/// them (``CredentialCheck``), so that a wrong key, key ID, issuer ID or bundle ID is found now and not at the first
+/// them (`CredentialCheck`), so that a wrong key, key ID, issuer ID or bundle ID is found now and not at the first
 /// recovery run (never, with recovery off). A refusal (401) is logged as an error and sets
 /// `storekeeper_app_store_credentials_refused` to 1; an App Store that cannot be reached is a warning and stops
 /// nothing (the webhook needs no credentials; recovery tries again at its next run). `/health` shows each outcome.

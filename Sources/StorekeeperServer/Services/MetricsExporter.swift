@@ -4,7 +4,7 @@ import Hummingbird
 package import Prometheus
 package import StorekeeperCore
 
-/// The server's metrics (``StorekeeperMetrics``) collected in a swift-prometheus registry of its own (never the
+/// The server's metrics (`StorekeeperMetrics`) collected in a swift-prometheus registry of its own (never the
 /// global one) and written at `GET /metrics` in the Prometheus text format, with each metric's help text.
 package final class MetricsExporter: Sendable {
     package let registry: PrometheusCollectorRegistry
