@@ -71,7 +71,9 @@ struct JobLeaseTests {
     func oneRunnerAndTakeover(backend: Backend) async throws {
         let stores = try await Self.instances(3, backend)
         let runs = Collected<(instance: Int, start: ContinuousClock.Instant, end: ContinuousClock.Instant)>()
-        let leaseDuration = Duration.seconds(3)
+        // Long enough that a starved holder still renews in time on a loaded machine (a lapse mid-run is the lease at
+        // work, but would make the "never two runs at once" check below depend on the machine).
+        let leaseDuration = Duration.seconds(10)
         var tasks: [Task<Void, Never>] = []
         for (index, store) in stores.enumerated() {
             let schedule = LeasedSchedule(
@@ -104,7 +106,7 @@ struct JobLeaseTests {
             await tasks[dead].value
             _ = try await JobLease(store: stores[dead], job: "recovery", holder: "instance-\(dead)", duration: leaseDuration).acquire()
         }
-        let deadline = ContinuousClock.now + .seconds(30)
+        let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline, !runs.values.contains(where: { $0.instance != dead && $0.start > died }) {
             try await Task.sleep(for: .milliseconds(20))
         }

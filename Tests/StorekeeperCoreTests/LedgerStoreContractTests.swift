@@ -80,7 +80,7 @@ struct LedgerStoreContractTests {
 
     @Test("a storage failure mid-notification leaves no partial change; the retry applies fully", arguments: Backend.available, ["after-apply", "before-commit"])
     func failureMidNotification(backend: Backend, point: String) async throws {
-        var harness = try H()
+        var harness = H()
         try harness.engine.createCustomer(id: "alice")
         _ = try harness.engine.purchase(.init(customerId: "alice", productId: "pro.monthly"))
         let notification = try #require(try await harness.verifiedNotifications().first)
