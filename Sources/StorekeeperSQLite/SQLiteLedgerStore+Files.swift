@@ -44,6 +44,9 @@ extension SQLiteLedgerStore {
         do {
             var configuration = Configuration()
             configuration.readonly = true
+            // A server may be writing the ledger (`recover` and `reconcile` run beside `serve`): wait for its locks as
+            // the store's own connections do, rather than fail at once with "database is locked".
+            configuration.busyMode = .timeout(10)
             let queue = try DatabaseQueue(path: path, configuration: configuration)
             defer { try? queue.close() }
             (migrations, tables) = try queue.read { db in

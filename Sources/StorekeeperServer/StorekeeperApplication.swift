@@ -28,14 +28,15 @@ package enum StorekeeperApplication {
         exporter: MetricsExporter = MetricsExporter(),
         now: @escaping @Sendable () -> Date = { Date() },
         apiClients: [VerifierKey: AppStoreServerAPIClient] = [:],
-        credentialCheck: CredentialCheckService? = nil
+        credentialCheck: CredentialCheckService? = nil,
+        ingester: NotificationIngester? = nil
     ) -> Router<StorekeeperRequestContext> {
         let metrics = exporter.metrics
         let router = Router(context: StorekeeperRequestContext.self)
         router.add(middleware: RequestMetricsMiddleware(metrics: metrics))
         router.add(middleware: UnmatchedRouteMiddleware())
-        let ingester = NotificationIngester(
-            store: store, verifiers: verifiers, refusalsKept: configuration.refusedNotificationsKept, logger: logger, metrics: metrics
+        let ingester = ingester ?? NotificationIngester(
+            store: store, verifiers: verifiers, configuration: configuration, logger: logger, metrics: metrics
         )
         NotificationWebhook(ingester: ingester).addRoutes(to: router)
         let reader = CustomerReader(
@@ -98,6 +99,10 @@ package enum StorekeeperApplication {
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> some ApplicationProtocol {
         var services = services
+        // One ingester for the webhook and the recovery job: one bound on refusal log lines.
+        let ingester = NotificationIngester(
+            store: store, verifiers: verifiers, configuration: configuration, logger: logger, metrics: exporter.metrics
+        )
         let credentialCheck = checkCredentialsAtStart && !apiClients.isEmpty
             ? CredentialCheckService(clients: apiClients, logger: logger, metrics: exporter.metrics) : nil
         if let credentialCheck { services.append(credentialCheck) }
@@ -105,9 +110,6 @@ package enum StorekeeperApplication {
             services.append(RetentionService(store: store, rawPayloadDays: days, leaseDuration: configuration.jobLeaseDuration, logger: logger))
         }
         if configuration.recovery.enabled, !apiClients.isEmpty {
-            let ingester = NotificationIngester(
-                store: store, verifiers: verifiers, refusalsKept: configuration.refusedNotificationsKept, logger: logger, metrics: exporter.metrics
-            )
             let settings = configuration.recovery.settings
             let recoveries = apiClients.sorted { $0.key.description < $1.key.description }.map { app, client in
                 NotificationRecovery(app: app, client: client, ingester: ingester, settings: settings, logger: logger, metrics: exporter.metrics, now: now)
@@ -117,7 +119,7 @@ package enum StorekeeperApplication {
         return Application(
             router: buildRouter(
                 store: store, configuration: configuration, verifiers: verifiers, logger: logger, exporter: exporter, now: now, apiClients: apiClients,
-                credentialCheck: credentialCheck
+                credentialCheck: credentialCheck, ingester: ingester
             ),
             server: .guardedHTTP1(limits: configuration.http),
             configuration: .init(

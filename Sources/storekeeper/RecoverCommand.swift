@@ -45,9 +45,7 @@ struct RecoverCommand: AsyncParsableCommand {
             }
             let ledger = try await LedgerDatabase.open(database, access: .existing, logger: logger)
             let store = ledger.store
-            let ingester = NotificationIngester(
-                store: store, verifiers: verifiers, refusalsKept: configuration.refusedNotificationsKept, logger: logger
-            )
+            let ingester = NotificationIngester(store: store, verifiers: verifiers, configuration: configuration, logger: logger)
             var failed = false
             for (app, client) in clients.sorted(by: { $0.key.description < $1.key.description }) where interruption.signal == nil {
                 let recovery = NotificationRecovery(app: app, client: client, ingester: ingester, settings: configuration.recovery.settings, logger: logger)

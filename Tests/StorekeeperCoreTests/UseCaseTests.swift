@@ -27,7 +27,7 @@ struct UseCaseTests {
         _ = try harness.engine.purchase(.init(customerId: "alice", productId: "pro.monthly"))
         let genuine = harness.engine.state.notifications[0].signedPayload
         let store = try Self.store()
-        let ingester = NotificationIngester(store: store, verifiers: [Self.app: harness.verifier], refusalsKept: 10, logger: Self.logger)
+        let ingester = NotificationIngester(store: store, verifiers: [Self.app: harness.verifier], refusalsKept: 10, logger: Self.logger, refusalStatus: { _ in 400 })
         guard case .stored(.applied, _) = await ingester.ingest(signedPayload: genuine) else { Issue.record("not applied"); return }
         guard case .stored(.duplicate, _) = await ingester.ingest(signedPayload: genuine) else { Issue.record("not a duplicate"); return }
         let impostor = try TestCertificateAuthority.generate().makeSigner()

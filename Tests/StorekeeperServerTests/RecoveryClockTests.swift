@@ -32,7 +32,7 @@ struct RecoveryClockTests {
         let configuration = try testbed.configuration(baseURL: simulatorURL)
         let exporter = MetricsExporter()
         let log = CapturedLog()
-        let ingester = NotificationIngester(store: store, verifiers: try configuration.makeVerifiers(), refusalsKept: 100, logger: log.logger())
+        let ingester = NotificationIngester(store: store, verifiers: try configuration.makeVerifiers(), configuration: configuration, logger: log.logger())
         let client = try #require(try configuration.makeServerAPIClients(logger: log.logger())[app])
         let recovery = NotificationRecovery(
             app: app, client: client, ingester: ingester, settings: configuration.recovery.settings, logger: log.logger(), metrics: exporter.metrics,

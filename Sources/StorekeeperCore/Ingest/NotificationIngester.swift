@@ -15,10 +15,13 @@ package struct NotificationIngester: Sendable {
     let logger: Logger
     let metrics: StorekeeperMetrics
     let logLimiter: LogRateLimiter
+    /// The status the HTTP layer answers a refusal of each kind with, kept with the refusal and logged.
+    let refusalStatus: @Sendable (NotificationRefusal.Kind) -> Int
 
+    /// One per application: its refusal log limiter is the one bound on refusal lines.
     package init(
         store: any LedgerStore, verifiers: [VerifierKey: SignedDataVerifier], refusalsKept: Int, logger: Logger,
-        metrics: StorekeeperMetrics = .discarded
+        metrics: StorekeeperMetrics = .discarded, refusalStatus: @escaping @Sendable (NotificationRefusal.Kind) -> Int
     ) {
         self.store = store
         self.verifiers = verifiers
@@ -26,6 +29,7 @@ package struct NotificationIngester: Sendable {
         self.logger = logger
         self.metrics = metrics
         self.logLimiter = LogRateLimiter()
+        self.refusalStatus = refusalStatus
     }
 
     /// What became of a notification.
@@ -118,7 +122,7 @@ package struct NotificationIngester: Sendable {
         log(refusal, size: input?.count)
         guard let input else { return }
         let record = RefusedNotification(
-            input: input, receivedAt: receivedAt, code: refusal.code, message: refusal.message, status: refusal.kind.httpStatus,
+            input: input, receivedAt: receivedAt, code: refusal.code, message: refusal.message, status: refusalStatus(refusal.kind),
             claims: refusal.payload
         )
         do {
@@ -134,7 +138,7 @@ package struct NotificationIngester: Sendable {
         guard allowed else { return }
         var metadata: Logger.Metadata = [
             "refusal.code": .string(UntrustedText.escaped(refusal.code, limit: 64)),
-            "refusal.status": .stringConvertible(refusal.kind.httpStatus),
+            "refusal.status": .stringConvertible(refusalStatus(refusal.kind)),
         ]
         if let size { metadata["refusal.bytes"] = .stringConvertible(size) }
         if suppressed > 0 { metadata["refusals.not_logged"] = .stringConvertible(suppressed) }

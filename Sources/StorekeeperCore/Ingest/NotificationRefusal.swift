@@ -6,23 +6,14 @@ import Logging
 /// Why a notification was refused.
 package struct NotificationRefusal: Error, Sendable {
     package enum Kind: Sendable, Equatable {
-        /// Not a notification whose claims name an app and environment, or not readable at all (400, a warning).
+        /// Not a notification whose claims name an app and environment, or not readable at all (a warning).
         case malformed
-        /// Well-formed, but its signature, chain or data do not verify (400, a warning).
+        /// Well-formed, but its signature, chain or data do not verify (a warning).
         case unverifiable
-        /// For an app or environment this server does not serve, or the wrong one: a misconfiguration (403, an error).
+        /// For an app or environment this server does not serve, or the wrong one: a misconfiguration (an error).
         case misdirected
-        /// The request itself could not be read: too large (413), too slow (408).
+        /// The request itself could not be read (too large, too slow): `status` is what the HTTP layer answered.
         case unreadable(status: Int)
-
-        /// The HTTP status a webhook answers.
-        package var httpStatus: Int {
-            switch self {
-            case .malformed, .unverifiable: 400
-            case .misdirected: 403
-            case .unreadable(let status): status
-            }
-        }
     }
 
     package var kind: Kind

@@ -1,8 +1,9 @@
 import AppStoreModels
-import AppStoreSigning
+package import AppStoreSigning
 import Foundation
 import Hummingbird
-import StorekeeperCore
+package import Logging
+package import StorekeeperCore
 import StorekeeperHTTP
 
 /// `POST /appstore/notifications`: reads the body, hands the signed payload to the ``NotificationIngester`` (verify
@@ -47,5 +48,31 @@ struct NotificationWebhook: Sendable {
 
     static func error(_ refusal: NotificationRefusal) -> APIError {
         APIError(.init(code: refusal.kind.httpStatus), .init(rawValue: refusal.code), refusal.message)
+    }
+}
+
+extension NotificationRefusal.Kind {
+    /// The status the webhook answers: 400 malformed or unverifiable, 403 misdirected (an app or environment this
+    /// server does not serve), and an unreadable request's own (413 too large, 408 too slow).
+    package var httpStatus: Int {
+        switch self {
+        case .malformed, .unverifiable: 400
+        case .misdirected: 403
+        case .unreadable(let status): status
+        }
+    }
+}
+
+extension NotificationIngester {
+    /// The application's ingester: refusals kept (``ServerConfiguration/refusedNotificationsKept``) with the status
+    /// the webhook answers them with.
+    package init(
+        store: any LedgerStore, verifiers: [VerifierKey: SignedDataVerifier], configuration: ServerConfiguration, logger: Logger,
+        metrics: StorekeeperMetrics = .discarded
+    ) {
+        self.init(
+            store: store, verifiers: verifiers, refusalsKept: configuration.refusedNotificationsKept, logger: logger, metrics: metrics,
+            refusalStatus: { $0.httpStatus }
+        )
     }
 }
