@@ -7,10 +7,10 @@ package import Hummingbird
 /// and cut (`UntrustedText`).
 package struct APIError: HTTPResponseError, Sendable, CustomStringConvertible {
     /// A stable, machine-readable reason (`invalid-customer-id`, `unknown-customer`, …).
-    package struct Code: RawRepresentable, Hashable, Sendable, ExpressibleByStringLiteral, CustomStringConvertible {
+    /// Each route's codes are constants (``Code/storageUnavailable``, …), so that one code is spelled once.
+    package struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
         package var rawValue: String
         package init(rawValue: String) { self.rawValue = rawValue }
-        package init(stringLiteral value: String) { self.rawValue = value }
         package var description: String { rawValue }
     }
 

@@ -31,7 +31,7 @@ extension PostgresLedgerStore: LedgerImporting {
                 transaction.pending.notifications[notification.notificationUUID] = PendingWrites.NotificationRow(
                     uuid: notification.notificationUUID, type: notification.notificationType.rawValue, subtype: notification.subtype?.rawValue,
                     signedDate: notification.signedDate?.epochMilliseconds, environment: notification.environment?.rawValue,
-                    outcome: notification.outcome, receivedAt: notification.receivedAt.epochMilliseconds,
+                    outcome: notification.outcome.rawValue, receivedAt: notification.receivedAt.epochMilliseconds,
                     jws: try await self.headers.store(notification.signedPayload, connection, transaction.memo)
                 )
             }

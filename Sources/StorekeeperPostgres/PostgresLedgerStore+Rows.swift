@@ -22,10 +22,67 @@ import StorekeeperCore
 /// after a first column `q`: which of the statement's requests the row answers (1 when it answers one), and sorted
 /// by it, then by kind, then a family's transactions latest first (the order ``Ledger`` reads a subscription in).
 extension PostgresLedgerStore {
-    typealias FamilyRow = (
-        q: Int64, kind: Int32, env: String, a: String?, b: String?, c: String?, d: String?, e: String?,
-        n1: Int64?, n2: Int64?, n3: Int64?, h: Int64?, p: Data?, s: Data?, r: String?
-    )
+    /// One row of a statement's result, by what it holds (the generic columns named).
+    struct FamilyRow {
+        /// Which of the statement's requests the row answers (`q`, from 1).
+        var request: Int64
+        var environment: AppStoreEnvironment
+        var record: Record
+
+        enum Record {
+            case transaction(TransactionRow)
+            case subscription(LedgerSubscription, renewal: PostgresHeaders.Columns)
+            case customerLink(originalTransactionId: String, customerId: String)
+            case tokenOwner(token: LowercaseUUID, bundleId: String, customerId: String)
+            case consumables(bundleId: String, productId: String, units: Int64, purchases: Int64)
+        }
+
+        struct TransactionRow {
+            var transactionId: String
+            var originalTransactionId: String
+            var productType: String?
+            var appAccountToken: String?
+            var source: String
+            var signedDate: Int64
+            var jws: PostgresHeaders.Columns
+        }
+
+        /// The row as the columns of the table above; `nil` for one whose required columns are empty (skipped).
+        init?(
+            _ raw: (Int64, Int32, String, String?, String?, String?, String?, String?, Int64?, Int64?, Int64?, Int64?, Data?, Data?, String?)
+        ) throws(StorageError) {
+            let (q, kind, env, a, b, c, d, e, n1, n2, n3, h, p, s, r) = raw
+            request = q
+            environment = AppStoreEnvironment(rawValue: env)
+            switch kind {
+            case 0:
+                guard let id = a, let original = b, let source = e, let signedDate = n1 else { return nil }
+                record = .transaction(TransactionRow(
+                    transactionId: id, originalTransactionId: original, productType: c, appAccountToken: d, source: source,
+                    signedDate: signedDate, jws: PostgresHeaders.Columns(header: h, payload: p, signature: s, raw: r)
+                ))
+            case 1:
+                guard let original = b, let bundleId = c else { return nil }
+                var subscription = LedgerSubscription(key: LedgerKey(environment, original), bundleId: bundleId)
+                subscription.status = n1.map { SubscriptionStatus(rawValue: Int($0)) }
+                subscription.statusSignedDate = n2.map(Date.init(epochMilliseconds:))
+                subscription.statusNotificationUUID = d
+                subscription.renewalSignedDate = n3.map(Date.init(epochMilliseconds:))
+                record = .subscription(subscription, renewal: PostgresHeaders.Columns(header: h, payload: p, signature: s, raw: r))
+            case 2:
+                guard let original = b, let customer = c else { return nil }
+                record = .customerLink(originalTransactionId: original, customerId: customer)
+            case 3:
+                guard let token = a.flatMap(LowercaseUUID.init(uuidString:)), let bundleId = b, let customer = c else { return nil }
+                record = .tokenOwner(token: token, bundleId: bundleId, customerId: customer)
+            case 4:
+                guard let bundleId = a, let productId = b, let units = n1, let purchases = n2 else { return nil }
+                record = .consumables(bundleId: bundleId, productId: productId, units: units, purchases: purchases)
+            default:
+                throw StorageError("a row of an unknown kind \(kind)")
+            }
+        }
+    }
 
     /// The five kinds of rows: of the families `from` selects in each table (given the table and its alias, a `FROM`
     /// clause), of the token owners `owners` selects (alias `o`), and the consumables counted when given. `tagged`:
@@ -226,8 +283,8 @@ extension PostgresLedgerStore {
         )
         var rowsOfRead = Array(repeating: [FamilyRow](), count: reads.count)
         for row in rows {
-            guard row.q >= 1, row.q <= reads.count else { throw StorageError("a row answers request \(row.q) of \(reads.count)") }
-            rowsOfRead[Int(row.q) - 1].append(row)
+            guard row.request >= 1, row.request <= reads.count else { throw StorageError("a row answers request \(row.request) of \(reads.count)") }
+            rowsOfRead[Int(row.request) - 1].append(row)
         }
         var ledgers: [Ledger] = []
         ledgers.reserveCapacity(reads.count)
@@ -246,9 +303,9 @@ extension PostgresLedgerStore {
     private static func rows(_ rows: AsyncThrowingMapSequence<PostgresRowSequence, PostgresRow>) async throws -> [FamilyRow] {
         var decoded: [FamilyRow] = []
         for try await raw in rows {
-            decoded.append(try raw.decode(
+            if let row = try FamilyRow(raw.decode(
                 (Int64, Int32, String, String?, String?, String?, String?, String?, Int64?, Int64?, Int64?, Int64?, Data?, Data?, String?).self
-            ))
+            )) { decoded.append(row) }
         }
         return decoded
     }
@@ -262,64 +319,52 @@ extension PostgresLedgerStore {
         into ledger: inout Ledger,
         latestOnly: Bool = false, signedData: Bool = true, consumablesOf customer: String? = nil
     ) async throws {
-        var transactions: [FamilyRow] = []
+        var transactions: [(environment: AppStoreEnvironment, row: FamilyRow.TransactionRow)] = []
         var subscriptions: [(row: LedgerSubscription, renewal: PostgresHeaders.Columns)] = []
         var latestOfFamily: [LedgerKey: Bool] = [:]
         for row in rows {
-            let environment = AppStoreEnvironment(rawValue: row.env)
-            switch row.kind {
-            case 0:
-                guard let original = row.b else { continue }
-                let key = LedgerKey(environment, original)
+            let environment = row.environment
+            switch row.record {
+            case .transaction(let transaction):
+                let key = LedgerKey(environment, transaction.originalTransactionId)
                 // Rows come latest first within each family: a subscription's first row is the one that decides.
                 if latestOnly, let isSubscription = latestOfFamily[key] {
                     if isSubscription {
-                        if let token = row.d.flatMap(LowercaseUUID.init(uuidString:)) { ledger.omittedTransactionTokens[key, default: []].insert(token) }
+                        if let token = transaction.appAccountToken.flatMap(LowercaseUUID.init(uuidString:)) {
+                            ledger.omittedTransactionTokens[key, default: []].insert(token)
+                        }
                         continue
                     }
                 } else {
-                    latestOfFamily[key] = row.c == ProductType.autoRenewable.rawValue
+                    latestOfFamily[key] = transaction.productType == ProductType.autoRenewable.rawValue
                 }
-                transactions.append(row)
-            case 1:
-                guard let original = row.b, let bundleId = row.c else { continue }
-                var record = LedgerSubscription(key: LedgerKey(environment, original), bundleId: bundleId)
-                record.status = row.n1.map { SubscriptionStatus(rawValue: Int($0)) }
-                record.statusSignedDate = row.n2.map(Date.init(epochMilliseconds:))
-                record.statusNotificationUUID = row.d
-                record.renewalSignedDate = row.n3.map(Date.init(epochMilliseconds:))
-                subscriptions.append((record, .init(header: row.h, payload: row.p, signature: row.s, raw: row.r)))
-            case 2:
-                if let original = row.b, let customer = row.c { ledger.explicitLinks[LedgerKey(environment, original)] = customer }
-            case 3:
-                if let token = row.a.flatMap(LowercaseUUID.init(uuidString:)), let bundleId = row.b, let customer = row.c {
-                    ledger.tokenOwners[AppAccountTokenKey(bundleId: bundleId, environment: environment, token: token)] = customer
-                }
-            case 4:
-                if let customer, let bundleId = row.a, let productId = row.b, let units = row.n1, let purchases = row.n2 {
+                transactions.append((environment, transaction))
+            case .subscription(let subscription, let renewal):
+                subscriptions.append((subscription, renewal))
+            case .customerLink(let original, let customer):
+                ledger.explicitLinks[LedgerKey(environment, original)] = customer
+            case .tokenOwner(let token, let bundleId, let customer):
+                ledger.tokenOwners[AppAccountTokenKey(bundleId: bundleId, environment: environment, token: token)] = customer
+            case .consumables(let bundleId, let productId, let units, let purchases):
+                if let customer {
                     let key = ConsumableTotalKey(customerId: customer, environment: environment, bundleId: bundleId, productId: productId)
                     ledger.consumableTotals[key] = ConsumableTotal(units: Int(units), purchases: Int(purchases))
                 }
-            default:
-                throw StorageError("a row of an unknown kind \(row.kind)")
             }
         }
         var references = Set<Int64>()
-        for row in transactions { references.formUnion(headers.references(Self.columns(row))) }
+        for (_, row) in transactions { references.formUnion(headers.references(row.jws)) }
         for subscription in subscriptions { references.formUnion(headers.references(subscription.renewal)) }
         try await headers.load(references, connection, memo)
 
         let decoder = AppStoreJSON.makeDecoder()
-        for row in transactions {
-            guard let id = row.a, let signedDate = row.n1, let source = row.e else { continue }
-            let columns = Self.columns(row)
-            let environment = AppStoreEnvironment(rawValue: row.env)
-            guard let payload = try headers.payload(columns, memo), let jws = signedData ? try headers.jws(columns, memo) : "" else {
-                throw StorageError("transaction \(id) has no stored JWS")
+        for (environment, row) in transactions {
+            guard let payload = try headers.payload(row.jws, memo), let jws = signedData ? try headers.jws(row.jws, memo) : "" else {
+                throw StorageError("transaction \(row.transactionId) has no stored JWS")
             }
-            ledger.transactions[LedgerKey(environment, id)] = LedgerTransaction(
+            ledger.transactions[LedgerKey(environment, row.transactionId)] = LedgerTransaction(
                 info: try TransactionInfo(json: payload, fallback: decoder),
-                signedDate: Date(epochMilliseconds: signedDate), source: source, jws: jws
+                signedDate: Date(epochMilliseconds: row.signedDate), source: row.source, jws: jws
             )
         }
         for subscription in subscriptions {
@@ -330,10 +375,6 @@ extension PostgresLedgerStore {
             }
             ledger.subscriptions[record.key] = record
         }
-    }
-
-    private static func columns(_ row: FamilyRow) -> PostgresHeaders.Columns {
-        PostgresHeaders.Columns(header: row.h, payload: row.p, signature: row.s, raw: row.r)
     }
 }
 

@@ -249,7 +249,7 @@ extension PostgresLedgerStore {
         for record in changes.notifications {
             pending.notifications[record.notificationUUID] = PendingWrites.NotificationRow(
                 uuid: record.notificationUUID, type: record.notificationType.rawValue, subtype: record.subtype?.rawValue,
-                signedDate: record.signedDate?.epochMilliseconds, environment: record.environment?.rawValue, outcome: record.outcome,
+                signedDate: record.signedDate?.epochMilliseconds, environment: record.environment?.rawValue, outcome: record.outcome.rawValue,
                 receivedAt: Date().epochMilliseconds, jws: try await headers.store(record.signedPayload, connection, memo)
             )
         }

@@ -235,3 +235,6 @@ struct SQLiteWriteTransaction: LedgerWriteTransaction {
         try faults?("before-commit")
     }
 }
+
+/// Stored as its raw value (`applied`, `recorded`) in `notifications.outcome`.
+extension ApplyOutcome: DatabaseValueConvertible {}

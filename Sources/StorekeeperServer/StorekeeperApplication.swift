@@ -172,16 +172,16 @@ package enum StorekeeperApplication {
         // A body declared larger than the limit is refused before any of it is read: the client need not send it, and
         // the connection is not held until the body's timeout for bytes that would be refused anyway.
         if let declared = request.headers[.contentLength].flatMap(Int.init), declared > maximumBody {
-            throw APIError(.contentTooLarge, "body-too-large", "the body is over 1 MiB")
+            throw APIError(.contentTooLarge, .bodyTooLarge, "the body is over 1 MiB")
         }
         do {
             return try await request.body.collect(upTo: maximumBody)
         } catch is NIOTooManyBytesError {
-            throw APIError(.contentTooLarge, "body-too-large", "the body is over 1 MiB")
+            throw APIError(.contentTooLarge, .bodyTooLarge, "the body is over 1 MiB")
         } catch let error as BodyReadTimeout {
-            throw APIError(.requestTimeout, "body-timeout", "the body did not arrive within \(error.seconds) seconds")
+            throw APIError(.requestTimeout, .bodyTimeout, "the body did not arrive within \(error.seconds) seconds")
         } catch {
-            throw APIError(.badRequest, "malformed-body", "the body could not be read: \(UntrustedText.escaped(String(describing: error), limit: 80))")
+            throw APIError(.badRequest, .malformedBody, "the body could not be read: \(UntrustedText.escaped(String(describing: error), limit: 80))")
         }
     }
 }
@@ -209,9 +209,9 @@ struct UnmatchedRouteMiddleware<Context: RequestContext>: RouterMiddleware {
             let path = UntrustedText.escaped(request.uri.path, limit: 256)
             let method = UntrustedText.escaped(request.method.rawValue, limit: 32)
             if let allowed = Self.allowedMethod(for: request.uri.path), allowed != request.method {
-                throw APIError(.methodNotAllowed, "method-not-allowed", "\(path) takes \(allowed.rawValue), not \(method)", headers: [.allow: allowed.rawValue])
+                throw APIError(.methodNotAllowed, .methodNotAllowed, "\(path) takes \(allowed.rawValue), not \(method)", headers: [.allow: allowed.rawValue])
             }
-            throw APIError(.notFound, "no-such-route", "nothing is served at \(method) \(path)")
+            throw APIError(.notFound, .noSuchRoute, "nothing is served at \(method) \(path)")
         }
     }
 }

@@ -37,14 +37,14 @@ package struct Ledger: Codable, Hashable, Sendable {
         let payload = notification.payload
         guard notifications[payload.notificationUUID] == nil else { return false }
         let environment = payload.data?.environment ?? payload.summary?.environment ?? payload.appData?.environment
-        var outcome = "recorded"
+        var outcome = ApplyOutcome.recorded
         if let transaction = notification.transaction {
             apply(transaction.payload, jws: transaction.jws, source: payload.notificationUUID)
-            outcome = "applied"
+            outcome = .applied
         }
         if let renewal = notification.renewalInfo {
             apply(renewal.payload, jws: renewal.jws, bundleId: payload.data?.bundleId ?? "")
-            outcome = "applied"
+            outcome = .applied
         }
         if let status = payload.data?.status, let transaction = notification.transaction?.payload {
             apply(status: status, of: transaction, signedDate: payload.signedDate, source: payload.notificationUUID)

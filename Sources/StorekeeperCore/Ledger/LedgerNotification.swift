@@ -8,7 +8,7 @@ package struct LedgerNotification: Codable, Hashable, Sendable {
     package var subtype: NotificationSubtype?
     package var signedDate: Date?
     package var environment: AppStoreEnvironment?
-    /// What the ledger did with it: `applied`, `duplicate`, `recorded` (no purchase data).
-    package var outcome: String
+    /// What the ledger did with it: ``ApplyOutcome/applied``, or ``ApplyOutcome/recorded`` (no purchase data).
+    package var outcome: ApplyOutcome
     package var signedPayload: String
 }

@@ -27,13 +27,13 @@ package struct KeptNotification: Sendable, Hashable {
     package var subtype: NotificationSubtype?
     package var signedDate: Date?
     package var environment: AppStoreEnvironment?
-    package var outcome: String
+    package var outcome: ApplyOutcome
     package var receivedAt: Date
     package var signedPayload: String?
 
     package init(
         notificationUUID: String, notificationType: NotificationType, subtype: NotificationSubtype?, signedDate: Date?,
-        environment: AppStoreEnvironment?, outcome: String, receivedAt: Date, signedPayload: String?
+        environment: AppStoreEnvironment?, outcome: ApplyOutcome, receivedAt: Date, signedPayload: String?
     ) {
         self.notificationUUID = notificationUUID
         self.notificationType = notificationType

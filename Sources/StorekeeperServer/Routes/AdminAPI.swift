@@ -18,7 +18,7 @@ struct AdminAPI: Sendable {
     func addRoutes(to group: RouterGroup<StorekeeperRequestContext>) {
         group.post("/admin/customers/:customerId/reconcile") { request, context in
             guard try context.requireIdentity().bundleId == nil else {
-                throw APIError(.forbidden, "admin-only", "this route takes an admin API key")
+                throw APIError(.forbidden, .adminOnly, "this route takes an admin API key")
             }
             let customerId = try CustomerAPI.customerId(context)
             let query = try QueryParameters(request, allowed: ["dryRun", "bundleId", "environment"])
@@ -28,12 +28,12 @@ struct AdminAPI: Sendable {
                 let report = try await reconciler.reconcile(.customer(customerId), dryRun: dryRun)
                 return StorekeeperApplication.jsonResponse(report)
             } catch is Reconciler.UnknownCustomer {
-                throw APIError(.notFound, "unknown-customer", "no customer '\(customerId)' for \(reconciler.app.bundleId) in \(reconciler.app.environment)")
+                throw APIError(.notFound, .unknownCustomer, "no customer '\(customerId)' for \(reconciler.app.bundleId) in \(reconciler.app.environment)")
             } catch let error as StorageError {
-                throw APIError(.serviceUnavailable, "storage-unavailable", "the ledger could not be read: \(UntrustedText.escaped(error.message, limit: 300))")
+                throw APIError(.serviceUnavailable, .storageUnavailable, "the ledger could not be read: \(UntrustedText.escaped(error.message, limit: 300))")
             } catch let stopped as Reconciler.Stopped {
                 throw APIError(
-                    .badGateway, "reconcile-failed",
+                    .badGateway, .reconcileFailed,
                     "the App Store or the ledger could not be read after \(stopped.report.checked) of \(stopped.report.purchases) purchases "
                         + "(\(stopped.report.recordsChanged) records repaired): \(UntrustedText.escaped(String(describing: stopped.cause), limit: 300))"
                 )
@@ -47,18 +47,18 @@ struct AdminAPI: Sendable {
         let environment = try query.environment()
         let matching = reconcilers.filter { (bundleId == nil || $0.key.bundleId == bundleId) && (environment == nil || $0.key.environment == environment) }
         guard !reconcilers.isEmpty else {
-            throw APIError(.notFound, "no-credentials", "no app has App Store Server API credentials (serverAPI in the configuration)")
+            throw APIError(.notFound, .noCredentials, "no app has App Store Server API credentials (serverAPI in the configuration)")
         }
         if matching.isEmpty, let bundleId, apps.contains(bundleId) {
             throw APIError(
-                .notFound, "no-credentials",
+                .notFound, .noCredentials,
                 "app \(UntrustedText.quoted(bundleId, limit: 128))\(environment.map { " (\($0.rawValue))" } ?? "") has no App Store Server API credentials (serverAPI in the configuration)"
             )
         }
         guard matching.count == 1, let reconciler = matching.first?.value else {
             let known = reconcilers.keys.map(\.description).sorted().joined(separator: ", ")
             throw APIError(
-                .badRequest, "ambiguous-app",
+                .badRequest, .ambiguousApp,
                 matching.isEmpty ? "no app with credentials matches; known: \(known)" : "give bundleId and environment; apps with credentials: \(known)"
             )
         }

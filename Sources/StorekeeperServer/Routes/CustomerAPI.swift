@@ -39,7 +39,7 @@ struct CustomerAPI: Sendable {
         guard validCustomerId(id) else {
             let shown = UntrustedText.escaped(id.count > 64 ? id.prefix(64) + "…" : Substring(id), limit: 512)
             throw APIError(
-                .badRequest, "invalid-customer-id", "customer ID '\(shown)' is not valid: customer IDs are 1-128 ASCII letters, digits and -_.@:"
+                .badRequest, .invalidCustomerId, "customer ID '\(shown)' is not valid: customer IDs are 1-128 ASCII letters, digits and -_.@:"
             )
         }
         return id
@@ -64,11 +64,11 @@ struct CustomerAPI: Sendable {
             jws = try StrictJSONDecoder.decode(SubmitBody.self, from: Array(buffer.readableBytesView), file: "the body").signedTransaction
         } catch {
             throw APIError(
-                .badRequest, "malformed-body",
+                .badRequest, .malformedBody,
                 #"the body must be JSON {"signedTransaction": "<JWS>"}: "# + UntrustedText.escaped(error.message, limit: 300)
             )
         }
-        guard !jws.isEmpty else { throw APIError(.badRequest, "malformed-body", #"the body must be JSON {"signedTransaction": "<JWS>"}: it is empty"#) }
+        guard !jws.isEmpty else { throw APIError(.badRequest, .malformedBody, #"the body must be JSON {"signedTransaction": "<JWS>"}: it is empty"#) }
         switch await submitter.submit(jws, customerId: customerId, forApp: identity.bundleId) {
         case .linked(let verified):
             return try await answer(customerId, bundleId: verified.payload.bundleId, environment: verified.payload.environment ?? .production)
@@ -77,7 +77,7 @@ struct CustomerAPI: Sendable {
         case .rejected(let rejection):
             throw APIError(rejection.kind == .forbidden ? .forbidden : .badRequest, .init(rawValue: rejection.code), rejection.message)
         case .storageFailure:
-            throw APIError(.serviceUnavailable, "storage-unavailable", "the transaction could not be stored; retry")
+            throw APIError(.serviceUnavailable, .storageUnavailable, "the transaction could not be stored; retry")
         }
     }
 
@@ -89,7 +89,7 @@ struct CustomerAPI: Sendable {
         let environment = requested ?? (app.environments.contains(.production) ? .production : .sandbox)
         guard app.environments.contains(environment) else {
             throw APIError(
-                .badRequest, "unknown-environment", "app '\(bundleId)' does not accept environment \(UntrustedText.quoted(environment.rawValue, limit: 64))"
+                .badRequest, .unknownEnvironment, "app '\(bundleId)' does not accept environment \(UntrustedText.quoted(environment.rawValue, limit: 64))"
             )
         }
         return try await answer(customerId, bundleId: bundleId, environment: environment)
@@ -102,19 +102,19 @@ struct CustomerAPI: Sendable {
         if let own = identity.bundleId {
             // An app key reads its own app or nothing: never the one its request names.
             guard let app = apps.first(where: { $0.bundleId == own }) else {
-                throw APIError(.forbidden, "unknown-app", "this key's app \(UntrustedText.quoted(own, limit: 128)) is not configured on this server")
+                throw APIError(.forbidden, .unknownApp, "this key's app \(UntrustedText.quoted(own, limit: 128)) is not configured on this server")
             }
             return app
         }
         if let asked {
             guard let app = apps.first(where: { $0.bundleId == asked }) else {
-                throw APIError(.badRequest, "unknown-app", "no app \(UntrustedText.quoted(asked, limit: 128)) is configured on this server")
+                throw APIError(.badRequest, .unknownApp, "no app \(UntrustedText.quoted(asked, limit: 128)) is configured on this server")
             }
             return app
         }
         guard apps.count == 1, let only = apps.first else {
             throw APIError(
-                .badRequest, "bundle-id-required",
+                .badRequest, .bundleIdRequired,
                 "an admin key reads one app's customers: give bundleId, one of \(apps.map(\.bundleId).joined(separator: ", "))"
             )
         }
@@ -127,9 +127,9 @@ struct CustomerAPI: Sendable {
         case .found(let body):
             return StorekeeperApplication.jsonResponse(encoded: body)
         case .unknownCustomer:
-            throw APIError(.notFound, "unknown-customer", "no customer '\(customerId)' for \(bundleId) in \(environment)")
+            throw APIError(.notFound, .unknownCustomer, "no customer '\(customerId)' for \(bundleId) in \(environment)")
         case .storageFailure:
-            throw APIError(.serviceUnavailable, "storage-unavailable", "the ledger could not be read")
+            throw APIError(.serviceUnavailable, .storageUnavailable, "the ledger could not be read")
         }
     }
 }

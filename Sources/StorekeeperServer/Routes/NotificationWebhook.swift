@@ -42,7 +42,7 @@ struct NotificationWebhook: Sendable {
         case .refused(let refusal):
             throw Self.error(refusal)
         case .storageFailure:
-            throw APIError(.serviceUnavailable, "storage-unavailable", "the notification could not be stored; retry later")
+            throw APIError(.serviceUnavailable, .storageUnavailable, "the notification could not be stored; retry later")
         }
     }
 

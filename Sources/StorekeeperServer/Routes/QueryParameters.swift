@@ -17,11 +17,11 @@ struct QueryParameters {
                 let shown = UntrustedText.quoted(String(name), limit: 64)
                 let hint = DidYouMean.nearest(to: String(name), among: allowed).map { ": did you mean \"\($0)\"?" }
                     ?? (allowed.isEmpty ? ": this route takes none" : " (this route takes \(allowed.joined(separator: ", ")))")
-                throw APIError(.badRequest, "unknown-parameter", "unknown query parameter \(shown)\(hint)")
+                throw APIError(.badRequest, .unknownParameter, "unknown query parameter \(shown)\(hint)")
             }
             // A route takes a few parameters: the earlier ones are looked through, not collected.
             guard !parameters.prefix(index).contains(where: { $0.key == name }) else {
-                throw APIError(.badRequest, "repeated-parameter", "the query parameter \"\(name)\" is given twice")
+                throw APIError(.badRequest, .repeatedParameter, "the query parameter \"\(name)\" is given twice")
             }
             index += 1
         }
@@ -37,7 +37,7 @@ struct QueryParameters {
         case "true": return true
         case "false": return false
         default:
-            throw APIError(.badRequest, "invalid-parameter", "\(name) must be true or false, not \(UntrustedText.quoted(text, limit: 64))")
+            throw APIError(.badRequest, .invalidParameter, "\(name) must be true or false, not \(UntrustedText.quoted(text, limit: 64))")
         }
     }
 
@@ -45,7 +45,7 @@ struct QueryParameters {
     func environment(_ name: String = "environment") throws(APIError) -> AppStoreEnvironment? {
         guard let text = parameters.get(name) else { return nil }
         guard let environment = [AppStoreEnvironment.production, .sandbox].first(where: { $0.rawValue == text }) else {
-            throw APIError(.badRequest, "invalid-parameter", "\(name) must be Production or Sandbox, not \(UntrustedText.quoted(text, limit: 64))")
+            throw APIError(.badRequest, .invalidParameter, "\(name) must be Production or Sandbox, not \(UntrustedText.quoted(text, limit: 64))")
         }
         return environment
     }

@@ -39,13 +39,13 @@ struct APIKeyAuthenticator: AuthenticatorMiddleware {
 
     func authenticate(request: Request, context: Context) async throws -> APIKeyIdentity? {
         guard let header = request.headers[.authorization], header.count > 7, header.prefix(7).lowercased() == "bearer " else {
-            throw APIError(.unauthorized, "unauthorized", "an API key is required (Authorization: Bearer <key>)")
+            throw APIError(.unauthorized, .unauthorized, "an API key is required (Authorization: Bearer <key>)")
         }
         // Optional whitespace around the credential is SP and HTAB (RFC 9110 §5.6.3).
         let key = header.utf8.dropFirst(7).drop { $0 == 0x20 || $0 == 0x09 }
         let trimmed = key[..<(key.lastIndex { $0 != 0x20 && $0 != 0x09 }.map { key.index(after: $0) } ?? key.startIndex)]
         let hash = ServerConfiguration.hash(apiKey: Substring(trimmed))
-        guard let identity = keysByHash[hash] else { throw APIError(.unauthorized, "unauthorized", "unknown API key") }
+        guard let identity = keysByHash[hash] else { throw APIError(.unauthorized, .unauthorized, "unknown API key") }
         return identity
     }
 }

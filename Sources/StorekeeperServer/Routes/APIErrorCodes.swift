@@ -1,0 +1,44 @@
+package import StorekeeperHTTP
+
+/// The error codes of Storekeeper's HTTP API (``APIError``'s `error.code`): each spelled once, here. Codes that come
+/// from a use case (a refused notification's verification code, a refused submission's) are passed through as they are.
+extension APIError.Code {
+    /// An API key is missing, or is not one of the configured keys (401).
+    package static let unauthorized = Self(rawValue: "unauthorized")
+    /// The route takes an admin API key (403).
+    package static let adminOnly = Self(rawValue: "admin-only")
+    /// An app this server is not configured for.
+    package static let unknownApp = Self(rawValue: "unknown-app")
+    /// An admin route needs bundleId and environment to pick one app with credentials.
+    package static let ambiguousApp = Self(rawValue: "ambiguous-app")
+    /// An admin key reads one app's customers: bundleId is required when several apps are configured.
+    package static let bundleIdRequired = Self(rawValue: "bundle-id-required")
+    /// The app does not accept this environment.
+    package static let unknownEnvironment = Self(rawValue: "unknown-environment")
+    /// The app has no App Store Server API credentials (`serverAPI`).
+    package static let noCredentials = Self(rawValue: "no-credentials")
+    /// A customer ID outside 1-128 ASCII letters, digits and `-_.@:`.
+    package static let invalidCustomerId = Self(rawValue: "invalid-customer-id")
+    /// No such customer for the app and environment (404).
+    package static let unknownCustomer = Self(rawValue: "unknown-customer")
+    /// A query parameter the route does not take.
+    package static let unknownParameter = Self(rawValue: "unknown-parameter")
+    /// A query parameter given twice.
+    package static let repeatedParameter = Self(rawValue: "repeated-parameter")
+    /// A query parameter whose value the route cannot read.
+    package static let invalidParameter = Self(rawValue: "invalid-parameter")
+    /// A body that is not the JSON the route takes.
+    package static let malformedBody = Self(rawValue: "malformed-body")
+    /// A body over the route's limit (413).
+    package static let bodyTooLarge = Self(rawValue: "body-too-large")
+    /// A body that did not arrive in time (408).
+    package static let bodyTimeout = Self(rawValue: "body-timeout")
+    /// Nothing is served at that path (404).
+    package static let noSuchRoute = Self(rawValue: "no-such-route")
+    /// The path takes another method (405, with `Allow`).
+    package static let methodNotAllowed = Self(rawValue: "method-not-allowed")
+    /// The ledger could not be read or written; retry (503).
+    package static let storageUnavailable = Self(rawValue: "storage-unavailable")
+    /// Reconciliation stopped: the App Store or the ledger could not be read (502).
+    package static let reconcileFailed = Self(rawValue: "reconcile-failed")
+}
