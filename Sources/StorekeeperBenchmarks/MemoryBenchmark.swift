@@ -44,8 +44,8 @@ package enum MemoryBenchmark {
         package var growthMBPerMinuteSecondHalf: Double
         /// Bytes of RSS growth per read over the second half of the run.
         package var bytesPerReadSecondHalf: Double
-        /// PostgreSQL: connections the store leased from postgres-nio's pool during the run.
-        package var connectionLeases: Int?
+        /// PostgreSQL: connections the store checked out from postgres-nio's pool during the run.
+        package var connectionCheckouts: Int?
         package var samples: [Sample]
     }
 
@@ -70,7 +70,7 @@ package enum MemoryBenchmark {
         return try await ServerBenchmark.withServer(storage: options.storage, cacheCapacity: 0) { ports, key, store, description in
             let seeding = try await ServerBenchmark.seed(purchases, history: history, ports: ports, apiKey: key)
             await seeding.close()
-            let leasesBefore = (store as? PostgresLedgerStore)?.connectionLeases
+            let checkoutsBefore = (store as? PostgresLedgerStore)?.connectionCheckouts
             let before = residentMB()
             let counts = Counts()
             let clock = ContinuousClock()
@@ -124,7 +124,7 @@ package enum MemoryBenchmark {
                 rssAfterFirstMinuteMB: all.first { $0.seconds >= 60 }?.rssMB, rssEndMB: last.rssMB, rssMaxMB: all.map(\.rssMB).max() ?? before,
                 growthMBPerMinuteSecondHalf: (grown / minutes * 100).rounded() / 100,
                 bytesPerReadSecondHalf: (grown * 1_048_576 / Double(readsInHalf) * 10).rounded() / 10,
-                connectionLeases: (store as? PostgresLedgerStore).map { $0.connectionLeases - (leasesBefore ?? 0) },
+                connectionCheckouts: (store as? PostgresLedgerStore).map { $0.connectionCheckouts - (checkoutsBefore ?? 0) },
                 samples: all
             )
         }

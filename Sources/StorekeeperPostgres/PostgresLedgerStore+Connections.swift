@@ -17,9 +17,9 @@ extension PostgresLedgerStore {
             attempt += 1
             let memo = PostgresHeaders.Memo()
             do {
-                // Leased first, then `BEGIN`: the sweeper must not cancel a write that already has its connection.
-                let (result, affected) = try await leasing { lease in try await self.pool.withConnection { connection in
-                    guard lease.leased() else { throw CancellationError() }
+                // Checked out first, then `BEGIN`: the sweeper must not cancel a write that already has its connection.
+                let (result, affected) = try await checkingOut { checkout in try await self.pool.withConnection { connection in
+                    guard checkout.checkedOut() else { throw CancellationError() }
                     return try await connection.withTransaction(logger: self.logger) { connection in
                         let transaction = PostgresWriteTransaction(store: self, connection: connection, memo: memo)
                         let (result, affected) = try await body(transaction)
@@ -90,16 +90,16 @@ extension PostgresLedgerStore {
         return "\(error.code)"
     }
 
-    /// Runs `operation`, which leases a pooled connection and calls `leased()` on the lease it is given once it has
+    /// Runs `operation`, which checkouts a pooled connection and calls `checkedOut()` on the checkout it is given once it has
     /// one; fails it with a ``StorageError`` when it has none after the URL's `connect_timeout`, instead of waiting for
-    /// one without end (``PostgresLeaseWatch``). When the database stops answering (stopped, unreachable),
-    /// postgres-nio keeps a lease request waiting while it tries to connect again; a request then hung until the
+    /// one without end (``PostgresCheckoutWatch``). When the database stops answering (stopped, unreachable),
+    /// postgres-nio keeps a checkout request waiting while it tries to connect again; a request then hung until the
     /// server's response timeout closed its connection without an answer (60 s, seen by stopping PostgreSQL under a
     /// running `serve`). Now it gets a 503 (a notification: a 5xx, which Apple retries) after `connect_timeout`.
-    func leasing<T: Sendable>(_ operation: @escaping @Sendable (PostgresLeaseWatch.Lease) async throws -> T) async throws -> T {
-        let timeout = leaseWatch.timeout
+    func checkingOut<T: Sendable>(_ operation: @escaping @Sendable (PostgresCheckoutWatch.Checkout) async throws -> T) async throws -> T {
+        let timeout = checkoutWatch.timeout
         do {
-            return try await leaseWatch.run(operation) {
+            return try await checkoutWatch.run(operation) {
                 StorageError(
                     "no database connection within \(timeout.components.seconds) s (connect_timeout): the database does not answer, or every connection of the pool is busy",
                     underlying: NoConnection()
@@ -121,16 +121,16 @@ extension PostgresLedgerStore {
         return error.code == .serverClosedConnection || error.code == .connectionError
     }
 
-    /// Why a lease timed out (not a failure of any one request: a batch that gets it is not read again one by one).
+    /// Why a checkout timed out (not a failure of any one request: a batch that gets it is not read again one by one).
     struct NoConnection: Error {}
 
     /// Runs `body` on a pooled connection, outside any transaction: each statement sees what was committed when it
     /// began, which is why every read that must be consistent is one statement (``loadCustomers``, ``loadFamilies``).
     func read<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws(StorageError) -> T {
         do {
-            return try await leasing { lease in
+            return try await checkingOut { checkout in
                 try await self.pool.withConnection { connection in
-                    guard lease.leased() else { throw CancellationError() }
+                    guard checkout.checkedOut() else { throw CancellationError() }
                     return try await body(connection)
                 }
             }

@@ -29,7 +29,7 @@ package final class PostgresLedgerStore: LedgerStore {
     package let url: PostgresDatabaseURL
     let headers = PostgresHeaders()
     /// Bounds every operation's wait for a connection (`connect_timeout`).
-    let leaseWatch: PostgresLeaseWatch
+    let checkoutWatch: PostgresCheckoutWatch
     let logger: Logger
     /// Batches and retries, counted for `/metrics`.
     let metrics: StorekeeperMetrics
@@ -51,9 +51,9 @@ package final class PostgresLedgerStore: LedgerStore {
     /// How many times a write was run again after a transient failure (a deadlock, a serialization failure, a lost
     /// connection), since this store was opened.
     package var writesRetried: Int { retries.withLock { $0 } }
-    /// Connections leased from postgres-nio's pool since this store was opened: one per connection worker started
+    /// Connections checked out from postgres-nio's pool since this store was opened: one per connection worker started
     /// (`PostgresPool`), not one per operation.
-    package var connectionLeases: Int { pool.leases }
+    package var connectionCheckouts: Int { pool.checkouts }
 
     private init(
         pool: PostgresPool, listener: PostgresChangeListener, changes: LedgerChangeFeed,
@@ -70,8 +70,8 @@ package final class PostgresLedgerStore: LedgerStore {
         self.unsafeFaultInjection = unsafeFaultInjection
         self.notificationBatcher = Batcher(workers: url.writeConcurrency, maximumBatch: url.writeBatch, gathering: Self.writeGathering)
         self.readBatcher = Batcher(workers: url.readConcurrency, maximumBatch: url.readBatch)
-        self.leaseWatch = PostgresLeaseWatch(timeout: url.connectTimeout)
-        leaseWatch.start()
+        self.checkoutWatch = PostgresCheckoutWatch(timeout: url.connectTimeout)
+        checkoutWatch.start()
     }
 
     /// Connects, migrates the schema (once, under an advisory lock, whatever the number of instances starting) and
@@ -116,13 +116,13 @@ package final class PostgresLedgerStore: LedgerStore {
     /// Stops listening and closes every connection.
     package func close() async {
         await listener.stop()
-        leaseWatch.stop()
+        checkoutWatch.stop()
         await pool.close()
     }
 
     deinit {
         listener.cancel()
-        leaseWatch.stop()
+        checkoutWatch.stop()
         pool.cancel()
     }
 

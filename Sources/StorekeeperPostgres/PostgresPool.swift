@@ -3,17 +3,17 @@ import Logging
 import PostgresNIO
 import Synchronization
 
-/// The store's connections, on a postgres-nio client that they keep leased while they are in use, and that is renewed
+/// The store's connections, on a postgres-nio client that they keep checked out while they are in use, and that is renewed
 /// when the database comes back after an outage.
 ///
 /// **Connections kept while busy.** Every time a connection goes back to postgres-nio's pool, the pool arms an idle
-/// timer (60 s) and a keep-alive timer (30 s), each a task sleeping its whole duration; the next lease cancels them,
-/// but a cancelled `Task.sleep` keeps its memory until its original deadline, so a lease per operation, at thousands
+/// timer (60 s) and a keep-alive timer (30 s), each a task sleeping its whole duration; the next checkout cancels them,
+/// but a cancelled `Task.sleep` keeps its memory until its original deadline, so a checkout per operation, at thousands
 /// of operations a second, holds memory that grows with the load (Benchmarks/History.md, "Memory"). So each
-/// connection is leased once by a *worker* (a task inside
+/// connection is checked out once by a *worker* (a task inside
 /// `withConnection`) that runs one operation after another; an operation goes to an idle worker, or starts one (up to
 /// ``maximumWorkers``), or waits for the next free one. A worker gives its connection back after ``idleTimeout``
-/// without work, found by one sweep a second: under load postgres-nio sees a lease per worker, not per operation.
+/// without work, found by one sweep a second: under load postgres-nio sees a checkout per worker, not per operation.
 ///
 /// **Renewed after an outage.** postgres-nio's pool tries to connect again after failures with a backoff that grows to
 /// a minute (100 ms × 1.25ⁿ), and cannot be told to try now: after an outage of a few minutes its next attempt may come
@@ -59,7 +59,7 @@ final class PostgresPool: Sendable {
         }
     }
 
-    /// A task holding one leased connection, running the jobs it is handed.
+    /// A task holding one checked out connection, running the jobs it is handed.
     final class Worker: Sendable {
         let id: Int
         let generation: Int
@@ -94,7 +94,7 @@ final class PostgresPool: Sendable {
 
     private let state: Mutex<State>
     private let renewalCount = Mutex(0)
-    private let leaseCount = Mutex(0)
+    private let checkoutCount = Mutex(0)
 
     init(
         configuration: PostgresClient.Configuration, probe: PostgresConnection.Configuration, logger: Logger, probeInterval: Duration = .milliseconds(500),
@@ -122,8 +122,8 @@ final class PostgresPool: Sendable {
     var client: PostgresClient { state.withLock { $0.client } }
     /// Clients renewed so far.
     var renewals: Int { renewalCount.withLock { $0 } }
-    /// Connections leased from postgres-nio so far (one per worker started).
-    var leases: Int { leaseCount.withLock { $0 } }
+    /// Connections checked out from postgres-nio so far (one per worker started).
+    var checkouts: Int { checkoutCount.withLock { $0 } }
 
     // MARK: - Operations
 
@@ -142,7 +142,7 @@ final class PostgresPool: Sendable {
                 dispatch(job)
             }
         } onCancel: {
-            // Still waiting for a connection: it is failed now (the lease watch's timeout, a cancelled request), and
+            // Still waiting for a connection: it is failed now (the checkout watch's timeout, a cancelled request), and
             // never runs. Once running, it finishes.
             if let job = handle.withLock({ $0 }) {
                 state.withLock { state in state.waiting.removeAll { $0 === job } }
@@ -173,9 +173,9 @@ final class PostgresPool: Sendable {
         }
     }
 
-    /// A worker's life: lease a connection, run jobs until told to stop (or the connection or its client is gone).
+    /// A worker's life: checkout a connection, run jobs until told to stop (or the connection or its client is gone).
     private func start(_ worker: Worker, on client: PostgresClient, first: Job) {
-        leaseCount.withLock { $0 += 1 }
+        checkoutCount.withLock { $0 += 1 }
         Task {
             var pending: Job? = first
             do {

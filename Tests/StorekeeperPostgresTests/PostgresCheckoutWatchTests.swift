@@ -4,22 +4,22 @@ import StorekeeperTesting
 import Synchronization
 import Testing
 
-/// The bound on an operation's wait for a pooled connection (``PostgresLeaseWatch``), without a database: the store's
+/// The bound on an operation's wait for a pooled connection (``PostgresCheckoutWatch``), without a database: the store's
 /// own test of it against PostgreSQL is `PostgresTimeoutTests`.
 @Suite("PostgreSQL store: the wait for a connection")
-struct PostgresLeaseWatchTests {
+struct PostgresCheckoutWatchTests {
     struct TimedOut: Error {}
 
     @Test("an operation still without a connection at its deadline is cancelled and fails with the timeout's error")
     func timesOut() async throws {
-        let watch = PostgresLeaseWatch(timeout: .milliseconds(300))
+        let watch = PostgresCheckoutWatch(timeout: .milliseconds(300))
         watch.start()
         defer { watch.stop() }
         let cancelled = Mutex(false)
         let started = ContinuousClock.now
         await #expect(throws: TimedOut.self) {
             try await watch.run({ _ in
-                // A lease request that never gets a connection, as postgres-nio's while the database does not answer.
+                // A checkout request that never gets a connection, as postgres-nio's while the database does not answer.
                 do { try await Task.sleep(for: .seconds(600)) } catch { cancelled.withLock { $0 = true }; throw error }
             }, timedOut: { TimedOut() })
         }
@@ -32,7 +32,7 @@ struct PostgresLeaseWatchTests {
     @Test("an operation's own error is thrown as it is; cancelling the caller cancels the operation")
     func errorsAndCancellation() async throws {
         struct Refused: Error {}
-        let watch = PostgresLeaseWatch(timeout: .seconds(10))
+        let watch = PostgresCheckoutWatch(timeout: .seconds(10))
         watch.start()
         defer { watch.stop() }
         await #expect(throws: Refused.self) {
@@ -51,7 +51,7 @@ struct PostgresLeaseWatchTests {
     }
 
     /// Sweeps far past every deadline, by hand, until `done` (at most 10 s).
-    static func sweepUntilDone(_ watch: PostgresLeaseWatch, done: borrowing Mutex<Bool>) async throws {
+    static func sweepUntilDone(_ watch: PostgresCheckoutWatch, done: borrowing Mutex<Bool>) async throws {
         let until = ContinuousClock.now + .seconds(10)
         while !done.withLock({ $0 }), ContinuousClock.now < until {
             watch.sweep(at: .now + .seconds(7_200))
@@ -61,12 +61,12 @@ struct PostgresLeaseWatchTests {
 
     @Test("a sweep cancels an operation past its deadline that still waits, never one that has said it has its connection; one that gets it too late is told so")
     func sweep() async throws {
-        let watch = PostgresLeaseWatch(timeout: .seconds(3_600)) // No sweeper: sweeps are called by hand.
+        let watch = PostgresCheckoutWatch(timeout: .seconds(3_600)) // No sweeper: sweeps are called by hand.
         let (started, signal) = AsyncStream.makeStream(of: Void.self)
         let release = Mutex(false), waitingDone = Mutex(false), lateDone = Mutex(false)
-        let leased = Task {
-            try await watch.run({ lease in
-                #expect(lease.leased())
+        let checkedOut = Task {
+            try await watch.run({ checkout in
+                #expect(checkout.checkedOut())
                 signal.yield()
                 // Swept many times past its deadline while it runs: never cancelled.
                 while !release.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
@@ -83,16 +83,16 @@ struct PostgresLeaseWatchTests {
         await #expect(throws: TimedOut.self) { try await waiting.value }
         let late = Task {
             defer { lateDone.withLock { $0 = true } }
-            try await watch.run({ lease in
-                // The connection comes after the sweep that timed it out: `leased()` says so.
+            try await watch.run({ checkout in
+                // The connection comes after the sweep that timed it out: `checkedOut()` says so.
                 while !Task.isCancelled { await Task.yield() }
-                #expect(!lease.leased())
+                #expect(!checkout.checkedOut())
                 throw CancellationError()
             }, timedOut: { TimedOut() })
         }
         try await Self.sweepUntilDone(watch, done: lateDone)
         await #expect(throws: TimedOut.self) { try await late.value }
         release.withLock { $0 = true }
-        #expect(try await leased.value == 42)
+        #expect(try await checkedOut.value == 42)
     }
 }
