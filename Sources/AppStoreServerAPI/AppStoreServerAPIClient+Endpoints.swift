@@ -11,7 +11,7 @@ extension AppStoreServerAPIClient {
     /// Get Transaction Info (any transaction ID; not an app transaction ID).
     package func transactionInfo(_ transactionId: String) async throws(AppStoreServerAPIError) -> TransactionInfoResponse {
         try Self.checkTransactionId(transactionId)
-        return try await send(.GET, "/inApps/v1/transactions/\(transactionId)", family: .general, as: TransactionInfoResponse.self)
+        return try await send(.getTransactionInfo, [transactionId], as: TransactionInfoResponse.self)
     }
 
     /// Get Transaction History: every page, v2 by default. Any transaction ID of the customer works.
@@ -22,10 +22,10 @@ extension AppStoreServerAPIClient {
     ) throws(AppStoreServerAPIError) -> Paginated<HistoryResponse> {
         try Self.checkTransactionId(transactionId)
         try query.validate()
-        let path = "/inApps/\(version.rawValue)/history/\(transactionId)"
+        let endpoint: AppStoreEndpoint = version == .v2 ? .getTransactionHistoryV2 : .getTransactionHistoryV1
         return Paginated { (revision) async throws(AppStoreServerAPIError) in
             let parameters = query.parameters + (revision.map { [("revision", $0)] } ?? [])
-            let page = try await self.send(.GET, path, query: parameters, family: .general, as: HistoryResponse.self)
+            let page = try await self.send(endpoint, [transactionId], query: parameters, as: HistoryResponse.self)
             return (page, page.hasMore ? page.revision : nil)
         }
     }
@@ -38,8 +38,7 @@ extension AppStoreServerAPIClient {
         try Self.checkTransactionId(transactionId)
         for value in status where !(1...5).contains(value.rawValue) { throw .invalid("status \(value) is not 1-5") }
         return try await send(
-            .GET, "/inApps/v1/subscriptions/\(transactionId)", query: status.map { ("status", String($0.rawValue)) },
-            family: .general, as: StatusResponse.self
+            .getAllSubscriptionStatuses, [transactionId], query: status.map { ("status", String($0.rawValue)) }, as: StatusResponse.self
         )
     }
 
@@ -48,8 +47,7 @@ extension AppStoreServerAPIClient {
         try Self.checkTransactionId(transactionId)
         return Paginated { (revision) async throws(AppStoreServerAPIError) in
             let page = try await self.send(
-                .GET, "/inApps/v2/refund/lookup/\(transactionId)", query: revision.map { [("revision", $0)] } ?? [],
-                family: .lookupAndRefunds, as: RefundHistoryResponse.self
+                .getRefundHistory, [transactionId], query: revision.map { [("revision", $0)] } ?? [], as: RefundHistoryResponse.self
             )
             return (page, page.hasMore ? page.revision : nil)
         }
@@ -58,7 +56,7 @@ extension AppStoreServerAPIClient {
     /// Get Refund History V1 (deprecated): up to 50 refunds.
     package func refundLookupV1(_ originalTransactionId: String) async throws(AppStoreServerAPIError) -> RefundLookupResponse {
         try Self.checkTransactionId(originalTransactionId)
-        return try await send(.GET, "/inApps/v1/refund/lookup/\(originalTransactionId)", family: .lookupAndRefunds, as: RefundLookupResponse.self)
+        return try await send(.getRefundHistoryV1, [originalTransactionId], as: RefundLookupResponse.self)
     }
 
     /// Look Up Order ID (production only).
@@ -66,19 +64,19 @@ extension AppStoreServerAPIClient {
         guard !orderId.isEmpty, orderId.count <= 64, orderId.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
             throw .invalid("order ID '\(orderId)' must be 1-64 letters and digits")
         }
-        return try await send(.GET, "/inApps/v1/lookup/\(orderId)", family: .lookupAndRefunds, as: OrderLookupResponse.self)
+        return try await send(.lookUpOrderID, [orderId], as: OrderLookupResponse.self)
     }
 
     /// Get App Transaction Info (any transaction ID of the customer).
     package func appTransactionInfo(_ transactionId: String) async throws(AppStoreServerAPIError) -> AppTransactionInfoResponse {
         try Self.checkTransactionId(transactionId)
-        return try await send(.GET, "/inApps/v1/transactions/appTransactions/\(transactionId)", family: .general, as: AppTransactionInfoResponse.self)
+        return try await send(.getAppTransactionInfo, [transactionId], as: AppTransactionInfoResponse.self)
     }
 
     /// Finish Transaction (API 1.20).
     package func finishTransaction(_ transactionId: String) async throws(AppStoreServerAPIError) {
         try Self.checkTransactionId(transactionId)
-        _ = try await send(.POST, "/inApps/v1/transactions/\(transactionId)/finish", family: .general, as: Empty.self)
+        _ = try await send(.finishTransaction, [transactionId], as: Empty.self)
     }
 
     /// Set App Account Token (original transaction ID only).
@@ -88,8 +86,7 @@ extension AppStoreServerAPIClient {
     ) async throws(AppStoreServerAPIError) {
         try Self.checkTransactionId(originalTransactionId)
         _ = try await send(
-            .PUT, "/inApps/v1/transactions/\(originalTransactionId)/appAccountToken",
-            body: UpdateAppAccountTokenRequest(appAccountToken: token), family: .extendAndToken, as: Empty.self
+            .setAppAccountToken, [originalTransactionId], body: UpdateAppAccountTokenRequest(appAccountToken: token), as: Empty.self
         )
     }
 
@@ -103,8 +100,7 @@ extension AppStoreServerAPIClient {
         try Self.checkTransactionId(originalTransactionId)
         try Self.checkExtension(days: request.extendByDays, reason: request.extendReasonCode, identifier: request.requestIdentifier)
         return try await send(
-            .PUT, "/inApps/v1/subscriptions/extend/\(originalTransactionId)", body: request, family: .extendAndToken,
-            as: ExtendRenewalDateResponse.self
+            .extendRenewalDate, [originalTransactionId], body: request, as: ExtendRenewalDateResponse.self
         )
     }
 
@@ -121,8 +117,7 @@ extension AppStoreServerAPIClient {
             }
         }
         return try await send(
-            .POST, "/inApps/v1/subscriptions/extend/mass", body: request, family: .massAndTest,
-            as: MassExtendRenewalDateResponse.self
+            .extendRenewalDatesForAll, body: request, as: MassExtendRenewalDateResponse.self
         )
     }
 
@@ -134,8 +129,8 @@ extension AppStoreServerAPIClient {
         guard !productId.isEmpty else { throw .invalid("productId is empty") }
         try Self.checkRequestIdentifier(requestIdentifier)
         return try await send(
-            .GET, "/inApps/v1/subscriptions/extend/mass/\(Self.segment(productId))/\(Self.segment(requestIdentifier))",
-            family: .massAndTest, as: MassExtendRenewalDateStatusResponse.self
+            .getRenewalExtensionStatus, [Self.segment(productId), Self.segment(requestIdentifier)],
+            as: MassExtendRenewalDateStatusResponse.self
         )
     }
 
@@ -158,7 +153,7 @@ extension AppStoreServerAPIClient {
                 throw .invalid("GRANT_PRORATED needs a consumptionPercentage between 1 and 99999")
             }
         }
-        _ = try await send(.PUT, "/inApps/v2/transactions/consumption/\(transactionId)", body: request, family: .general, as: Empty.self)
+        _ = try await send(.sendConsumptionInformation, [transactionId], body: request, as: Empty.self)
     }
 
     /// Send Consumption Information V1 (deprecated).
@@ -181,7 +176,7 @@ extension AppStoreServerAPIClient {
         guard request.appAccountToken.isEmpty || UUID(uuidString: request.appAccountToken) != nil else {
             throw .invalid("appAccountToken must be a UUID or empty")
         }
-        _ = try await send(.PUT, "/inApps/v1/transactions/consumption/\(transactionId)", body: request, family: .general, as: Empty.self)
+        _ = try await send(.sendConsumptionInformationV1, [transactionId], body: request, as: Empty.self)
     }
 
     // MARK: - Notifications
@@ -193,8 +188,8 @@ extension AppStoreServerAPIClient {
         if let (_, reason) = APIRequestRules.refusal(of: request) { throw .invalid(reason) }
         return Paginated { (token) async throws(AppStoreServerAPIError) in
             let page = try await self.send(
-                .POST, "/inApps/v1/notifications/history", query: token.map { [("paginationToken", $0)] } ?? [],
-                body: request, family: .general, as: NotificationHistoryResponse.self
+                .getNotificationHistory, query: token.map { [("paginationToken", $0)] } ?? [], body: request,
+                as: NotificationHistoryResponse.self
             )
             return (page, page.hasMore ? page.paginationToken : nil)
         }
@@ -202,14 +197,14 @@ extension AppStoreServerAPIClient {
 
     /// Request a Test Notification.
     package func requestTestNotification() async throws(AppStoreServerAPIError) -> SendTestNotificationResponse {
-        try await send(.POST, "/inApps/v1/notifications/test", family: .massAndTest, as: SendTestNotificationResponse.self)
+        try await send(.requestTestNotification, as: SendTestNotificationResponse.self)
     }
 
     /// Get Test Notification Status.
     package func testNotificationStatus(_ token: String) async throws(AppStoreServerAPIError) -> CheckTestNotificationResponse {
         guard !token.isEmpty, token.count <= 256 else { throw .invalid("the test notification token is empty or too long") }
         return try await send(
-            .GET, "/inApps/v1/notifications/test/\(Self.segment(token))", family: .massAndTest, as: CheckTestNotificationResponse.self
+            .getTestNotificationStatus, [Self.segment(token)], as: CheckTestNotificationResponse.self
         )
     }
 

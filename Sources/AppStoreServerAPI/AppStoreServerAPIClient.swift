@@ -111,6 +111,19 @@ package final class AppStoreServerAPIClient: Sendable {
     // MARK: - Sending
 
     /// One API call with retries: `Response` decoded from a 2xx body (``Empty`` for none).
+    /// Calls `endpoint` with its path's `parameters` (each a valid path segment), paced by its rate-limit family.
+    func send<Response: Decodable & Sendable>(
+        _ endpoint: AppStoreEndpoint,
+        _ parameters: [String] = [],
+        query: [(String, String)] = [],
+        body: (some Encodable & Sendable)? = Optional<Empty>.none,
+        as type: Response.Type
+    ) async throws(AppStoreServerAPIError) -> Response {
+        try await send(
+            HTTPMethod(rawValue: endpoint.method.rawValue), endpoint.path(parameters), query: query, body: body, family: endpoint.family, as: type
+        )
+    }
+
     func send<Response: Decodable & Sendable>(
         _ method: HTTPMethod,
         _ path: String,

@@ -200,7 +200,7 @@ package actor Simulator {
 
     /// Applies API faults and rate limits to one request: the error to answer instead, if any, and the latency
     /// to add. Counted faults are used up (and saved).
-    func admitAPIRequest(bundleId: String, method: String, path: String) async -> (AppStoreAPIError?, Int) {
+    func admitAPIRequest(bundleId: String, family: APIRateLimitFamily) async -> (AppStoreAPIError?, Int) {
         var faults = engine.state.faults
         let latency = faults.apiLatencyMilliseconds
         var answer: AppStoreAPIError? = nil
@@ -215,7 +215,7 @@ package actor Simulator {
             answer?.retryAfter = String((nowSeconds + Int64(faults.rateLimitRetryAfterSeconds)) * 1000)
         } else if faults.rateLimitsEnabled,
             let retry = rateLimiter.admit(
-                bundleId: bundleId, method: method, path: path, sandbox: engine.state.environment != .production, now: Date()
+                bundleId: bundleId, family: family, sandbox: engine.state.environment != .production, now: Date()
             )
         {
             answer = .rateLimitExceeded

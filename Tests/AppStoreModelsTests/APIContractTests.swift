@@ -34,6 +34,21 @@ struct APIContractTests {
         #expect(family.rate(sandbox: false) == rate && family.rate(sandbox: true) == rate / 10)
     }
 
+    @Test("the endpoint table: each path fills its parameters and is matched back to its own endpoint, and no other")
+    func endpoints() {
+        #expect(AppStoreEndpoint.all.count == 18 && Set(AppStoreEndpoint.all).count == 18)
+        for endpoint in AppStoreEndpoint.all {
+            let parameters = endpoint.pattern.split(separator: "/").filter { $0.hasPrefix(":") }.indices.map { "2000000000000\($0)" }
+            let path = endpoint.path(parameters)
+            #expect(!path.contains(":"), "\(endpoint): \(path)")
+            #expect(AppStoreEndpoint.matching(method: endpoint.method.rawValue, path: path) == endpoint, "\(path)")
+            #expect(APIRateLimitFamily.of(path: path) == endpoint.family, "\(path)")
+        }
+        #expect(AppStoreEndpoint.getRenewalExtensionStatus.path("pro.monthly", "r1") == "/inApps/v1/subscriptions/extend/mass/pro.monthly/r1")
+        #expect(AppStoreEndpoint.matching(method: "DELETE", path: "/inApps/v1/transactions/1") == nil)
+        #expect(AppStoreEndpoint.matching(method: "GET", path: "/inApps/v1/transactions/") == nil)
+    }
+
     @Test("request rules: transaction IDs, extensions, request identifiers, storefronts, notification history bodies")
     func rules() {
         #expect(APIRequestRules.isTransactionId("2000000000000001") && !APIRequestRules.isTransactionId("") && !APIRequestRules.isTransactionId("12a"))

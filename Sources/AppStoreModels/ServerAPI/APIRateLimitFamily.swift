@@ -1,6 +1,6 @@
 /// The App Store Server API's rate-limit families (APPSTORE-SPEC §1.2): each endpoint belongs to one, whose limit
 /// in requests per second per app Apple enforces over an hour; sandbox gets 10 %. The one table the client (to pace
-/// itself) and the simulator (to refuse as Apple does) share.
+/// itself) and the simulator (to refuse as Apple does) share, through ``AppStoreEndpoint``.
 public enum APIRateLimitFamily: String, Sendable, CaseIterable, Hashable {
     /// Finish Transaction, Get (App) Transaction Info, history, statuses, consumption, notification history: 50/s.
     case general
@@ -24,11 +24,9 @@ public enum APIRateLimitFamily: String, Sendable, CaseIterable, Hashable {
     /// The limit in an environment: production's, or 10 % of it in sandbox.
     public func rate(sandbox: Bool) -> Double { sandbox ? productionRate / 10 : productionRate }
 
-    /// The family of a request to `path` (Apple's paths, under `/inApps`).
+    /// The family of a request to `path` (Apple's paths, under `/inApps`), by ``AppStoreEndpoint/all``; `general` for a
+    /// path that is none of Apple's endpoints.
     public static func of(path: String) -> APIRateLimitFamily {
-        if path.hasPrefix("/inApps/v1/subscriptions/extend/mass") || path.hasPrefix("/inApps/v1/notifications/test") { return .massAndTest }
-        if path.hasPrefix("/inApps/v1/subscriptions/extend/") || path.hasSuffix("/appAccountToken") { return .extendAndToken }
-        if path.hasPrefix("/inApps/v1/lookup/") || path.contains("/refund/lookup/") { return .lookupAndRefunds }
-        return .general
+        AppStoreEndpoint.all.first { $0.matches(path: path) }?.family ?? .general
     }
 }

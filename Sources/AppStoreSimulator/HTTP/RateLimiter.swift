@@ -11,8 +11,7 @@ struct RateLimiter: Sendable {
     private var buckets: [String: (tokens: Double, updated: Date)] = [:]
 
     /// Counts a request; returns the time (epoch ms) after which the caller may retry, if over the limit.
-    mutating func admit(bundleId: String, method: String, path: String, sandbox: Bool, now: Date) -> Int64? {
-        let family = APIRateLimitFamily.of(path: path)
+    mutating func admit(bundleId: String, family: APIRateLimitFamily, sandbox: Bool, now: Date) -> Int64? {
         let rate = family.rate(sandbox: sandbox)
         let capacity = max(1, rate)
         let key = bundleId + "|" + family.rawValue

@@ -186,7 +186,7 @@ extension SimulatorAPI {
     }
 
     func testNotificationStatus(_ context: some RequestContext, _ bundleId: String) async throws -> Response {
-        guard let token = context.parameters.get("token"), !token.isEmpty, token.count <= 256 else {
+        guard let token = context.parameters.get("testNotificationToken"), !token.isEmpty, token.count <= 256 else {
             throw AppStoreAPIError.invalidTestNotificationToken
         }
         guard let record = try await simulator.read({ engine in

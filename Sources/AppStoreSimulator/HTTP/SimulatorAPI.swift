@@ -20,61 +20,38 @@ package struct SimulatorAPI: Sendable {
 
     static let pageSize = 20
 
-    /// Adds the `/inApps` routes.
+    /// Adds the `/inApps` routes: every endpoint of ``AppStoreEndpoint/all``, with the handler that answers it.
     package func addRoutes(to router: Router<some RequestContext>) {
-        router.get("/inApps/v1/transactions/appTransactions/:id") { request, context in
-            await handle(request, context) { bundleId in try await getAppTransaction(context, bundleId) }
+        for endpoint in AppStoreEndpoint.all {
+            guard let method = HTTPRequest.Method(endpoint.method.rawValue) else { continue }
+            router.on(RouterPath(endpoint.pattern), method: method) { request, context in
+                await handle(endpoint, request, context) { bundleId in try await answer(endpoint, request, context, bundleId) }
+            }
         }
-        router.get("/inApps/v1/transactions/:id") { request, context in
-            await handle(request, context) { bundleId in try await getTransaction(context, bundleId) }
-        }
-        router.post("/inApps/v1/transactions/:id/finish") { request, context in
-            await handle(request, context) { bundleId in try await finishTransaction(context, bundleId) }
-        }
-        router.put("/inApps/v1/transactions/:id/appAccountToken") { request, context in
-            await handle(request, context) { bundleId in try await setAppAccountToken(request, context, bundleId) }
-        }
-        router.get("/inApps/v2/history/:id") { request, context in
-            await handle(request, context) { bundleId in try await history(request, context, bundleId, version: 2) }
-        }
-        router.get("/inApps/v1/history/:id") { request, context in
-            await handle(request, context) { bundleId in try await history(request, context, bundleId, version: 1) }
-        }
-        router.get("/inApps/v1/subscriptions/:id") { request, context in
-            await handle(request, context) { bundleId in try await statuses(request, context, bundleId) }
-        }
-        router.get("/inApps/v2/refund/lookup/:id") { request, context in
-            await handle(request, context) { bundleId in try await refundHistory(request, context, bundleId) }
-        }
-        router.get("/inApps/v1/refund/lookup/:id") { request, context in
-            await handle(request, context) { bundleId in try await refundLookupV1(context, bundleId) }
-        }
-        router.get("/inApps/v1/lookup/:orderId") { request, context in
-            await handle(request, context) { bundleId in try await lookUpOrder(context, bundleId) }
-        }
-        router.put("/inApps/v1/subscriptions/extend/:id") { request, context in
-            await handle(request, context) { bundleId in try await extend(request, context, bundleId) }
-        }
-        router.post("/inApps/v1/subscriptions/extend/mass") { request, context in
-            await handle(request, context) { bundleId in try await massExtend(request, context, bundleId) }
-        }
-        router.get("/inApps/v1/subscriptions/extend/mass/:productId/:requestIdentifier") { request, context in
-            await handle(request, context) { bundleId in try await massExtendStatus(context, bundleId) }
-        }
-        router.put("/inApps/v2/transactions/consumption/:id") { request, context in
-            await handle(request, context) { bundleId in try await consumption(request, context, bundleId, version: 2) }
-        }
-        router.put("/inApps/v1/transactions/consumption/:id") { request, context in
-            await handle(request, context) { bundleId in try await consumption(request, context, bundleId, version: 1) }
-        }
-        router.post("/inApps/v1/notifications/history") { request, context in
-            await handle(request, context) { bundleId in try await notificationHistory(request, context, bundleId) }
-        }
-        router.post("/inApps/v1/notifications/test") { request, context in
-            await handle(request, context) { bundleId in try await requestTestNotification(bundleId) }
-        }
-        router.get("/inApps/v1/notifications/test/:token") { request, context in
-            await handle(request, context) { bundleId in try await testNotificationStatus(context, bundleId) }
+    }
+
+    /// The handler of each endpoint.
+    func answer(_ endpoint: AppStoreEndpoint, _ request: Request, _ context: some RequestContext, _ bundleId: String) async throws -> Response {
+        switch endpoint {
+        case .getAppTransactionInfo: try await getAppTransaction(context, bundleId)
+        case .getTransactionInfo: try await getTransaction(context, bundleId)
+        case .finishTransaction: try await finishTransaction(context, bundleId)
+        case .setAppAccountToken: try await setAppAccountToken(request, context, bundleId)
+        case .getTransactionHistoryV2: try await history(request, context, bundleId, version: 2)
+        case .getTransactionHistoryV1: try await history(request, context, bundleId, version: 1)
+        case .getAllSubscriptionStatuses: try await statuses(request, context, bundleId)
+        case .getRefundHistory: try await refundHistory(request, context, bundleId)
+        case .getRefundHistoryV1: try await refundLookupV1(context, bundleId)
+        case .lookUpOrderID: try await lookUpOrder(context, bundleId)
+        case .extendRenewalDate: try await extend(request, context, bundleId)
+        case .extendRenewalDatesForAll: try await massExtend(request, context, bundleId)
+        case .getRenewalExtensionStatus: try await massExtendStatus(context, bundleId)
+        case .sendConsumptionInformation: try await consumption(request, context, bundleId, version: 2)
+        case .sendConsumptionInformationV1: try await consumption(request, context, bundleId, version: 1)
+        case .getNotificationHistory: try await notificationHistory(request, context, bundleId)
+        case .requestTestNotification: try await requestTestNotification(bundleId)
+        case .getTestNotificationStatus: try await testNotificationStatus(context, bundleId)
+        default: throw AppStoreAPIError.generalInternal
         }
     }
 
@@ -82,6 +59,7 @@ package struct SimulatorAPI: Sendable {
 
     /// Authenticates, runs the handler, and turns errors into Apple's answers.
     func handle(
+        _ endpoint: AppStoreEndpoint,
         _ request: Request,
         _ context: some RequestContext,
         _ body: (String) async throws -> Response
@@ -95,9 +73,7 @@ package struct SimulatorAPI: Sendable {
                 body: .init(byteBuffer: ByteBuffer(string: "Unauthenticated\n\nRequest ID: \(UUID().uuidString)\n"))
             )
         }
-        let (fault, latency) = await simulator.admitAPIRequest(
-            bundleId: bundleId, method: request.method.rawValue, path: request.uri.path
-        )
+        let (fault, latency) = await simulator.admitAPIRequest(bundleId: bundleId, family: endpoint.family)
         if latency > 0 { try? await Task.sleep(for: .milliseconds(latency)) }
         if let fault { return fault.response() }
         do {
@@ -127,9 +103,9 @@ package struct SimulatorAPI: Sendable {
 
     // MARK: - Helpers
 
-    /// A transaction ID from the path: digits only, else 4000006.
-    static func transactionId(_ context: some RequestContext, _ name: String = "id") throws -> String {
-        guard let id = context.parameters.get(name), APIRequestRules.isTransactionId(id) else {
+    /// A transaction ID from the path (`:transactionId` or `:originalTransactionId`): digits only, else 4000006.
+    static func transactionId(_ context: some RequestContext) throws -> String {
+        guard let id = context.parameters.get("transactionId") ?? context.parameters.get("originalTransactionId"), APIRequestRules.isTransactionId(id) else {
             throw AppStoreAPIError.invalidTransactionId
         }
         return id
@@ -280,7 +256,7 @@ package struct SimulatorAPI: Sendable {
     }
 
     func extend(_ request: Request, _ context: some RequestContext, _ bundleId: String) async throws -> Response {
-        guard let id = context.parameters.get("id"), APIRequestRules.isTransactionId(id) else {
+        guard let id = context.parameters.get("originalTransactionId"), APIRequestRules.isTransactionId(id) else {
             throw AppStoreAPIError.invalidOriginalTransactionId
         }
         let body = try await Self.body(request, as: ExtendBody.self)
