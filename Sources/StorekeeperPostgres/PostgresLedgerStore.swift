@@ -30,6 +30,8 @@ package final class PostgresLedgerStore: LedgerStore {
     let headers = PostgresHeaders()
     /// Bounds every operation's wait for a connection (`connect_timeout`).
     let checkoutWatch: PostgresCheckoutWatch
+    /// Whether ``close()`` ran.
+    private let closed = Mutex(false)
     let logger: Logger
     /// Batches and retries, counted for `/metrics`.
     let metrics: StorekeeperMetrics
@@ -113,8 +115,9 @@ package final class PostgresLedgerStore: LedgerStore {
         }
     }
 
-    /// Stops listening and closes every connection.
+    /// Stops listening and closes every connection, in that order; once, however often called.
     package func close() async {
+        guard closed.withLock({ closed in defer { closed = true }; return !closed }) else { return }
         await listener.stop()
         checkoutWatch.stop()
         await pool.close()

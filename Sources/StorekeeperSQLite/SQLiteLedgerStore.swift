@@ -78,6 +78,9 @@ package final class SQLiteLedgerStore: LedgerStore {
         self.unsafeFaultInjection = unsafeFaultInjection
     }
 
+    /// Nothing runs in the background: GRDB's connections close when the store is released.
+    package func close() async {}
+
     // MARK: - Writes
 
     package func apply(_ notification: VerifiedNotification) async throws(StorageError) -> ApplyOutcome {

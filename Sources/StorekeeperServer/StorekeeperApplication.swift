@@ -83,7 +83,8 @@ package enum StorekeeperApplication {
     /// ``ServerConfiguration/http``, the retention job when ``ServerConfiguration/RetentionSettings/rawPayloadDays``
     /// is set, the notification recovery job for each app and environment with an API client (unless
     /// ``ServerConfiguration/recovery`` turns it off), and `services`, all in the application's service group with
-    /// graceful shutdown.
+    /// graceful shutdown. With `ownsStore`, the store is a service of the group too (``LedgerStoreService``): closed
+    /// last, then `afterStoreClosed` runs.
     package static func buildApplication(
         store: any LedgerStore,
         configuration: ServerConfiguration,
@@ -94,11 +95,15 @@ package enum StorekeeperApplication {
         exporter: MetricsExporter = MetricsExporter(),
         now: @escaping @Sendable () -> Date = { Date() },
         apiClients: [VerifierKey: AppStoreServerAPIClient] = [:],
-        services: [any Service] = [],
+        services extraServices: [any Service] = [],
+        ownsStore: Bool = false,
+        afterStoreClosed: @escaping @Sendable () async -> Void = {},
         checkCredentialsAtStart: Bool = false,
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> some ApplicationProtocol {
-        var services = services
+        // The store first: the service group stops it last, after the server and every job (``LedgerStoreService``).
+        var services: [any Service] = ownsStore ? [LedgerStoreService(store: store, afterClose: afterStoreClosed)] : []
+        services += extraServices
         // One ingester for the webhook and the recovery job: one bound on refusal log lines.
         let ingester = NotificationIngester(
             store: store, verifiers: verifiers, configuration: configuration, logger: logger, metrics: exporter.metrics

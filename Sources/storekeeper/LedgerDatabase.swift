@@ -5,6 +5,7 @@ import Glibc
 import Darwin
 #endif
 import Logging
+import Synchronization
 import StorekeeperCore
 import StorekeeperPostgres
 import StorekeeperSQLite
@@ -19,6 +20,7 @@ struct LedgerDatabase {
     /// Whether the SQLite file was created by this open (``Access/serving`` only).
     let created: Bool
     private let closing: @Sendable () async -> Void
+    private let closed = Once()
 
     /// Who opens the ledger.
     enum Access {
@@ -38,7 +40,7 @@ struct LedgerDatabase {
             let url = try PostgresDatabaseURL(database)
             let store = try await PostgresLedgerStore.open(url, logger: logger, metrics: metrics)
             return LedgerDatabase(
-                store: store, description: url.redacted, migrationsApplied: store.migrationsApplied, created: false, closing: { await store.close() }
+                store: store, description: url.redacted, migrationsApplied: store.migrationsApplied, created: false, closing: {}
             )
         }
         let exists = FileManager.default.fileExists(atPath: database)
@@ -104,12 +106,41 @@ struct LedgerDatabase {
         return directory + "/" + url.lastPathComponent
     }
 
-    /// Closes the database's connections (PostgreSQL) and gives back the SQLite file's lock.
+    /// Closes the database's connections (PostgreSQL) and gives back the SQLite file's lock; once, however often called.
     func close() async {
+        guard closed.first() else { return }
+        await store.close()
         await closing()
+    }
+
+    /// Opens `database`, runs `body` with it, and closes it however `body` ends (what every command but `serve`, whose
+    /// application owns its store, does).
+    static func withOpened<T>(
+        _ database: String, access: Access, logger: Logger, metrics: StorekeeperMetrics = .discarded, _ body: (LedgerDatabase) async throws -> T
+    ) async throws -> T {
+        let ledger = try await open(database, access: access, logger: logger, metrics: metrics)
+        do {
+            let result = try await body(ledger)
+            await ledger.close()
+            return result
+        } catch {
+            await ledger.close()
+            throw error
+        }
     }
 
     /// `--database`'s help.
     static let help = "SQLite database file, or a postgres:// URL; without a password in it, PGPASSWORD or the password file (PGPASSFILE, else ~/.pgpass) gives one (see Sources/StorekeeperServer/Documentation.docc/PostgreSQL.md)."
 }
 
+/// Says `true` the first time it is asked, `false` after.
+final class Once: Sendable {
+    private let done = Mutex(false)
+
+    func first() -> Bool {
+        done.withLock { done in
+            defer { done = true }
+            return !done
+        }
+    }
+}

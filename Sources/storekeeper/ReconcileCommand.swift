@@ -59,52 +59,53 @@ struct ReconcileCommand: AsyncParsableCommand {
                 throw CLIError(code: "no-credentials", message: "no app in \(config) matching the options has serverAPI credentials")
             }
             let scope: Reconciler.Scope = customer.map { .customer($0) } ?? originalTransactionId.map { .originalTransactionId($0) } ?? .allSubscriptions
-            let ledger = try await LedgerDatabase.open(database, access: .existing, logger: logger)
-            let store = ledger.store
-            var failed = false
-            for (app, client) in clients.sorted(by: { $0.key.description < $1.key.description }) where interruption.signal == nil {
-                guard let verifier = verifiers[app] else { continue }
-                let reconciler = Reconciler(app: app, client: client, verifier: verifier, store: store, logger: logger)
-                let bar: ProgressLine? = all ? ProgressLine(label: "\(app)") : nil
-                let progress: (@Sendable (Reconciler.Progress) -> Void)?
-                if let bar { progress = { bar.show($0) } } else { progress = nil }
-                // One `reconcile --all` per app at a time on one ledger (each paces itself to Apple's whole limit).
-                let lease = all ? JobLease(store: store, job: "reconcile all \(app.bundleId) \(app.environment.rawValue)", duration: configuration.jobLeaseDuration) : nil
-                do {
-                    if let lease, try await !lease.acquire() {
-                        let holder = await lease.holderNow().map { " (\($0))" } ?? ""
-                        throw CLIError(code: "job-running", message: "another `storekeeper reconcile --all` for \(app) is running on this ledger\(holder)")
-                    }
-                    let dryRun = self.dryRun
-                    let report = try await interruption.run {
-                        if let lease { return try await lease.whileHolding { try await reconciler.reconcile(scope, dryRun: dryRun, progress: progress) } }
-                        return try await reconciler.reconcile(scope, dryRun: dryRun, progress: progress)
-                    }
-                    await lease?.release()
-                    bar?.finish()
-                    try JSONOutput.print(report)
-                } catch let stopped as Reconciler.Stopped {
-                    failed = true
-                    await lease?.release()
-                    bar?.finish()
-                    try JSONOutput.print(stopped.report)
-                    let why = interruption.signal != nil ? "interrupted" : "\(stopped.cause)"
-                    FileHandle.standardError.write(Data("""
-                        error: \(app): reconcile stopped after \(stopped.report.checked) of \(stopped.report.purchases) purchases \
-                        (\(stopped.report.recordsChanged) records repaired, kept): \(why)
+            let failed = try await LedgerDatabase.withOpened(database, access: .existing, logger: logger) { ledger in
+                let store = ledger.store
+                var failed = false
+                for (app, client) in clients.sorted(by: { $0.key.description < $1.key.description }) where interruption.signal == nil {
+                    guard let verifier = verifiers[app] else { continue }
+                    let reconciler = Reconciler(app: app, client: client, verifier: verifier, store: store, logger: logger)
+                    let bar: ProgressLine? = all ? ProgressLine(label: "\(app)") : nil
+                    let progress: (@Sendable (Reconciler.Progress) -> Void)?
+                    if let bar { progress = { bar.show($0) } } else { progress = nil }
+                    // One `reconcile --all` per app at a time on one ledger (each paces itself to Apple's whole limit).
+                    let lease = all ? JobLease(store: store, job: "reconcile all \(app.bundleId) \(app.environment.rawValue)", duration: configuration.jobLeaseDuration) : nil
+                    do {
+                        if let lease, try await !lease.acquire() {
+                            let holder = await lease.holderNow().map { " (\($0))" } ?? ""
+                            throw CLIError(code: "job-running", message: "another `storekeeper reconcile --all` for \(app) is running on this ledger\(holder)")
+                        }
+                        let dryRun = self.dryRun
+                        let report = try await interruption.run {
+                            if let lease { return try await lease.whileHolding { try await reconciler.reconcile(scope, dryRun: dryRun, progress: progress) } }
+                            return try await reconciler.reconcile(scope, dryRun: dryRun, progress: progress)
+                        }
+                        await lease?.release()
+                        bar?.finish()
+                        try JSONOutput.print(report)
+                    } catch let stopped as Reconciler.Stopped {
+                        failed = true
+                        await lease?.release()
+                        bar?.finish()
+                        try JSONOutput.print(stopped.report)
+                        let why = interruption.signal != nil ? "interrupted" : "\(stopped.cause)"
+                        FileHandle.standardError.write(Data("""
+                            error: \(app): reconcile stopped after \(stopped.report.checked) of \(stopped.report.purchases) purchases \
+                            (\(stopped.report.recordsChanged) records repaired, kept): \(why)
 
-                        """.utf8))
-                } catch is Reconciler.UnknownCustomer {
-                    failed = true
-                    FileHandle.standardError.write(Data("error: \(app): no customer '\(customer?.prefix(128) ?? "")' in this ledger\n".utf8))
-                } catch {
-                    failed = true
-                    await lease?.release()
-                    bar?.finish()
-                    FileHandle.standardError.write(Data("error: \(app): \(error)\n".utf8))
+                            """.utf8))
+                    } catch is Reconciler.UnknownCustomer {
+                        failed = true
+                        FileHandle.standardError.write(Data("error: \(app): no customer '\(customer?.prefix(128) ?? "")' in this ledger\n".utf8))
+                    } catch {
+                        failed = true
+                        await lease?.release()
+                        bar?.finish()
+                        FileHandle.standardError.write(Data("error: \(app): \(error)\n".utf8))
+                    }
                 }
+                return failed
             }
-            await ledger.close()
             if let code = interruption.exitCode { throw code }
             if failed { throw ExitCode.failure }
         } catch let error as ExitCode {

@@ -81,7 +81,8 @@ struct ServeCommand: AsyncParsableCommand {
             )
             let app = StorekeeperApplication.buildApplication(
                 store: store, configuration: configuration, verifiers: verifiers,
-                host: host, port: port, logger: logger, exporter: exporter, apiClients: apiClients, checkCredentialsAtStart: true,
+                host: host, port: port, logger: logger, exporter: exporter, apiClients: apiClients,
+                ownsStore: true, afterStoreClosed: { await ledger.close() }, checkCredentialsAtStart: true,
                 onServerRunning: { port in
                     // Written unbuffered, so a supervisor reading the pipe learns the port at once.
                     FileHandle.standardOutput.write(Data(
@@ -90,12 +91,13 @@ struct ServeCommand: AsyncParsableCommand {
                 }
             )
             do {
+                // The store is the application's first service: closed (and the SQLite lock given back) after the server
+                // and every job have stopped.
                 try await app.runService()
             } catch {
                 await ledger.close()
                 throw error
             }
-            await ledger.close()
         } catch let error as ConfigurationError {
             FileHandle.standardError.write(Data("error: \(error)\n".utf8))
             throw ExitCode.failure

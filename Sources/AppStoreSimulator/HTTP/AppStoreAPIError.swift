@@ -3,8 +3,8 @@ import Foundation
 package import Hummingbird
 
 /// An App Store Server API error as Apple answers it: the HTTP status is the code's first three digits and the
-/// body is `{"errorCode": …, "errorMessage": …}`.
-package struct AppStoreAPIError: Error, Hashable, Sendable {
+/// body is `{"errorCode": …, "errorMessage": …}`. A handler throws it; Hummingbird answers with ``response(from:context:)``.
+package struct AppStoreAPIError: HTTPResponseError, Hashable, Sendable {
     package var errorCode: Int
     package var errorMessage: String
     /// `Retry-After` on 429: a UNIX time in milliseconds, as Apple documents it.
@@ -83,6 +83,8 @@ package struct AppStoreAPIError: Error, Hashable, Sendable {
         guard let code = error.apiErrorCode else { return fallback }
         return APIErrorCode.named(code).map(AppStoreAPIError.init) ?? AppStoreAPIError(code, error.message)
     }
+
+    package func response(from request: Request, context: some RequestContext) throws -> Response { response() }
 
     /// The response: JSON body, status from the code.
     func response() -> Response {

@@ -64,6 +64,10 @@ package protocol LedgerStore: Sendable {
     /// The original transaction IDs of every auto-renewable subscription of an app in an environment, sorted.
     func subscriptionFamilies(bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> [String]
 
+    /// Stops the store's background work (PostgreSQL: its change listener, its checkout watch, its connections). The
+    /// store is unusable afterwards. Run by ``LedgerStoreService`` at the end of an application's graceful shutdown.
+    func close() async
+
     /// Throws when the database cannot be reached.
     func checkHealth() async throws(StorageError)
 
