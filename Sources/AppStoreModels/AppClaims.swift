@@ -37,13 +37,14 @@ public struct AppClaims: Hashable, Sendable {
 
     /// Letters, digits, `.`, `-` (Apple's rule for bundle IDs) and `_` (seen in old ones), 1-255 of them.
     public static func isWellFormed(bundleId: String) -> Bool {
-        (1...255).contains(bundleId.utf8.count) && bundleId.utf8.allSatisfy { byte in
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
-            case UInt8(ascii: "."), UInt8(ascii: "-"), UInt8(ascii: "_"): true
-            default: false
+        (1...255).contains(bundleId.utf8.count)
+            && bundleId.utf8.allSatisfy { byte in
+                switch byte {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+                case UInt8(ascii: "."), UInt8(ascii: "-"), UInt8(ascii: "_"): true
+                default: false
+                }
             }
-        }
     }
 }
 

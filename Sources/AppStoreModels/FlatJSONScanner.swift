@@ -77,7 +77,7 @@ struct FlatJSONScanner {
     /// Whether the value here is `null` (consumed if so).
     mutating func null() -> Bool {
         guard bytes.count - index >= 4, bytes[index] == UInt8(ascii: "n"), bytes[index + 1] == UInt8(ascii: "u"),
-              bytes[index + 2] == UInt8(ascii: "l"), bytes[index + 3] == UInt8(ascii: "l")
+            bytes[index + 2] == UInt8(ascii: "l"), bytes[index + 3] == UInt8(ascii: "l")
         else { return false }
         index += 4
         return true
@@ -90,12 +90,14 @@ struct FlatJSONScanner {
 
     mutating func bool() throws -> Bool {
         if bytes.count - index >= 4, bytes[index] == UInt8(ascii: "t"), bytes[index + 1] == UInt8(ascii: "r"),
-           bytes[index + 2] == UInt8(ascii: "u"), bytes[index + 3] == UInt8(ascii: "e") {
+            bytes[index + 2] == UInt8(ascii: "u"), bytes[index + 3] == UInt8(ascii: "e")
+        {
             index += 4
             return true
         }
         if bytes.count - index >= 5, bytes[index] == UInt8(ascii: "f"), bytes[index + 1] == UInt8(ascii: "a"),
-           bytes[index + 2] == UInt8(ascii: "l"), bytes[index + 3] == UInt8(ascii: "s"), bytes[index + 4] == UInt8(ascii: "e") {
+            bytes[index + 2] == UInt8(ascii: "l"), bytes[index + 3] == UInt8(ascii: "s"), bytes[index + 4] == UInt8(ascii: "e")
+        {
             index += 5
             return false
         }
@@ -153,7 +155,9 @@ struct FlatJSONScanner {
     private mutating func skipNumber() throws {
         func digits(_ scanner: inout FlatJSONScanner) -> Int {
             let start = scanner.index
-            while scanner.index < scanner.bytes.count, scanner.bytes[scanner.index] >= UInt8(ascii: "0"), scanner.bytes[scanner.index] <= UInt8(ascii: "9") {
+            while scanner.index < scanner.bytes.count, scanner.bytes[scanner.index] >= UInt8(ascii: "0"),
+                scanner.bytes[scanner.index] <= UInt8(ascii: "9")
+            {
                 scanner.index += 1
             }
             return scanner.index - start
@@ -200,7 +204,8 @@ extension FlatJSONScanner {
     /// reads dates as epoch milliseconds and keys as they are, so a `fallback` set otherwise decodes everything itself.
     static func decode<Value: Decodable>(_ json: Data, fallback: JSONDecoder, flat: (UnsafeRawBufferPointer) throws -> Value) throws -> Value {
         if case .millisecondsSince1970 = fallback.dateDecodingStrategy, case .useDefaultKeys = fallback.keyDecodingStrategy,
-           let value = try? json.withUnsafeBytes(flat) {
+            let value = try? json.withUnsafeBytes(flat)
+        {
             return value
         }
         return try fallback.decode(Value.self, from: json)

@@ -31,7 +31,8 @@ extension TransactionInfo: FastDecodablePayload {
     ])
 
     static func decodeFlat(_ bytes: UnsafeRawBufferPointer) throws -> TransactionInfo {
-        var info = TransactionInfo(transactionId: "", originalTransactionId: "", bundleId: "", productId: "", purchaseDate: .distantPast, type: .consumable)
+        var info = TransactionInfo(
+            transactionId: "", originalTransactionId: "", bundleId: "", productId: "", purchaseDate: .distantPast, type: .consumable)
         try FlatJSONScanner.readMembers(of: bytes, flatKeys, required: 6) { position, value in
             switch position {
             case 0: info.transactionId = try value.string()

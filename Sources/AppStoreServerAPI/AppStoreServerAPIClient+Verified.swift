@@ -72,10 +72,11 @@ extension AppStoreServerAPIClient {
                 let renewal = try await Self.verify("signedRenewalInfo") { () async throws(VerificationError) in
                     try await verifier.verifyRenewalInfo(item.signedRenewalInfo)
                 }
-                result.append(.init(
-                    subscriptionGroupIdentifier: group.subscriptionGroupIdentifier, status: item.status,
-                    transaction: transaction, renewalInfo: renewal
-                ))
+                result.append(
+                    .init(
+                        subscriptionGroupIdentifier: group.subscriptionGroupIdentifier, status: item.status,
+                        transaction: transaction, renewalInfo: renewal
+                    ))
             }
         }
         return result
@@ -117,9 +118,10 @@ extension AppStoreServerAPIClient {
     ) async throws(AppStoreServerAPIError) -> [VerifiedSignedData<TransactionInfo>] {
         var result: [VerifiedSignedData<TransactionInfo>] = []
         for jws in signed {
-            result.append(try await verify("signedTransactions") { () async throws(VerificationError) in
-                try await verifier.verifyTransaction(jws)
-            })
+            result.append(
+                try await verify("signedTransactions") { () async throws(VerificationError) in
+                    try await verifier.verifyTransaction(jws)
+                })
         }
         return result
     }

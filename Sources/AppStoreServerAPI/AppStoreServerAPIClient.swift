@@ -154,7 +154,8 @@ package final class AppStoreServerAPIClient: Sendable {
                 throw AppStoreServerAPIError(kind: .transport, message: "cancelled", attempts: attempt)
             }
             do {
-                return try await attemptOnce(method, url, path: path, body: bodyBytes, timeout: min(policy.attemptTimeout, deadline - clock.now), as: type)
+                return try await attemptOnce(
+                    method, url, path: path, body: bodyBytes, timeout: min(policy.attemptTimeout, deadline - clock.now), as: type)
             } catch {
                 failure = error
                 failure.attempts = attempt
@@ -260,9 +261,10 @@ package final class AppStoreServerAPIClient: Sendable {
         guard !query.isEmpty else { return "" }
         var allowed = CharacterSet.urlQueryAllowed
         allowed.remove(charactersIn: "&=+?/")
-        return "?" + query.map { name, value in
-            "\(name)=\(value.addingPercentEncoding(withAllowedCharacters: allowed) ?? value)"
-        }.joined(separator: "&")
+        return "?"
+            + query.map { name, value in
+                "\(name)=\(value.addingPercentEncoding(withAllowedCharacters: allowed) ?? value)"
+            }.joined(separator: "&")
     }
 
     /// A path segment, percent-encoded.

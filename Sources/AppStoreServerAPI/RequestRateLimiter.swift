@@ -1,5 +1,6 @@
 package import AppStoreModels
 import Synchronization
+
 /// Keeps a client under Apple's per-endpoint rate limits (APPSTORE-SPEC §1.2): requests of each endpoint family
 /// leave at least `1 / rate` apart, so no second ever holds more than the limit (sandbox: 10 %).
 package actor RequestRateLimiter {

@@ -43,7 +43,8 @@ public struct AppStoreAPIKey: Sendable, CustomStringConvertible, CustomDebugStri
     public init(issuerID: String, keyID: String, bundleID: String, privateKeyFile path: String) throws(SigningError) {
         // A key's text given where its path belongs is never echoed (it would land in a log).
         guard !SecretFile.looksLikeKeyText(path) else {
-            throw SigningError(.unreadableKeyFile, "the private key file's path holds what looks like a key's text, not a path: give the .p8 file's path")
+            throw SigningError(
+                .unreadableKeyFile, "the private key file's path holds what looks like a key's text, not a path: give the .p8 file's path")
         }
         let shown = UntrustedText.quoted(path, limit: 256)
         let data: [UInt8]

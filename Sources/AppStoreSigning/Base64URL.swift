@@ -91,7 +91,8 @@ package enum Base64URL {
                 var outIndex = 0
                 func invalid(_ offset: Int) -> DecodingFailure {
                     let character = input[offset]
-                    let shown = character == UInt8(ascii: "=")
+                    let shown =
+                        character == UInt8(ascii: "=")
                         ? "padding '='" : "byte 0x\(String(character, radix: 16))"
                     return DecodingFailure(reason: "\(shown) at offset \(offset) is not in the base64 alphabet")
                 }

@@ -1,6 +1,6 @@
 import Crypto
-import SwiftASN1
 import Foundation
+import SwiftASN1
 import X509
 
 /// The three certificates of an App Store `x5c` header, parsed, with the root already matched byte for byte

@@ -1,6 +1,6 @@
 import Foundation
-package import X509
 import SwiftASN1
+package import X509
 
 /// A certificate file given by an operator (a trusted root): PEM or DER, read with what is wrong with it in words.
 package enum CertificateFile {
@@ -39,7 +39,8 @@ package enum CertificateFile {
         case .unreadable: return "\(shown) cannot be read (permission denied?)"
         case .pemWithoutCertificate: return "\(shown) is PEM but holds no certificate (no -----BEGIN CERTIFICATE----- block; a key?)"
         case .invalidPEM: return "\(shown) holds a PEM block that is not a valid X.509 certificate"
-        case .notACertificate(let bytes): return "\(shown) is not a certificate: neither PEM (-----BEGIN CERTIFICATE-----) nor DER X.509 (\(bytes) bytes)"
+        case .notACertificate(let bytes):
+            return "\(shown) is not a certificate: neither PEM (-----BEGIN CERTIFICATE-----) nor DER X.509 (\(bytes) bytes)"
         }
     }
 }

@@ -30,11 +30,12 @@ public struct SignedDataVerifier: Sendable {
 
     init(configuration: Configuration, clock: @escaping @Sendable () -> ContinuousClock.Instant) {
         self.configuration = configuration
-        self.trustedRootDER = Set(configuration.trustedRoots.map { certificate in
-            var serializer = DER.Serializer()
-            try? serializer.serialize(certificate)
-            return serializer.serializedBytes
-        })
+        self.trustedRootDER = Set(
+            configuration.trustedRoots.map { certificate in
+                var serializer = DER.Serializer()
+                try? serializer.serialize(certificate)
+                return serializer.serializedBytes
+            })
         self.cache = ChainCache(policy: configuration.chainCache, now: clock)
         self.validator = ChainValidator(revocation: configuration.revocation)
         self.decoder = AppStoreJSON.makeDecoder()
@@ -112,12 +113,16 @@ public struct SignedDataVerifier: Sendable {
 
     /// Verifies a signed transaction whose payload was decoded to route it here (``UnverifiedJWS/unsafeDecode(_:as:)``),
     /// as ``verifyNotification(_:)-(UnverifiedSignedData<NotificationPayload>)`` does a notification.
-    public func verifyTransaction(_ unverified: UnverifiedSignedData<TransactionInfo>) async throws(VerificationError) -> VerifiedSignedData<TransactionInfo> {
+    public func verifyTransaction(
+        _ unverified: UnverifiedSignedData<TransactionInfo>
+    ) async throws(VerificationError) -> VerifiedSignedData<TransactionInfo> {
         try unverified.jws.checkSignatureLength()
         return try await verifyTransaction(unverified.jws, decoded: unverified.payload)
     }
 
-    private func verifyTransaction(_ jws: CompactJWS, decoded: TransactionInfo?) async throws(VerificationError) -> VerifiedSignedData<TransactionInfo> {
+    private func verifyTransaction(
+        _ jws: CompactJWS, decoded: TransactionInfo?
+    ) async throws(VerificationError) -> VerifiedSignedData<TransactionInfo> {
         var verified = try await verifyJWS(jws, decoded: decoded, as: TransactionInfo.self) { ($0.signedDate, "signedDate") }
         var unchecked = try checkBundleID(verified.payload.bundleId)
         unchecked += try checkEnvironment(verified.payload.environment, field: "environment")

@@ -1,6 +1,5 @@
 package import AppStoreModels
 package import AppStoreSigning
-package import AppStoreSimulator
 package import Crypto
 package import Foundation
 
@@ -25,9 +24,10 @@ package enum TestAppStore {
 
     /// A verifier for the test app in `environment` that trusts the test authority's root (and nothing else).
     package static func verifier(environment: AppStoreEnvironment = .sandbox, bundleID: String = bundleID) -> SignedDataVerifier {
-        SignedDataVerifier(configuration: try! .init(
-            bundleID: bundleID, appAppleID: appAppleID, environment: environment, trustedRoots: [authority.rootCertificate]
-        ))
+        SignedDataVerifier(
+            configuration: try! .init(
+                bundleID: bundleID, appAppleID: appAppleID, environment: environment, trustedRoots: [authority.rootCertificate]
+            ))
     }
 
     /// A lifecycle engine on the sample catalog, signing with the test authority.

@@ -95,7 +95,8 @@ package enum MemoryBenchmark {
                             let id = "customer-\(index % options.customers)"
                             index += options.concurrency
                             do {
-                                let status = try await connection.send(.GET, "/v1/customers/\(id)?environment=Sandbox", headers: [("Authorization", "Bearer \(key)")])
+                                let status = try await connection.send(
+                                    .GET, "/v1/customers/\(id)?environment=Sandbox", headers: [("Authorization", "Bearer \(key)")])
                                 if status != 200 { counts.failures.add(1, ordering: .relaxed) }
                             } catch {
                                 counts.failures.add(1, ordering: .relaxed)

@@ -44,9 +44,10 @@ package enum ReconcileBenchmark {
         }
         let authority = try simulatorDirectory.loadAuthority()
         let app = VerifierKey(bundleId: "com.example.storekeeper", environment: environment)
-        let verifier = SignedDataVerifier(configuration: try .init(
-            bundleID: app.bundleId, appAppleID: 6_450_000_001, environment: environment, trustedRoots: [authority.rootCertificate]
-        ))
+        let verifier = SignedDataVerifier(
+            configuration: try .init(
+                bundleID: app.bundleId, appAppleID: 6_450_000_001, environment: environment, trustedRoots: [authority.rootCertificate]
+            ))
         let store = try SQLiteLedgerStore(path: directory.appendingPathComponent("ledger.sqlite").path)
         for (customer, jws) in purchases { _ = try await store.submit(try await verifier.verifyTransaction(jws), customerId: customer) }
 
@@ -66,7 +67,8 @@ package enum ReconcileBenchmark {
                 issuerID: keyInfo.issuerId, keyID: keyInfo.keyId, bundleID: app.bundleId,
                 privateKeyFile: simulatorDirectory.apiPrivateKeyFile(keyId: keyInfo.keyId).path
             )
-            var configuration = AppStoreServerAPIClient.Configuration(key: key, endpoint: .custom(baseURL: "http://127.0.0.1:\(port)", environment: environment))
+            var configuration = AppStoreServerAPIClient.Configuration(
+                key: key, endpoint: .custom(baseURL: "http://127.0.0.1:\(port)", environment: environment))
             // What the server's jobs use; and no retry, so that a single 429 would end the run.
             configuration.rateLimiting = .appleShare(0.95)
             configuration.retry = RetryPolicy(maximumAttempts: 1)

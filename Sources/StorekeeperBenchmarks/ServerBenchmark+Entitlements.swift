@@ -55,15 +55,19 @@ extension ServerBenchmark {
             customers: options.customers, renewals: options.renewals, changes: options.writesPerSecond > 0,
             appAccountTokens: options.appAccountTokens, consumables: options.consumables
         )
-        return try await withServer(storage: options.storage, apiKey: options.externalLoad?.apiKey, cacheCapacity: options.cacheCapacity, exporter: exporter) { ports, key, store, description in
+        return try await withServer(
+            storage: options.storage, apiKey: options.externalLoad?.apiKey, cacheCapacity: options.cacheCapacity, exporter: exporter
+        ) { ports, key, store, description in
             let port = ports[0]
             let seeding = try await seed(purchases, history: history, ports: ports, apiKey: key)
             if let external = options.externalLoad {
-                FileHandle.standardError.write(Data("""
-                    serving \(options.customers) customers at http://127.0.0.1:\(port) for \(external.seconds) s: \
-                    GET /v1/customers/customer-<0..\(options.customers - 1)>?environment=Sandbox with the key in STOREKEEPER_BENCH_API_KEY
+                FileHandle.standardError.write(
+                    Data(
+                        """
+                        serving \(options.customers) customers at http://127.0.0.1:\(port) for \(external.seconds) s: \
+                        GET /v1/customers/customer-<0..\(options.customers - 1)>?environment=Sandbox with the key in STOREKEEPER_BENCH_API_KEY
 
-                    """.utf8))
+                        """.utf8))
                 try await Task.sleep(for: .seconds(external.seconds))
             }
             let before = Self.cacheCounts(exporter)
@@ -105,7 +109,8 @@ extension ServerBenchmark {
             guard status == 200 else { throw VerifyBenchmark.BenchmarkError(message: "seeding \(customer) answered \(status)") }
         }
         let seeded = try await drive(history, ports: ports, concurrency: 8, rate: nil) { connection, body in
-            try await connection.send(.POST, "/appstore/notifications", headers: [("Content-Type", "application/json")], body: ByteBuffer(string: body))
+            try await connection.send(
+                .POST, "/appstore/notifications", headers: [("Content-Type", "application/json")], body: ByteBuffer(string: body))
         }
         guard seeded.failures == 0 else { throw VerifyBenchmark.BenchmarkError(message: "\(seeded.failures) renewal notifications failed") }
         return seeding
@@ -155,7 +160,8 @@ extension ServerBenchmark {
                     } catch {
                         break
                     }
-                    let status = try await connection.send(.POST, "/appstore/notifications", headers: [("Content-Type", "application/json")], body: ByteBuffer(string: body))
+                    let status = try await connection.send(
+                        .POST, "/appstore/notifications", headers: [("Content-Type", "application/json")], body: ByteBuffer(string: body))
                     guard status == 200 else { throw VerifyBenchmark.BenchmarkError(message: "a notification during the reads answered \(status)") }
                     applied += 1
                 }
@@ -182,9 +188,10 @@ extension ServerBenchmark {
             let customer = "customer-\(index)"
             try engine.createCustomer(id: customer)
             let token = appAccountTokens ? LowercaseUUID(UUID()) : nil
-            let result = try engine.purchase(.init(
-                customerId: customer, productId: index % 2 == 0 ? "unlock.lifetime" : "pro.monthly", appAccountToken: token
-            ))
+            let result = try engine.purchase(
+                .init(
+                    customerId: customer, productId: index % 2 == 0 ? "unlock.lifetime" : "pro.monthly", appAccountToken: token
+                ))
             purchases.append((customer, result.signedTransaction))
             for _ in 0..<consumables {
                 let coins = try engine.purchase(.init(customerId: customer, productId: "coins.100", appAccountToken: token))

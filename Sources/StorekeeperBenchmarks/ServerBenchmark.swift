@@ -7,9 +7,9 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import StorekeeperCore
-import StorekeeperServer
 import StorekeeperPostgres
 import StorekeeperSQLite
+import StorekeeperServer
 import SwiftASN1
 import X509
 
@@ -86,12 +86,14 @@ package enum ServerBenchmark {
         let bodies = try makeNotifications(count: count * 3 / 2 + 10)
         return try await withServer(storage: storage) { ports, _, store, description in
             let send: @Sendable (LoadConnection, String) async throws -> UInt = { connection, body in
-                try await connection.send(.POST, "/appstore/notifications", headers: [("Content-Type", "application/json")], body: ByteBuffer(string: body))
+                try await connection.send(
+                    .POST, "/appstore/notifications", headers: [("Content-Type", "application/json")], body: ByteBuffer(string: body))
             }
             let sqlite = store as? SQLiteLedgerStore
             let empty = try await sqlite?.usedBytes() ?? 0
             let full = try await drive(Array(bodies.prefix(count)), ports: ports, concurrency: concurrency, rate: nil, send)
-            let half = try await drive(Array(bodies.dropFirst(count).prefix(count / 2)), ports: ports, concurrency: concurrency, rate: full.throughput / 2, send)
+            let half = try await drive(
+                Array(bodies.dropFirst(count).prefix(count / 2)), ports: ports, concurrency: concurrency, rate: full.throughput / 2, send)
             var result = Result(benchmark: "ingest", storage: description, fullSpeed: full, halfRate: half)
             let applied = full.requests + half.requests - full.failures - half.failures
             if let sqlite, applied > 0 { result.ledgerBytesPerNotification = (try await sqlite.usedBytes() - empty) / applied }
@@ -166,7 +168,8 @@ package enum ServerBenchmark {
             created = url
             for _ in 0..<storage.instances { stores.append(try await PostgresLedgerStore.open(url, logger: logger)) }
             let server = try await (stores[0] as! PostgresLedgerStore).serverDescription()
-            description = "\(server), \(storage.instances) instance\(storage.instances == 1 ? "" : "s") on one database (pool_size \(url.poolSize) each)"
+            description =
+                "\(server), \(storage.instances) instance\(storage.instances == 1 ? "" : "s") on one database (pool_size \(url.poolSize) each)"
         } else {
             stores = [try SQLiteLedgerStore(path: directory.appendingPathComponent("bench.sqlite").path)]
         }

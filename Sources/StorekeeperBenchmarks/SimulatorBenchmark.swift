@@ -102,7 +102,8 @@ package enum SimulatorBenchmark {
             let clock = ContinuousClock()
             let began = clock.now
             arrivals.start(at: began)
-            let run = try await ServerBenchmark.drive(bodies, ports: [simulatorPort], concurrency: options.concurrency, rate: nil) { connection, body in
+            let run = try await ServerBenchmark.drive(bodies, ports: [simulatorPort], concurrency: options.concurrency, rate: nil) {
+                connection, body in
                 try await connection.send(.POST, "/simulator/v1/purchases", headers: [("Content-Type", "application/json")], body: body)
             }
             let answered = clock.now

@@ -77,7 +77,8 @@ package enum VerifyBenchmark {
             warmCacheToRawRatio: (outerWarm / raw * 1000).rounded() / 1000,
             storedPayloadPairDecodeJSONDecoder: slowDecode,
             storedPayloadPairDecodeFast: fastDecode,
-            data: "DID_RENEW notification with nested transaction and renewal info, signed by a test CA shaped like Apple's (P-384 root and intermediate, P-256 leaf)"
+            data:
+                "DID_RENEW notification with nested transaction and renewal info, signed by a test CA shaped like Apple's (P-384 root and intermediate, P-256 leaf)"
         )
     }
 

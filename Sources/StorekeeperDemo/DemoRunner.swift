@@ -31,12 +31,15 @@ package struct DemoRunner: Sendable {
         ("subscriber-lifecycle", nil),
         ("refunds", nil),
         ("family-sharing", nil),
-        ("plan-changes", {
-            var faults = FaultConfiguration()
-            faults.duplicateNextNotifications = 3
-            faults.reorderNotifications = true
-            return faults
-        }()),
+        (
+            "plan-changes",
+            {
+                var faults = FaultConfiguration()
+                faults.duplicateNextNotifications = 3
+                faults.reorderNotifications = true
+                return faults
+            }()
+        ),
     ]
 
     let print: @Sendable (String) -> Void
@@ -129,7 +132,10 @@ actor DemoSession {
     private var lastEntitlements: [String: [String]] = [:]
     private var notificationsSeen = 0
 
-    init(simulator: Simulator, base: String, apiKey: String, clock: DemoClock, print: @escaping @Sendable (String) -> Void, deliverer: NotificationDeliverer) {
+    init(
+        simulator: Simulator, base: String, apiKey: String, clock: DemoClock, print: @escaping @Sendable (String) -> Void,
+        deliverer: NotificationDeliverer
+    ) {
         self.simulator = simulator
         self.base = base
         self.apiKey = apiKey
@@ -232,10 +238,11 @@ actor DemoSession {
         let truth = try await simulator.read { $0.groundTruth() }
         var rows: [DemoRunner.Row] = []
         for customer in truth {
-            rows.append(.init(
-                customerId: customer.customerId, storekeeper: try await entitlements(of: customer.customerId),
-                groundTruth: customer.entitlements.map(\.productId).sorted() + Self.balances(customer.consumableBalance)
-            ))
+            rows.append(
+                .init(
+                    customerId: customer.customerId, storekeeper: try await entitlements(of: customer.customerId),
+                    groundTruth: customer.entitlements.map(\.productId).sorted() + Self.balances(customer.consumableBalance)
+                ))
         }
         return rows
     }

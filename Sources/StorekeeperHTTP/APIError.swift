@@ -32,7 +32,10 @@ package struct APIError: HTTPResponseError, Sendable, CustomStringConvertible {
     /// The JSON body this error answers with.
     package var body: ByteBuffer {
         struct Body: Encodable {
-            struct Inner: Encodable { var code: String; var message: String }
+            struct Inner: Encodable {
+                var code: String
+                var message: String
+            }
             var error: Inner
         }
         let encoder = JSONEncoder()

@@ -42,14 +42,20 @@ final class PostgresChangeListener: Sendable {
                     try await pool.client.withConnection { connection in
                         try await connection.listen(on: self.channel) { notifications in
                             self.feed.setComplete(true)
-                            if firstAttempt { continuation.yield(.success(())); firstAttempt = false }
+                            if firstAttempt {
+                                continuation.yield(.success(()))
+                                firstAttempt = false
+                            }
                             delay = .milliseconds(100)
                             for try await notification in notifications { self.received(notification.payload) }
                         }
                     }
                 } catch {
                     if Task.isCancelled { break }
-                    if firstAttempt { continuation.yield(.failure(error)); return }
+                    if firstAttempt {
+                        continuation.yield(.failure(error))
+                        return
+                    }
                     logger.warning(
                         "lost the connection that hears other instances' writes; answers are not cached until it is back",
                         metadata: ["error": .string(PostgresLedgerStore.describe(error))]
@@ -73,7 +79,10 @@ final class PostgresChangeListener: Sendable {
     }
 
     func stop() async {
-        let listening = task.withLock { task in defer { task = nil }; return task }
+        let listening = task.withLock { task in
+            defer { task = nil }
+            return task
+        }
         listening?.cancel()
         await listening?.value
     }

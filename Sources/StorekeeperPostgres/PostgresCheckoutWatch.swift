@@ -1,5 +1,5 @@
-import Synchronization
 import StorekeeperCore
+import Synchronization
 
 /// Bounds how long the store's operations wait for a pooled connection (`connect_timeout`), with one sweeper for all
 /// of them instead of a timer each.
@@ -75,7 +75,10 @@ final class PostgresCheckoutWatch: Sendable {
     }
 
     func stop() {
-        sweeper.withLock { $0?.cancel(); $0 = nil }
+        sweeper.withLock {
+            $0?.cancel()
+            $0 = nil
+        }
     }
 
     /// Runs `operation` in a task of its own, cancelled if it has no connection (``Checkout/checkedOut()``) within
@@ -96,7 +99,11 @@ final class PostgresCheckoutWatch: Sendable {
         }
         defer { _ = registry.withLock { $0.checkouts.removeValue(forKey: id) } }
         do {
-            let value = try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
+            let value = try await withTaskCancellationHandler {
+                try await task.value
+            } onCancel: {
+                task.cancel()
+            }
             _ = checkout.finish()
             return value
         } catch {

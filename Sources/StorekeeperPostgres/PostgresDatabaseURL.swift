@@ -1,8 +1,8 @@
+import AppStoreModels
 import Foundation
 import NIOSSL
 package import PostgresNIO
 package import StorekeeperCore
-import AppStoreModels
 
 /// Where a PostgreSQL ledger is, from a `postgres://` (or `postgresql://`) URL as libpq writes them:
 /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?OPTION=VALUE&…]`, the user, password and database
@@ -104,7 +104,9 @@ package struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
             switch item.name {
             case "sslmode":
                 guard let mode = TLSMode(rawValue: value) else {
-                    throw StorageError("sslmode must be one of \(TLSMode.allCases.map(\.rawValue).joined(separator: ", ")), not \(UntrustedText.escaped(value, limit: 40))")
+                    throw StorageError(
+                        "sslmode must be one of \(TLSMode.allCases.map(\.rawValue).joined(separator: ", ")), not \(UntrustedText.escaped(value, limit: 40))"
+                    )
                 }
                 tlsMode = mode
             case "pool_size":
@@ -276,7 +278,8 @@ extension PostgresDatabaseURL {
     /// Runs one statement (built from checked names only) on a connection of its own to this URL's database.
     private func runMaintenance(_ sql: String, doing what: String) async throws(StorageError) {
         do {
-            let connection = try await PostgresConnection.connect(configuration: try connectionConfiguration(), id: 0, logger: PostgresConnection.quiet)
+            let connection = try await PostgresConnection.connect(
+                configuration: try connectionConfiguration(), id: 0, logger: PostgresConnection.quiet)
             defer { Task { try? await connection.close() } }
             try await connection.execute(PostgresQuery(unsafeSQL: sql))
         } catch let error as StorageError {

@@ -34,10 +34,12 @@ final class PostgresHeaders: Sendable {
         guard var stored = try StoredJWS(splitting: jws, reference: known) else { return Columns(raw: jws) }
         if !unknown.isEmpty {
             for text in unknown where cache.id(of: text, memo) == nil { try await insert(text, connection, memo) }
-            stored = try StoredJWS(splitting: jws, reference: { text in
-                guard let id = self.cache.id(of: text, memo) else { throw Missing() }
-                return id
-            })!
+            stored = try StoredJWS(
+                splitting: jws,
+                reference: { text in
+                    guard let id = self.cache.id(of: text, memo) else { throw Missing() }
+                    return id
+                })!
         }
         return Columns(header: stored.header, payload: Data(stored.payload), signature: Data(stored.signature))
     }
@@ -69,7 +71,9 @@ final class PostgresHeaders: Sendable {
         guard !missing.isEmpty else { return }
         let list = Array(missing)
         var found: [(Int64, String)] = []
-        for try await (id, text) in try await connection.run("SELECT id, header FROM jws_headers WHERE id = ANY(\(list))").decode((Int64, String).self) {
+        for try await (id, text) in try await connection.run("SELECT id, header FROM jws_headers WHERE id = ANY(\(list))").decode(
+            (Int64, String).self)
+        {
             found.append((id, text))
         }
         // Read from committed rows: remembered for good.

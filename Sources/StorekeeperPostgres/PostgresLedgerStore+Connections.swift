@@ -18,16 +18,18 @@ extension PostgresLedgerStore {
             let memo = PostgresHeaders.Memo()
             do {
                 // Checked out first, then `BEGIN`: the sweeper must not cancel a write that already has its connection.
-                let (result, affected) = try await checkingOut { checkout in try await self.pool.withConnection { connection in
-                    guard checkout.checkedOut() else { throw CancellationError() }
-                    return try await connection.withTransaction(logger: self.logger) { connection in
-                        let transaction = PostgresWriteTransaction(store: self, connection: connection, memo: memo)
-                        let (result, affected) = try await body(transaction)
-                        // The last writes and the announcement, in one statement.
-                        try await transaction.flush(announcing: affected.isEmpty ? nil : self.listener.announcement(affected))
-                        return (result, affected)
+                let (result, affected) = try await checkingOut { checkout in
+                    try await self.pool.withConnection { connection in
+                        guard checkout.checkedOut() else { throw CancellationError() }
+                        return try await connection.withTransaction(logger: self.logger) { connection in
+                            let transaction = PostgresWriteTransaction(store: self, connection: connection, memo: memo)
+                            let (result, affected) = try await body(transaction)
+                            // The last writes and the announcement, in one statement.
+                            try await transaction.flush(announcing: affected.isEmpty ? nil : self.listener.announcement(affected))
+                            return (result, affected)
+                        }
                     }
-                } }
+                }
                 headers.commit(memo)
                 changes.publish(affected)
                 return result
@@ -39,7 +41,9 @@ extension PostgresLedgerStore {
                 }
                 retries.withLock { $0 += 1 }
                 metrics.databaseRetry()
-                logger.debug("write retried after a transient failure", metadata: ["error": .string(Self.describe(cause)), "attempt": .stringConvertible(attempt)])
+                logger.debug(
+                    "write retried after a transient failure",
+                    metadata: ["error": .string(Self.describe(cause)), "attempt": .stringConvertible(attempt)])
                 // A little random backoff, growing, so that writers that collided do not collide again.
                 try? await Task.sleep(for: .milliseconds(Int.random(in: 1...(5 << min(attempt, 6)))))
             }
@@ -73,7 +77,8 @@ extension PostgresLedgerStore {
             return "the server does not accept TLS, which this sslmode requires (sslmode=disable or prefer connects without it)"
         }
         if error.code == .authMechanismRequiresPassword {
-            return "the server asks for a password and none was given: put it in the URL, in PGPASSWORD, or in the password file (PGPASSFILE, else ~/.pgpass)"
+            return
+                "the server asks for a password and none was given: put it in the URL, in PGPASSWORD, or in the password file (PGPASSFILE, else ~/.pgpass)"
         }
         if error.code == .connectionError, let underlying = error.underlying {
             // postgres-nio's text lists every attempt in its own types; the reason is what an operator needs.

@@ -8,11 +8,13 @@ extension PostgresLedgerStore: LedgerImporting {
     package func isEmpty() async throws(StorageError) -> Bool {
         try await read { connection in
             var empty = true
-            for try await found in try await connection.run("""
+            for try await found in try await connection.run(
+                """
                 SELECT EXISTS (SELECT 1 FROM notifications) OR EXISTS (SELECT 1 FROM transactions)
                     OR EXISTS (SELECT 1 FROM subscriptions) OR EXISTS (SELECT 1 FROM customer_links)
                     OR EXISTS (SELECT 1 FROM token_owners) OR EXISTS (SELECT 1 FROM refused_notifications)
-                """).decode(Bool.self) { empty = !found }
+                """
+            ).decode(Bool.self) { empty = !found }
             return empty
         }
     }

@@ -1,8 +1,8 @@
 import AppStoreModels
 import AppStoreSigning
 import Foundation
-import PostgresNIO
 import Logging
+import PostgresNIO
 import StorekeeperCore
 
 /// Rows to ledger records, each read one statement: every statement costs a round trip and the server's parse and
@@ -57,10 +57,11 @@ extension PostgresLedgerStore {
             switch kind {
             case 0:
                 guard let id = a, let original = b, let source = e, let signedDate = n1 else { return nil }
-                record = .transaction(TransactionRow(
-                    transactionId: id, originalTransactionId: original, productType: c, appAccountToken: d, source: source,
-                    signedDate: signedDate, jws: PostgresHeaders.Columns(header: h, payload: p, signature: s, raw: r)
-                ))
+                record = .transaction(
+                    TransactionRow(
+                        transactionId: id, originalTransactionId: original, productType: c, appAccountToken: d, source: source,
+                        signedDate: signedDate, jws: PostgresHeaders.Columns(header: h, payload: p, signature: s, raw: r)
+                    ))
             case 1:
                 guard let original = b, let bundleId = c else { return nil }
                 var subscription = LedgerSubscription(key: LedgerKey(environment, original), bundleId: bundleId)
@@ -97,20 +98,20 @@ extension PostgresLedgerStore {
             FROM \(from("transactions", "t"))
             """
         return """
-        \(transactions)
-        UNION ALL
-        SELECT \(family), 1, s.environment, NULL, s.original_transaction_id, s.bundle_id, s.status_notification_uuid, NULL, s.status::int8,
-            s.status_signed_date, s.renewal_signed_date, s.renewal_header, s.renewal_payload, s.renewal_signature, s.renewal_raw
-        FROM \(from("subscriptions", "s"))
-        UNION ALL
-        SELECT \(family), 2, l.environment, NULL, l.original_transaction_id, l.customer_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-        FROM \(from("customer_links", "l"))
-        UNION ALL
-        SELECT \(owner), 3, o.environment, o.token, o.bundle_id, o.customer_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-        FROM \(owners)
-        \(consumables.map { "UNION ALL\n" + $0 } ?? "")
-        ORDER BY q, kind, env, b, n2 DESC, a DESC
-        """
+            \(transactions)
+            UNION ALL
+            SELECT \(family), 1, s.environment, NULL, s.original_transaction_id, s.bundle_id, s.status_notification_uuid, NULL, s.status::int8,
+                s.status_signed_date, s.renewal_signed_date, s.renewal_header, s.renewal_payload, s.renewal_signature, s.renewal_raw
+            FROM \(from("subscriptions", "s"))
+            UNION ALL
+            SELECT \(family), 2, l.environment, NULL, l.original_transaction_id, l.customer_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+            FROM \(from("customer_links", "l"))
+            UNION ALL
+            SELECT \(owner), 3, o.environment, o.token, o.bundle_id, o.customer_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+            FROM \(owners)
+            \(consumables.map { "UNION ALL\n" + $0 } ?? "")
+            ORDER BY q, kind, env, b, n2 DESC, a DESC
+            """
     }
 
     /// Families joined from a CTE `families (env, id)`, each looked up through its table's index by a `LATERAL`
@@ -139,7 +140,8 @@ extension PostgresLedgerStore {
     /// ``joiningFamilies(_:_:)``).
     static let familiesSQL = """
         WITH families AS (SELECT * FROM unnest($1::text[], $2::text[]) AS f(env, id))
-        """ + "\n" + rowsSQL(
+        """ + "\n"
+        + rowsSQL(
             from: joiningFamilies,
             owners: """
                 unnest($3::text[], $4::text[], $5::text[]) AS k(bundle, env, token) CROSS JOIN LATERAL (
@@ -167,7 +169,9 @@ extension PostgresLedgerStore {
     /// themselves it would plan again at every call for the number each call has (Benchmarks/History.md, fifth
     /// round).
     static func customerSQL(countingConsumables: Bool) -> String {
-        let linked = countingConsumables ? """
+        let linked =
+            countingConsumables
+            ? """
             linked AS (
                 SELECT r.q, r.env, l.original_transaction_id AS id, coalesce(p.product_type = 'Consumable', false) AS consumable
                 FROM req r CROSS JOIN LATERAL (
@@ -187,7 +191,8 @@ extension PostgresLedgerStore {
                 WHERE NOT (t.product_type = 'Consumable'
                     AND EXISTS (SELECT 1 FROM linked k WHERE k.q = o.q AND k.consumable AND k.id = t.original_transaction_id))
             )
-            """ : """
+            """
+            : """
             families AS (
                 SELECT r.q, r.env, l.original_transaction_id AS id FROM req r CROSS JOIN LATERAL (
                     SELECT x.original_transaction_id FROM customer_links x WHERE x.customer_id = r.customer AND x.environment = r.env OFFSET 0
@@ -199,7 +204,9 @@ extension PostgresLedgerStore {
                 ) t
             )
             """
-        let consumables = countingConsumables ? """
+        let consumables =
+            countingConsumables
+            ? """
             SELECT k.q, 4, k.env, t.bundle_id, t.product_id, NULL, NULL, NULL, SUM(CASE WHEN t.revoked THEN 0 ELSE t.quantity END),
                 COUNT(*), NULL, NULL, NULL, NULL, NULL
             FROM linked k CROSS JOIN LATERAL (
@@ -303,9 +310,13 @@ extension PostgresLedgerStore {
     private static func rows(_ rows: AsyncThrowingMapSequence<PostgresRowSequence, PostgresRow>) async throws -> [FamilyRow] {
         var decoded: [FamilyRow] = []
         for try await raw in rows {
-            if let row = try FamilyRow(raw.decode(
-                (Int64, Int32, String, String?, String?, String?, String?, String?, Int64?, Int64?, Int64?, Int64?, Data?, Data?, String?).self
-            )) { decoded.append(row) }
+            if let row = try FamilyRow(
+                raw.decode(
+                    (Int64, Int32, String, String?, String?, String?, String?, String?, Int64?, Int64?, Int64?, Int64?, Data?, Data?, String?).self
+                ))
+            {
+                decoded.append(row)
+            }
         }
         return decoded
     }

@@ -117,7 +117,12 @@ package final class PostgresLedgerStore: LedgerStore {
 
     /// Stops listening and closes every connection, in that order; once, however often called.
     package func close() async {
-        guard closed.withLock({ closed in defer { closed = true }; return !closed }) else { return }
+        guard
+            closed.withLock({ closed in
+                defer { closed = true }
+                return !closed
+            })
+        else { return }
         await listener.stop()
         checkoutWatch.stop()
         await pool.close()
@@ -157,9 +162,11 @@ package final class PostgresLedgerStore: LedgerStore {
             guard notifications.count > 1, Self.mayBeOneRequestsFault(error, timeoutIncluded: true) else {
                 return notifications.map { _ in .failure(error) }
             }
-            logger.notice("a batch of notifications failed; applying each alone", metadata: [
-                "error": .string(error.message), "batch": .stringConvertible(notifications.count),
-            ])
+            logger.notice(
+                "a batch of notifications failed; applying each alone",
+                metadata: [
+                    "error": .string(error.message), "batch": .stringConvertible(notifications.count),
+                ])
             return await Batcher.eachAlone(notifications) { notification throws(StorageError) in try await self.applyAlone(notification) }
         }
     }
@@ -201,7 +208,8 @@ package final class PostgresLedgerStore: LedgerStore {
         } catch {
             throw StorageError("cannot encode a refused notification's claims: \(error)")
         }
-        try await connection.execute("""
+        try await connection.execute(
+            """
             INSERT INTO refused_notifications (received_at, code, message, status, size, sha256, prefix, claims)
             VALUES (\(refusal.receivedAt.epochMilliseconds), \(refusal.code), \(refusal.message), \(refusal.status),
                 \(refusal.size), \(refusal.sha256), \(refusal.prefix), \(claims))
@@ -214,11 +222,13 @@ package final class PostgresLedgerStore: LedgerStore {
             // read or a write is allowed (`statement_timeout`), and would then never get through.
             try await transaction.connection.execute("SET LOCAL statement_timeout = 0")
             var count = 0
-            for try await _ in try await transaction.connection.run("""
+            for try await _ in try await transaction.connection.run(
+                """
                 UPDATE notifications SET jws_header = NULL, jws_payload = NULL, jws_signature = NULL, jws_raw = NULL
                 WHERE received_at < \(date.epochMilliseconds) AND (jws_payload IS NOT NULL OR jws_raw IS NOT NULL)
                 RETURNING 1
-                """).decode(Int.self) { count += 1 }
+                """
+            ).decode(Int.self) { count += 1 }
             return (count, [])
         }
     }
@@ -229,12 +239,14 @@ package final class PostgresLedgerStore: LedgerStore {
         let milliseconds = duration.components.seconds * 1_000 + duration.components.attoseconds / 1_000_000_000_000_000
         return try await read { connection in
             var held = false
-            for try await _ in try await connection.run("""
+            for try await _ in try await connection.run(
+                """
                 INSERT INTO job_leases (name, holder, expires_at) VALUES (\(job), \(holder), clock_timestamp() + \(milliseconds) * interval '1 millisecond')
                 ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
                 WHERE job_leases.holder = excluded.holder OR job_leases.expires_at < clock_timestamp()
                 RETURNING 1
-                """).decode(Int.self) { held = true }
+                """
+            ).decode(Int.self) { held = true }
             return held
         }
     }
@@ -261,12 +273,14 @@ package final class PostgresLedgerStore: LedgerStore {
     package func customerExists(_ customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Bool {
         try await read { connection in
             var exists = false
-            for try await value in try await connection.run("""
+            for try await value in try await connection.run(
+                """
                 SELECT EXISTS (SELECT 1 FROM token_owners WHERE customer_id = \(customerId) AND bundle_id = \(bundleId) AND environment = \(environment.rawValue))
                     OR EXISTS (SELECT 1 FROM customer_links l JOIN transactions t
                         ON t.environment = l.environment AND t.original_transaction_id = l.original_transaction_id
                         WHERE l.customer_id = \(customerId) AND l.environment = \(environment.rawValue) AND t.bundle_id = \(bundleId))
-                """).decode(Bool.self) { exists = value }
+                """
+            ).decode(Bool.self) { exists = value }
             return exists
         }
     }
@@ -295,9 +309,11 @@ package final class PostgresLedgerStore: LedgerStore {
             return try await read { connection in try await self.loadCustomers(connection, reads, entitlementsOnly: true) }.map { .success($0) }
         } catch {
             guard reads.count > 1, Self.mayBeOneRequestsFault(error) else { return reads.map { _ in .failure(error) } }
-            logger.notice("a batch of customer reads failed; reading each alone", metadata: [
-                "error": .string(error.message), "batch": .stringConvertible(reads.count),
-            ])
+            logger.notice(
+                "a batch of customer reads failed; reading each alone",
+                metadata: [
+                    "error": .string(error.message), "batch": .stringConvertible(reads.count),
+                ])
             return await Batcher.eachAlone(reads) { read throws(StorageError) in
                 try await self.read { connection in try await self.loadCustomers(connection, [read], entitlementsOnly: true)[0] }
             }
@@ -329,10 +345,12 @@ package final class PostgresLedgerStore: LedgerStore {
     package func subscriptionFamilies(bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> [String] {
         try await read { connection in
             var originals: [String] = []
-            for try await original in try await connection.run("""
+            for try await original in try await connection.run(
+                """
                 SELECT original_transaction_id FROM subscriptions WHERE environment = \(environment.rawValue) AND bundle_id = \(bundleId)
                 ORDER BY original_transaction_id
-                """).decode(String.self) { originals.append(original) }
+                """
+            ).decode(String.self) { originals.append(original) }
             return originals
         }
     }
@@ -349,9 +367,11 @@ package final class PostgresLedgerStore: LedgerStore {
     package func recoveryWatermark(_ app: VerifierKey) async throws(StorageError) -> Date? {
         try await read { connection in
             var watermark: Date? = nil
-            for try await value in try await connection.run("""
+            for try await value in try await connection.run(
+                """
                 SELECT watermark FROM recovery_watermarks WHERE bundle_id = \(app.bundleId) AND environment = \(app.environment.rawValue)
-                """).decode(Int64.self) { watermark = Date(epochMilliseconds: value) }
+                """
+            ).decode(Int64.self) { watermark = Date(epochMilliseconds: value) }
             return watermark
         }
     }
@@ -359,9 +379,11 @@ package final class PostgresLedgerStore: LedgerStore {
     package func rawPayload(notificationUUID: String) async throws(StorageError) -> String? {
         try await read { connection in
             var columns: PostgresHeaders.Columns? = nil
-            for try await (header, payload, signature, raw) in try await connection.run("""
+            for try await (header, payload, signature, raw) in try await connection.run(
+                """
                 SELECT jws_header, jws_payload, jws_signature, jws_raw FROM notifications WHERE uuid = \(notificationUUID)
-                """).decode((Int64?, Data?, Data?, String?).self) {
+                """
+            ).decode((Int64?, Data?, Data?, String?).self) {
                 columns = PostgresHeaders.Columns(header: header, payload: payload, signature: signature, raw: raw)
             }
             guard let columns else { return nil }

@@ -29,7 +29,7 @@ enum PostgresPasswordFile {
         let contents: [UInt8]
         switch SecretFile.read(path) {
         case .success(let data): contents = data
-        case .failure(.missing): return nil // No file: no password, as libpq.
+        case .failure(.missing): return nil  // No file: no password, as libpq.
         case .failure(let problem): throw StorageError(SecretFile.describe(problem, shown, what: "password file"))
         }
         guard let text = String(validating: contents, as: UTF8.self) else {
@@ -41,7 +41,7 @@ enum PostgresPasswordFile {
     /// The password of the first line of a password file that matches, or nil.
     static func password(in text: String, host: String, port: Int, database: String, username: String) -> String? {
         let wanted = [host, String(port), database, username]
-        for line in text.split(whereSeparator: \.isNewline) { // "\r\n" is one Character
+        for line in text.split(whereSeparator: \.isNewline) {  // "\r\n" is one Character
             guard !line.hasPrefix("#") else { continue }
             let fields = self.fields(line)
             guard fields.count == 5 else { continue }

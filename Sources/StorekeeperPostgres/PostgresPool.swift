@@ -97,7 +97,8 @@ final class PostgresPool: Sendable {
     private let checkoutCount = Mutex(0)
 
     init(
-        configuration: PostgresClient.Configuration, probe: PostgresConnection.Configuration, logger: Logger, probeInterval: Duration = .milliseconds(500),
+        configuration: PostgresClient.Configuration, probe: PostgresConnection.Configuration, logger: Logger,
+        probeInterval: Duration = .milliseconds(500),
         idleTimeout: Duration = .seconds(10)
     ) {
         self.configuration = configuration
@@ -305,7 +306,10 @@ final class PostgresPool: Sendable {
     func close() async {
         let (task, probe, sweeper, idle, waiting) = state.withLock { state in
             state.closed = true
-            defer { state.idle = []; state.waiting = [] }
+            defer {
+                state.idle = []
+                state.waiting = []
+            }
             return (state.task, state.probe, state.sweeper, state.idle.map(\.worker), Array(state.waiting))
         }
         for job in waiting { job.fail(PoolClosed()) }
@@ -324,7 +328,10 @@ final class PostgresPool: Sendable {
             state.probe?.cancel()
             state.sweeper?.cancel()
             state.task.cancel()
-            defer { state.idle = []; state.waiting = [] }
+            defer {
+                state.idle = []
+                state.waiting = []
+            }
             return (state.idle.map(\.worker), Array(state.waiting))
         }
         for job in waiting { job.fail(PoolClosed()) }

@@ -15,7 +15,9 @@ enum PostgresSchema {
     static let migrationLock: Int64 = 0x73746F72656B6565
 
     static let migrations: [(id: String, sql: String)] = [
-        ("v1: ledger", """
+        (
+            "v1: ledger",
+            """
             CREATE TABLE jws_headers (id BIGSERIAL PRIMARY KEY, sha256 BYTEA NOT NULL UNIQUE, header TEXT NOT NULL);
             CREATE TABLE notifications (
                 uuid TEXT PRIMARY KEY, type TEXT NOT NULL, subtype TEXT, signed_date BIGINT, environment TEXT,
@@ -54,18 +56,25 @@ enum PostgresSchema {
             CREATE TABLE recovery_watermarks (
                 bundle_id TEXT NOT NULL, environment TEXT NOT NULL, watermark BIGINT NOT NULL,
                 PRIMARY KEY (bundle_id, environment));
-            """),
-        ("v2: job leases", """
+            """
+        ),
+        (
+            "v2: job leases",
+            """
             CREATE TABLE job_leases (name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at TIMESTAMPTZ NOT NULL);
-            """),
+            """
+        ),
         // v1's index of an app's subscriptions began with the environment, and so held both columns of a family's
         // key: PostgreSQL costed it the same as the primary key for a family's look-up, and the generic plans of the
         // prepared statements chose it, testing every subscription of the environment for the family's ID (a cost
         // growing with the ledger). With the app first it serves the list of an app's subscriptions, and nothing else.
-        ("v3: subscriptions by app, app first", """
+        (
+            "v3: subscriptions by app, app first",
+            """
             DROP INDEX subscriptions_by_app;
             CREATE INDEX subscriptions_of_app ON subscriptions (bundle_id, environment, original_transaction_id);
-            """),
+            """
+        ),
     ]
 
     /// Brings the database's schema up to date on `connection`, under the migration lock; returns the migrations

@@ -33,7 +33,9 @@ extension PostgresConnection {
     /// returns none); a row-returning statement failing as it runs fails while its rows are read, and keeps its
     /// connection, which is sound (its preparation succeeded). Statements fail rarely (a deadlock, a timeout, an
     /// outage), so telling a failed preparation from a failed execution is not worth a reconnection saved.
-    func run<Text: PreparedStatementText>(_ text: Text.Type, _ bindings: PostgresBindings) async throws -> AsyncThrowingMapSequence<PostgresRowSequence, PostgresRow> {
+    func run<Text: PreparedStatementText>(
+        _ text: Text.Type, _ bindings: PostgresBindings
+    ) async throws -> AsyncThrowingMapSequence<PostgresRowSequence, PostgresRow> {
         do {
             return try await execute(Prepared<Text>(bindings: bindings), logger: Self.quiet)
         } catch {
@@ -88,7 +90,8 @@ extension PostgresBindings {
 /// 64-bit hashes.
 enum LockStatement: PreparedStatementText {
     static let name = "storekeeper_lock_v1"
-    static let lockSQL = "SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtextextended(k, 0) AS h FROM unnest($1::text[]) AS k) AS keys ORDER BY h"
+    static let lockSQL =
+        "SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtextextended(k, 0) AS h FROM unnest($1::text[]) AS k) AS keys ORDER BY h"
     static let sql = lockSQL
 }
 

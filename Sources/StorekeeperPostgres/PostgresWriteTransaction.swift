@@ -48,7 +48,8 @@ struct PostgresWriteTransaction: AsyncLedgerWriteTransaction {
     func read(_ reads: LedgerReads) async throws -> LedgerReadResults {
         try await flush()
         var results = LedgerReadResults()
-        let keys = reads.families.map(Self.lockKey(family:))
+        let keys =
+            reads.families.map(Self.lockKey(family:))
             + reads.tokens.sorted().map { "token \($0.bundleId) \($0.environment.rawValue) \($0.token)" }
         var binds = PostgresBindings(capacity: 3)
         binds.append(keys)

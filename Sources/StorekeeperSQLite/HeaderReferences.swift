@@ -72,7 +72,10 @@ final class HeaderReferences: Sendable {
         guard let stored = storedJWS(row, prefix) else { return nil }
         var failure: (any Error)? = nil
         let text = stored.jws { id in
-            do { return try self.text(id, db, memo) } catch { failure = error; return nil }
+            do { return try self.text(id, db, memo) } catch {
+                failure = error
+                return nil
+            }
         }
         if let failure { throw failure }
         guard let text else { throw StorageError("a stored JWS refers to a header the ledger does not hold (\(prefix) of a row)") }
@@ -88,7 +91,10 @@ final class HeaderReferences: Sendable {
         guard let parts = storedJWS(row, prefix) else { return nil }
         var failure: (any Error)? = nil
         let payload = parts.originalPayload { id in
-            do { return try self.text(id, db, memo) } catch { failure = error; return nil }
+            do { return try self.text(id, db, memo) } catch {
+                failure = error
+                return nil
+            }
         }
         if let failure { throw failure }
         guard let payload else { throw StorageError("a stored JWS refers to a header the ledger does not hold (\(prefix) of a row)") }

@@ -1,11 +1,12 @@
 import Foundation
+import GRDB
+package import StorekeeperCore
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import GRDB
-package import StorekeeperCore
 
 extension SQLiteLedgerStore {
     /// What a backup copied.
@@ -25,7 +26,9 @@ extension SQLiteLedgerStore {
     package static func backup(database path: String, to destination: String) throws(StorageError) -> BackupSummary {
         let files = FileManager.default
         guard files.fileExists(atPath: path) else { throw StorageError("no database at \(path)") }
-        guard access(path, R_OK) == 0 else { throw StorageError("the ledger \(path) cannot be read by this process (\(String(cString: strerror(errno))))") }
+        guard access(path, R_OK) == 0 else {
+            throw StorageError("the ledger \(path) cannot be read by this process (\(String(cString: strerror(errno))))")
+        }
         guard !files.fileExists(atPath: destination) else {
             throw StorageError("\(destination) already exists; a backup never overwrites a file")
         }
@@ -49,10 +52,12 @@ extension SQLiteLedgerStore {
                     notifications: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM notifications") ?? 0,
                     transactions: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM transactions") ?? 0,
                     // A ledger of an older schema (backed up before this version migrated it) has `tokens`.
-                    customers: try Int.fetchOne(db, sql: """
-                        SELECT COUNT(*) FROM (SELECT customer_id FROM customer_links UNION SELECT customer_id FROM \(
+                    customers: try Int.fetchOne(
+                        db,
+                        sql: """
+                            SELECT COUNT(*) FROM (SELECT customer_id FROM customer_links UNION SELECT customer_id FROM \(
                             try db.tableExists("token_owners") ? "token_owners" : "tokens"))
-                        """) ?? 0,
+                            """) ?? 0,
                     bytes: 0,
                     migrations: try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY rowid")
                 )

@@ -24,15 +24,17 @@ extension SQLiteLedgerStore {
         }
         var byToken = Set<String>()
         for token in tokens {
-            byToken.formUnion(try String.fetchAll(
-                db.cachedStatement(sql: Self.tokenFamiliesNotCountedSQL), arguments: [token.token.description, environment.rawValue, customerId]
-            ))
+            byToken.formUnion(
+                try String.fetchAll(
+                    db.cachedStatement(sql: Self.tokenFamiliesNotCountedSQL), arguments: [token.token.description, environment.rawValue, customerId]
+                ))
         }
         byToken.subtract(linked)
         var totals: [ConsumableTotalKey: ConsumableTotal] = [:]
         // Only when there is something to sum: most customers have no consumable, and a statement costs.
         for row in try anyConsumable ? Row.fetchAll(db.cachedStatement(sql: Self.linkedConsumablesSQL), arguments: arguments) : [] {
-            let key = ConsumableTotalKey(customerId: customerId, environment: environment, bundleId: row["bundle_id"] ?? "", productId: row["product_id"])
+            let key = ConsumableTotalKey(
+                customerId: customerId, environment: environment, bundleId: row["bundle_id"] ?? "", productId: row["product_id"])
             totals[key] = ConsumableTotal(units: row["units"], purchases: row["purchases"])
         }
         return (tokens, linked, byToken, totals)

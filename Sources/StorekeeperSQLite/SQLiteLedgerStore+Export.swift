@@ -13,10 +13,13 @@ extension SQLiteLedgerStore: LedgerExporting {
         while true {
             let last = after
             let families = try await readPage { db in
-                try Row.fetchAll(db, sql: """
-                    SELECT DISTINCT environment, original_transaction_id FROM transactions
-                    WHERE (environment, original_transaction_id) > (?, ?) ORDER BY environment, original_transaction_id LIMIT ?
-                    """, arguments: [last.0, last.1, size]).map { row in
+                try Row.fetchAll(
+                    db,
+                    sql: """
+                        SELECT DISTINCT environment, original_transaction_id FROM transactions
+                        WHERE (environment, original_transaction_id) > (?, ?) ORDER BY environment, original_transaction_id LIMIT ?
+                        """, arguments: [last.0, last.1, size]
+                ).map { row in
                     LedgerKey(AppStoreEnvironment(rawValue: row["environment"]), row["original_transaction_id"])
                 }
             }
@@ -31,12 +34,15 @@ extension SQLiteLedgerStore: LedgerExporting {
         }
         // Subscriptions and links without a transaction (none are written so, but a copy leaves nothing behind).
         let orphans = try await readPage { db in
-            try Row.fetchAll(db, sql: """
-                SELECT environment, original_transaction_id FROM subscriptions s WHERE NOT EXISTS (SELECT 1 FROM transactions t
-                    WHERE t.environment = s.environment AND t.original_transaction_id = s.original_transaction_id)
-                UNION SELECT environment, original_transaction_id FROM customer_links l WHERE NOT EXISTS (SELECT 1 FROM transactions t
-                    WHERE t.environment = l.environment AND t.original_transaction_id = l.original_transaction_id)
-                """).map { row in LedgerKey(AppStoreEnvironment(rawValue: row["environment"]), row["original_transaction_id"]) }
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT environment, original_transaction_id FROM subscriptions s WHERE NOT EXISTS (SELECT 1 FROM transactions t
+                        WHERE t.environment = s.environment AND t.original_transaction_id = s.original_transaction_id)
+                    UNION SELECT environment, original_transaction_id FROM customer_links l WHERE NOT EXISTS (SELECT 1 FROM transactions t
+                        WHERE t.environment = l.environment AND t.original_transaction_id = l.original_transaction_id)
+                    """
+            ).map { row in LedgerKey(AppStoreEnvironment(rawValue: row["environment"]), row["original_transaction_id"]) }
         }
         if !orphans.isEmpty {
             let ledger = try await self.ledger(families: orphans)
@@ -91,11 +97,14 @@ extension SQLiteLedgerStore: LedgerExporting {
     package func customers() async throws(StorageError) -> [CustomerScope] {
         try await readPage { db in
             var customers = Set<CustomerScope>()
-            for row in try Row.fetchAll(db, sql: """
-                SELECT DISTINCT l.customer_id, t.bundle_id, l.environment FROM customer_links l JOIN transactions t
-                    ON t.environment = l.environment AND t.original_transaction_id = l.original_transaction_id
-                UNION SELECT customer_id, bundle_id, environment FROM token_owners
-                """) {
+            for row in try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT DISTINCT l.customer_id, t.bundle_id, l.environment FROM customer_links l JOIN transactions t
+                        ON t.environment = l.environment AND t.original_transaction_id = l.original_transaction_id
+                    UNION SELECT customer_id, bundle_id, environment FROM token_owners
+                    """)
+            {
                 let environment = AppStoreEnvironment(rawValue: row["environment"])
                 guard let bundleId = row["bundle_id"] as String? else { continue }
                 customers.insert(CustomerScope(customerId: row["customer_id"], bundleId: bundleId, environment: environment))

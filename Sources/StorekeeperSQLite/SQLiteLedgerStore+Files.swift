@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 package import StorekeeperCore
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -38,7 +39,9 @@ extension SQLiteLedgerStore {
         let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
         guard FileManager.default.fileExists(atPath: path), size > 0 else {
             if creating { return }
-            throw StorageError("\(path) holds no ledger (an empty database): give the ledger's path (only `storekeeper serve` creates a ledger); nothing was changed")
+            throw StorageError(
+                "\(path) holds no ledger (an empty database): give the ledger's path (only `storekeeper serve` creates a ledger); nothing was changed"
+            )
         }
         let (migrations, tables): ([String], [String])
         do {
@@ -50,7 +53,8 @@ extension SQLiteLedgerStore {
             let queue = try DatabaseQueue(path: path, configuration: configuration)
             defer { try? queue.close() }
             (migrations, tables) = try queue.read { db in
-                let tables = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
+                let tables = try String.fetchAll(
+                    db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
                 let migrations = tables.contains("grdb_migrations") ? try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations") : []
                 return (migrations, tables)
             }
@@ -70,7 +74,9 @@ extension SQLiteLedgerStore {
             )
         }
         if migrations.isEmpty, !creating {
-            throw StorageError("\(path) holds no ledger (an empty database): give the ledger's path (only `storekeeper serve` creates a ledger); nothing was changed")
+            throw StorageError(
+                "\(path) holds no ledger (an empty database): give the ledger's path (only `storekeeper serve` creates a ledger); nothing was changed"
+            )
         }
     }
 

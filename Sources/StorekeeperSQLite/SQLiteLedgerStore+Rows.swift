@@ -27,14 +27,16 @@ extension SQLiteLedgerStore {
         _ db: Database, _ customerId: String, _ bundleId: String, _ environment: AppStoreEnvironment
     ) throws -> (tokens: [AppAccountTokenKey], originals: Set<String>) {
         let tokens = try customerTokens(db, customerId, bundleId, environment)
-        var originals = Set(try String.fetchAll(
-            db.cachedStatement(sql: "SELECT original_transaction_id FROM customer_links WHERE customer_id = ? AND environment = ?"),
-            arguments: [customerId, environment.rawValue]
-        ))
-        for token in tokens {
-            originals.formUnion(try String.fetchAll(
-                db.cachedStatement(sql: Self.familiesByTokenSQL), arguments: [token.token.description, environment.rawValue]
+        var originals = Set(
+            try String.fetchAll(
+                db.cachedStatement(sql: "SELECT original_transaction_id FROM customer_links WHERE customer_id = ? AND environment = ?"),
+                arguments: [customerId, environment.rawValue]
             ))
+        for token in tokens {
+            originals.formUnion(
+                try String.fetchAll(
+                    db.cachedStatement(sql: Self.familiesByTokenSQL), arguments: [token.token.description, environment.rawValue]
+                ))
         }
         return (tokens, originals)
     }
@@ -115,10 +117,12 @@ extension SQLiteLedgerStore {
     func loadSubscription(
         _ db: Database, _ memo: HeaderReferences.Memo?, _ key: LedgerKey, into ledger: inout Ledger, decoder: JSONDecoder, signedData: Bool = true
     ) throws {
-        guard let row = try Row.fetchOne(
-            db.cachedStatement(sql: "SELECT * FROM subscriptions WHERE environment = ? AND original_transaction_id = ?"),
-            arguments: [key.environment.rawValue, key.id]
-        ) else { return }
+        guard
+            let row = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT * FROM subscriptions WHERE environment = ? AND original_transaction_id = ?"),
+                arguments: [key.environment.rawValue, key.id]
+            )
+        else { return }
         var subscription = LedgerSubscription(key: key, bundleId: row["bundle_id"])
         subscription.status = (row["status"] as Int?).map(SubscriptionStatus.init(rawValue:))
         subscription.statusSignedDate = (row["status_signed_date"] as Int64?).map(Date.init(epochMilliseconds:))
@@ -136,19 +140,22 @@ extension SQLiteLedgerStore {
         for transaction in changes.transactions {
             guard let environment = transaction.info.environment else { continue }
             let jws = try headers.store(transaction.jws, db, memo)
-            try db.cachedStatement(sql: """
-                INSERT INTO transactions (environment, transaction_id, original_transaction_id, product_id,
-                    app_account_token, signed_date, source, purchase_date, product_type, bundle_id, quantity, revoked,
-                    jws_header, jws_payload, jws_signature, jws_raw)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT (environment, transaction_id) DO UPDATE SET
-                    original_transaction_id = excluded.original_transaction_id, product_id = excluded.product_id,
-                    app_account_token = excluded.app_account_token, signed_date = excluded.signed_date,
-                    source = excluded.source, purchase_date = excluded.purchase_date, product_type = excluded.product_type,
-                    bundle_id = excluded.bundle_id, quantity = excluded.quantity, revoked = excluded.revoked,
-                    jws_header = excluded.jws_header, jws_payload = excluded.jws_payload,
-                    jws_signature = excluded.jws_signature, jws_raw = excluded.jws_raw
-                """).execute(arguments: [
+            try db.cachedStatement(
+                sql: """
+                    INSERT INTO transactions (environment, transaction_id, original_transaction_id, product_id,
+                        app_account_token, signed_date, source, purchase_date, product_type, bundle_id, quantity, revoked,
+                        jws_header, jws_payload, jws_signature, jws_raw)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (environment, transaction_id) DO UPDATE SET
+                        original_transaction_id = excluded.original_transaction_id, product_id = excluded.product_id,
+                        app_account_token = excluded.app_account_token, signed_date = excluded.signed_date,
+                        source = excluded.source, purchase_date = excluded.purchase_date, product_type = excluded.product_type,
+                        bundle_id = excluded.bundle_id, quantity = excluded.quantity, revoked = excluded.revoked,
+                        jws_header = excluded.jws_header, jws_payload = excluded.jws_payload,
+                        jws_signature = excluded.jws_signature, jws_raw = excluded.jws_raw
+                    """
+            ).execute(
+                arguments: [
                     environment.rawValue, transaction.info.transactionId, transaction.info.originalTransactionId, transaction.info.productId,
                     transaction.info.appAccountToken?.description, transaction.signedDate.epochMilliseconds, transaction.source,
                     transaction.info.purchaseDate.epochMilliseconds, transaction.info.type.rawValue,
@@ -158,41 +165,51 @@ extension SQLiteLedgerStore {
         for subscription in changes.subscriptions {
             let key = subscription.key
             let renewal = try headers.store(subscription.renewalJWS, db, memo)
-            try db.cachedStatement(sql: """
-                INSERT INTO subscriptions (environment, original_transaction_id, bundle_id, status, status_signed_date,
-                    status_notification_uuid, renewal_signed_date, renewal_header, renewal_payload, renewal_signature, renewal_raw)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT (environment, original_transaction_id) DO UPDATE SET
-                    bundle_id = excluded.bundle_id, status = excluded.status, status_signed_date = excluded.status_signed_date,
-                    status_notification_uuid = excluded.status_notification_uuid,
-                    renewal_signed_date = excluded.renewal_signed_date, renewal_header = excluded.renewal_header,
-                    renewal_payload = excluded.renewal_payload, renewal_signature = excluded.renewal_signature,
-                    renewal_raw = excluded.renewal_raw
-                """).execute(arguments: [
+            try db.cachedStatement(
+                sql: """
+                    INSERT INTO subscriptions (environment, original_transaction_id, bundle_id, status, status_signed_date,
+                        status_notification_uuid, renewal_signed_date, renewal_header, renewal_payload, renewal_signature, renewal_raw)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (environment, original_transaction_id) DO UPDATE SET
+                        bundle_id = excluded.bundle_id, status = excluded.status, status_signed_date = excluded.status_signed_date,
+                        status_notification_uuid = excluded.status_notification_uuid,
+                        renewal_signed_date = excluded.renewal_signed_date, renewal_header = excluded.renewal_header,
+                        renewal_payload = excluded.renewal_payload, renewal_signature = excluded.renewal_signature,
+                        renewal_raw = excluded.renewal_raw
+                    """
+            ).execute(
+                arguments: [
                     key.environment.rawValue, key.id, subscription.bundleId, subscription.status?.rawValue,
                     subscription.statusSignedDate?.epochMilliseconds, subscription.statusNotificationUUID,
                     subscription.renewalSignedDate?.epochMilliseconds,
                 ] + renewal.arguments)
         }
         for (key, customer) in changes.links.sorted(by: { $0.key < $1.key }) {
-            try db.cachedStatement(sql: """
-                INSERT INTO customer_links (environment, original_transaction_id, customer_id) VALUES (?, ?, ?)
-                ON CONFLICT (environment, original_transaction_id) DO UPDATE SET customer_id = excluded.customer_id
-                """).execute(arguments: [key.environment.rawValue, key.id, customer])
+            try db.cachedStatement(
+                sql: """
+                    INSERT INTO customer_links (environment, original_transaction_id, customer_id) VALUES (?, ?, ?)
+                    ON CONFLICT (environment, original_transaction_id) DO UPDATE SET customer_id = excluded.customer_id
+                    """
+            ).execute(arguments: [key.environment.rawValue, key.id, customer])
         }
         for (token, customer) in changes.tokenOwners.sorted(by: { $0.key < $1.key }) {
-            try db.cachedStatement(sql: """
-                INSERT INTO token_owners (bundle_id, environment, token, customer_id) VALUES (?, ?, ?, ?)
-                ON CONFLICT (bundle_id, environment, token) DO UPDATE SET customer_id = excluded.customer_id
-                """).execute(arguments: [token.bundleId, token.environment.rawValue, token.token.description, customer])
+            try db.cachedStatement(
+                sql: """
+                    INSERT INTO token_owners (bundle_id, environment, token, customer_id) VALUES (?, ?, ?, ?)
+                    ON CONFLICT (bundle_id, environment, token) DO UPDATE SET customer_id = excluded.customer_id
+                    """
+            ).execute(arguments: [token.bundleId, token.environment.rawValue, token.token.description, customer])
         }
         for record in changes.notifications {
             let payload = try headers.store(record.signedPayload, db, memo)
-            try db.cachedStatement(sql: """
-                INSERT INTO notifications (uuid, type, subtype, signed_date, environment, outcome, received_at,
-                    jws_header, jws_payload, jws_signature, jws_raw)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """).execute(arguments: [
+            try db.cachedStatement(
+                sql: """
+                    INSERT INTO notifications (uuid, type, subtype, signed_date, environment, outcome, received_at,
+                        jws_header, jws_payload, jws_signature, jws_raw)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """
+            ).execute(
+                arguments: [
                     record.notificationUUID, record.notificationType.rawValue, record.subtype?.rawValue,
                     record.signedDate?.epochMilliseconds, record.environment?.rawValue, record.outcome, Date().epochMilliseconds,
                 ] + payload.arguments)
@@ -221,10 +238,12 @@ struct SQLiteWriteTransaction: LedgerWriteTransaction {
     }
 
     func setRecoveryWatermark(_ watermark: RecoveryWatermark) throws {
-        try db.cachedStatement(sql: """
-            INSERT INTO recovery_watermarks (bundle_id, environment, watermark) VALUES (?, ?, ?)
-            ON CONFLICT (bundle_id, environment) DO UPDATE SET watermark = excluded.watermark
-            """).execute(arguments: [watermark.app.bundleId, watermark.app.environment.rawValue, watermark.date.epochMilliseconds])
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO recovery_watermarks (bundle_id, environment, watermark) VALUES (?, ?, ?)
+                ON CONFLICT (bundle_id, environment) DO UPDATE SET watermark = excluded.watermark
+                """
+        ).execute(arguments: [watermark.app.bundleId, watermark.app.environment.rawValue, watermark.date.epochMilliseconds])
         try store.unsafeFaultInjection?("after-watermark")
     }
 

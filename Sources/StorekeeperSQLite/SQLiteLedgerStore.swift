@@ -3,8 +3,8 @@ package import AppStoreSigning
 package import Foundation
 import GRDB
 import NIOPosix
-import Synchronization
 package import StorekeeperCore
+import Synchronization
 
 /// The embedded ledger: one SQLite file in WAL mode with `synchronous = FULL`, so an acknowledged notification
 /// survives a crash or power loss. Schema migrations run when the store opens.
@@ -29,7 +29,9 @@ package final class SQLiteLedgerStore: LedgerStore {
     /// Opens (and creates or migrates) the database at `path`. With `creating` false, a database that holds no ledger
     /// yet (a new or empty file) is refused instead of made one; a SQLite database that is not a ledger (another
     /// program's, a simulator's) is always refused, never migrated.
-    package convenience init(path: String, creating: Bool = true, unsafeFaultInjection: (@Sendable (String) throws -> Void)? = nil) throws(StorageError) {
+    package convenience init(
+        path: String, creating: Bool = true, unsafeFaultInjection: (@Sendable (String) throws -> Void)? = nil
+    ) throws(StorageError) {
         try self.init(path: path, creating: creating, unsafeFaultInjection: unsafeFaultInjection, statementTrace: nil)
     }
 
@@ -112,13 +114,15 @@ package final class SQLiteLedgerStore: LedgerStore {
 
     static func insertRefused(_ db: Database, _ refusal: RefusedNotification) throws {
         let claims = try refusal.claims.map { String(decoding: try AppStoreJSON.makeEncoder().encode($0), as: UTF8.self) }
-        try db.cachedStatement(sql: """
-            INSERT INTO refused_notifications (received_at, code, message, status, size, sha256, prefix, claims)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-            """).execute(arguments: [
-                refusal.receivedAt.epochMilliseconds, refusal.code, refusal.message, refusal.status, refusal.size,
-                refusal.sha256, refusal.prefix, claims,
-            ])
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO refused_notifications (received_at, code, message, status, size, sha256, prefix, claims)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                """
+        ).execute(arguments: [
+            refusal.receivedAt.epochMilliseconds, refusal.code, refusal.message, refusal.status, refusal.size,
+            refusal.sha256, refusal.prefix, claims,
+        ])
     }
 
     package func submit(_ transaction: VerifiedSignedData<TransactionInfo>, customerId: String) async throws(StorageError) -> SubmissionOutcome {
@@ -146,11 +150,13 @@ package final class SQLiteLedgerStore: LedgerStore {
         let now = Date().epochMilliseconds
         let expires = now + Int64(duration / .milliseconds(1))
         return try await write { db, _ in
-            try db.cachedStatement(sql: """
-                INSERT INTO job_leases (name, holder, expires_at) VALUES (?1, ?2, ?3)
-                ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
-                WHERE job_leases.holder = excluded.holder OR job_leases.expires_at < ?4
-                """).execute(arguments: [job, holder, expires, now])
+            try db.cachedStatement(
+                sql: """
+                    INSERT INTO job_leases (name, holder, expires_at) VALUES (?1, ?2, ?3)
+                    ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+                    WHERE job_leases.holder = excluded.holder OR job_leases.expires_at < ?4
+                    """
+            ).execute(arguments: [job, holder, expires, now])
             return db.changesCount > 0
         }
     }
@@ -172,12 +178,14 @@ package final class SQLiteLedgerStore: LedgerStore {
 
     package func customerExists(_ customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Bool {
         try await read { db in
-            try Bool.fetchOne(db, sql: """
-                SELECT EXISTS (SELECT 1 FROM token_owners WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3)
-                    OR EXISTS (SELECT 1 FROM customer_links l CROSS JOIN transactions t
-                        ON t.environment = l.environment AND t.original_transaction_id = l.original_transaction_id
-                        WHERE l.customer_id = ?1 AND l.environment = ?3 AND t.bundle_id = ?2)
-                """, arguments: [customerId, bundleId, environment.rawValue]) ?? false
+            try Bool.fetchOne(
+                db,
+                sql: """
+                    SELECT EXISTS (SELECT 1 FROM token_owners WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3)
+                        OR EXISTS (SELECT 1 FROM customer_links l CROSS JOIN transactions t
+                            ON t.environment = l.environment AND t.original_transaction_id = l.original_transaction_id
+                            WHERE l.customer_id = ?1 AND l.environment = ?3 AND t.bundle_id = ?2)
+                    """, arguments: [customerId, bundleId, environment.rawValue]) ?? false
         }
     }
 
@@ -261,10 +269,12 @@ package final class SQLiteLedgerStore: LedgerStore {
 
     package func rawPayload(notificationUUID: String) async throws(StorageError) -> String? {
         try await read { db in
-            guard let row = try Row.fetchOne(
-                db, sql: "SELECT jws_header, jws_payload, jws_signature, jws_raw FROM notifications WHERE uuid = ?",
-                arguments: [notificationUUID]
-            ) else { return nil }
+            guard
+                let row = try Row.fetchOne(
+                    db, sql: "SELECT jws_header, jws_payload, jws_signature, jws_raw FROM notifications WHERE uuid = ?",
+                    arguments: [notificationUUID]
+                )
+            else { return nil }
             return try self.headers.jws(row, "jws", db, nil)
         }
     }
@@ -285,8 +295,9 @@ package final class SQLiteLedgerStore: LedgerStore {
         try await read { db in
             let decoder = AppStoreJSON.makeDecoder()
             return try Row.fetchAll(db, sql: "SELECT * FROM refused_notifications ORDER BY id").map { row in
-                var refusal = RefusedNotification(input: [], receivedAt: Date(epochMilliseconds: row["received_at"]), code: row["code"],
-                                                  message: row["message"], status: row["status"], claims: nil)
+                var refusal = RefusedNotification(
+                    input: [], receivedAt: Date(epochMilliseconds: row["received_at"]), code: row["code"],
+                    message: row["message"], status: row["status"], claims: nil)
                 refusal.size = row["size"]
                 refusal.sha256 = row["sha256"]
                 refusal.prefix = row["prefix"]

@@ -14,94 +14,100 @@ extension SQLiteLedgerStore {
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1: ledger") { db in
-            try db.execute(sql: """
-                CREATE TABLE notifications (
-                    uuid TEXT PRIMARY KEY, type TEXT NOT NULL, subtype TEXT, signed_date INTEGER, environment TEXT,
-                    outcome TEXT NOT NULL, signed_payload TEXT NOT NULL, received_at INTEGER NOT NULL);
-                CREATE TABLE rejected_notifications (
-                    id INTEGER PRIMARY KEY AUTOINCREMENT, received_at INTEGER NOT NULL, reason TEXT NOT NULL,
-                    signed_payload TEXT NOT NULL);
-                CREATE TABLE transactions (
-                    environment TEXT NOT NULL, transaction_id TEXT NOT NULL, original_transaction_id TEXT NOT NULL,
-                    product_id TEXT NOT NULL, app_account_token TEXT, signed_date INTEGER NOT NULL, jws TEXT NOT NULL,
-                    source TEXT NOT NULL, info TEXT NOT NULL, PRIMARY KEY (environment, transaction_id));
-                CREATE INDEX transactions_by_original ON transactions (environment, original_transaction_id);
-                CREATE INDEX transactions_by_token ON transactions (app_account_token);
-                CREATE TABLE subscriptions (
-                    environment TEXT NOT NULL, original_transaction_id TEXT NOT NULL, bundle_id TEXT NOT NULL,
-                    status INTEGER, status_signed_date INTEGER, status_notification_uuid TEXT,
-                    renewal_info TEXT, renewal_signed_date INTEGER, renewal_jws TEXT,
-                    PRIMARY KEY (environment, original_transaction_id));
-                CREATE TABLE customer_links (
-                    environment TEXT NOT NULL, original_transaction_id TEXT NOT NULL, customer_id TEXT NOT NULL,
-                    PRIMARY KEY (environment, original_transaction_id));
-                CREATE INDEX customer_links_by_customer ON customer_links (customer_id);
-                CREATE TABLE tokens (token TEXT PRIMARY KEY, customer_id TEXT NOT NULL);
-                CREATE INDEX tokens_by_customer ON tokens (customer_id);
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE notifications (
+                        uuid TEXT PRIMARY KEY, type TEXT NOT NULL, subtype TEXT, signed_date INTEGER, environment TEXT,
+                        outcome TEXT NOT NULL, signed_payload TEXT NOT NULL, received_at INTEGER NOT NULL);
+                    CREATE TABLE rejected_notifications (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT, received_at INTEGER NOT NULL, reason TEXT NOT NULL,
+                        signed_payload TEXT NOT NULL);
+                    CREATE TABLE transactions (
+                        environment TEXT NOT NULL, transaction_id TEXT NOT NULL, original_transaction_id TEXT NOT NULL,
+                        product_id TEXT NOT NULL, app_account_token TEXT, signed_date INTEGER NOT NULL, jws TEXT NOT NULL,
+                        source TEXT NOT NULL, info TEXT NOT NULL, PRIMARY KEY (environment, transaction_id));
+                    CREATE INDEX transactions_by_original ON transactions (environment, original_transaction_id);
+                    CREATE INDEX transactions_by_token ON transactions (app_account_token);
+                    CREATE TABLE subscriptions (
+                        environment TEXT NOT NULL, original_transaction_id TEXT NOT NULL, bundle_id TEXT NOT NULL,
+                        status INTEGER, status_signed_date INTEGER, status_notification_uuid TEXT,
+                        renewal_info TEXT, renewal_signed_date INTEGER, renewal_jws TEXT,
+                        PRIMARY KEY (environment, original_transaction_id));
+                    CREATE TABLE customer_links (
+                        environment TEXT NOT NULL, original_transaction_id TEXT NOT NULL, customer_id TEXT NOT NULL,
+                        PRIMARY KEY (environment, original_transaction_id));
+                    CREATE INDEX customer_links_by_customer ON customer_links (customer_id);
+                    CREATE TABLE tokens (token TEXT PRIMARY KEY, customer_id TEXT NOT NULL);
+                    CREATE INDEX tokens_by_customer ON tokens (customer_id);
+                    """)
         }
         migrator.registerMigration("v2: transactions' purchase date and product type as columns") { db in
             // What reads order and pick transactions by, without parsing each one's JSON.
-            try db.execute(sql: """
-                ALTER TABLE transactions ADD COLUMN purchase_date INTEGER;
-                ALTER TABLE transactions ADD COLUMN product_type TEXT;
-                UPDATE transactions SET purchase_date = json_extract(info, '$.purchaseDate'), product_type = json_extract(info, '$.type');
-                CREATE INDEX transactions_latest_first ON transactions (
-                    environment, original_transaction_id, purchase_date DESC, transaction_id DESC, product_type, app_account_token);
-                """)
+            try db.execute(
+                sql: """
+                    ALTER TABLE transactions ADD COLUMN purchase_date INTEGER;
+                    ALTER TABLE transactions ADD COLUMN product_type TEXT;
+                    UPDATE transactions SET purchase_date = json_extract(info, '$.purchaseDate'), product_type = json_extract(info, '$.type');
+                    CREATE INDEX transactions_latest_first ON transactions (
+                        environment, original_transaction_id, purchase_date DESC, transaction_id DESC, product_type, app_account_token);
+                    """)
         }
         migrator.registerMigration("v3: transactions by app account token, environment and family") { db in
             // A read finds a customer's subscriptions through their app account tokens. With an index on the token
             // alone, SQLite's planner preferred `transactions_latest_first` for `environment = ?` and scanned every
             // transaction of the environment on each read (tested in SQLiteQueryPlanTests).
-            try db.execute(sql: """
-                DROP INDEX transactions_by_token;
-                CREATE INDEX transactions_by_token ON transactions (app_account_token, environment, original_transaction_id);
-                """)
+            try db.execute(
+                sql: """
+                    DROP INDEX transactions_by_token;
+                    CREATE INDEX transactions_by_token ON transactions (app_account_token, environment, original_transaction_id);
+                    """)
         }
         migrator.registerMigration("v4: transactions' app, quantity and refund as columns") { db in
             // What a read counts consumables by, without parsing each one's JSON; and the token index covers the
             // product type, or the planner prefers `transactions_latest_first` on the environment alone for a look-up
             // by token that also tests the type (SQLiteQueryPlanTests).
-            try db.execute(sql: """
-                DROP INDEX transactions_by_token;
-                CREATE INDEX transactions_by_token ON transactions (app_account_token, environment, original_transaction_id, product_type);
-                ALTER TABLE transactions ADD COLUMN bundle_id TEXT;
-                ALTER TABLE transactions ADD COLUMN quantity INTEGER;
-                ALTER TABLE transactions ADD COLUMN revoked INTEGER;
-                UPDATE transactions SET bundle_id = json_extract(info, '$.bundleId'),
-                    quantity = COALESCE(json_extract(info, '$.quantity'), 1),
-                    revoked = json_extract(info, '$.revocationDate') IS NOT NULL;
-                """)
+            try db.execute(
+                sql: """
+                    DROP INDEX transactions_by_token;
+                    CREATE INDEX transactions_by_token ON transactions (app_account_token, environment, original_transaction_id, product_type);
+                    ALTER TABLE transactions ADD COLUMN bundle_id TEXT;
+                    ALTER TABLE transactions ADD COLUMN quantity INTEGER;
+                    ALTER TABLE transactions ADD COLUMN revoked INTEGER;
+                    UPDATE transactions SET bundle_id = json_extract(info, '$.bundleId'),
+                        quantity = COALESCE(json_extract(info, '$.quantity'), 1),
+                        revoked = json_extract(info, '$.revocationDate') IS NOT NULL;
+                    """)
         }
         migrator.registerMigration("v5: app account tokens per app and environment") { db in
             // A token was one global owner: a submission for another customer, even of another app, moved every
             // purchase carrying it. Each owner row now names the app and environment; an existing owner keeps every
             // (app, environment) in which a transaction or renewal info carries the token.
-            try db.execute(sql: """
-                CREATE TABLE token_owners (
-                    bundle_id TEXT NOT NULL, environment TEXT NOT NULL, token TEXT NOT NULL, customer_id TEXT NOT NULL,
-                    PRIMARY KEY (bundle_id, environment, token));
-                CREATE INDEX token_owners_by_customer ON token_owners (customer_id, bundle_id, environment);
-                INSERT OR IGNORE INTO token_owners (bundle_id, environment, token, customer_id)
-                    SELECT DISTINCT t.bundle_id, t.environment, t.app_account_token, k.customer_id
-                    FROM transactions t JOIN tokens k ON k.token = t.app_account_token WHERE t.bundle_id IS NOT NULL;
-                INSERT OR IGNORE INTO token_owners (bundle_id, environment, token, customer_id)
-                    SELECT s.bundle_id, s.environment, lower(json_extract(s.renewal_info, '$.appAccountToken')), k.customer_id
-                    FROM subscriptions s JOIN tokens k ON k.token = lower(json_extract(s.renewal_info, '$.appAccountToken'))
-                    WHERE s.renewal_info IS NOT NULL;
-                DROP TABLE tokens;
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE token_owners (
+                        bundle_id TEXT NOT NULL, environment TEXT NOT NULL, token TEXT NOT NULL, customer_id TEXT NOT NULL,
+                        PRIMARY KEY (bundle_id, environment, token));
+                    CREATE INDEX token_owners_by_customer ON token_owners (customer_id, bundle_id, environment);
+                    INSERT OR IGNORE INTO token_owners (bundle_id, environment, token, customer_id)
+                        SELECT DISTINCT t.bundle_id, t.environment, t.app_account_token, k.customer_id
+                        FROM transactions t JOIN tokens k ON k.token = t.app_account_token WHERE t.bundle_id IS NOT NULL;
+                    INSERT OR IGNORE INTO token_owners (bundle_id, environment, token, customer_id)
+                        SELECT s.bundle_id, s.environment, lower(json_extract(s.renewal_info, '$.appAccountToken')), k.customer_id
+                        FROM subscriptions s JOIN tokens k ON k.token = lower(json_extract(s.renewal_info, '$.appAccountToken'))
+                        WHERE s.renewal_info IS NOT NULL;
+                    DROP TABLE tokens;
+                    """)
         }
         migrator.registerMigration("v6: refused notifications without their payloads") { db in
             // Every refused request's whole signedPayload (up to 1 MiB) was kept, without limit: anyone could fill
             // the disk. What an auditor needs is kept instead (RefusedNotification), within a row limit.
-            try db.execute(sql: """
-                CREATE TABLE refused_notifications (
-                    id INTEGER PRIMARY KEY AUTOINCREMENT, received_at INTEGER NOT NULL, code TEXT NOT NULL,
-                    message TEXT NOT NULL, status INTEGER NOT NULL, size INTEGER NOT NULL, sha256 TEXT NOT NULL,
-                    prefix TEXT NOT NULL, claims TEXT);
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE refused_notifications (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT, received_at INTEGER NOT NULL, code TEXT NOT NULL,
+                        message TEXT NOT NULL, status INTEGER NOT NULL, size INTEGER NOT NULL, sha256 TEXT NOT NULL,
+                        prefix TEXT NOT NULL, claims TEXT);
+                    """)
             let ids = try Int64.fetchAll(db, sql: "SELECT id FROM rejected_notifications ORDER BY id")
             for id in ids {
                 guard let row = try Row.fetchOne(db, sql: "SELECT * FROM rejected_notifications WHERE id = ?", arguments: [id]) else { continue }
@@ -121,11 +127,12 @@ extension SQLiteLedgerStore {
             try migrateToStoredJWS(db)
         }
         migrator.registerMigration("v8: notification recovery watermarks") { db in
-            try db.execute(sql: """
-                CREATE TABLE recovery_watermarks (
-                    bundle_id TEXT NOT NULL, environment TEXT NOT NULL, watermark INTEGER NOT NULL,
-                    PRIMARY KEY (bundle_id, environment));
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE recovery_watermarks (
+                        bundle_id TEXT NOT NULL, environment TEXT NOT NULL, watermark INTEGER NOT NULL,
+                        PRIMARY KEY (bundle_id, environment));
+                    """)
         }
         migrator.registerMigration("v9: job leases") { db in
             // Scheduled jobs (recovery, retention) and `recover`/`reconcile --all` take a lease here, so that the
@@ -142,25 +149,28 @@ extension SQLiteLedgerStore {
     /// `…_raw` column when it would not be reproduced exactly; the decoded `info` and `renewal_info` JSON go (they
     /// are the payloads, decoded on reading).
     static func migrateToStoredJWS(_ db: Database) throws {
-        try db.execute(sql: """
-            CREATE TABLE jws_headers (id INTEGER PRIMARY KEY, header TEXT NOT NULL UNIQUE);
-            ALTER TABLE notifications ADD COLUMN jws_header INTEGER;
-            ALTER TABLE notifications ADD COLUMN jws_payload BLOB;
-            ALTER TABLE notifications ADD COLUMN jws_signature BLOB;
-            ALTER TABLE notifications ADD COLUMN jws_raw TEXT;
-            ALTER TABLE transactions ADD COLUMN jws_header INTEGER;
-            ALTER TABLE transactions ADD COLUMN jws_payload BLOB;
-            ALTER TABLE transactions ADD COLUMN jws_signature BLOB;
-            ALTER TABLE transactions ADD COLUMN jws_raw TEXT;
-            ALTER TABLE subscriptions ADD COLUMN renewal_header INTEGER;
-            ALTER TABLE subscriptions ADD COLUMN renewal_payload BLOB;
-            ALTER TABLE subscriptions ADD COLUMN renewal_signature BLOB;
-            ALTER TABLE subscriptions ADD COLUMN renewal_raw TEXT;
-            """)
+        try db.execute(
+            sql: """
+                CREATE TABLE jws_headers (id INTEGER PRIMARY KEY, header TEXT NOT NULL UNIQUE);
+                ALTER TABLE notifications ADD COLUMN jws_header INTEGER;
+                ALTER TABLE notifications ADD COLUMN jws_payload BLOB;
+                ALTER TABLE notifications ADD COLUMN jws_signature BLOB;
+                ALTER TABLE notifications ADD COLUMN jws_raw TEXT;
+                ALTER TABLE transactions ADD COLUMN jws_header INTEGER;
+                ALTER TABLE transactions ADD COLUMN jws_payload BLOB;
+                ALTER TABLE transactions ADD COLUMN jws_signature BLOB;
+                ALTER TABLE transactions ADD COLUMN jws_raw TEXT;
+                ALTER TABLE subscriptions ADD COLUMN renewal_header INTEGER;
+                ALTER TABLE subscriptions ADD COLUMN renewal_payload BLOB;
+                ALTER TABLE subscriptions ADD COLUMN renewal_signature BLOB;
+                ALTER TABLE subscriptions ADD COLUMN renewal_raw TEXT;
+                """)
         let headers = HeaderReferences()
         let memo = HeaderReferences.Memo()
         for uuid in try String.fetchAll(db, sql: "SELECT uuid FROM notifications") {
-            guard let jws = try String.fetchOne(db, sql: "SELECT signed_payload FROM notifications WHERE uuid = ?", arguments: [uuid]) else { continue }
+            guard let jws = try String.fetchOne(db, sql: "SELECT signed_payload FROM notifications WHERE uuid = ?", arguments: [uuid]) else {
+                continue
+            }
             let stored = try headers.store(jws, db, memo)
             try db.execute(
                 sql: "UPDATE notifications SET jws_header = ?, jws_payload = ?, jws_signature = ?, jws_raw = ? WHERE uuid = ?",
@@ -169,19 +179,24 @@ extension SQLiteLedgerStore {
         }
         for key in try Row.fetchAll(db, sql: "SELECT environment, transaction_id FROM transactions") {
             let arguments: StatementArguments = [key["environment"] as String, key["transaction_id"] as String]
-            guard let jws = try String.fetchOne(db, sql: "SELECT jws FROM transactions WHERE environment = ? AND transaction_id = ?", arguments: arguments)
+            guard
+                let jws = try String.fetchOne(
+                    db, sql: "SELECT jws FROM transactions WHERE environment = ? AND transaction_id = ?", arguments: arguments)
             else { continue }
             let stored = try headers.store(jws, db, memo)
             try db.execute(
-                sql: "UPDATE transactions SET jws_header = ?, jws_payload = ?, jws_signature = ?, jws_raw = ? WHERE environment = ? AND transaction_id = ?",
+                sql:
+                    "UPDATE transactions SET jws_header = ?, jws_payload = ?, jws_signature = ?, jws_raw = ? WHERE environment = ? AND transaction_id = ?",
                 arguments: stored.arguments + arguments
             )
         }
         for key in try Row.fetchAll(db, sql: "SELECT environment, original_transaction_id FROM subscriptions WHERE renewal_jws IS NOT NULL") {
             let arguments: StatementArguments = [key["environment"] as String, key["original_transaction_id"] as String]
-            guard let jws = try String.fetchOne(
-                db, sql: "SELECT renewal_jws FROM subscriptions WHERE environment = ? AND original_transaction_id = ?", arguments: arguments
-            ) else { continue }
+            guard
+                let jws = try String.fetchOne(
+                    db, sql: "SELECT renewal_jws FROM subscriptions WHERE environment = ? AND original_transaction_id = ?", arguments: arguments
+                )
+            else { continue }
             let stored = try headers.store(jws, db, memo)
             try db.execute(
                 sql: """
@@ -191,13 +206,14 @@ extension SQLiteLedgerStore {
                 arguments: stored.arguments + arguments
             )
         }
-        try db.execute(sql: """
-            ALTER TABLE notifications DROP COLUMN signed_payload;
-            ALTER TABLE transactions DROP COLUMN jws;
-            ALTER TABLE transactions DROP COLUMN info;
-            ALTER TABLE subscriptions DROP COLUMN renewal_jws;
-            ALTER TABLE subscriptions DROP COLUMN renewal_info;
-            CREATE INDEX notifications_by_received_at ON notifications (received_at);
-            """)
+        try db.execute(
+            sql: """
+                ALTER TABLE notifications DROP COLUMN signed_payload;
+                ALTER TABLE transactions DROP COLUMN jws;
+                ALTER TABLE transactions DROP COLUMN info;
+                ALTER TABLE subscriptions DROP COLUMN renewal_jws;
+                ALTER TABLE subscriptions DROP COLUMN renewal_info;
+                CREATE INDEX notifications_by_received_at ON notifications (received_at);
+                """)
     }
 }

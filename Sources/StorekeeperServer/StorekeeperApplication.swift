@@ -1,17 +1,18 @@
 import AppStoreModels
-#if canImport(Glibc)
-import Glibc
-#endif
-import NIOCore
+package import AppStoreServerAPI
 package import AppStoreSigning
 package import Foundation
 package import Hummingbird
 import HummingbirdCore
-package import ServiceLifecycle
 package import Logging
+import NIOCore
+package import ServiceLifecycle
 package import StorekeeperCore
 import StorekeeperHTTP
-package import AppStoreServerAPI
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Storekeeper's HTTP server: the notification webhook, the app API, and operations endpoints; one builder for
 /// `storekeeper serve`, the demo, the benchmarks and the tests.
@@ -35,9 +36,11 @@ package enum StorekeeperApplication {
         let router = Router(context: StorekeeperRequestContext.self)
         router.add(middleware: RequestMetricsMiddleware(metrics: metrics))
         router.add(middleware: UnmatchedRouteMiddleware())
-        let ingester = ingester ?? NotificationIngester(
-            store: store, verifiers: verifiers, configuration: configuration, logger: logger, metrics: metrics
-        )
+        let ingester =
+            ingester
+            ?? NotificationIngester(
+                store: store, verifiers: verifiers, configuration: configuration, logger: logger, metrics: metrics
+            )
         NotificationWebhook(ingester: ingester).addRoutes(to: router)
         let reader = CustomerReader(
             store: store, configuration: configuration.entitlements, cache: configuration.makeCustomerCache(of: ByteBuffer.self),
@@ -108,7 +111,8 @@ package enum StorekeeperApplication {
         let ingester = NotificationIngester(
             store: store, verifiers: verifiers, configuration: configuration, logger: logger, metrics: exporter.metrics
         )
-        let credentialCheck = checkCredentialsAtStart && !apiClients.isEmpty
+        let credentialCheck =
+            checkCredentialsAtStart && !apiClients.isEmpty
             ? CredentialCheckService(clients: apiClients, logger: logger, metrics: exporter.metrics) : nil
         if let credentialCheck { services.append(credentialCheck) }
         if let days = configuration.retention.rawPayloadDays {
@@ -117,13 +121,16 @@ package enum StorekeeperApplication {
         if configuration.recovery.enabled, !apiClients.isEmpty {
             let settings = configuration.recovery.settings
             let recoveries = apiClients.sorted { $0.key.description < $1.key.description }.map { app, client in
-                NotificationRecovery(app: app, client: client, ingester: ingester, settings: settings, logger: logger, metrics: exporter.metrics, now: now)
+                NotificationRecovery(
+                    app: app, client: client, ingester: ingester, settings: settings, logger: logger, metrics: exporter.metrics, now: now)
             }
-            services.append(NotificationRecoveryService(recoveries: recoveries, store: store, leaseDuration: configuration.jobLeaseDuration, logger: logger))
+            services.append(
+                NotificationRecoveryService(recoveries: recoveries, store: store, leaseDuration: configuration.jobLeaseDuration, logger: logger))
         }
         return Application(
             router: buildRouter(
-                store: store, configuration: configuration, verifiers: verifiers, logger: logger, exporter: exporter, now: now, apiClients: apiClients,
+                store: store, configuration: configuration, verifiers: verifiers, logger: logger, exporter: exporter, now: now,
+                apiClients: apiClients,
                 credentialCheck: credentialCheck, ingester: ingester
             ),
             server: .guardedHTTP1(limits: configuration.http),
@@ -214,7 +221,8 @@ struct UnmatchedRouteMiddleware<Context: RequestContext>: RouterMiddleware {
             let path = UntrustedText.escaped(request.uri.path, limit: 256)
             let method = UntrustedText.escaped(request.method.rawValue, limit: 32)
             if let allowed = Self.allowedMethod(for: request.uri.path), allowed != request.method {
-                throw APIError(.methodNotAllowed, .methodNotAllowed, "\(path) takes \(allowed.rawValue), not \(method)", headers: [.allow: allowed.rawValue])
+                throw APIError(
+                    .methodNotAllowed, .methodNotAllowed, "\(path) takes \(allowed.rawValue), not \(method)", headers: [.allow: allowed.rawValue])
             }
             throw APIError(.notFound, .noSuchRoute, "nothing is served at \(method) \(path)")
         }

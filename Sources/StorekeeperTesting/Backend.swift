@@ -1,5 +1,5 @@
-package import Foundation
-package import StorekeeperCore
+import Foundation
+import StorekeeperCore
 import StorekeeperPostgres
 import StorekeeperSQLite
 

@@ -1,6 +1,6 @@
+import AppStoreModels
 package import StorekeeperCore
 package import Synchronization
-import AppStoreModels
 
 /// A ledger held in memory, through the row operations a backend implements.
 package final class InMemoryTransaction: LedgerWriteTransaction, Sendable {
@@ -25,7 +25,9 @@ package final class InMemoryTransaction: LedgerWriteTransaction, Sendable {
 
     package func write(_ changes: LedgerChanges) throws {
         ledger.withLock { held in
-            for transaction in changes.transactions { held.transactions[LedgerKey(transaction.info.environment!, transaction.info.transactionId)] = transaction }
+            for transaction in changes.transactions {
+                held.transactions[LedgerKey(transaction.info.environment!, transaction.info.transactionId)] = transaction
+            }
             for subscription in changes.subscriptions { held.subscriptions[subscription.key] = subscription }
             held.explicitLinks.merge(changes.links) { $1 }
             held.tokenOwners.merge(changes.tokenOwners) { $1 }

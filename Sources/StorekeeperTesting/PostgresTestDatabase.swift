@@ -1,7 +1,7 @@
-package import Foundation
+import Foundation
 import Logging
 package import PostgresNIO
-package import StorekeeperCore
+import StorekeeperCore
 package import StorekeeperPostgres
 import Synchronization
 
@@ -70,14 +70,16 @@ package enum PostgresTestDatabase {
     /// A new, empty database on the test server, dropped after the test when it runs in ``droppingCreated(_:failed:)``.
     package static func create() async throws -> PostgresDatabaseURL {
         guard let base = url else { throw NotConfigured() }
-        let created = try await base.creatingDatabase(named: "storekeeper_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16))
+        let created = try await base.creatingDatabase(
+            named: "storekeeper_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16))
         Self.created?.urls.withLock { $0.append(created) }
         return created
     }
 
     /// Runs `body` with a client of `url`'s database.
     package static func withClient<T: Sendable>(_ url: PostgresDatabaseURL, _ body: @Sendable (PostgresClient) async throws -> T) async throws -> T {
-        let client = PostgresClient(configuration: try url.clientConfigurationForTests(), backgroundLogger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let client = PostgresClient(
+            configuration: try url.clientConfigurationForTests(), backgroundLogger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             defer { group.cancelAll() }

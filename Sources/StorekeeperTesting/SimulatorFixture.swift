@@ -1,7 +1,7 @@
 package import AppStoreModels
 package import AppStoreSigning
 package import AppStoreSimulator
-package import Foundation
+import Foundation
 package import StorekeeperCore
 
 /// A lifecycle engine on the sample catalog and a verifier that trusts its authority (``TestAppStore``): every
@@ -61,7 +61,8 @@ package struct SimulatorFixture {
     }
 
     @discardableResult
-    package mutating func buy(_ customer: String, _ product: String, offer: String? = nil, quantity: Int = 1) throws -> LifecycleEngine.PurchaseResult {
+    package mutating func buy(_ customer: String, _ product: String, offer: String? = nil, quantity: Int = 1) throws -> LifecycleEngine.PurchaseResult
+    {
         try engine.purchase(.init(customerId: customer, productId: product, quantity: quantity, offerId: offer))
     }
 
@@ -89,11 +90,12 @@ package struct SimulatorFixture {
             guard verified.payload.notificationUUID == record.notificationUUID else {
                 throw UUIDMismatch(recorded: record.notificationUUID, verified: verified.payload.notificationUUID)
             }
-            seen.append(Seen(
-                type: verified.payload.notificationType, subtype: verified.payload.subtype,
-                status: verified.payload.data?.status, transaction: verified.transaction?.payload,
-                renewal: verified.renewalInfo?.payload, payload: verified.payload
-            ))
+            seen.append(
+                Seen(
+                    type: verified.payload.notificationType, subtype: verified.payload.subtype,
+                    status: verified.payload.data?.status, transaction: verified.transaction?.payload,
+                    renewal: verified.renewalInfo?.payload, payload: verified.payload
+                ))
         }
         return seen
     }

@@ -147,7 +147,8 @@ struct APIHistory: AsyncParsableCommand {
     @OptionGroup var options: APIOptions
     @Argument(help: "Any transaction ID of the customer.") var transactionId: String
     @Option(name: .customLong("product-id")) var productIds: [String] = []
-    @Option(name: .customLong("product-type"), help: "Auto-Renewable Subscription, Non-Consumable, Consumable, Non-Renewing Subscription.") var productTypes: [String] = []
+    @Option(name: .customLong("product-type"), help: "Auto-Renewable Subscription, Non-Consumable, Consumable, Non-Renewing Subscription.")
+    var productTypes: [String] = []
     @Option(name: .customLong("group")) var groups: [String] = []
     @Option(help: "ascending or descending.") var sort: String?
     @Option(help: "true or false.") var revoked: Bool?
@@ -191,7 +192,8 @@ struct APIStatuses: AsyncParsableCommand {
     func run() async throws {
         try await reportingFailures {
             let client = try options.makeClient()
-            try await options.print(try await client.allSubscriptionStatuses(transactionId, status: status.map(SubscriptionStatus.init(rawValue:))), client: client)
+            try await options.print(
+                try await client.allSubscriptionStatuses(transactionId, status: status.map(SubscriptionStatus.init(rawValue:))), client: client)
         }
     }
 }
@@ -244,7 +246,8 @@ struct APIExtend: AsyncParsableCommand {
 }
 
 struct APIMassExtend: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "mass-extend", abstract: "Extend Subscription Renewal Dates for All Active Subscribers.")
+    static let configuration = CommandConfiguration(
+        commandName: "mass-extend", abstract: "Extend Subscription Renewal Dates for All Active Subscribers.")
     @OptionGroup var options: APIOptions
     @Option var product: String
     @Option var days: Int
@@ -264,7 +267,8 @@ struct APIMassExtend: AsyncParsableCommand {
 }
 
 struct APIMassExtendStatus: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "mass-extend-status", abstract: "Get Status of Subscription Renewal Date Extensions.")
+    static let configuration = CommandConfiguration(
+        commandName: "mass-extend-status", abstract: "Get Status of Subscription Renewal Date Extensions.")
     @OptionGroup var options: APIOptions
     @Option var product: String
     @Option(name: .customLong("request-id")) var requestID: String
@@ -290,11 +294,13 @@ struct APIConsumption: AsyncParsableCommand {
     func run() async throws {
         try await reportingFailures {
             let client = try options.makeClient()
-            try await client.sendConsumptionInformation(transactionId, .init(
-                customerConsented: consented, deliveryStatus: try known(DeliveryStatus.self, deliveryStatus, flag: "--delivery-status"),
-                sampleContentProvided: sampleContentProvided, consumptionPercentage: percentage,
-                refundPreference: try refundPreference.map { try known(RefundPreference.self, $0, flag: "--refund-preference") }
-            ))
+            try await client.sendConsumptionInformation(
+                transactionId,
+                .init(
+                    customerConsented: consented, deliveryStatus: try known(DeliveryStatus.self, deliveryStatus, flag: "--delivery-status"),
+                    sampleContentProvided: sampleContentProvided, consumptionPercentage: percentage,
+                    refundPreference: try refundPreference.map { try known(RefundPreference.self, $0, flag: "--refund-preference") }
+                ))
             print(#"{"accepted": true}"#)
         }
     }

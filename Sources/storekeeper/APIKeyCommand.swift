@@ -18,7 +18,9 @@ struct APIKeyCommand: ParsableCommand {
             throw ValidationError("--scope must be app or admin")
         }
         if parsed == .app && bundleID == nil { throw ValidationError("an app key needs --bundle-id") }
-        if parsed == .admin && bundleID != nil { throw ValidationError("an admin key acts for every app: leave --bundle-id out, or give --scope app") }
+        if parsed == .admin && bundleID != nil {
+            throw ValidationError("an admin key acts for every app: leave --bundle-id out, or give --scope app")
+        }
         let key = Self.newKey()
         let entry = ServerConfiguration.APIKey(name: name, sha256: ServerConfiguration.hash(apiKey: key), scope: parsed, bundleId: bundleID)
         let encoder = JSONEncoder()
@@ -31,7 +33,8 @@ struct APIKeyCommand: ParsableCommand {
     /// A new random API key: `sk_` and 256 random bits in base64url.
     static func newKey() -> String {
         let bytes = SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) }
-        return "sk_" + bytes.base64EncodedString().replacingOccurrences(of: "+", with: "-")
+        return "sk_"
+            + bytes.base64EncodedString().replacingOccurrences(of: "+", with: "-")
             .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
     }
 }

@@ -1,8 +1,8 @@
 import AppStoreModels
 import ArgumentParser
-import StorekeeperPostgres
 import Foundation
 import StorekeeperBenchmarks
+import StorekeeperPostgres
 
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -14,7 +14,8 @@ struct BenchCommand: AsyncParsableCommand {
     struct VerifyBench: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "verify",
-            abstract: "Verifications per second on one core: warm cache, no cache, whole notification, raw P-256; and decodes per second of its nested payloads, by JSONDecoder and by the read path's decoders."
+            abstract:
+                "Verifications per second on one core: warm cache, no cache, whole notification, raw P-256; and decodes per second of its nested payloads, by JSONDecoder and by the read path's decoders."
         )
 
         @Option(help: "Seconds per measurement (six measurements).")
@@ -58,11 +59,12 @@ struct BenchCommand: AsyncParsableCommand {
         var appAccountTokens = false
         @Option(help: "Consumable purchases each customer makes besides (more purchases per read).") var consumables: Int = 0
         @Option(help: "Notifications per second posted during the reads, each changing one customer's answer.") var writeRate: Double = 0
-        @Option(help: ArgumentHelp(
-            "Before measuring, keep the seeded server up this many seconds for another load generator (e.g. wrk); "
-                + "its API key is read from STOREKEEPER_BENCH_API_KEY.",
-            valueName: "seconds"
-        ))
+        @Option(
+            help: ArgumentHelp(
+                "Before measuring, keep the seeded server up this many seconds for another load generator (e.g. wrk); "
+                    + "its API key is read from STOREKEEPER_BENCH_API_KEY.",
+                valueName: "seconds"
+            ))
         var externalLoad: Double?
         @OptionGroup var storage: BenchStorageOptions
 
@@ -163,26 +165,30 @@ struct BenchCommand: AsyncParsableCommand {
         }
 
         func run() async throws {
-            try JSONOutput.print(try await ReconcileBenchmark.run(
-                subscriptions: subscriptions, environment: AppStoreEnvironment(rawValue: environment), concurrency: concurrency
-            ))
+            try JSONOutput.print(
+                try await ReconcileBenchmark.run(
+                    subscriptions: subscriptions, environment: AppStoreEnvironment(rawValue: environment), concurrency: concurrency
+                ))
         }
     }
 }
 
 /// Where `bench ingest` and `bench entitlements` keep the ledger.
 struct BenchStorageOptions: ParsableArguments {
-    @Option(help: ArgumentHelp(
-        "A PostgreSQL server (postgres://…) on which the run creates, and then drops, a database of its own; "
-            + "by default a temporary SQLite file.",
-        valueName: "url"
-    ))
+    @Option(
+        help: ArgumentHelp(
+            "A PostgreSQL server (postgres://…) on which the run creates, and then drops, a database of its own; "
+                + "by default a temporary SQLite file.",
+            valueName: "url"
+        ))
     var database: String?
     @Option(help: "Servers sharing the PostgreSQL database, the clients spread over them (PostgreSQL only).") var instances: Int = 1
 
     func validate() throws {
         guard (1...16).contains(instances) else { throw ValidationError("--instances must be 1 to 16") }
-        if let database, !PostgresDatabaseURL.isPostgres(database) { throw ValidationError("--database must be a postgres:// URL (the default is SQLite)") }
+        if let database, !PostgresDatabaseURL.isPostgres(database) {
+            throw ValidationError("--database must be a postgres:// URL (the default is SQLite)")
+        }
         if instances > 1, database == nil { throw ValidationError("--instances needs --database postgres://… (one SQLite file has one server)") }
     }
 

@@ -52,19 +52,25 @@ struct ConfigCheck: AsyncParsableCommand {
                     var settings: [ServerConfiguration.Setting]
                     var credentials: [CredentialCheck.Result]?
                 }
-                try JSONOutput.print(Output(file: config, valid: results.allSatisfy { $0.outcome != .refused }, settings: check.settings, credentials: online ? results : nil))
+                try JSONOutput.print(
+                    Output(
+                        file: config, valid: results.allSatisfy { $0.outcome != .refused }, settings: check.settings,
+                        credentials: online ? results : nil))
             } else {
                 print("\(config): valid. What `storekeeper serve` runs with ([file]: set in the file; [default]: not set there):")
                 print(check.text)
                 print("")
                 print("trusted roots read: \(verifiers.count) app and environment verifier(s)")
-                print("App Store Server API keys loaded: \(keys.count)"
-                    + (keys.isEmpty ? " (no serverAPI credentials: notification recovery and reconciliation are off)" : ""))
+                print(
+                    "App Store Server API keys loaded: \(keys.count)"
+                        + (keys.isEmpty ? " (no serverAPI credentials: notification recovery and reconciliation are off)" : ""))
                 for app in configuration.apps where app.serverAPI.isEmpty && !keys.isEmpty {
                     print("note: app '\(app.bundleId)' has no serverAPI credentials: its missed notifications are not recovered")
                 }
                 if configuration.apiKeys.isEmpty { print("note: no API keys: the app API (/v1/customers/…) refuses every request") }
-                if !configuration.recovery.enabled && !keys.isEmpty { print("note: recovery.enabled is false: missed notifications are not recovered") }
+                if !configuration.recovery.enabled && !keys.isEmpty {
+                    print("note: recovery.enabled is false: missed notifications are not recovered")
+                }
                 for result in results {
                     print("credentials \(result.bundleId) \(result.environment): \(result.outcome.rawValue): \(result.detail)")
                 }

@@ -21,13 +21,16 @@ struct DemoCommand: AsyncParsableCommand {
         if signedDataOnly { return try await runSignedData() }
         let rows = try await DemoRunner(print: { Swift.print($0) }).run()
         let width = max(10, rows.map(\.customerId.count).max() ?? 0)
-        print("customer".padding(toLength: width, withPad: " ", startingAt: 0) + "  storekeeper                      simulator ground truth           match")
+        print(
+            "customer".padding(toLength: width, withPad: " ", startingAt: 0)
+                + "  storekeeper                      simulator ground truth           match")
         for row in rows {
             let mine = row.storekeeper.isEmpty ? "(none)" : row.storekeeper.joined(separator: ", ")
             let truth = row.groundTruth.isEmpty ? "(none)" : row.groundTruth.joined(separator: ", ")
-            print(row.customerId.padding(toLength: width, withPad: " ", startingAt: 0) + "  "
-                + mine.padding(toLength: 32, withPad: " ", startingAt: 0) + " "
-                + truth.padding(toLength: 32, withPad: " ", startingAt: 0) + " " + (row.matches ? "✓" : "✗"))
+            print(
+                row.customerId.padding(toLength: width, withPad: " ", startingAt: 0) + "  "
+                    + mine.padding(toLength: 32, withPad: " ", startingAt: 0) + " "
+                    + truth.padding(toLength: 32, withPad: " ", startingAt: 0) + " " + (row.matches ? "✓" : "✗"))
         }
         let mismatches = rows.filter { !$0.matches }.count
         guard mismatches == 0 else {
@@ -156,10 +159,11 @@ struct DemoLifecycle {
                 status: status
             )
             steps.append(
-                Step(payload: NotificationPayload(
-                    notificationType: type, subtype: subtype, notificationUUID: UUID().uuidString.lowercased(),
-                    signedDate: date, data: data
-                ))
+                Step(
+                    payload: NotificationPayload(
+                        notificationType: type, subtype: subtype, notificationUUID: UUID().uuidString.lowercased(),
+                        signedDate: date, data: data
+                    ))
             )
         }
         let first = transaction(period, at: start, reason: .purchase)
@@ -168,7 +172,8 @@ struct DemoLifecycle {
         let renewed = transaction(period, at: start.addingTimeInterval(month), reason: .renewal)
         try add(.didRenew, nil, .active, at: renewed.purchaseDate, transaction: renewed)
         let failedAt = start.addingTimeInterval(2 * month)
-        try add(.didFailToRenew, .gracePeriod, .billingGracePeriod, at: failedAt, transaction: renewed,
+        try add(
+            .didFailToRenew, .gracePeriod, .billingGracePeriod, at: failedAt, transaction: renewed,
             grace: failedAt.addingTimeInterval(16 * 86_400))
         period += 1
         let recovered = transaction(period, at: failedAt.addingTimeInterval(3 * 86_400), reason: .renewal)

@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
-import UnixSignals
 import Synchronization
+import UnixSignals
 
 /// Ctrl-C (SIGINT) and SIGTERM for the long commands (`recover`, `reconcile`): the first stops the work (its task
 /// is cancelled, so that it gives its job lease back and says what it had done), a second ends the process at once.
@@ -29,7 +29,8 @@ final class Interruption: Sendable {
                     FileHandle.standardError.write(Data("\nstopped at once\n".utf8))
                     exit(128 + (signal == .sigint ? SIGINT : SIGTERM))
                 }
-                FileHandle.standardError.write(Data("\nstopping: giving the job's lease back and printing what was done (again to quit at once)\n".utf8))
+                FileHandle.standardError.write(
+                    Data("\nstopping: giving the job's lease back and printing what was done (again to quit at once)\n".utf8))
                 work.cancel()
             }
         }

@@ -1,14 +1,15 @@
 import Foundation
+import Logging
+import StorekeeperCore
+import StorekeeperPostgres
+import StorekeeperSQLite
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Logging
-import Synchronization
-import StorekeeperCore
-import StorekeeperPostgres
-import StorekeeperSQLite
 
 /// The ledger a command works on, from `--database`: a `postgres://` URL (PostgreSQL, for several instances) or a
 /// file path (SQLite, the default).
@@ -73,7 +74,8 @@ struct LedgerDatabase {
     private static func missing(_ database: String) -> CLIError {
         CLIError(
             code: "no-such-ledger",
-            message: "no SQLite ledger at \(database): check --database (it is a file path or a postgres:// URL; only `storekeeper serve` creates a new ledger)"
+            message:
+                "no SQLite ledger at \(database): check --database (it is a file path or a postgres:// URL; only `storekeeper serve` creates a new ledger)"
         )
     }
 
@@ -130,7 +132,8 @@ struct LedgerDatabase {
     }
 
     /// `--database`'s help.
-    static let help = "SQLite database file, or a postgres:// URL; without a password in it, PGPASSWORD or the password file (PGPASSFILE, else ~/.pgpass) gives one (see Sources/StorekeeperServer/Documentation.docc/PostgreSQL.md)."
+    static let help =
+        "SQLite database file, or a postgres:// URL; without a password in it, PGPASSWORD or the password file (PGPASSFILE, else ~/.pgpass) gives one (see Sources/StorekeeperServer/Documentation.docc/PostgreSQL.md)."
 }
 
 /// Says `true` the first time it is asked, `false` after.

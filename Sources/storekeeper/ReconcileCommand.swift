@@ -47,7 +47,9 @@ struct ReconcileCommand: AsyncParsableCommand {
         do {
             let configuration = try ServerConfiguration.load(path: config)
             if let bundleId, !configuration.apps.contains(where: { $0.bundleId == bundleId }) {
-                throw CLIError(code: "unknown-app", message: "no app '\(bundleId.prefix(128))' in \(config) (apps: \(configuration.apps.map(\.bundleId).joined(separator: ", ")))")
+                throw CLIError(
+                    code: "unknown-app",
+                    message: "no app '\(bundleId.prefix(128))' in \(config) (apps: \(configuration.apps.map(\.bundleId).joined(separator: ", ")))")
             }
             let verifiers = try configuration.makeVerifiers()
             var logger = Logger(label: "storekeeper")
@@ -58,7 +60,8 @@ struct ReconcileCommand: AsyncParsableCommand {
             guard !clients.isEmpty else {
                 throw CLIError(code: "no-credentials", message: "no app in \(config) matching the options has serverAPI credentials")
             }
-            let scope: Reconciler.Scope = customer.map { .customer($0) } ?? originalTransactionId.map { .originalTransactionId($0) } ?? .allSubscriptions
+            let scope: Reconciler.Scope =
+                customer.map { .customer($0) } ?? originalTransactionId.map { .originalTransactionId($0) } ?? .allSubscriptions
             let failed = try await LedgerDatabase.withOpened(database, access: .existing, logger: logger) { ledger in
                 let store = ledger.store
                 var failed = false
@@ -69,15 +72,22 @@ struct ReconcileCommand: AsyncParsableCommand {
                     let progress: (@Sendable (Reconciler.Progress) -> Void)?
                     if let bar { progress = { bar.show($0) } } else { progress = nil }
                     // One `reconcile --all` per app at a time on one ledger (each paces itself to Apple's whole limit).
-                    let lease = all ? JobLease(store: store, job: "reconcile all \(app.bundleId) \(app.environment.rawValue)", duration: configuration.jobLeaseDuration) : nil
+                    let lease =
+                        all
+                        ? JobLease(
+                            store: store, job: "reconcile all \(app.bundleId) \(app.environment.rawValue)", duration: configuration.jobLeaseDuration)
+                        : nil
                     do {
                         if let lease, try await !lease.acquire() {
                             let holder = await lease.holderNow().map { " (\($0))" } ?? ""
-                            throw CLIError(code: "job-running", message: "another `storekeeper reconcile --all` for \(app) is running on this ledger\(holder)")
+                            throw CLIError(
+                                code: "job-running", message: "another `storekeeper reconcile --all` for \(app) is running on this ledger\(holder)")
                         }
                         let dryRun = self.dryRun
                         let report = try await interruption.run {
-                            if let lease { return try await lease.whileHolding { try await reconciler.reconcile(scope, dryRun: dryRun, progress: progress) } }
+                            if let lease {
+                                return try await lease.whileHolding { try await reconciler.reconcile(scope, dryRun: dryRun, progress: progress) }
+                            }
                             return try await reconciler.reconcile(scope, dryRun: dryRun, progress: progress)
                         }
                         await lease?.release()
@@ -89,11 +99,13 @@ struct ReconcileCommand: AsyncParsableCommand {
                         bar?.finish()
                         try JSONOutput.print(stopped.report)
                         let why = interruption.signal != nil ? "interrupted" : "\(stopped.cause)"
-                        FileHandle.standardError.write(Data("""
-                            error: \(app): reconcile stopped after \(stopped.report.checked) of \(stopped.report.purchases) purchases \
-                            (\(stopped.report.recordsChanged) records repaired, kept): \(why)
+                        FileHandle.standardError.write(
+                            Data(
+                                """
+                                error: \(app): reconcile stopped after \(stopped.report.checked) of \(stopped.report.purchases) purchases \
+                                (\(stopped.report.recordsChanged) records repaired, kept): \(why)
 
-                            """.utf8))
+                                """.utf8))
                     } catch is Reconciler.UnknownCustomer {
                         failed = true
                         FileHandle.standardError.write(Data("error: \(app): no customer '\(customer?.prefix(128) ?? "")' in this ledger\n".utf8))

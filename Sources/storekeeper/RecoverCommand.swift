@@ -41,14 +41,17 @@ struct RecoverCommand: AsyncParsableCommand {
             let since = try since.map(parseDate)
             // A date somewhat ahead may be the past of an App Store whose clock is ahead (a simulator's); a year ahead is not.
             if let since, since > Date().addingTimeInterval(366 * 86_400) {
-                throw CLIError(code: "invalid-option", message: "--since \(since.formatted(.iso8601)) is more than a year in the future: give the date from which to read the history")
+                throw CLIError(
+                    code: "invalid-option",
+                    message: "--since \(since.formatted(.iso8601)) is more than a year in the future: give the date from which to read the history")
             }
             let failed = try await LedgerDatabase.withOpened(database, access: .existing, logger: logger) { ledger in
                 let store = ledger.store
                 let ingester = NotificationIngester(store: store, verifiers: verifiers, configuration: configuration, logger: logger)
                 var failed = false
                 for (app, client) in clients.sorted(by: { $0.key.description < $1.key.description }) where interruption.signal == nil {
-                    let recovery = NotificationRecovery(app: app, client: client, ingester: ingester, settings: configuration.recovery.settings, logger: logger)
+                    let recovery = NotificationRecovery(
+                        app: app, client: client, ingester: ingester, settings: configuration.recovery.settings, logger: logger)
                     // A server on the same ledger may be running this job: one caller of Apple at a time.
                     let lease = JobLease(store: store, job: NotificationRecoveryService.jobName(app), duration: configuration.jobLeaseDuration)
                     do {
@@ -56,10 +59,13 @@ struct RecoverCommand: AsyncParsableCommand {
                         if !held, dryRun, let beside = besideClients[app] {
                             // A dry run changes nothing: it may look beside the server's job, more slowly.
                             let holder = await lease.holderNow().map { " (\($0))" } ?? ""
-                            FileHandle.standardError.write(Data(
-                                "note: \(app): a server on this ledger runs the recovery job\(holder); this dry run reads beside it at a quarter of Apple's rate limits\n".utf8
-                            ))
-                            let looking = NotificationRecovery(app: app, client: beside, ingester: ingester, settings: configuration.recovery.settings, logger: logger)
+                            FileHandle.standardError.write(
+                                Data(
+                                    "note: \(app): a server on this ledger runs the recovery job\(holder); this dry run reads beside it at a quarter of Apple's rate limits\n"
+                                        .utf8
+                                ))
+                            let looking = NotificationRecovery(
+                                app: app, client: beside, ingester: ingester, settings: configuration.recovery.settings, logger: logger)
                             let report = try await interruption.run { try await looking.run(since: since, dryRun: true) }
                             try JSONOutput.print(report)
                             continue
@@ -73,29 +79,36 @@ struct RecoverCommand: AsyncParsableCommand {
                             )
                         }
                         let dryRun = self.dryRun
-                        let report = try await interruption.run { try await lease.whileHolding { try await recovery.run(since: since, dryRun: dryRun) } }
+                        let report = try await interruption.run {
+                            try await lease.whileHolding { try await recovery.run(since: since, dryRun: dryRun) }
+                        }
                         await lease.release()
                         try JSONOutput.print(report)
                         if !report.complete, let lost = report.uncovered {
                             failed = true
-                            FileHandle.standardError.write(Data("""
-                                error: \(app): the run could not cover its window: the App Store's history no longer holds \(lost.start.formatted(.iso8601)) to \
-                                \(lost.end.formatted(.iso8601)); notifications of that time this server did not receive are lost \
-                                (reconcile the customers to repair their purchases)
+                            FileHandle.standardError.write(
+                                Data(
+                                    """
+                                    error: \(app): the run could not cover its window: the App Store's history no longer holds \(lost.start.formatted(.iso8601)) to \
+                                    \(lost.end.formatted(.iso8601)); notifications of that time this server did not receive are lost \
+                                    (reconcile the customers to repair their purchases)
 
-                                """.utf8))
+                                    """.utf8))
                         }
                     } catch let stopped as NotificationRecovery.Stopped {
                         failed = true
                         await lease.release()
                         try JSONOutput.print(stopped.report)
                         let why = interruption.signal != nil ? "interrupted" : "\(stopped.cause)"
-                        let watermark = stopped.report.watermarkAfter == nil
+                        let watermark =
+                            stopped.report.watermarkAfter == nil
                             ? "the watermark did not move"
                             : "the watermark moved with the history's last page; the pass over failed deliveries did not finish"
-                        FileHandle.standardError.write(Data(
-                            "error: \(app): recovery stopped after \(stopped.report.pages) page(s), \(stopped.report.applied) applied (kept; \(watermark)): \(why)\n".utf8
-                        ))
+                        FileHandle.standardError.write(
+                            Data(
+                                "error: \(app): recovery stopped after \(stopped.report.pages) page(s), \(stopped.report.applied) applied (kept; \(watermark)): \(why)\n"
+                                    .utf8
+                            ))
                     } catch {
                         failed = true
                         FileHandle.standardError.write(Data("error: \(app): \(error)\n".utf8))

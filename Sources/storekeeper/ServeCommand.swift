@@ -77,7 +77,9 @@ struct ServeCommand: AsyncParsableCommand {
             let store = ledger.store
             logger.info(
                 ledger.migrationsApplied.isEmpty ? "database opened, schema up to date" : "database migrated",
-                metadata: ["database": .string(ledger.description), "database.migrations_applied": .array(ledger.migrationsApplied.map { .string($0) })]
+                metadata: [
+                    "database": .string(ledger.description), "database.migrations_applied": .array(ledger.migrationsApplied.map { .string($0) }),
+                ]
             )
             let app = StorekeeperApplication.buildApplication(
                 store: store, configuration: configuration, verifiers: verifiers,
@@ -85,9 +87,10 @@ struct ServeCommand: AsyncParsableCommand {
                 ownsStore: true, afterStoreClosed: { await ledger.close() }, checkCredentialsAtStart: true,
                 onServerRunning: { port in
                     // Written unbuffered, so a supervisor reading the pipe learns the port at once.
-                    FileHandle.standardOutput.write(Data(
-                        "Storekeeper on http://\(host):\(port) (webhook: /appstore/notifications, app API: /v1/customers/…)\n".utf8
-                    ))
+                    FileHandle.standardOutput.write(
+                        Data(
+                            "Storekeeper on http://\(host):\(port) (webhook: /appstore/notifications, app API: /v1/customers/…)\n".utf8
+                        ))
                 }
             )
             do {
@@ -126,11 +129,15 @@ struct ServeCommand: AsyncParsableCommand {
                 .bind(host: host, port: port).get()
             try await channel.close()
         } catch let error as IOError where error.errnoCode == EADDRINUSE {
-            throw CLIError(code: "port-in-use", message: "port \(port) on \(host) is in use by another process (another server?): stop it, or give --port")
+            throw CLIError(
+                code: "port-in-use", message: "port \(port) on \(host) is in use by another process (another server?): stop it, or give --port")
         } catch let error as IOError where error.errnoCode == EACCES {
-            throw CLIError(code: "port-refused", message: "this process may not listen on port \(port) (ports below 1024 need privileges): give --port")
+            throw CLIError(
+                code: "port-refused", message: "this process may not listen on port \(port) (ports below 1024 need privileges): give --port")
         } catch let error as IOError where error.errnoCode == EADDRNOTAVAIL {
-            throw CLIError(code: "no-such-address", message: "\(host) is not an address of this machine: give --host (127.0.0.1, 0.0.0.0, or one of its addresses)")
+            throw CLIError(
+                code: "no-such-address",
+                message: "\(host) is not an address of this machine: give --host (127.0.0.1, 0.0.0.0, or one of its addresses)")
         } catch {
             throw CLIError(code: "cannot-listen", message: "cannot listen on \(host):\(port): \(error)")
         }

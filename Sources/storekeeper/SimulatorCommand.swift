@@ -38,7 +38,8 @@ struct DirectoryOptions: ParsableArguments {
     /// Takes the directory's lock (`DIR/simulator.lock`) for the process's life: one simulator per directory, since
     /// two would each keep their own clock and counters and corrupt the state they share.
     func lock(purpose: String) throws -> ExclusiveLock {
-        guard FileManager.default.fileExists(atPath: directory.databaseFile.path) || FileManager.default.fileExists(atPath: directory.stateFile.path) else {
+        guard FileManager.default.fileExists(atPath: directory.databaseFile.path) || FileManager.default.fileExists(atPath: directory.stateFile.path)
+        else {
             throw CLIError(code: "no-such-simulator", message: "no simulator in \(dir): make one with `storekeeper simulator init \(dir)`")
         }
         do {
@@ -100,7 +101,8 @@ struct SimulatorInit: AsyncParsableCommand {
             let directory = try SimulatorDirectory.initialize(at: URL(fileURLWithPath: dir), environment: parsed, renewalRate: rate)
             let key = try directory.loadAPIKeyInfo()
             try writeServerConfiguration(directory, key: key, environment: parsed)
-            print("""
+            print(
+                """
                 simulator written to \(dir)
                   catalog:      \(directory.catalogFile.path)
                   trust root:   \(directory.rootCertificateFile.path)   (storekeeper verify --root …)
@@ -127,9 +129,12 @@ struct SimulatorInit: AsyncParsableCommand {
             apps: catalog.apps.map { app in
                 .init(
                     bundleId: app.bundleId, appAppleId: app.appAppleId, environments: [environment], trustedRoots: ["ca/root.pem"],
-                    serverAPI: [environment.rawValue: .init(
-                        issuerId: key.issuerId, keyId: key.keyId, privateKeyFile: "api/AuthKey_\(key.keyId).p8", baseURL: "http://127.0.0.1:\(port)"
-                    )]
+                    serverAPI: [
+                        environment.rawValue: .init(
+                            issuerId: key.issuerId, keyId: key.keyId, privateKeyFile: "api/AuthKey_\(key.keyId).p8",
+                            baseURL: "http://127.0.0.1:\(port)"
+                        )
+                    ]
                 )
             },
             entitlements: EntitlementConfiguration(subscriptionLevels: levels),
@@ -152,9 +157,11 @@ struct SimulatorInit: AsyncParsableCommand {
 }
 
 func parseEnvironment(_ text: String) throws -> AppStoreEnvironment {
-    guard let environment = [AppStoreEnvironment.sandbox, .production].first(where: {
-        $0.rawValue.caseInsensitiveCompare(text) == .orderedSame
-    }) else {
+    guard
+        let environment = [AppStoreEnvironment.sandbox, .production].first(where: {
+            $0.rawValue.caseInsensitiveCompare(text) == .orderedSame
+        })
+    else {
         throw CLIError(code: "invalid-option", message: "environment must be Sandbox or Production, not '\(text)'")
     }
     return environment
@@ -206,9 +213,10 @@ struct SimulatorServe: AsyncParsableCommand {
                 simulator: simulator, deliverer: deliverer, port: port, logger: logger,
                 onServerRunning: { port in
                     // Written at once (print is buffered when stdout is a pipe): a supervisor reads the port from it.
-                    FileHandle.standardOutput.write(Data(
-                        "App Store simulator on http://127.0.0.1:\(port) (API: /inApps/…, control: /simulator/v1/…)\n".utf8
-                    ))
+                    FileHandle.standardOutput.write(
+                        Data(
+                            "App Store simulator on http://127.0.0.1:\(port) (API: /inApps/…, control: /simulator/v1/…)\n".utf8
+                        ))
                 }
             )
             try await app.runService()
@@ -364,10 +372,12 @@ struct SimulatorBuy: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingFailures {
-            try await control.send(.POST, "/purchases", body: jsonBody([
-                "customerId": customer, "productId": product, "quantity": quantity, "offerId": offer,
-                "appAccountToken": appAccountToken,
-            ]))
+            try await control.send(
+                .POST, "/purchases",
+                body: jsonBody([
+                    "customerId": customer, "productId": product, "quantity": quantity, "offerId": offer,
+                    "appAccountToken": appAccountToken,
+                ]))
         }
     }
 }

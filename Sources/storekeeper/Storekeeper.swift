@@ -5,6 +5,9 @@ struct Storekeeper: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "storekeeper",
         abstract: "A self-hosted App Store purchase server, with a local App Store simulator.",
-        subcommands: [DemoCommand.self, ServeCommand.self, ConfigCommand.self, RecoverCommand.self, ReconcileCommand.self, BackupCommand.self, CopyCommand.self, APIKeyCommand.self, SimulatorCommand.self, APICommand.self, VerifyCommand.self, DecodeCommand.self, TokenCommand.self, BenchCommand.self]
+        subcommands: [
+            DemoCommand.self, ServeCommand.self, ConfigCommand.self, RecoverCommand.self, ReconcileCommand.self, BackupCommand.self, CopyCommand.self,
+            APIKeyCommand.self, SimulatorCommand.self, APICommand.self, VerifyCommand.self, DecodeCommand.self, TokenCommand.self, BenchCommand.self,
+        ]
     )
 }

@@ -60,9 +60,11 @@ struct VerificationReport: Encodable {
             "certificateChain": "x5c chain valid to a trusted root, with Apple's leaf and intermediate OIDs, " + summary(verified),
         ]
         let unchecked = Set(verified.uncheckedClaims)
-        checks["bundleId"] = unchecked.contains("bundleId")
+        checks["bundleId"] =
+            unchecked.contains("bundleId")
             ? "not checked (no --bundle-id)" : "checked: \(configuration.bundleID ?? "")"
-        checks["environment"] = unchecked.contains("environment")
+        checks["environment"] =
+            unchecked.contains("environment")
             ? "not checked (no --environment)" : "checked: \(configuration.environment?.rawValue ?? "")"
         if unchecked.contains("appAppleId") {
             checks["appAppleId"] = "not checked (no --app-apple-id)"

@@ -54,9 +54,11 @@ struct VerifyCommand: AsyncParsableCommand {
         configuration.bundleID = bundleID
         configuration.appAppleID = appAppleID
         if let environment {
-            guard let known = AppStoreEnvironment.knownValues.first(where: {
-                $0.rawValue.caseInsensitiveCompare(environment) == .orderedSame
-            }) else {
+            guard
+                let known = AppStoreEnvironment.knownValues.first(where: {
+                    $0.rawValue.caseInsensitiveCompare(environment) == .orderedSame
+                })
+            else {
                 throw CLIError(code: "invalid-option", message: "--environment must be Sandbox or Production, not '\(environment)'")
             }
             configuration.environment = known

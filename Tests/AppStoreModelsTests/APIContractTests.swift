@@ -18,17 +18,19 @@ struct APIContractTests {
         #expect(APIErrorCode.named(4_000_014)?.name == "InvalidPaginationTokenError")
     }
 
-    @Test("rate-limit families by path, with Apple's rates and sandbox at 10 %", arguments: [
-        ("/inApps/v2/history/2000000000000001", APIRateLimitFamily.general, 50.0),
-        ("/inApps/v1/subscriptions/2000000000000001", .general, 50),
-        ("/inApps/v1/notifications/history", .general, 50),
-        ("/inApps/v1/subscriptions/extend/2000000000000001", .extendAndToken, 20),
-        ("/inApps/v1/transactions/2000000000000001/appAccountToken", .extendAndToken, 20),
-        ("/inApps/v1/lookup/MTEST", .lookupAndRefunds, 10),
-        ("/inApps/v2/refund/lookup/2000000000000001", .lookupAndRefunds, 10),
-        ("/inApps/v1/subscriptions/extend/mass", .massAndTest, 1),
-        ("/inApps/v1/notifications/test", .massAndTest, 1),
-    ])
+    @Test(
+        "rate-limit families by path, with Apple's rates and sandbox at 10 %",
+        arguments: [
+            ("/inApps/v2/history/2000000000000001", APIRateLimitFamily.general, 50.0),
+            ("/inApps/v1/subscriptions/2000000000000001", .general, 50),
+            ("/inApps/v1/notifications/history", .general, 50),
+            ("/inApps/v1/subscriptions/extend/2000000000000001", .extendAndToken, 20),
+            ("/inApps/v1/transactions/2000000000000001/appAccountToken", .extendAndToken, 20),
+            ("/inApps/v1/lookup/MTEST", .lookupAndRefunds, 10),
+            ("/inApps/v2/refund/lookup/2000000000000001", .lookupAndRefunds, 10),
+            ("/inApps/v1/subscriptions/extend/mass", .massAndTest, 1),
+            ("/inApps/v1/notifications/test", .massAndTest, 1),
+        ])
     func families(path: String, family: APIRateLimitFamily, rate: Double) {
         #expect(APIRateLimitFamily.of(path: path) == family)
         #expect(family.rate(sandbox: false) == rate && family.rate(sandbox: true) == rate / 10)
@@ -51,14 +53,22 @@ struct APIContractTests {
 
     @Test("request rules: transaction IDs, extensions, request identifiers, storefronts, notification history bodies")
     func rules() {
-        #expect(APIRequestRules.isTransactionId("2000000000000001") && !APIRequestRules.isTransactionId("") && !APIRequestRules.isTransactionId("12a"))
+        #expect(
+            APIRequestRules.isTransactionId("2000000000000001") && !APIRequestRules.isTransactionId("") && !APIRequestRules.isTransactionId("12a"))
         #expect(!APIRequestRules.isTransactionId(String(repeating: "1", count: 21)) && !APIRequestRules.isTransactionId("١٢٣"))
-        #expect(APIRequestRules.isRequestIdentifier("x") && !APIRequestRules.isRequestIdentifier("") && !APIRequestRules.isRequestIdentifier(String(repeating: "x", count: 129)))
-        #expect(APIRequestRules.isStorefrontCountryCode("USA") && !APIRequestRules.isStorefrontCountryCode("usa") && !APIRequestRules.isStorefrontCountryCode("US"))
+        #expect(
+            APIRequestRules.isRequestIdentifier("x") && !APIRequestRules.isRequestIdentifier("")
+                && !APIRequestRules.isRequestIdentifier(String(repeating: "x", count: 129)))
+        #expect(
+            APIRequestRules.isStorefrontCountryCode("USA") && !APIRequestRules.isStorefrontCountryCode("usa")
+                && !APIRequestRules.isStorefrontCountryCode("US"))
         let now = Date()
         #expect(APIRequestRules.refusal(of: .init(startDate: now, endDate: now))?.code == .startDateAfterEndDate)
-        #expect(APIRequestRules.refusal(of: .init(startDate: now, endDate: now + 1, notificationType: .refund, transactionId: "1"))?.code == .multipleFiltersSupplied)
-        #expect(APIRequestRules.refusal(of: .init(startDate: now, endDate: now + 1, notificationSubtype: .voluntary))?.code == .invalidNotificationType)
+        #expect(
+            APIRequestRules.refusal(of: .init(startDate: now, endDate: now + 1, notificationType: .refund, transactionId: "1"))?.code
+                == .multipleFiltersSupplied)
+        #expect(
+            APIRequestRules.refusal(of: .init(startDate: now, endDate: now + 1, notificationSubtype: .voluntary))?.code == .invalidNotificationType)
         #expect(APIRequestRules.refusal(of: .init(startDate: now, endDate: now + 1, transactionId: "x"))?.code == .invalidTransactionId)
         #expect(APIRequestRules.refusal(of: .init(startDate: now, endDate: now + 1, onlyFailures: true)) == nil)
     }

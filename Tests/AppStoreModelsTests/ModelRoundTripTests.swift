@@ -1,6 +1,7 @@
-@testable import AppStoreModels
 import Foundation
 import Testing
+
+@testable import AppStoreModels
 
 @Suite("Models: decode and re-encode")
 struct ModelRoundTripTests {
@@ -110,13 +111,15 @@ struct ModelRoundTripTests {
         #expect(decoded.receiptType == .production)
     }
 
-    @Test("notifications with summary, externalPurchaseToken and appData round-trip", arguments: [
-        #"{"notificationType":"RENEWAL_EXTENSION","subtype":"SUMMARY","notificationUUID":"u","version":"2.0","signedDate":1,"summary":{"environment":"Production","appAppleId":1,"bundleId":"b","productId":"p","requestIdentifier":"r","storefrontCountryCodes":["USA","FRA"],"succeededCount":5,"failedCount":2}}"#,
-        #"{"notificationType":"EXTERNAL_PURCHASE_TOKEN","subtype":"ACTIVE_TOKEN_REMINDER","notificationUUID":"u","version":"2.0","signedDate":1,"externalPurchaseToken":{"externalPurchaseId":"SANDBOX_1","tokenCreationDate":1,"appAppleId":1,"bundleId":"b","tokenExpirationDate":2,"tokenType":"SERVICES"}}"#,
-        #"{"notificationType":"RESCIND_CONSENT","notificationUUID":"u","version":"2.0","signedDate":1,"appData":{"appAppleId":1,"bundleId":"b","environment":"Sandbox","signedAppTransactionInfo":"x.y.z"}}"#,
-        #"{"notificationType":"CONSUMPTION_REQUEST","notificationUUID":"u","version":"2.0","signedDate":1,"data":{"appAppleId":1,"bundleId":"b","bundleVersion":"7","environment":"Production","signedTransactionInfo":"a.b.c","consumptionRequestReason":"LEGAL","status":1}}"#,
-        #"{"notificationType":"BRAND_NEW_TYPE","subtype":"BRAND_NEW_SUBTYPE","notificationUUID":"u","version":"3.0","signedDate":1,"data":{"bundleId":"b","environment":"Sandbox","status":9,"consumptionRequestReason":"NEW_REASON"}}"#,
-    ])
+    @Test(
+        "notifications with summary, externalPurchaseToken and appData round-trip",
+        arguments: [
+            #"{"notificationType":"RENEWAL_EXTENSION","subtype":"SUMMARY","notificationUUID":"u","version":"2.0","signedDate":1,"summary":{"environment":"Production","appAppleId":1,"bundleId":"b","productId":"p","requestIdentifier":"r","storefrontCountryCodes":["USA","FRA"],"succeededCount":5,"failedCount":2}}"#,
+            #"{"notificationType":"EXTERNAL_PURCHASE_TOKEN","subtype":"ACTIVE_TOKEN_REMINDER","notificationUUID":"u","version":"2.0","signedDate":1,"externalPurchaseToken":{"externalPurchaseId":"SANDBOX_1","tokenCreationDate":1,"appAppleId":1,"bundleId":"b","tokenExpirationDate":2,"tokenType":"SERVICES"}}"#,
+            #"{"notificationType":"RESCIND_CONSENT","notificationUUID":"u","version":"2.0","signedDate":1,"appData":{"appAppleId":1,"bundleId":"b","environment":"Sandbox","signedAppTransactionInfo":"x.y.z"}}"#,
+            #"{"notificationType":"CONSUMPTION_REQUEST","notificationUUID":"u","version":"2.0","signedDate":1,"data":{"appAppleId":1,"bundleId":"b","bundleVersion":"7","environment":"Production","signedTransactionInfo":"a.b.c","consumptionRequestReason":"LEGAL","status":1}}"#,
+            #"{"notificationType":"BRAND_NEW_TYPE","subtype":"BRAND_NEW_SUBTYPE","notificationUUID":"u","version":"3.0","signedDate":1,"data":{"bundleId":"b","environment":"Sandbox","status":9,"consumptionRequestReason":"NEW_REASON"}}"#,
+        ])
     func otherNotifications(json: String) throws {
         let (decoded, original, again) = try Self.roundTrip(NotificationPayload.self, Data(json.utf8))
         #expect(original == again)
@@ -178,8 +181,10 @@ struct OpenWireValueTests {
 
     @Test("the spec's notification types and subtypes are all known")
     func specValues() {
-        for name in ["SUBSCRIBED", "DID_RENEW", "DID_FAIL_TO_RENEW", "GRACE_PERIOD_EXPIRED", "EXPIRED", "REFUND", "REVOKE",
-                     "REFUND_REVERSED", "CONSUMPTION_REQUEST", "ONE_TIME_CHARGE", "RESCIND_CONSENT", "MIGRATION"] {
+        for name in [
+            "SUBSCRIBED", "DID_RENEW", "DID_FAIL_TO_RENEW", "GRACE_PERIOD_EXPIRED", "EXPIRED", "REFUND", "REVOKE",
+            "REFUND_REVERSED", "CONSUMPTION_REQUEST", "ONE_TIME_CHARGE", "RESCIND_CONSENT", "MIGRATION",
+        ] {
             #expect(NotificationType(rawValue: name).isKnown, "\(name)")
         }
         #expect(NotificationSubtype(rawValue: "ACTIVE_TOKEN_REMINDER").isKnown)

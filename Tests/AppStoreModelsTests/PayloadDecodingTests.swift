@@ -85,27 +85,63 @@ struct PayloadDecodingTests {
 
     /// Edge cases, and whether the fast path reads them (`false`: it leaves them to JSONDecoder).
     static let edgeCases: [(json: String, fast: Bool)] = [
-        (#"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable","commitmentInfo":{"billingPeriodNumber":1}}"#, false),
-        (#"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable","x":[1,{"a":null}]}"#, false),
+        (
+            #"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable","commitmentInfo":{"billingPeriodNumber":1}}"#,
+            false
+        ),
+        (
+            #"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable","x":[1,{"a":null}]}"#,
+            false
+        ),
         (#"{"transactionId":"\u0032\n","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable"}"#, false),
         (#"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1.5,"type":"Consumable"}"#, false),
         (#"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1e3,"type":"Consumable"}"#, false),
         (#"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":01,"type":"Consumable"}"#, false),
         (#"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":-0,"type":"Consumable"}"#, true),
-        (#"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable","quantity":99999999999999999999}"#, false),
-        (#"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable","price":-9223372036854775808}"#, true),
-        (#"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable","price":9223372036854775808}"#, false),
-        (#"{"transactionId":"2","transactionId":"3","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable"}"#, false),
+        (
+            #"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable","quantity":99999999999999999999}"#,
+            false
+        ),
+        (
+            #"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable","price":-9223372036854775808}"#,
+            true
+        ),
+        (
+            #"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable","price":9223372036854775808}"#,
+            false
+        ),
+        (
+            #"{"transactionId":"2","transactionId":"3","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable"}"#,
+            false
+        ),
         (#"{"transactionId":null,"originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable"}"#, false),
-        (#"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable","quantity":null,"isUpgraded":null}"#, true),
+        (
+            #"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable","quantity":null,"isUpgraded":null}"#,
+            true
+        ),
         (#"{"originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable"}"#, false),
         (#"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable"} x"#, false),
         (#" {"transactionId" : "2" ,"originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable"}  "#, true),
-        (#"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable","quantity":"2"}"#, false),
-        (#"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable","isUpgraded":1}"#, false),
-        (#"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable","appAccountToken":"not-a-uuid"}"#, false),
-        (#"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable","offerType":"1"}"#, false),
-        (#"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable","storefront":"Ünïcødé 🎉"}"#, true),
+        (
+            #"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable","quantity":"2"}"#,
+            false
+        ),
+        (
+            #"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable","isUpgraded":1}"#,
+            false
+        ),
+        (
+            #"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable","appAccountToken":"not-a-uuid"}"#,
+            false
+        ),
+        (
+            #"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable","offerType":"1"}"#,
+            false
+        ),
+        (
+            #"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable","storefront":"Ünïcødé 🎉"}"#,
+            true
+        ),
         (#"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable",}"#, false),
         (#"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable","u":nul}"#, false),
         (#"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable","u":1.}"#, false),
@@ -117,19 +153,23 @@ struct PayloadDecodingTests {
         (#"null"#, false),
     ]
 
-    @Test("edge cases decode to JSONDecoder's value or fail with JSONDecoder's error; the fast path reads exactly the plain ones", arguments: 0..<edgeCases.count)
+    @Test(
+        "edge cases decode to JSONDecoder's value or fail with JSONDecoder's error; the fast path reads exactly the plain ones",
+        arguments: 0..<edgeCases.count)
     func edgeCase(index: Int) throws {
         let (json, fast) = Self.edgeCases[index]
         #expect(Self.transactionAgrees(Data(json.utf8)) == fast, "\(json)")
     }
 
-    @Test("renewal infos with nested members or a missing or null required member go to JSONDecoder", arguments: [
-        #"{"originalTransactionId":"1","eligibleWinBackOfferIds":["a"]}"#,
-        #"{"originalTransactionId":"1","commitmentInfo":{"commitmentRenewalPrice":990}}"#,
-        #"{"originalTransactionId":"1","advancedCommerceInfo":{"k":[true]}}"#,
-        #"{"originalTransactionId":null,"productId":"p"}"#,
-        #"{"productId":"p"}"#,
-    ])
+    @Test(
+        "renewal infos with nested members or a missing or null required member go to JSONDecoder",
+        arguments: [
+            #"{"originalTransactionId":"1","eligibleWinBackOfferIds":["a"]}"#,
+            #"{"originalTransactionId":"1","commitmentInfo":{"commitmentRenewalPrice":990}}"#,
+            #"{"originalTransactionId":"1","advancedCommerceInfo":{"k":[true]}}"#,
+            #"{"originalTransactionId":null,"productId":"p"}"#,
+            #"{"productId":"p"}"#,
+        ])
     func renewalOutsideTheFastPath(json: String) {
         #expect(!Self.renewalAgrees(Data(json.utf8)))
     }
@@ -152,14 +192,17 @@ struct PayloadDecodingTests {
     @Test("a key beyond ASCII is JSONDecoder's to match, even one that reads like a known key")
     func nonASCIIKeys() {
         // U+212A KELVIN SIGN is canonically equivalent to "K"; no known key has one today, and the rule must not depend on that.
-        let kelvin = #"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable","\#u{212A}ind":"x"}"#
+        let kelvin =
+            #"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable","\#u{212A}ind":"x"}"#
         #expect(!Self.transactionAgrees(Data(kelvin.utf8)))
         #expect(!Self.renewalAgrees(Data(#"{"originalTransactionId":"1","prodüct":"x"}"#.utf8)))
     }
 
     @Test("invalid UTF-8 and control characters in a string are JSONDecoder's to refuse")
     func invalidBytes() throws {
-        let prefix = Array(#"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable","storefront":""#.utf8)
+        let prefix = Array(
+            #"{"transactionId":"2","originalTransactionId":"1","bundleId":"b","productId":"p","purchaseDate":1,"type":"Consumable","storefront":""#
+                .utf8)
         for bad: [UInt8] in [[0xFF], [0xC3], [0xED, 0xA0, 0x80], [0x01], [0x0A]] {
             let json = Data(prefix + bad + Array(#""}"#.utf8))
             #expect(!Self.transactionAgrees(json))

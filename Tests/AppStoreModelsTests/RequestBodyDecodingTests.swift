@@ -1,6 +1,7 @@
-@testable import AppStoreModels
 import Foundation
 import Testing
+
+@testable import AppStoreModels
 
 /// The webhook body's one-pass reader (``NotificationRequestBody/init(json:)``) gives what `JSONDecoder` gives, on
 /// every form, and reads only the plain one itself.
@@ -42,7 +43,9 @@ struct RequestBodyDecodingTests {
         #expect(decoded == expected)
     }
 
-    @Test("the plain shape is read in one pass (other scalar members skipped); escapes, nested values, repeated members and trailing bytes are left to JSONDecoder")
+    @Test(
+        "the plain shape is read in one pass (other scalar members skipped); escapes, nested values, repeated members and trailing bytes are left to JSONDecoder"
+    )
     func plainForm() {
         #expect(NotificationRequestBody.plainSignedPayload(Array(Self.bodies[0].utf8)) == Self.jws)
         #expect(NotificationRequestBody.plainSignedPayload(Array(Self.bodies[1].utf8)) == Self.jws)

@@ -64,7 +64,8 @@ struct ClientEndpointTests {
             let refunds = try await client.refundHistory("2000000000000001").all()
             #expect(refunds.flatMap(\.signedTransactions).count == 3)
             #expect(try await client.refundLookupV1("2000000000000001").signedTransactions.count == 3)
-            let extended = try await client.extendRenewalDate("2000000000000044", .init(extendByDays: 5, extendReasonCode: .serviceIssueOrOutage, requestIdentifier: "outage-1"))
+            let extended = try await client.extendRenewalDate(
+                "2000000000000044", .init(extendByDays: 5, extendReasonCode: .serviceIssueOrOutage, requestIdentifier: "outage-1"))
             #expect(extended.success == true && extended.originalTransactionId == "2000000000000044")
             let mass = try await client.extendRenewalDatesForAllActiveSubscribers(
                 .init(requestIdentifier: "m-1", extendByDays: 2, extendReasonCode: .customerSatisfaction, productId: "pro.monthly")
@@ -73,12 +74,14 @@ struct ClientEndpointTests {
             let status = try await client.massExtensionStatus(productId: "pro.monthly", requestIdentifier: "m-1")
             #expect(status.complete == true && status.succeededCount == 1)
             try await client.sendConsumptionInformation(
-                "2000000000000010", .init(customerConsented: true, deliveryStatus: .delivered, sampleContentProvided: false, consumptionPercentage: 100_000)
+                "2000000000000010",
+                .init(customerConsented: true, deliveryStatus: .delivered, sampleContentProvided: false, consumptionPercentage: 100_000)
             )
             try await client.sendConsumptionInformationV1(
                 "2000000000000011",
-                .init(customerConsented: true, consumptionStatus: 3, platform: 1, sampleContentProvided: false, deliveryStatus: 0,
-                      appAccountToken: "", accountTenure: 2, playTime: 3, lifetimeDollarsRefunded: 1, lifetimeDollarsPurchased: 2, userStatus: 1)
+                .init(
+                    customerConsented: true, consumptionStatus: 3, platform: 1, sampleContentProvided: false, deliveryStatus: 0,
+                    appAccountToken: "", accountTenure: 2, playTime: 3, lifetimeDollarsRefunded: 1, lifetimeDollarsPurchased: 2, userStatus: 1)
             )
         }
         #expect(await live.simulator.state.consumptionInformation.count == 2)
@@ -91,7 +94,8 @@ struct ClientEndpointTests {
         let orderId = try #require(await live.simulator.state.transactions["2000000000000007"]?.orderId)
         try await live.serve { url in
             let client = live.client(url)
-            let request = NotificationHistoryRequest(startDate: TestAppStore.start.addingTimeInterval(-86_400), endDate: TestAppStore.start.addingTimeInterval(86_400))
+            let request = NotificationHistoryRequest(
+                startDate: TestAppStore.start.addingTimeInterval(-86_400), endDate: TestAppStore.start.addingTimeInterval(86_400))
             let pages = try await client.notificationHistory(request).all()
             #expect(pages.map(\.notificationHistory.count) == [20, 20, 7])
             let first = try #require(pages.first?.notificationHistory.first)
@@ -114,7 +118,8 @@ struct ClientEndpointTests {
         try await live.serve { url in
             let client = live.client(url)
             for attempt in 1...2 {
-                _ = try await client.extendRenewalDate("2000000000000044", .init(extendByDays: 1, extendReasonCode: .other, requestIdentifier: "x\(attempt)"))
+                _ = try await client.extendRenewalDate(
+                    "2000000000000044", .init(extendByDays: 1, extendReasonCode: .other, requestIdentifier: "x\(attempt)"))
             }
             let cases: [(String, Int, Int, String)] = [
                 ("transactionInfo", 404, 4_040_010, "TransactionIdNotFoundError"),
@@ -128,12 +133,18 @@ struct ClientEndpointTests {
                 do throws(AppStoreServerAPIError) {
                     switch name {
                     case "transactionInfo": _ = try await client.transactionInfo("999999")
-                    case "extend-max": _ = try await client.extendRenewalDate("2000000000000044", .init(extendByDays: 1, extendReasonCode: .other, requestIdentifier: "x3"))
-                    case "extend-consumable": _ = try await client.extendRenewalDate("2000000000000001", .init(extendByDays: 1, extendReasonCode: .other, requestIdentifier: "x"))
+                    case "extend-max":
+                        _ = try await client.extendRenewalDate(
+                            "2000000000000044", .init(extendByDays: 1, extendReasonCode: .other, requestIdentifier: "x3"))
+                    case "extend-consumable":
+                        _ = try await client.extendRenewalDate(
+                            "2000000000000001", .init(extendByDays: 1, extendReasonCode: .other, requestIdentifier: "x"))
                     case "massStatus": _ = try await client.massExtensionStatus(productId: "pro.monthly", requestIdentifier: "nope")
                     case "testNotification": _ = try await client.requestTestNotification()
                     default:
-                        try await client.sendConsumptionInformation("2000000000000044", .init(customerConsented: true, deliveryStatus: .delivered, sampleContentProvided: true, consumptionPercentage: 10))
+                        try await client.sendConsumptionInformation(
+                            "2000000000000044",
+                            .init(customerConsented: true, deliveryStatus: .delivered, sampleContentProvided: true, consumptionPercentage: 10))
                     }
                     Issue.record("\(name) succeeded")
                 } catch {
@@ -154,14 +165,60 @@ struct ClientEndpointTests {
         let checks: [(String, @Sendable () async throws -> Void)] = [
             ("1-20 digits", { _ = try await client.transactionInfo("12ab") }),
             ("1-90", { _ = try await client.extendRenewalDate("1", .init(extendByDays: 91, extendReasonCode: .other, requestIdentifier: "r")) }),
-            ("not 0-3", { _ = try await client.extendRenewalDate("1", .init(extendByDays: 9, extendReasonCode: .init(rawValue: 7), requestIdentifier: "r")) }),
-            ("1-128 characters", { _ = try await client.extendRenewalDate("1", .init(extendByDays: 9, extendReasonCode: .other, requestIdentifier: String(repeating: "x", count: 129))) }),
-            ("must not be empty", { _ = try await client.extendRenewalDatesForAllActiveSubscribers(.init(requestIdentifier: "r", extendByDays: 1, extendReasonCode: .other, productId: "p", storefrontCountryCodes: [])) }),
-            ("alpha-3", { _ = try await client.extendRenewalDatesForAllActiveSubscribers(.init(requestIdentifier: "r", extendByDays: 1, extendReasonCode: .other, productId: "p", storefrontCountryCodes: ["us"])) }),
-            ("customerConsented must be true", { try await client.sendConsumptionInformation("1", .init(customerConsented: false, deliveryStatus: .delivered, sampleContentProvided: false)) }),
-            ("must be 0 when", { try await client.sendConsumptionInformation("1", .init(customerConsented: true, deliveryStatus: .undeliveredOther, sampleContentProvided: false, consumptionPercentage: 5)) }),
-            ("not both", { _ = try client.notificationHistory(.init(startDate: Date(), endDate: Date().addingTimeInterval(9), notificationType: .refund, transactionId: "1")) }),
-            ("needs notificationType", { _ = try client.notificationHistory(.init(startDate: Date(), endDate: Date().addingTimeInterval(9), notificationSubtype: .voluntary)) }),
+            (
+                "not 0-3",
+                { _ = try await client.extendRenewalDate("1", .init(extendByDays: 9, extendReasonCode: .init(rawValue: 7), requestIdentifier: "r")) }
+            ),
+            (
+                "1-128 characters",
+                {
+                    _ = try await client.extendRenewalDate(
+                        "1", .init(extendByDays: 9, extendReasonCode: .other, requestIdentifier: String(repeating: "x", count: 129)))
+                }
+            ),
+            (
+                "must not be empty",
+                {
+                    _ = try await client.extendRenewalDatesForAllActiveSubscribers(
+                        .init(requestIdentifier: "r", extendByDays: 1, extendReasonCode: .other, productId: "p", storefrontCountryCodes: []))
+                }
+            ),
+            (
+                "alpha-3",
+                {
+                    _ = try await client.extendRenewalDatesForAllActiveSubscribers(
+                        .init(requestIdentifier: "r", extendByDays: 1, extendReasonCode: .other, productId: "p", storefrontCountryCodes: ["us"]))
+                }
+            ),
+            (
+                "customerConsented must be true",
+                {
+                    try await client.sendConsumptionInformation(
+                        "1", .init(customerConsented: false, deliveryStatus: .delivered, sampleContentProvided: false))
+                }
+            ),
+            (
+                "must be 0 when",
+                {
+                    try await client.sendConsumptionInformation(
+                        "1", .init(customerConsented: true, deliveryStatus: .undeliveredOther, sampleContentProvided: false, consumptionPercentage: 5)
+                    )
+                }
+            ),
+            (
+                "not both",
+                {
+                    _ = try client.notificationHistory(
+                        .init(startDate: Date(), endDate: Date().addingTimeInterval(9), notificationType: .refund, transactionId: "1"))
+                }
+            ),
+            (
+                "needs notificationType",
+                {
+                    _ = try client.notificationHistory(
+                        .init(startDate: Date(), endDate: Date().addingTimeInterval(9), notificationSubtype: .voluntary))
+                }
+            ),
             ("before endDate", { _ = try client.notificationHistory(.init(startDate: TestAppStore.start, endDate: TestAppStore.start)) }),
             ("letters and digits", { _ = try await client.lookUpOrder("../etc") }),
             ("is not 1-5", { _ = try await client.allSubscriptionStatuses("1", status: [.init(rawValue: 9)]) }),
@@ -197,7 +254,9 @@ struct ClientVerifiedTests {
             #expect(statuses.map(\.renewalInfo.payload.autoRenewProductId) == ["pro.monthly"])
             #expect(try await client.refunds("2000000000000001", verifier: verifier).all().flatMap { $0 }.count == 3)
             #expect(try await client.appTransaction("2000000000000001", verifier: verifier).payload.bundleId == TestAppStore.bundleID)
-            let window = NotificationHistoryRequest(startDate: TestAppStore.start.addingTimeInterval(-3600), endDate: TestAppStore.start.addingTimeInterval(86_400), transactionId: "2000000000000044")
+            let window = NotificationHistoryRequest(
+                startDate: TestAppStore.start.addingTimeInterval(-3600), endDate: TestAppStore.start.addingTimeInterval(86_400),
+                transactionId: "2000000000000044")
             let notifications = try await client.notifications(window, verifier: verifier).all().flatMap { $0 }
             #expect(notifications.count == 47)
 

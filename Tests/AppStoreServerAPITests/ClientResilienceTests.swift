@@ -33,7 +33,8 @@ struct ClientResilienceTests {
         let live = try L(setUp: Self.oneCustomer)
         try await live.setFaults { $0.failNextAPIRequests = 10 }
         try await live.serve { url in
-            let client = live.client(url, retry: RetryPolicy(maximumAttempts: 3, initialBackoff: .milliseconds(10), maximumBackoff: .milliseconds(50)))
+            let client = live.client(
+                url, retry: RetryPolicy(maximumAttempts: 3, initialBackoff: .milliseconds(10), maximumBackoff: .milliseconds(50)))
             let error = await #expect(throws: AppStoreServerAPIError.self) { try await client.transactionInfo("2000000000000001") }
             #expect(error?.attempts == 3)
             #expect(error?.errorCode == 5_000_001 && error?.httpStatus == 500)
@@ -83,7 +84,9 @@ struct ClientResilienceTests {
         let live = try L(setUp: Self.oneCustomer)
         try await live.setFaults { $0.apiLatencyMilliseconds = 600 }
         try await live.serve { url in
-            let client = live.client(url, retry: RetryPolicy(maximumAttempts: 2, initialBackoff: .milliseconds(10), deadline: .seconds(5), attemptTimeout: .milliseconds(150)))
+            let client = live.client(
+                url,
+                retry: RetryPolicy(maximumAttempts: 2, initialBackoff: .milliseconds(10), deadline: .seconds(5), attemptTimeout: .milliseconds(150)))
             let error = await #expect(throws: AppStoreServerAPIError.self) { try await client.transactionInfo("2000000000000001") }
             #expect(error?.kind == .transport)
             #expect(error?.attempts == 2)
@@ -160,13 +163,18 @@ struct ClientResilienceTests {
             let client = live.client(url, logger: logger)
             _ = try await client.transactionInfo("2000000000000001")
             let notFound = await #expect(throws: AppStoreServerAPIError.self) { try await client.transactionInfo("42") }
-            let wrongKey = AppStoreServerAPIClient(configuration: .init(
-                key: AppStoreAPIKey(issuerID: TestAppStore.apiKeyInfo.issuerId, keyID: "OTHERKEY", bundleID: TestAppStore.bundleID, privateKey: .init()),
-                endpoint: .custom(baseURL: url, environment: .sandbox)
-            ), logger: logger)
+            let wrongKey = AppStoreServerAPIClient(
+                configuration: .init(
+                    key: AppStoreAPIKey(
+                        issuerID: TestAppStore.apiKeyInfo.issuerId, keyID: "OTHERKEY", bundleID: TestAppStore.bundleID, privateKey: .init()),
+                    endpoint: .custom(baseURL: url, environment: .sandbox)
+                ), logger: logger)
             let unauthorized = await #expect(throws: AppStoreServerAPIError.self) { try await wrongKey.transactionInfo("2000000000000001") }
             #expect(unauthorized?.kind == .unauthorized)
-            let token = try APIAuthToken.make(key: AppStoreAPIKey(issuerID: TestAppStore.apiKeyInfo.issuerId, keyID: TestAppStore.apiKeyInfo.keyId, bundleID: TestAppStore.bundleID, privateKey: TestAppStore.apiPrivateKey))
+            let token = try APIAuthToken.make(
+                key: AppStoreAPIKey(
+                    issuerID: TestAppStore.apiKeyInfo.issuerId, keyID: TestAppStore.apiKeyInfo.keyId, bundleID: TestAppStore.bundleID,
+                    privateKey: TestAppStore.apiPrivateKey))
             let tokenHeader = String(token.split(separator: ".")[0])
             let keyText = TestAppStore.apiPrivateKey.pemRepresentation.split(separator: "\n")[1]
             let texts = handler.all + [notFound.map(String.init(describing:)) ?? "", unauthorized.map(String.init(describing:)) ?? ""]

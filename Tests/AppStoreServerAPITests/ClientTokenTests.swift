@@ -1,8 +1,9 @@
-@testable import AppStoreServerAPI
 import AppStoreSigning
 import Foundation
 import StorekeeperTesting
 import Testing
+
+@testable import AppStoreServerAPI
 
 @Suite("API client: auth tokens and clocks")
 struct ClientTokenTests {
@@ -15,7 +16,9 @@ struct ClientTokenTests {
         return try #require((object?["iat"] as? NSNumber)?.int64Value)
     }
 
-    @Test("tokens are issued a minute in the past, so a server clock a little ahead of Apple's is not refused; a simulator as strict as Apple refuses a token issued ahead of its clock")
+    @Test(
+        "tokens are issued a minute in the past, so a server clock a little ahead of Apple's is not refused; a simulator as strict as Apple refuses a token issued ahead of its clock"
+    )
     func clockSkew() async throws {
         let live = try L(setUp: ClientResilienceTests.oneCustomer)
         try await live.serve { url in

@@ -39,7 +39,8 @@ struct LiveSimulator {
         rateLimiting: AppStoreServerAPIClient.RateLimiting = .disabled,
         logger: Logger = Logger(label: "test")
     ) -> AppStoreServerAPIClient {
-        var configuration = AppStoreServerAPIClient.Configuration(key: TestAppStore.apiKey(), endpoint: .custom(baseURL: baseURL, environment: environment))
+        var configuration = AppStoreServerAPIClient.Configuration(
+            key: TestAppStore.apiKey(), endpoint: .custom(baseURL: baseURL, environment: environment))
         configuration.retry = retry
         configuration.rateLimiting = rateLimiting
         return AppStoreServerAPIClient(configuration: configuration, logger: logger)

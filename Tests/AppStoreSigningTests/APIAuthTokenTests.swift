@@ -1,8 +1,9 @@
-@testable import AppStoreSigning
 import Crypto
 import Foundation
 import StorekeeperTesting
 import Testing
+
+@testable import AppStoreSigning
 
 @Suite("App Store Server API auth token")
 struct APIAuthTokenTests {
@@ -55,7 +56,9 @@ struct APIAuthTokenTests {
         #expect((longest["exp"] as? NSNumber)!.int64Value - (longest["iat"] as? NSNumber)!.int64Value == 3600)
     }
 
-    @Test("as strict as Apple about time: iat one second ahead of the checker's clock is refused, iat now is not; exp at most 60 minutes after iat; expired is refused")
+    @Test(
+        "as strict as Apple about time: iat one second ahead of the checker's clock is refused, iat now is not; exp at most 60 minutes after iat; expired is refused"
+    )
     func timeChecks() throws {
         let key = try Self.key()
         let now = Date(timeIntervalSince1970: 1_790_000_000)

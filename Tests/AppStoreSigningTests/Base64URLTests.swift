@@ -1,7 +1,8 @@
-@testable import AppStoreSigning
 import Foundation
 import StorekeeperTesting
 import Testing
+
+@testable import AppStoreSigning
 
 @Suite("Base64 and base64url coding")
 struct Base64URLTests {
@@ -18,9 +19,11 @@ struct Base64URLTests {
         }
     }
 
-    @Test("non-canonical or foreign input is refused", arguments: [
-        "QQ=", "QQ==", "QR", "Q", "QUJD+A", "QUJD/A", "QU JD", "QUJD\n",
-    ])
+    @Test(
+        "non-canonical or foreign input is refused",
+        arguments: [
+            "QQ=", "QQ==", "QR", "Q", "QUJD+A", "QUJD/A", "QU JD", "QUJD\n",
+        ])
     func strictURL(input: String) {
         #expect(throws: Base64URL.DecodingFailure.self) { try Base64URL.decode(Substring(input).utf8) }
     }

@@ -1,10 +1,11 @@
 import AppStoreModels
-@testable import AppStoreSigning
 import Foundation
 import StorekeeperTesting
 import Synchronization
 import Testing
 import X509
+
+@testable import AppStoreSigning
 
 /// A clock the test moves by hand.
 final class ManualClock: Sendable {

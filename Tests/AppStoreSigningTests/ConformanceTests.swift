@@ -1,10 +1,11 @@
 import AppStoreModels
-@testable import AppStoreSigning
 import Foundation
 import StorekeeperTesting
-import Testing
 import SwiftASN1
+import Testing
 import X509
+
+@testable import AppStoreSigning
 
 /// Apple's real signed data: every valid sample verifies at its signed date; checked now, the expired leaves
 /// fail as expired; every invalid sample is rejected.
@@ -46,23 +47,26 @@ struct ConformanceTests {
         }
     }
 
-    @Test("valid samples verify against Apple Root CA - G3 at their signed date",
-          arguments: ConformanceCorpus.valid.filter { !undated.contains($0.file) })
+    @Test(
+        "valid samples verify against Apple Root CA - G3 at their signed date",
+        arguments: ConformanceCorpus.valid.filter { !undated.contains($0.file) })
     func validAtSignedDate(sample: ConformanceCorpus.Sample) async throws {
         let verifier = Self.verifier()
         let signedDate = try await Self.verify(sample, with: verifier)
         #expect(signedDate != nil)
     }
 
-    @Test("valid samples with an environment verify when that environment is required",
-          arguments: ConformanceCorpus.valid.filter { !undated.contains($0.file) && !withoutEnvironment.contains($0.file) })
+    @Test(
+        "valid samples with an environment verify when that environment is required",
+        arguments: ConformanceCorpus.valid.filter { !undated.contains($0.file) && !withoutEnvironment.contains($0.file) })
     func validWithEnvironment(sample: ConformanceCorpus.Sample) async throws {
         let verifier = Self.verifier(environment: AppStoreEnvironment(rawValue: sample.environment))
         try await Self.verify(sample, with: verifier)
     }
 
-    @Test("checked at the current time, samples signed by expired leaves fail as expired",
-          arguments: ConformanceCorpus.valid)
+    @Test(
+        "checked at the current time, samples signed by expired leaves fail as expired",
+        arguments: ConformanceCorpus.valid)
     func validAtNow(sample: ConformanceCorpus.Sample) async throws {
         let verifier = Self.verifier(at: .currentTime)
         // Leaves in the corpus expire 2023-09-24, 2025-10-11 or 2027-10-13; find this sample's leaf.
@@ -109,8 +113,9 @@ struct ConformanceTests {
         try await Self.verify(sample, with: fixed)
     }
 
-    @Test("samples without environment verify without an environment check and fail with one",
-          arguments: withoutEnvironment)
+    @Test(
+        "samples without environment verify without an environment check and fail with one",
+        arguments: withoutEnvironment)
     func samplesWithoutEnvironment(file: String) async throws {
         let sample = try #require(ConformanceCorpus.samples.first { $0.file == file })
         try await Self.verify(sample, with: Self.verifier())

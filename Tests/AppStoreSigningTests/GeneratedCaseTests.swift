@@ -1,11 +1,12 @@
 import AppStoreModels
-@testable import AppStoreSigning
 import Crypto
 import Foundation
 import StorekeeperTesting
 import SwiftASN1
 import Testing
 import X509
+
+@testable import AppStoreSigning
 
 /// Data made by the test CA, broken in one way at a time: each is rejected with its own error code.
 @Suite("Verifier: generated cases")
@@ -367,18 +368,20 @@ struct GeneratedCaseTests {
     /// A well-formed 64-byte signature segment, so each shape case below has exactly one fault.
     static let signature64 = String(repeating: "A", count: 86)
 
-    @Test("shape and base64url errors", arguments: [
-        ("onlyone", VerificationError.Code.malformedJWS),
-        ("a.b", .malformedJWS),
-        ("a.b.c.d", .malformedJWS),
-        ("..", .malformedJWS),
-        ("eyJhbGciOiJFUzI1NiJ9..\(signature64)", .malformedJWS),
-        ("eyJhbGciOiJFUzI1NiJ9.e30=.\(signature64)", .invalidBase64URL),
-        ("eyJhbGciOiJFUzI1NiJ9.e3 0.\(signature64)", .invalidBase64URL),
-        ("e.e30.\(signature64)", .invalidBase64URL),
-        ("eyJhbGciOiJFUzI1NiJ9.e30.\(signature64)=", .invalidBase64URL),
-        ("eyJhbGciOiJFUzI1NiJ9.e31.\(signature64)", .invalidBase64URL),
-    ])
+    @Test(
+        "shape and base64url errors",
+        arguments: [
+            ("onlyone", VerificationError.Code.malformedJWS),
+            ("a.b", .malformedJWS),
+            ("a.b.c.d", .malformedJWS),
+            ("..", .malformedJWS),
+            ("eyJhbGciOiJFUzI1NiJ9..\(signature64)", .malformedJWS),
+            ("eyJhbGciOiJFUzI1NiJ9.e30=.\(signature64)", .invalidBase64URL),
+            ("eyJhbGciOiJFUzI1NiJ9.e3 0.\(signature64)", .invalidBase64URL),
+            ("e.e30.\(signature64)", .invalidBase64URL),
+            ("eyJhbGciOiJFUzI1NiJ9.e30.\(signature64)=", .invalidBase64URL),
+            ("eyJhbGciOiJFUzI1NiJ9.e31.\(signature64)", .invalidBase64URL),
+        ])
     func shapes(input: String, code: VerificationError.Code) async {
         await expectRejection(code) { v throws(VerificationError) in _ = try await v.verifyTransaction(input) }
     }

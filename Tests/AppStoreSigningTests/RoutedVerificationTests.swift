@@ -1,9 +1,10 @@
 import AppStoreModels
-@testable import AppStoreSigning
 import Crypto
 import Foundation
 import StorekeeperTesting
 import Testing
+
+@testable import AppStoreSigning
 
 /// The routed entry points: a JWS whose payload was decoded, unverified, to choose its app's verifier
 /// (``UnverifiedJWS/unsafeDecode(_:as:)``) is verified without decoding its payload again. They must give every input
@@ -41,18 +42,25 @@ struct RoutedVerificationTests {
         }
     }
 
-    @Test("every real Apple sample, valid or tampered, gets the same verdict routed as from its text",
-          arguments: ConformanceCorpus.samples.filter { ["notification", "transaction"].contains($0.kind) || $0.expected == "invalid" })
+    @Test(
+        "every real Apple sample, valid or tampered, gets the same verdict routed as from its text",
+        arguments: ConformanceCorpus.samples.filter { ["notification", "transaction"].contains($0.kind) || $0.expected == "invalid" })
     func corpus(sample: ConformanceCorpus.Sample) async throws {
         let notification = sample.kind == "notification"
         let text = await Self.textVerdict(sample.jws, notification: notification, ConformanceTests.verifier())
         guard let routed = await Self.routedVerdict(sample.jws, notification: notification, ConformanceTests.verifier()) else {
-            guard case .refused = text else { Issue.record("routing refused \(sample.file), which verifies from its text"); return }
+            guard case .refused = text else {
+                Issue.record("routing refused \(sample.file), which verifies from its text")
+                return
+            }
             return
         }
         #expect(routed == text)
         if sample.expected == "valid", !ConformanceTests.undated.contains(sample.file) {
-            guard case .verified(let date) = routed else { Issue.record("\(sample.file) refused routed: \(routed)"); return }
+            guard case .verified(let date) = routed else {
+                Issue.record("\(sample.file) refused routed: \(routed)")
+                return
+            }
             #expect(date != nil)
         }
     }
@@ -67,7 +75,8 @@ struct RoutedVerificationTests {
         #expect(routed.notification.jws == jws)
         #expect(routed.transaction?.payload == F.transaction())
         #expect(routed.renewalInfo?.payload == F.renewalInfo())
-        let transaction = try await verifier.verifyTransaction(try UnverifiedJWS.unsafeDecode(try F.signer.sign(F.transaction()), as: TransactionInfo.self))
+        let transaction = try await verifier.verifyTransaction(
+            try UnverifiedJWS.unsafeDecode(try F.signer.sign(F.transaction()), as: TransactionInfo.self))
         #expect(transaction.payload == F.transaction())
     }
 
@@ -75,7 +84,8 @@ struct RoutedVerificationTests {
     func tamperedPayload() async throws {
         var changed = F.transaction()
         changed.expiresDate = changed.expiresDate?.addingTimeInterval(365 * 86_400)
-        let forged = F.replacingSegment(1, of: try F.signer.sign(F.transaction()), with: Base64URL.encode(try AppStoreJSON.makeEncoder().encode(changed)))
+        let forged = F.replacingSegment(
+            1, of: try F.signer.sign(F.transaction()), with: Base64URL.encode(try AppStoreJSON.makeEncoder().encode(changed)))
         let unverified = try UnverifiedJWS.unsafeDecode(forged, as: TransactionInfo.self)
         #expect(unverified.payload.expiresDate == changed.expiresDate)
         let error = await #expect(throws: VerificationError.self) { try await F.verifier().verifyTransaction(unverified) }

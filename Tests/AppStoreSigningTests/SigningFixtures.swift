@@ -1,9 +1,10 @@
 import AppStoreModels
-@testable import AppStoreSigning
 import Crypto
 import Foundation
 import StorekeeperTesting
 import X509
+
+@testable import AppStoreSigning
 
 /// Test data signed by a fresh test CA, and verifiers that trust it.
 enum SigningFixtures {

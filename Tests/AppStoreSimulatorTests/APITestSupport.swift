@@ -1,12 +1,13 @@
 import AppStoreModels
 import AppStoreSigning
-@testable import AppStoreSimulator
 import Crypto
 import Foundation
 import Hummingbird
 import HummingbirdTesting
 import StorekeeperTesting
 import Testing
+
+@testable import AppStoreSimulator
 
 /// An in-memory simulator behind its HTTP router, with an API key to sign tokens.
 struct APITestbed {

@@ -1,12 +1,13 @@
 import AppStoreModels
 import AppStoreSigning
-@testable import AppStoreSimulator
 import Foundation
 import Hummingbird
 import HummingbirdTesting
 import Logging
 import StorekeeperTesting
 import Testing
+
+@testable import AppStoreSimulator
 
 /// A clock advance plays every due time in order: each renewal, delivery and retry happens, and is recorded, at its
 /// own virtual time (as Get Notification History shows), whether the clock moves through the control API, a
@@ -36,10 +37,11 @@ struct ClockAdvanceTests {
             let response = try AppStoreJSON.makeDecoder().decode(NotificationHistoryResponse.self, from: Data(page.text.utf8))
             for item in response.notificationHistory {
                 let payload = try await testbed.harness.verifier.verifyNotification(item.signedPayload).payload
-                items.append(HistoryItem(
-                    type: payload.notificationType, signedDate: payload.signedDate!,
-                    attempts: (item.sendAttempts ?? []).map { ($0.attemptDate!, $0.sendAttemptResult!.rawValue) }
-                ))
+                items.append(
+                    HistoryItem(
+                        type: payload.notificationType, signedDate: payload.signedDate!,
+                        attempts: (item.sendAttempts ?? []).map { ($0.attemptDate!, $0.sendAttemptResult!.rawValue) }
+                    ))
             }
             token = response.paginationToken
         } while token != nil
@@ -51,7 +53,9 @@ struct ClockAdvanceTests {
         dates.map { $0.timeIntervalSince(start) / 3600 }
     }
 
-    @Test("production: a receiver down through a 7-day advance is tried at +0, 1, 13, 37, 85 and 157 h; once up, each renewal is delivered when it happens")
+    @Test(
+        "production: a receiver down through a 7-day advance is tried at +0, 1, 13, 37, 85 and 157 h; once up, each renewal is delivered when it happens"
+    )
     func productionRetriesDuringAnAdvance() async throws {
         let receiver = Receiver()
         await receiver.set(.serviceUnavailable)
@@ -61,7 +65,8 @@ struct ClockAdvanceTests {
         try await receiver.serve { url in
             try await app.test(.router) { client in
                 #expect(try await client.call(.put, "/simulator/v1/config", body: #"{"notificationURL":"\#(url)"}"#).status == 200)
-                #expect(try await client.call(.post, "/simulator/v1/purchases", body: #"{"customerId":"alice","productId":"pro.monthly"}"#).status == 200)
+                #expect(
+                    try await client.call(.post, "/simulator/v1/purchases", body: #"{"customerId":"alice","productId":"pro.monthly"}"#).status == 200)
                 let advanced = try await client.call(.post, "/simulator/v1/clock/advance", body: #"{"days":7}"#)
                 #expect(advanced.status == 200)
                 let week = TestAppStore.start.addingTimeInterval(7 * 86_400)

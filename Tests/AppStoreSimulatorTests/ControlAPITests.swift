@@ -1,11 +1,12 @@
 import AppStoreModels
 import AppStoreSigning
-@testable import AppStoreSimulator
 import Foundation
 import Hummingbird
 import HummingbirdTesting
 import StorekeeperTesting
 import Testing
+
+@testable import AppStoreSimulator
 
 @Suite("Simulator: control API")
 struct ControlAPITests {
@@ -36,7 +37,8 @@ struct ControlAPITests {
             #expect(entitlements.first?["status"] as? Int == 4)  // in Billing Grace Period
             let faults = try await Self.control(client, .put, "/faults", #"{"failNextAPIRequests":2}"#)
             #expect(faults.json["failNextAPIRequests"] as? Int == 2)
-            let scenario = try await Self.control(client, .post, "/scenarios?name=t", "customer bob\nbuy bob coins.100\nexpect-balance bob coins.100 1")
+            let scenario = try await Self.control(
+                client, .post, "/scenarios?name=t", "customer bob\nbuy bob coins.100\nexpect-balance bob coins.100 1")
             #expect((scenario.json["events"] as? [String])?.count == 3)
         }
         let types = await testbed.simulator.state.notifications.map(\.notificationType)

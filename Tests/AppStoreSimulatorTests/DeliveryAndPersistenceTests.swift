@@ -1,6 +1,5 @@
 import AppStoreModels
 import AppStoreSigning
-@testable import AppStoreSimulator
 import AsyncHTTPClient
 import Foundation
 import HashTreeCollections
@@ -11,6 +10,8 @@ import StorekeeperTesting
 import SwiftASN1
 import Testing
 import X509
+
+@testable import AppStoreSimulator
 
 /// A notification receiver that answers with a status the test sets, and records what it received.
 actor Receiver {
@@ -121,9 +122,10 @@ struct DeliveryAndPersistenceTests {
         #expect(state.transactions[purchase.transactionId]?.info.productId == "pro.monthly")
         #expect(state.notifications.count == 1)
         let root = try Certificate(pemEncoded: try String(contentsOf: directory.rootCertificateFile, encoding: .utf8))
-        let verifier = SignedDataVerifier(configuration: try .init(
-            bundleID: TestAppStore.bundleID, appAppleID: nil, environment: .sandbox, trustedRoots: [root]
-        ))
+        let verifier = SignedDataVerifier(
+            configuration: try .init(
+                bundleID: TestAppStore.bundleID, appAppleID: nil, environment: .sandbox, trustedRoots: [root]
+            ))
         _ = try await verifier.verifyNotification(state.notifications[0].signedPayload)
         // A restarted simulator signs with a new leaf from the same CA: still trusted.
         let next = try await restarted.perform { (engine) throws(SimulatorError) in

@@ -1,9 +1,10 @@
 import AppStoreModels
-@testable import AppStoreSimulator
 import Foundation
 import Hummingbird
 import StorekeeperTesting
 import Testing
+
+@testable import AppStoreSimulator
 
 /// A pagination token (notification history) or revision (transaction history) is bound to what the request means,
 /// not to how its JSON or query string is spelled.

@@ -1,7 +1,8 @@
-@testable import AppStoreSimulator
 import Foundation
 import StorekeeperTesting
 import Testing
+
+@testable import AppStoreSimulator
 
 @Suite("Simulator: record table")
 struct RecordTableTests {

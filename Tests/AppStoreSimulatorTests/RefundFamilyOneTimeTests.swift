@@ -1,10 +1,11 @@
 import AppStoreModels
 import AppStoreSigning
-@testable import AppStoreSimulator
 import Foundation
 import HashTreeCollections
 import StorekeeperTesting
 import Testing
+
+@testable import AppStoreSimulator
 
 @Suite("Simulator: refunds, family sharing, one-time products, notifications")
 struct RefundFamilyOneTimeTests {
@@ -43,10 +44,11 @@ struct RefundFamilyOneTimeTests {
         try h.engine.requestRefund(transactionId: purchase.transactionId, reason: .fulfillmentIssue)
         try h.engine.refund(transactionId: purchase.transactionId, percentage: 40_000)
         let seen = try await h.newNotifications()
-        #expect(seen.map(\.summary) == [
-            "SUBSCRIBED/INITIAL_BUY 1", "DID_CHANGE_RENEWAL_STATUS/AUTO_RENEW_DISABLED 1", "CONSUMPTION_REQUEST 1",
-            "REFUND_DECLINED 1", "CONSUMPTION_REQUEST 1", "REFUND 5",
-        ])
+        #expect(
+            seen.map(\.summary) == [
+                "SUBSCRIBED/INITIAL_BUY 1", "DID_CHANGE_RENEWAL_STATUS/AUTO_RENEW_DISABLED 1", "CONSUMPTION_REQUEST 1",
+                "REFUND_DECLINED 1", "CONSUMPTION_REQUEST 1", "REFUND 5",
+            ])
         #expect(seen[2].payload.data?.consumptionRequestReason == .unsatisfiedWithPurchase)
         #expect(seen[4].payload.data?.consumptionRequestReason == .fulfillmentIssue)
         #expect(seen[5].transaction?.revocationType == .refundProrated)

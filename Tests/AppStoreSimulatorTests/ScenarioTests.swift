@@ -1,9 +1,10 @@
 import AppStoreModels
 import AppStoreSigning
-@testable import AppStoreSimulator
 import Foundation
 import StorekeeperTesting
 import Testing
+
+@testable import AppStoreSimulator
 
 @Suite("Simulator: scenarios")
 struct ScenarioTests {
@@ -27,34 +28,39 @@ struct ScenarioTests {
 
     @Test("the subscriber lifecycle sends exactly Apple's sequence")
     func subscriberSequence() async throws {
-        #expect(try await Self.play("subscriber-lifecycle") == [
-            "SUBSCRIBED/INITIAL_BUY 1", "DID_RENEW 1", "DID_FAIL_TO_RENEW/GRACE_PERIOD 4", "DID_RENEW/BILLING_RECOVERY 1",
-            "DID_CHANGE_RENEWAL_PREF/UPGRADE 1", "DID_CHANGE_RENEWAL_STATUS/AUTO_RENEW_DISABLED 1", "EXPIRED/VOLUNTARY 2",
-        ])
+        #expect(
+            try await Self.play("subscriber-lifecycle") == [
+                "SUBSCRIBED/INITIAL_BUY 1", "DID_RENEW 1", "DID_FAIL_TO_RENEW/GRACE_PERIOD 4", "DID_RENEW/BILLING_RECOVERY 1",
+                "DID_CHANGE_RENEWAL_PREF/UPGRADE 1", "DID_CHANGE_RENEWAL_STATUS/AUTO_RENEW_DISABLED 1", "EXPIRED/VOLUNTARY 2",
+            ])
     }
 
     @Test("billing retry, grace expiry, refunds and family sharing send Apple's sequences")
     func otherSequences() async throws {
         let retry = try await Self.play("billing-retry")
-        #expect(Array(retry.prefix(5)) == [
-            "SUBSCRIBED/INITIAL_BUY 1", "SUBSCRIBED/INITIAL_BUY 1", "DID_FAIL_TO_RENEW 3", "DID_FAIL_TO_RENEW 3",
-            "DID_RENEW/BILLING_RECOVERY 1",
-        ])
+        #expect(
+            Array(retry.prefix(5)) == [
+                "SUBSCRIBED/INITIAL_BUY 1", "SUBSCRIBED/INITIAL_BUY 1", "DID_FAIL_TO_RENEW 3", "DID_FAIL_TO_RENEW 3",
+                "DID_RENEW/BILLING_RECOVERY 1",
+            ])
         // Dana renews weekly afterwards; Bob's billing retry ends 60 days after his failed renewal.
         #expect(retry.dropFirst(5).filter { $0 != "DID_RENEW 1" } == ["EXPIRED/BILLING_RETRY 2"])
         #expect(retry.filter { $0 == "DID_RENEW 1" }.count == 8)
-        #expect(try await Self.play("grace-period-expiry") == [
-            "SUBSCRIBED/INITIAL_BUY 1", "DID_FAIL_TO_RENEW/GRACE_PERIOD 4", "GRACE_PERIOD_EXPIRED 3", "EXPIRED/BILLING_RETRY 2",
-        ])
-        #expect(try await Self.play("refunds") == [
-            "ONE_TIME_CHARGE", "ONE_TIME_CHARGE", "CONSUMPTION_REQUEST", "REFUND_DECLINED", "REFUND",
-            "SUBSCRIBED/INITIAL_BUY 1", "REFUND 5", "REFUND_REVERSED 1",
-        ])
-        #expect(try await Self.play("family-sharing") == [
-            "SUBSCRIBED/INITIAL_BUY 1", "SUBSCRIBED/INITIAL_BUY 1", "SUBSCRIBED/INITIAL_BUY 1",
-            "ONE_TIME_CHARGE", "ONE_TIME_CHARGE", "ONE_TIME_CHARGE",
-            "DID_RENEW 1", "DID_RENEW 1", "DID_RENEW 1", "REVOKE 5", "REVOKE", "REFUND 5", "REVOKE 5",
-        ])
+        #expect(
+            try await Self.play("grace-period-expiry") == [
+                "SUBSCRIBED/INITIAL_BUY 1", "DID_FAIL_TO_RENEW/GRACE_PERIOD 4", "GRACE_PERIOD_EXPIRED 3", "EXPIRED/BILLING_RETRY 2",
+            ])
+        #expect(
+            try await Self.play("refunds") == [
+                "ONE_TIME_CHARGE", "ONE_TIME_CHARGE", "CONSUMPTION_REQUEST", "REFUND_DECLINED", "REFUND",
+                "SUBSCRIBED/INITIAL_BUY 1", "REFUND 5", "REFUND_REVERSED 1",
+            ])
+        #expect(
+            try await Self.play("family-sharing") == [
+                "SUBSCRIBED/INITIAL_BUY 1", "SUBSCRIBED/INITIAL_BUY 1", "SUBSCRIBED/INITIAL_BUY 1",
+                "ONE_TIME_CHARGE", "ONE_TIME_CHARGE", "ONE_TIME_CHARGE",
+                "DID_RENEW 1", "DID_RENEW 1", "DID_RENEW 1", "REVOKE 5", "REVOKE", "REFUND 5", "REVOKE 5",
+            ])
     }
 
     @Test("a bad scenario fails with the line and the reason, and a failed expectation names both sides")

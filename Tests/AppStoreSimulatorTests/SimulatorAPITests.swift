@@ -1,6 +1,5 @@
 import AppStoreModels
 import AppStoreSigning
-@testable import AppStoreSimulator
 import Crypto
 import Foundation
 import HashTreeCollections
@@ -8,6 +7,8 @@ import Hummingbird
 import HummingbirdTesting
 import StorekeeperTesting
 import Testing
+
+@testable import AppStoreSimulator
 
 @Suite("Simulator: App Store Server API")
 struct SimulatorAPITests {
@@ -94,7 +95,8 @@ struct SimulatorAPITests {
             // A later page must repeat the same filters.
             let changed = try await client.call(.get, "/inApps/v2/history/2000000000000001?productType=NON_CONSUMABLE&revision=\(revision!)")
             #expect(changed.errorCode == 4_000_005)
-            let all = try await client.call(.get, "/inApps/v2/history/2000000000000001?productType=CONSUMABLE&productType=NON_CONSUMABLE&sort=DESCENDING")
+            let all = try await client.call(
+                .get, "/inApps/v2/history/2000000000000001?productType=CONSUMABLE&productType=NON_CONSUMABLE&sort=DESCENDING")
             let first = try #require((all.json["signedTransactions"] as? [String])?.first)
             #expect(try await testbed.harness.verifier.verifyTransaction(first).payload.productId == "unlock.lifetime")
             for (query, code) in [
@@ -154,7 +156,8 @@ struct SimulatorAPITests {
             _ = try await client.call(.put, path, body: #"{"extendByDays":7,"extendReasonCode":3,"requestIdentifier":"r2"}"#)
             let third = try await client.call(.put, path, body: #"{"extendByDays":7,"extendReasonCode":3,"requestIdentifier":"r3"}"#)
             #expect(third.status == 403 && third.errorCode == 4_030_005)
-            let unknown = try await client.call(.put, "/inApps/v1/subscriptions/extend/77", body: #"{"extendByDays":7,"extendReasonCode":3,"requestIdentifier":"r"}"#)
+            let unknown = try await client.call(
+                .put, "/inApps/v1/subscriptions/extend/77", body: #"{"extendByDays":7,"extendReasonCode":3,"requestIdentifier":"r"}"#)
             #expect(unknown.errorCode == 4_040_005)
         }
     }
@@ -172,7 +175,8 @@ struct SimulatorAPITests {
             #expect(try await client.call(.get, "/inApps/v1/subscriptions/extend/mass/pro.monthly/nope").errorCode == 4_040_009)
             let empty = #"{"requestIdentifier":"m2","extendByDays":3,"extendReasonCode":1,"productId":"pro.monthly","storefrontCountryCodes":[]}"#
             #expect(try await client.call(.post, "/inApps/v1/subscriptions/extend/mass", body: empty).errorCode == 4_000_027)
-            let badCountry = #"{"requestIdentifier":"m3","extendByDays":3,"extendReasonCode":1,"productId":"pro.monthly","storefrontCountryCodes":["ZZZ"]}"#
+            let badCountry =
+                #"{"requestIdentifier":"m3","extendByDays":3,"extendReasonCode":1,"productId":"pro.monthly","storefrontCountryCodes":["ZZZ"]}"#
             #expect(try await client.call(.post, "/inApps/v1/subscriptions/extend/mass", body: badCountry).errorCode == 4_000_028)
             let badProduct = #"{"requestIdentifier":"m4","extendByDays":3,"extendReasonCode":1,"productId":"coins.100"}"#
             #expect(try await client.call(.post, "/inApps/v1/subscriptions/extend/mass", body: badProduct).errorCode == 4_000_023)
@@ -190,7 +194,12 @@ struct SimulatorAPITests {
         }
         try await testbed.withClient { client in
             let v2 = "/inApps/v2/transactions/consumption/2000000000000001"
-            #expect(try await client.call(.put, v2, body: #"{"customerConsented":true,"deliveryStatus":"DELIVERED","sampleContentProvided":false,"consumptionPercentage":25000,"refundPreference":"GRANT_PRORATED"}"#).status == 202)
+            #expect(
+                try await client.call(
+                    .put, v2,
+                    body:
+                        #"{"customerConsented":true,"deliveryStatus":"DELIVERED","sampleContentProvided":false,"consumptionPercentage":25000,"refundPreference":"GRANT_PRORATED"}"#
+                ).status == 202)
             for (body, code) in [
                 (#"{"customerConsented":false,"deliveryStatus":"DELIVERED","sampleContentProvided":false}"#, 4_000_035),
                 (#"{"customerConsented":true,"deliveryStatus":"LOST","sampleContentProvided":false}"#, 4_000_036),
@@ -199,18 +208,25 @@ struct SimulatorAPITests {
             ] {
                 #expect(try await client.call(.put, v2, body: body).errorCode == code, "\(body)")
             }
-            let subscription = try await client.call(.put, "/inApps/v2/transactions/consumption/2000000000000002",
+            let subscription = try await client.call(
+                .put, "/inApps/v2/transactions/consumption/2000000000000002",
                 body: #"{"customerConsented":true,"deliveryStatus":"DELIVERED","sampleContentProvided":false,"consumptionPercentage":10}"#)
             #expect(subscription.errorCode == 4_000_209)
             let v1 = "/inApps/v1/transactions/consumption/2000000000000001"
-            let good = #"{"customerConsented":true,"consumptionStatus":2,"platform":1,"sampleContentProvided":false,"deliveryStatus":0,"appAccountToken":"","accountTenure":3,"playTime":2,"lifetimeDollarsRefunded":1,"lifetimeDollarsPurchased":2,"userStatus":1,"refundPreference":3}"#
+            let good =
+                #"{"customerConsented":true,"consumptionStatus":2,"platform":1,"sampleContentProvided":false,"deliveryStatus":0,"appAccountToken":"","accountTenure":3,"playTime":2,"lifetimeDollarsRefunded":1,"lifetimeDollarsPurchased":2,"userStatus":1,"refundPreference":3}"#
             #expect(try await client.call(.put, v1, body: good).status == 202)
-            #expect(try await client.call(.put, v1, body: good.replacingOccurrences(of: #""platform":1"#, with: #""platform":7"#)).errorCode == 4_000_039)
-            #expect(try await client.call(.put, v1, body: good.replacingOccurrences(of: #""appAccountToken":"""#, with: #""appAccountToken":"x""#)).errorCode == 4_000_033)
+            #expect(
+                try await client.call(.put, v1, body: good.replacingOccurrences(of: #""platform":1"#, with: #""platform":7"#)).errorCode == 4_000_039)
+            #expect(
+                try await client.call(.put, v1, body: good.replacingOccurrences(of: #""appAccountToken":"""#, with: #""appAccountToken":"x""#))
+                    .errorCode == 4_000_033)
         }
         let stored = await testbed.simulator.state.consumptionInformation
         #expect(stored.count == 1)
-        if case .object(let fields) = stored["2000000000000001"] { #expect(fields["platform"] == .integer(1)) } else {
+        if case .object(let fields) = stored["2000000000000001"] {
+            #expect(fields["platform"] == .integer(1))
+        } else {
             Issue.record("consumption information was not stored")
         }
     }
@@ -235,7 +251,9 @@ struct SimulatorAPITests {
             let unknown = try await client.call(.put, "/inApps/v1/transactions/99/appAccountToken", body: good)
             #expect(unknown.errorCode == 4_040_005)
         }
-        #expect(await testbed.simulator.state.transactions["2000000000000002"]?.info.appAccountToken?.description == "c0ffee00-1234-4abc-8def-0123456789ab")
+        #expect(
+            await testbed.simulator.state.transactions["2000000000000002"]?.info.appAccountToken?.description
+                == "c0ffee00-1234-4abc-8def-0123456789ab")
     }
 
     @Test("refund history (v2 pages and v1) and Look Up Order ID (production only)")
@@ -287,7 +305,8 @@ struct SimulatorAPITests {
             let failed = try #require(failures.json["notificationHistory"] as? [[String: Any]])
             #expect(failed.count == 1)
             #expect((failed[0]["sendAttempts"] as? [[String: Any]])?.first?["sendAttemptResult"] as? String == "TIMED_OUT")
-            let byCustomer = try await client.call(.post, "/inApps/v1/notifications/history", body: #"{\#(window),"transactionId":"2000000000000001"}"#)
+            let byCustomer = try await client.call(
+                .post, "/inApps/v1/notifications/history", body: #"{\#(window),"transactionId":"2000000000000001"}"#)
             #expect((byCustomer.json["notificationHistory"] as? [[String: Any]])?.count == 1)
             for (body, code) in [
                 (#"{\#(window),"transactionId":"2000000000000001","notificationType":"SUBSCRIBED"}"#, 4_000_019),
@@ -393,7 +412,8 @@ extension SimulatorAPITests {
             #expect((history.json["signedTransactions"] as? [String])?.count == 1)
             let badOrder = try await client.call(.get, "/inApps/v1/lookup/not%20an%20order")
             #expect(badOrder.status == 404)  // sandbox: Look Up Order ID does not exist
-            let valid = try await client.call(.get, "/inApps/v1/transactions/2000000000000001", token: P256KeyToken.make(lifetime: 600, key: TestAppStore.apiPrivateKey))
+            let valid = try await client.call(
+                .get, "/inApps/v1/transactions/2000000000000001", token: P256KeyToken.make(lifetime: 600, key: TestAppStore.apiPrivateKey))
             #expect(valid.status == 200)
         }
     }
@@ -409,9 +429,12 @@ enum P256KeyToken {
         }
         let now = Int(Date().timeIntervalSince1970)
         let header = encode(#"{"alg":"\#(algorithm)","kid":"\#(TestAppStore.apiKeyInfo.keyId)","typ":"JWT"}"#)
-        let claims = encode(#"{"iss":"\#(TestAppStore.apiKeyInfo.issuerId)","iat":\#(now),"exp":\#(now + lifetime),"aud":"\#(audience)","bid":"com.example.storekeeper"}"#)
+        let claims = encode(
+            #"{"iss":"\#(TestAppStore.apiKeyInfo.issuerId)","iat":\#(now),"exp":\#(now + lifetime),"aud":"\#(audience)","bid":"com.example.storekeeper"}"#
+        )
         let signature = (try? key.signature(for: Data((header + "." + claims).utf8)))?.rawRepresentation ?? Data()
-        return header + "." + claims + "." + signature.base64EncodedString().replacingOccurrences(of: "+", with: "-")
+        return header + "." + claims + "."
+            + signature.base64EncodedString().replacingOccurrences(of: "+", with: "-")
             .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
     }
 

@@ -1,8 +1,9 @@
 import AppStoreModels
-@testable import AppStoreSimulator
 import Foundation
 import StorekeeperTesting
 import Testing
+
+@testable import AppStoreSimulator
 
 /// The simulator's database: what a save writes, what a restart (or another process) reads, and the import of a
 /// directory made before the database.

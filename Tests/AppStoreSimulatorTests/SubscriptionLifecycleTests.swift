@@ -1,10 +1,11 @@
 import AppStoreModels
 import AppStoreSigning
-@testable import AppStoreSimulator
 import Foundation
 import HashTreeCollections
 import StorekeeperTesting
 import Testing
+
+@testable import AppStoreSimulator
 
 @Suite("Simulator: subscription lifecycles")
 struct SubscriptionLifecycleTests {
@@ -69,11 +70,12 @@ struct SubscriptionLifecycleTests {
         try h.engine.setAutoRenew(originalTransactionId: purchase.originalTransactionId, enabled: false)
         try h.advance(days: 40)
         let seen = try await h.newNotifications()
-        #expect(seen.map(\.summary) == [
-            "SUBSCRIBED/INITIAL_BUY 1", "DID_CHANGE_RENEWAL_STATUS/AUTO_RENEW_DISABLED 1",
-            "DID_CHANGE_RENEWAL_STATUS/AUTO_RENEW_ENABLED 1", "DID_CHANGE_RENEWAL_STATUS/AUTO_RENEW_DISABLED 1",
-            "EXPIRED/VOLUNTARY 2",
-        ])
+        #expect(
+            seen.map(\.summary) == [
+                "SUBSCRIBED/INITIAL_BUY 1", "DID_CHANGE_RENEWAL_STATUS/AUTO_RENEW_DISABLED 1",
+                "DID_CHANGE_RENEWAL_STATUS/AUTO_RENEW_ENABLED 1", "DID_CHANGE_RENEWAL_STATUS/AUTO_RENEW_DISABLED 1",
+                "EXPIRED/VOLUNTARY 2",
+            ])
         #expect(seen[1].renewal?.autoRenewStatus == .off)
         #expect(seen[4].renewal?.expirationIntent == .customerCancelled)
         let again = try h.buy("alice", "pro.monthly")
@@ -164,10 +166,11 @@ struct SubscriptionLifecycleTests {
         #expect(try h.buy("alice", "pro.monthly").outcome == "downgrade-cancelled")
         #expect(try h.buy("alice", "pro.yearly").outcome == "downgrade-scheduled")
         var seen = try await h.newNotifications()
-        #expect(seen.map(\.summary) == [
-            "SUBSCRIBED/INITIAL_BUY 1", "DID_CHANGE_RENEWAL_PREF/DOWNGRADE 1", "DID_CHANGE_RENEWAL_PREF 1",
-            "DID_CHANGE_RENEWAL_PREF/DOWNGRADE 1",
-        ])
+        #expect(
+            seen.map(\.summary) == [
+                "SUBSCRIBED/INITIAL_BUY 1", "DID_CHANGE_RENEWAL_PREF/DOWNGRADE 1", "DID_CHANGE_RENEWAL_PREF 1",
+                "DID_CHANGE_RENEWAL_PREF/DOWNGRADE 1",
+            ])
         #expect(seen[1].renewal?.autoRenewProductId == "basic.monthly")
         #expect(seen[1].renewal?.productId == "pro.monthly")
         #expect(seen[2].renewal?.autoRenewProductId == "pro.monthly")
@@ -230,10 +233,11 @@ struct SubscriptionLifecycleTests {
         try h.engine.consentToPriceIncrease(originalTransactionId: alice.originalTransactionId)
         try h.advance(days: 31)
         let seen = try await h.newNotifications()
-        #expect(seen.map(\.summary) == [
-            "SUBSCRIBED/INITIAL_BUY 1", "SUBSCRIBED/INITIAL_BUY 1", "PRICE_INCREASE/PENDING 1", "PRICE_INCREASE/PENDING 1",
-            "PRICE_INCREASE/ACCEPTED 1", "DID_RENEW 1", "EXPIRED/PRICE_INCREASE 2",
-        ])
+        #expect(
+            seen.map(\.summary) == [
+                "SUBSCRIBED/INITIAL_BUY 1", "SUBSCRIBED/INITIAL_BUY 1", "PRICE_INCREASE/PENDING 1", "PRICE_INCREASE/PENDING 1",
+                "PRICE_INCREASE/ACCEPTED 1", "DID_RENEW 1", "EXPIRED/PRICE_INCREASE 2",
+            ])
         #expect(seen[2].renewal?.priceIncreaseStatus == .pending && seen[2].renewal?.renewalPrice == 12_990)
         #expect(seen[4].renewal?.priceIncreaseStatus == .accepted)
         #expect(seen[5].transaction?.price == 12_990)
@@ -353,8 +357,9 @@ struct SubscriptionLifecycleTests {
         try h.engine.advance(by: 300)
         try h.engine.advance(by: 300)
         try h.engine.advance(by: 300)
-        #expect(try await h.newSummaries() == [
-            "SUBSCRIBED/INITIAL_BUY 1", "DID_FAIL_TO_RENEW/GRACE_PERIOD 4", "GRACE_PERIOD_EXPIRED 3", "EXPIRED/BILLING_RETRY 2",
-        ])
+        #expect(
+            try await h.newSummaries() == [
+                "SUBSCRIBED/INITIAL_BUY 1", "DID_FAIL_TO_RENEW/GRACE_PERIOD 4", "GRACE_PERIOD_EXPIRED 3", "EXPIRED/BILLING_RETRY 2",
+            ])
     }
 }

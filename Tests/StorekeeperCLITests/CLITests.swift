@@ -3,9 +3,9 @@ import AppStoreSigning
 import Crypto
 import Foundation
 import Glibc
+import StorekeeperSQLite
 import StorekeeperTesting
 import SwiftASN1
-import StorekeeperSQLite
 import Testing
 import X509
 
@@ -140,14 +140,16 @@ struct CLITests {
         #expect(checks["certificateChain"]?.contains("2022-03-04T09:43:28Z") == true)
     }
 
-    @Test("verify failures print error: <code>: <message> and exit 1", arguments: [
-        (["negative-tampered-payload-01.jws"], "error: invalid-signature: "),
-        (["--bundle-id", "com.other", "transaction-consumable-production-01.jws"], "error: bundle-id-mismatch: "),
-        (["--environment", "Production", "transaction-autorenew-sandbox-01.jws"], "error: environment-mismatch: "),
-        (["negative-truncated-payload-01.jws"], "error: malformed-jws: "),
-        (["--at", "yesterday", "transaction-autorenew-sandbox-01.jws"], "error: invalid-option: "),
-        (["--root", "/nonexistent.cer", "transaction-autorenew-sandbox-01.jws"], "error: unreadable-input: "),
-    ])
+    @Test(
+        "verify failures print error: <code>: <message> and exit 1",
+        arguments: [
+            (["negative-tampered-payload-01.jws"], "error: invalid-signature: "),
+            (["--bundle-id", "com.other", "transaction-consumable-production-01.jws"], "error: bundle-id-mismatch: "),
+            (["--environment", "Production", "transaction-autorenew-sandbox-01.jws"], "error: environment-mismatch: "),
+            (["negative-truncated-payload-01.jws"], "error: malformed-jws: "),
+            (["--at", "yesterday", "transaction-autorenew-sandbox-01.jws"], "error: invalid-option: "),
+            (["--root", "/nonexistent.cer", "transaction-autorenew-sandbox-01.jws"], "error: unreadable-input: "),
+        ])
     func verifyFailures(arguments: [String], prefix: String) async throws {
         var arguments = arguments
         arguments[arguments.count - 1] = "@" + CLI.corpus.appendingPathComponent(arguments[arguments.count - 1]).path
@@ -200,7 +202,8 @@ struct CLITests {
             "token", "--issuer-id", "57246542-96fe-1a63-e053-0824d011072a", "--key-id", "2X9R4HXF34",
             "--bundle-id", "com.example.app", "--private-key", file.path,
         ])
-        #expect(exposed.status == 1 && exposed.stderr.hasPrefix("error: exposed-key-file: ") && exposed.stderr.contains("chmod 600"), "\(exposed.stderr)")
+        #expect(
+            exposed.status == 1 && exposed.stderr.hasPrefix("error: exposed-key-file: ") && exposed.stderr.contains("chmod 600"), "\(exposed.stderr)")
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file.path)
         let output = try await CLI.runDetached([
             "token", "--issuer-id", "57246542-96fe-1a63-e053-0824d011072a", "--key-id", "2X9R4HXF34",
@@ -286,7 +289,10 @@ struct CLITests {
 
     @Test("bench ingest and bench entitlements print throughput and latency for both runs, with no failures")
     func serverBenchmarks() async throws {
-        for arguments in [["bench", "ingest", "--count", "60", "--concurrency", "4"], ["bench", "entitlements", "--count", "200", "--customers", "20", "--concurrency", "4"]] {
+        for arguments in [
+            ["bench", "ingest", "--count", "60", "--concurrency", "4"],
+            ["bench", "entitlements", "--count", "200", "--customers", "20", "--concurrency", "4"],
+        ] {
             let output = try await CLI.runDetached(arguments)
             #expect(output.status == 0, "\(output.stderr)")
             let json = try CLI.json(output.stdout)

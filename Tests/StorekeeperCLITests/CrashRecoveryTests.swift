@@ -54,11 +54,11 @@ struct CrashRecoveryTests {
         let simulator = try Simulator(directory: simulatorDirectory)
         let config = directory.appendingPathComponent("config.json").path
         try """
-            {"apps": [{"bundleId": "com.example.storekeeper", "appAppleId": 6450000001, "environments": ["Production"],
-                       "trustedRoots": ["\(simulatorDirectory.rootCertificateFile.path)"]}],
-             "entitlements": {"productEntitlements": {}, "subscriptionLevels": {}, "nonRenewingDurations": {}, "billingRetryGrantsAccess": false},
-             "apiKeys": []}
-            """.write(toFile: config, atomically: true, encoding: .utf8)
+        {"apps": [{"bundleId": "com.example.storekeeper", "appAppleId": 6450000001, "environments": ["Production"],
+                   "trustedRoots": ["\(simulatorDirectory.rootCertificateFile.path)"]}],
+         "entitlements": {"productEntitlements": {}, "subscriptionLevels": {}, "nonRenewingDurations": {}, "billingRetryGrantsAccess": false},
+         "apiKeys": []}
+        """.write(toFile: config, atomically: true, encoding: .utf8)
         return (simulator, config, directory.appendingPathComponent("ledger.sqlite").path)
     }
 
@@ -87,11 +87,15 @@ struct CrashRecoveryTests {
         try await Self.sell(60, on: simulator) { _ in "pro.monthly" }
         let server = try await Task.detached { try ServerProcess(config: config, database: database) }.value
         _ = try await simulator.perform { engine in engine.setNotificationURL("http://127.0.0.1:\(server.port)/appstore/notifications") }
-        let deliverer = NotificationDeliverer(simulator: simulator, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }), timeout: .seconds(5))
+        let deliverer = NotificationDeliverer(
+            simulator: simulator, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }), timeout: .seconds(5))
         async let delivered = deliverer.deliverDue()
         try await Self.waitForAttempts(on: simulator, atLeast: 15)
         server.process.terminate()  // SIGTERM
-        let status = await Task.detached { server.process.waitUntilExit(); return server.process.terminationStatus }.value
+        let status = await Task.detached {
+            server.process.waitUntilExit()
+            return server.process.terminationStatus
+        }.value
         _ = await delivered
         #expect(status == 0)
         let acknowledged = await simulator.state.notifications.filter { $0.sendAttempts.last?.sendAttemptResult == "SUCCESS" }.count
@@ -111,7 +115,8 @@ struct CrashRecoveryTests {
         let total = await simulator.state.notifications.count
         var server = try await Task.detached { try ServerProcess(config: config, database: database) }.value
         _ = try await simulator.perform { engine in engine.setNotificationURL("http://127.0.0.1:\(server.port)/appstore/notifications") }
-        let deliverer = NotificationDeliverer(simulator: simulator, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }), timeout: .seconds(5))
+        let deliverer = NotificationDeliverer(
+            simulator: simulator, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }), timeout: .seconds(5))
 
         // Kill the server partway through the burst.
         async let delivered = deliverer.deliverDue()

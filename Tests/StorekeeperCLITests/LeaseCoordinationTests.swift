@@ -9,12 +9,14 @@ import Testing
 /// on PostgreSQL; Ctrl-C gives a lease back and says what was done.
 @Suite("storekeeper recover and reconcile: leases and interruptions")
 struct LeaseCoordinationTests {
-    @Test("SQLite: concurrent reconcile --all runs never overlap, recover waits for no server's job, Ctrl-C gives the lease back and prints what was done")
+    @Test(
+        "SQLite: concurrent reconcile --all runs never overlap, recover waits for no server's job, Ctrl-C gives the lease back and prints what was done"
+    )
     func sqlite() async throws {
         let directory = try CLI.temporaryDirectory("leases-sqlite")
         defer { try? FileManager.default.removeItem(at: directory) }
         let missed = try await MissedNotifications.make(48, in: directory)
-        _ = try SQLiteLedgerStore(path: missed.database) // the ledger, as `serve` creates it
+        _ = try SQLiteLedgerStore(path: missed.database)  // the ledger, as `serve` creates it
         try await Self.exercise(missed, database: missed.database, in: directory)
     }
 
@@ -40,14 +42,20 @@ struct LeaseCoordinationTests {
             // Three at once: one runs, the others are refused at once, naming the holder.
             let runs = try await withThrowingTaskGroup(of: CLI.Output.self) { group in
                 for _ in 0..<3 {
-                    group.addTask { try await CLI.runDetached(["reconcile", "--config", missed.config, "--database", database, "--all", "--dry-run"]) }
+                    group.addTask {
+                        try await CLI.runDetached(["reconcile", "--config", missed.config, "--database", database, "--all", "--dry-run"])
+                    }
                 }
                 return try await group.reduce(into: []) { $0.append($1) }
             }
             #expect(runs.filter { $0.status == 0 }.count == 1, "\(runs.map(\.stderr))")
             for refused in runs where refused.status != 0 {
-                #expect(refused.stderr.contains("error: com.example.storekeeper (Sandbox): job-running: another `storekeeper reconcile --all`"), "\(refused.stderr)")
-                #expect(refused.stderr.contains("/\(ProcessInfo.processInfo.hostName)") || refused.stderr.contains("running on this ledger ("), "names the holder: \(refused.stderr)")
+                #expect(
+                    refused.stderr.contains("error: com.example.storekeeper (Sandbox): job-running: another `storekeeper reconcile --all`"),
+                    "\(refused.stderr)")
+                #expect(
+                    refused.stderr.contains("/\(ProcessInfo.processInfo.hostName)") || refused.stderr.contains("running on this ledger ("),
+                    "names the holder: \(refused.stderr)")
             }
 
             // Ctrl-C midway: exit 130, the report of what was done, the progress line ended, the lease given back.
@@ -71,8 +79,10 @@ struct LeaseCoordinationTests {
             #expect(try await server.waitFor("job lease taken"), "\(server.stderr)")
             let recover = try await CLI.runDetached(["recover", "--config", missed.config, "--database", database])
             #expect(recover.status == 1, "\(recover.stdout)")
-            #expect(recover.stderr.contains("job-running: a server on this ledger is running com.example.storekeeper (Sandbox)'s notification recovery now (")
-                && recover.stderr.contains("/\(server.process.processIdentifier)/"), "\(recover.stderr)")
+            #expect(
+                recover.stderr.contains(
+                    "job-running: a server on this ledger is running com.example.storekeeper (Sandbox)'s notification recovery now (")
+                    && recover.stderr.contains("/\(server.process.processIdentifier)/"), "\(recover.stderr)")
             // A dry run changes nothing: it looks beside the server's job, more slowly, and says so.
             let look = try await CLI.runDetached(["recover", "--config", missed.config, "--database", database, "--dry-run"])
             #expect(look.status == 0 && look.stderr.contains("this dry run reads beside it"), "\(look.stderr)")

@@ -23,8 +23,8 @@ final class RunningCommand: @unchecked Sendable {
         let name = UUID().uuidString
         stdoutFile = directory.appendingPathComponent("\(name).out")
         stderrFile = directory.appendingPathComponent("\(name).err")
-        FileManager.default.createFile(atPath: stdoutFile.path, contents: nil)
-        FileManager.default.createFile(atPath: stderrFile.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: stdoutFile.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: stderrFile.path, contents: nil)
         process.executableURL = executable
         process.arguments = arguments
         if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
@@ -94,9 +94,14 @@ struct OperatorTests {
 
         let second = try await CLI.runDetached(["serve", "--config", config, "--database", database, "--port", "0"])
         #expect(second.status == 1)
-        #expect(second.stderr.contains("error: ledger-in-use: the SQLite ledger \(database) is in use by PID \(first.process.processIdentifier) (storekeeper serve)"), "\(second.stderr)")
+        #expect(
+            second.stderr.contains(
+                "error: ledger-in-use: the SQLite ledger \(database) is in use by PID \(first.process.processIdentifier) (storekeeper serve)"),
+            "\(second.stderr)")
         // The same file named another way is the same ledger.
-        let relative = try await CLI.runDetached(["serve", "--config", config, "--database", database.replacingOccurrences(of: "/ledger.sqlite", with: "/./ledger.sqlite"), "--port", "0"])
+        let relative = try await CLI.runDetached([
+            "serve", "--config", config, "--database", database.replacingOccurrences(of: "/ledger.sqlite", with: "/./ledger.sqlite"), "--port", "0",
+        ])
         #expect(relative.status == 1 && relative.stderr.contains("ledger-in-use"), "\(relative.stderr)")
         // Through a symbolic link to the file, or to its directory: the same ledger, the same lock.
         let link = directory.appendingPathComponent("link.sqlite").path
@@ -132,7 +137,9 @@ struct OperatorTests {
 
         let run = try await CLI.runDetached(["simulator", "run", "--dir", sim, "subscriber-lifecycle"])
         #expect(run.status == 1)
-        #expect(run.stderr.contains("error: simulator-in-use: the simulator in \(sim) is in use by PID \(served.process.processIdentifier)"), "\(run.stderr)")
+        #expect(
+            run.stderr.contains("error: simulator-in-use: the simulator in \(sim) is in use by PID \(served.process.processIdentifier)"),
+            "\(run.stderr)")
         #expect(run.stderr.contains("simulator run --url"), "says what to do instead: \(run.stderr)")
         let serveAgain = try await CLI.runDetached(["simulator", "--dir", sim, "--port", "0"])
         #expect(serveAgain.status == 1 && serveAgain.stderr.contains("simulator-in-use"), "\(serveAgain.stderr)")
@@ -159,19 +166,26 @@ struct OperatorTests {
         #expect(lines.contains { $0.hasPrefix("customerCache.maxAgeSeconds") && $0.contains("60  [default]") }, "\(good.stdout)")
         #expect(good.stdout.contains("note: no API keys"))
         let json = try CLI.json(try await CLI.runDetached(["config", "check", "--config", file, "--json"]).stdout)
-        #expect((json["settings"] as? [[String: Any]])?.contains { $0["path"] as? String == "recovery.enabled" && $0["source"] as? String == "default" } == true)
+        #expect(
+            (json["settings"] as? [[String: Any]])?.contains { $0["path"] as? String == "recovery.enabled" && $0["source"] as? String == "default" }
+                == true)
 
-        try #"{"apps": [{"bundleId": "com.example.app", "environments": ["Sandbox"]}], "entitlements": {"productEntitlement": {"pro.monthly": ["pro"]}}}"#
+        try
+            #"{"apps": [{"bundleId": "com.example.app", "environments": ["Sandbox"]}], "entitlements": {"productEntitlement": {"pro.monthly": ["pro"]}}}"#
             .write(toFile: file, atomically: true, encoding: .utf8)
         for command in [["config", "check"], ["serve", "--port", "0", "--database", directory.appendingPathComponent("l.sqlite").path]] {
             let typo = try await CLI.runDetached(command + ["--config", file])
             #expect(typo.status == 1)
-            #expect(typo.stderr.contains(#"\#(file):1:91: unknown key "productEntitlement" in entitlements: did you mean "productEntitlements"?"#), "\(typo.stderr)")
+            #expect(
+                typo.stderr.contains(#"\#(file):1:91: unknown key "productEntitlement" in entitlements: did you mean "productEntitlements"?"#),
+                "\(typo.stderr)")
         }
         #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("l.sqlite").path), "serve stopped before the ledger")
     }
 
-    @Test("wrong but well-formed App Store Server API credentials: serve starts, says at once that the App Store refused them, in the log, /health and /metrics")
+    @Test(
+        "wrong but well-formed App Store Server API credentials: serve starts, says at once that the App Store refused them, in the log, /health and /metrics"
+    )
     func refusedCredentials() async throws {
         let directory = try CLI.temporaryDirectory("credentials")
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -190,9 +204,13 @@ struct OperatorTests {
             #expect(try await server.waitFor("credentials REFUSED"), "\(server.stderr)")
             #expect(server.stderr.contains("error storekeeper:") && server.stderr.contains("HTTP 401"), "\(server.stderr)")
             let health = try await Self.get("http://127.0.0.1:\(port)/health")
-            #expect(health.status == 200 && health.body.contains(#""appStoreCredentials":{"com.example.storekeeper (Sandbox)":"refused"}"#), "\(health.body)")
+            #expect(
+                health.status == 200 && health.body.contains(#""appStoreCredentials":{"com.example.storekeeper (Sandbox)":"refused"}"#),
+                "\(health.body)")
             let metrics = try await Self.get("http://127.0.0.1:\(port)/metrics").body
-            #expect(metrics.contains(#"storekeeper_app_store_credentials_refused{bundle_id="com.example.storekeeper",environment="Sandbox"} 1"#), "\(metrics)")
+            #expect(
+                metrics.contains(#"storekeeper_app_store_credentials_refused{bundle_id="com.example.storekeeper",environment="Sandbox"} 1"#),
+                "\(metrics)")
             // config check --online says the same, and exits 1.
             let check = try await CLI.runDetached(["config", "check", "--config", missed.config, "--online"])
             #expect(check.status == 1 && check.stdout.contains("credentials com.example.storekeeper Sandbox: refused"), "\(check.stdout)")
@@ -211,7 +229,9 @@ struct FullDiskTests {
         return try await HTTPClient.shared.execute(request, timeout: .seconds(30)).status.code
     }
 
-    @Test("writes that do not fit are refused in words (the notification answered 5xx, nothing acknowledged); restarted with room, the ledger is whole and recovery brings every notification back")
+    @Test(
+        "writes that do not fit are refused in words (the notification answered 5xx, nothing acknowledged); restarted with room, the ledger is whole and recovery brings every notification back"
+    )
     func fullDisk() async throws {
         let directory = try CLI.temporaryDirectory("full-disk")
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -220,14 +240,17 @@ struct FullDiskTests {
         let (simulatorPort, serverPort) = (try CLI.freePort(), try CLI.freePort())
         #expect(try await CLI.runDetached(["simulator", "init", sim, "--port", String(simulatorPort)]).status == 0)
         let simulator = try RunningCommand(
-            ["simulator", "--dir", sim, "--port", String(simulatorPort), "--notify-url", "http://127.0.0.1:\(serverPort)/appstore/notifications"], in: directory
+            ["simulator", "--dir", sim, "--port", String(simulatorPort), "--notify-url", "http://127.0.0.1:\(serverPort)/appstore/notifications"],
+            in: directory
         )
         defer { simulator.stop() }
         _ = try await simulator.port()
         // Files of this server may not grow past 600 KB (RLIMIT_FSIZE, with SIGXFSZ ignored: writes fail as on a full disk).
         let limited = try RunningCommand(
-            ["-c", "trap '' XFSZ; ulimit -f 600; exec \"$0\" serve --config \"$1\" --database \"$2\" --port \"$3\"",
-             CLI.binary.path, sim + "/storekeeper.json", database, String(serverPort)],
+            [
+                "-c", "trap '' XFSZ; ulimit -f 600; exec \"$0\" serve --config \"$1\" --database \"$2\" --port \"$3\"",
+                CLI.binary.path, sim + "/storekeeper.json", database, String(serverPort),
+            ],
             in: directory, executable: URL(fileURLWithPath: "/bin/bash")
         )
         _ = try await limited.port()
@@ -241,7 +264,8 @@ struct FullDiskTests {
         limited.stop()
 
         // With room again: the ledger opens (not corrupt), and the recovery job brings back what was refused.
-        let server = try RunningCommand(["serve", "--config", sim + "/storekeeper.json", "--database", database, "--port", String(serverPort)], in: directory)
+        let server = try RunningCommand(
+            ["serve", "--config", sim + "/storekeeper.json", "--database", database, "--port", String(serverPort)], in: directory)
         defer { server.stop() }
         _ = try await server.port()
         #expect(try await server.waitFor("recovery.fetched="), "\(server.stderr.suffix(2_000))")
@@ -260,19 +284,22 @@ struct OperatorErrorTests {
         guard getuid() == 0 else { return try await CLI.runDetached(arguments) }
         let output = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<CLI.Output, any Error>) in
             Thread {
-                continuation.resume(with: Result {
-                    let process = Process()
-                    process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-                    process.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", CLI.binary.path] + arguments
-                    let out = Pipe(), err = Pipe()
-                    process.standardOutput = out
-                    process.standardError = err
-                    try process.run()
-                    let stdout = out.fileHandleForReading.readDataToEndOfFile()
-                    let stderr = err.fileHandleForReading.readDataToEndOfFile()
-                    process.waitUntilExit()
-                    return CLI.Output(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
-                })
+                continuation.resume(
+                    with: Result {
+                        let process = Process()
+                        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+                        process.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", CLI.binary.path] + arguments
+                        let out = Pipe(), err = Pipe()
+                        process.standardOutput = out
+                        process.standardError = err
+                        try process.run()
+                        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+                        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+                        process.waitUntilExit()
+                        return CLI.Output(
+                            status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+                            stderr: String(decoding: stderr, as: UTF8.self))
+                    })
             }.start()
         }
         return output
@@ -293,9 +320,14 @@ struct OperatorErrorTests {
         try FileManager.default.createDirectory(at: readOnly, withIntermediateDirectories: true)
         try FileManager.default.setAttributes([.posixPermissions: 0o555], ofItemAtPath: readOnly.path)
 
-        let denied = try await Self.runUnprivileged(["serve", "--config", config, "--port", "0", "--database", readOnly.appendingPathComponent("ledger.sqlite").path])
+        let denied = try await Self.runUnprivileged([
+            "serve", "--config", config, "--port", "0", "--database", readOnly.appendingPathComponent("ledger.sqlite").path,
+        ])
         #expect(denied.status == 1)
-        #expect(denied.stderr.contains("error: storage: the directory \(readOnly.path) of the SQLite ledger is not writable by this process (Permission denied): SQLite keeps its write-ahead log"), "\(denied.stderr)")
+        #expect(
+            denied.stderr.contains(
+                "error: storage: the directory \(readOnly.path) of the SQLite ledger is not writable by this process (Permission denied): SQLite keeps its write-ahead log"
+            ), "\(denied.stderr)")
         #expect(!denied.stderr.contains("SQLite error") && !denied.stderr.contains("PRAGMA"), "\(denied.stderr)")
 
         let isDirectory = try await CLI.runDetached(["serve", "--config", config, "--port", "0", "--database", directory.path])
@@ -305,20 +337,25 @@ struct OperatorErrorTests {
         let foreign = directory.appendingPathComponent("users.sqlite").path
         let users = try SQLiteLedgerStoreFixtures.foreignDatabase(at: foreign)
         let empty = directory.appendingPathComponent("empty.sqlite").path
-        FileManager.default.createFile(atPath: empty, contents: nil)
+        _ = FileManager.default.createFile(atPath: empty, contents: nil)
         let sim = directory.appendingPathComponent("sim").path
         #expect(try await CLI.runDetached(["simulator", "init", sim]).status == 0)
         // A configuration with credentials (recover and reconcile need them), never used: the ledger is refused first.
         let withCredentials = directory.appendingPathComponent("credentials.json").path
         try P256KeyFile.write(to: directory.appendingPathComponent("k.p8").path)
-        try #"{"apps": [{"bundleId": "com.example.app", "environments": ["Sandbox"], "serverAPI": {"Sandbox": {"issuerId": "57246542-96fe-1a63-e053-0824d011072a", "keyId": "K", "privateKeyFile": "k.p8", "baseURL": "http://127.0.0.1:9"}}}]}"#
+        try
+            #"{"apps": [{"bundleId": "com.example.app", "environments": ["Sandbox"], "serverAPI": {"Sandbox": {"issuerId": "57246542-96fe-1a63-e053-0824d011072a", "keyId": "K", "privateKeyFile": "k.p8", "baseURL": "http://127.0.0.1:9"}}}]}"#
             .write(toFile: withCredentials, atomically: true, encoding: .utf8)
-        for (file, named) in [(foreign, "is a SQLite database but not a Storekeeper ledger (its tables: users)"), (empty, "holds no ledger (an empty database)"),
-                              (sim + "/simulator.sqlite", "is not a Storekeeper ledger (its migrations: v1")] {
+        for (file, named) in [
+            (foreign, "is a SQLite database but not a Storekeeper ledger (its tables: users)"), (empty, "holds no ledger (an empty database)"),
+            (sim + "/simulator.sqlite", "is not a Storekeeper ledger (its migrations: v1"),
+        ] {
             let before = try Data(contentsOf: URL(fileURLWithPath: file))
             for command in [["recover", "--dry-run"], ["reconcile", "--all", "--dry-run"]] {
                 let refused = try await CLI.runDetached(command + ["--config", withCredentials, "--database", file])
-                #expect(refused.status == 1 && refused.stderr.contains(named) && refused.stderr.contains("nothing was changed"), "\(command) \(file): \(refused.stderr)")
+                #expect(
+                    refused.status == 1 && refused.stderr.contains(named) && refused.stderr.contains("nothing was changed"),
+                    "\(command) \(file): \(refused.stderr)")
             }
             #expect(try Data(contentsOf: URL(fileURLWithPath: file)) == before, "\(file) was not changed")
         }
@@ -329,7 +366,9 @@ struct OperatorErrorTests {
         let notALedger = try await CLI.runDetached(["recover", "--config", config, "--database", config])
         #expect(notALedger.status == 1, "\(notALedger.stderr)")
         let notALedgerServed = try await CLI.runDetached(["serve", "--config", config, "--port", "0", "--database", config])
-        #expect(notALedgerServed.status == 1 && notALedgerServed.stderr.contains("is not a SQLite database (is --database the right file?)"), "\(notALedgerServed.stderr)")
+        #expect(
+            notALedgerServed.status == 1 && notALedgerServed.stderr.contains("is not a SQLite database (is --database the right file?)"),
+            "\(notALedgerServed.stderr)")
     }
 
     @Test("a flag's value of Apple's open sets that this build does not know is refused, naming the values, before anything is sent")
@@ -337,17 +376,26 @@ struct OperatorErrorTests {
         let directory = try CLI.temporaryDirectory("api-flags")
         defer { try? FileManager.default.removeItem(at: directory) }
         #expect(try await CLI.runDetached(["simulator", "init", directory.appendingPathComponent("sim").path]).status == 0)
-        let keyFile = try #require(try FileManager.default.contentsOfDirectory(atPath: directory.appendingPathComponent("sim/api").path).first { $0.hasSuffix(".p8") })
+        let keyFile = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: directory.appendingPathComponent("sim/api").path).first { $0.hasSuffix(".p8") })
         // Nothing listens at port 9: had anything been sent, the error would be a transport one.
         let environment = [
             "APPSTORE_ISSUER_ID": "57246542-96fe-1a63-e053-0824d011072a", "APPSTORE_KEY_ID": "K", "APPSTORE_BUNDLE_ID": "com.example.storekeeper",
             "APPSTORE_BASE_URL": "http://127.0.0.1:9", "APPSTORE_PRIVATE_KEY": directory.appendingPathComponent("sim/api/\(keyFile)").path,
         ]
         for (arguments, named) in [
-            (["api", "consumption", "2000000000000001", "--customer-consented", "--delivery-status", "DELIVERD", "--sample-content-provided", "false"], "--delivery-status 'DELIVERD' is not one of DELIVERED"),
+            (
+                [
+                    "api", "consumption", "2000000000000001", "--customer-consented", "--delivery-status", "DELIVERD", "--sample-content-provided",
+                    "false",
+                ], "--delivery-status 'DELIVERD' is not one of DELIVERED"
+            ),
             (["api", "notifications", "--since", "2026-11-01T00:00:00Z", "--type", "REFUNDED"], "--type 'REFUNDED' is not one of SUBSCRIBED"),
             (["api", "history", "2000000000000001", "--revoked", "yes"], "The value 'yes' is invalid for '--revoked"),
-            (["reconcile", "--config", "/nonexistent.json", "--all", "--environment", "sandbox"], "--environment must be Production or Sandbox, not 'sandbox'"),
+            (
+                ["reconcile", "--config", "/nonexistent.json", "--all", "--environment", "sandbox"],
+                "--environment must be Production or Sandbox, not 'sandbox'"
+            ),
             (["api-key", "--scope", "Admin"], "--scope must be app or admin"),
         ] {
             let output = try await CLI.runDetached(arguments, environment: environment)
@@ -361,18 +409,21 @@ struct OperatorErrorTests {
         let directory = try CLI.temporaryDirectory("arguments")
         defer { try? FileManager.default.removeItem(at: directory) }
         let file = directory.appendingPathComponent("a-file").path
-        FileManager.default.createFile(atPath: file, contents: Data("x".utf8))
+        _ = FileManager.default.createFile(atPath: file, contents: Data("x".utf8))
         let initOnFile = try await CLI.runDetached(["simulator", "init", file])
         #expect(initOnFile.status == 1 && initOnFile.stderr.contains("exists and is a file"), "\(initOnFile.stderr)")
 
         let ledger = directory.appendingPathComponent("ledger.sqlite").path
         _ = try SQLiteLedgerStore(path: ledger)
         let noDirectory = try await CLI.runDetached(["backup", "--database", ledger, "--to", directory.appendingPathComponent("nope/b.sqlite").path])
-        #expect(noDirectory.status == 1 && noDirectory.stderr.contains("the backup's directory") && noDirectory.stderr.contains("does not exist"), "\(noDirectory.stderr)")
+        #expect(
+            noDirectory.status == 1 && noDirectory.stderr.contains("the backup's directory") && noDirectory.stderr.contains("does not exist"),
+            "\(noDirectory.stderr)")
         #expect(!noDirectory.stderr.contains("SQLite error"))
 
         let config = directory.appendingPathComponent("config.json").path
-        try #"{"apps": [{"bundleId": "com.example.app", "environments": ["Sandbox"], "serverAPI": {"Sandbox": {"issuerId": "57246542-96fe-1a63-e053-0824d011072a", "keyId": "K", "privateKeyFile": "k.p8"}}}]}"#
+        try
+            #"{"apps": [{"bundleId": "com.example.app", "environments": ["Sandbox"], "serverAPI": {"Sandbox": {"issuerId": "57246542-96fe-1a63-e053-0824d011072a", "keyId": "K", "privateKeyFile": "k.p8"}}}]}"#
             .write(toFile: config, atomically: true, encoding: .utf8)
         let key = directory.appendingPathComponent("k.p8").path
         try P256KeyFile.write(to: key)
@@ -387,7 +438,9 @@ enum SQLiteLedgerStoreFixtures {
     static func foreignDatabase(at path: String) throws -> Data {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('create table users(id)'); c.commit(); c.close()", path]
+        process.arguments = [
+            "python3", "-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('create table users(id)'); c.commit(); c.close()", path,
+        ]
         try process.run()
         process.waitUntilExit()
         return try Data(contentsOf: URL(fileURLWithPath: path))

@@ -35,7 +35,10 @@ struct PostgresInstancesTests {
     /// developer's own PostgreSQL server does not collect the tests' databases.
     static func droppingAfterwards(_ database: String, _ body: () async throws -> Void) async throws {
         let outcome: Result<Void, any Error>
-        do { try await body(); outcome = .success(()) } catch { outcome = .failure(error) }
+        do {
+            try await body()
+            outcome = .success(())
+        } catch { outcome = .failure(error) }
         do {
             try await PostgresDatabaseURL(database).droppingDatabase(closingConnections: true)
         } catch {
@@ -48,7 +51,12 @@ struct PostgresInstancesTests {
     final class Balancer: Sendable {
         private let state = Mutex<(ports: [Int], next: Int)>(([], 0))
         func set(_ index: Int, port: Int) { state.withLock { if index < $0.ports.count { $0.ports[index] = port } else { $0.ports.append(port) } } }
-        func next() -> Int { state.withLock { state in defer { state.next += 1 }; return state.ports[state.next % state.ports.count] } }
+        func next() -> Int {
+            state.withLock { state in
+                defer { state.next += 1 }
+                return state.ports[state.next % state.ports.count]
+            }
+        }
     }
 
     static func startBalancer(_ balancer: Balancer) async throws -> (port: Int, task: Task<Void, any Error>) {
@@ -100,13 +108,15 @@ struct PostgresInstancesTests {
             struct Item: Decodable { var productId: String }
         }
         let view = try JSONDecoder().decode(View.self, from: Data(body.utf8))
-        return Set(view.entitlements.map(\.productId)).sorted() + view.consumableBalance.filter { $0.value != 0 }.sorted { $0.key < $1.key }.map { "\($0.key) ×\($0.value)" }
+        return Set(view.entitlements.map(\.productId)).sorted()
+            + view.consumableBalance.filter { $0.value != 0 }.sorted { $0.key < $1.key }.map { "\($0.key) ×\($0.value)" }
     }
 
     static func truth(_ simulator: Simulator) async throws -> [String: [String]] {
         var truth: [String: [String]] = [:]
         for customer in try await simulator.read({ $0.groundTruth() }) {
-            truth[customer.customerId] = customer.entitlements.map(\.productId).sorted()
+            truth[customer.customerId] =
+                customer.entitlements.map(\.productId).sorted()
                 + customer.consumableBalance.filter { $0.value != 0 }.sorted { $0.key < $1.key }.map { "\($0.key) ×\($0.value)" }
         }
         return truth
@@ -121,7 +131,9 @@ struct PostgresInstancesTests {
         return (simulator, config)
     }
 
-    @Test("deliveries spread over three instances with duplicates, reorders and a SIGKILL: every customer equals the ground truth on every instance, nothing applied twice, caches follow each write")
+    @Test(
+        "deliveries spread over three instances with duplicates, reorders and a SIGKILL: every customer equals the ground truth on every instance, nothing applied twice, caches follow each write"
+    )
     func threeInstances() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pg-e2e-\(UUID())")
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -129,7 +141,10 @@ struct PostgresInstancesTests {
             // An app key, so that the test reads customers and submits purchases as the app does.
             let hash = SHA256.hash(data: Data(Self.apiKey.utf8)).map { String(format: "%02x", $0) }.joined()
             configuration["apiKeys"] = [["name": "e2e", "sha256": hash, "scope": "app", "bundleId": "com.example.storekeeper"]]
-            configuration["entitlements"] = ["productEntitlements": ["pro.monthly": ["pro"]], "subscriptionLevels": [:], "nonRenewingDurations": [:], "billingRetryGrantsAccess": false]
+            configuration["entitlements"] = [
+                "productEntitlements": ["pro.monthly": ["pro"]], "subscriptionLevels": [:], "nonRenewingDurations": [:],
+                "billingRetryGrantsAccess": false,
+            ]
         }
         let database = try await Self.newDatabase()
         try await Self.droppingAfterwards(database) {
@@ -139,7 +154,10 @@ struct PostgresInstancesTests {
             let balancer = Balancer()
             for (index, server) in servers.enumerated() { balancer.set(index, port: server.port) }
             let (balancerPort, balancerTask) = try await Self.startBalancer(balancer)
-            defer { balancerTask.cancel(); for server in servers { server.kill() } }
+            defer {
+                balancerTask.cancel()
+                for server in servers { server.kill() }
+            }
 
             // 60 customers buy; each one's app submits the purchase through an instance in turn.
             let customers = (0..<60).map { "c\($0)" }
@@ -166,7 +184,8 @@ struct PostgresInstancesTests {
             let total = await simulator.state.notifications.count
 
             // The burst, spread over the three; the second instance is killed partway and restarted.
-            let deliverer = NotificationDeliverer(simulator: simulator, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }), timeout: .seconds(10))
+            let deliverer = NotificationDeliverer(
+                simulator: simulator, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }), timeout: .seconds(10))
             async let delivered = deliverer.deliverDue()
             try await CrashRecoveryTests.waitForAttempts(on: simulator, atLeast: 20)
             servers[1].kill()

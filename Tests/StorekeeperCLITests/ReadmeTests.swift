@@ -37,9 +37,11 @@ struct ReadmeTests {
         let work = root.appendingPathComponent("storekeeper")
         try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
         // `../shared`, as beside a clone.
-        try FileManager.default.createSymbolicLink(at: root.appendingPathComponent("shared"), withDestinationURL: CLI.corpus.deletingLastPathComponent().deletingLastPathComponent())
+        try FileManager.default.createSymbolicLink(
+            at: root.appendingPathComponent("shared"), withDestinationURL: CLI.corpus.deletingLastPathComponent().deletingLastPathComponent())
         let (server, simulator) = (try CLI.freePort(), try CLI.freePort())
-        let body = blocks.joined(separator: "\n").replacingOccurrences(of: "8080", with: String(server)).replacingOccurrences(of: "8090", with: String(simulator))
+        let body = blocks.joined(separator: "\n").replacingOccurrences(of: "8080", with: String(server)).replacingOccurrences(
+            of: "8090", with: String(simulator))
         let script = """
             set -euo pipefail
             trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
@@ -58,29 +60,30 @@ struct ReadmeTests {
         try script.write(to: file, atomically: true, encoding: .utf8)
         let output = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<(Int32, String), any Error>) in
             Thread {
-                continuation.resume(with: Result {
-                    let process = Process()
-                    process.executableURL = URL(fileURLWithPath: "/bin/bash")
-                    process.arguments = [file.path]
-                    process.currentDirectoryURL = work
-                    var environment = ProcessInfo.processInfo.environment
-                    environment["PATH"] = CLI.binary.deletingLastPathComponent().path + ":" + (environment["PATH"] ?? "/usr/bin:/bin")
-                    // The simulator commands' default --url, moved with the port.
-                    environment["STOREKEEPER_SIMULATOR_URL"] = "http://127.0.0.1:\(simulator)"
-                    process.environment = environment
-                    let log = root.appendingPathComponent("readme.log")
-                    FileManager.default.createFile(atPath: log.path, contents: nil)
-                    let handle = try FileHandle(forWritingTo: log)
-                    process.standardOutput = handle
-                    process.standardError = handle
-                    process.standardInput = FileHandle.nullDevice
-                    try process.run()
-                    process.waitUntilExit()
-                    // The trace shows the commands as run; the app API key they pass is masked before anything is shown.
-                    let text = String(decoding: try Data(contentsOf: log), as: UTF8.self)
-                        .replacing(#/sk_[A-Za-z0-9_-]{20,}/#, with: "sk_***")
-                    return (process.terminationStatus, text)
-                })
+                continuation.resume(
+                    with: Result {
+                        let process = Process()
+                        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+                        process.arguments = [file.path]
+                        process.currentDirectoryURL = work
+                        var environment = ProcessInfo.processInfo.environment
+                        environment["PATH"] = CLI.binary.deletingLastPathComponent().path + ":" + (environment["PATH"] ?? "/usr/bin:/bin")
+                        // The simulator commands' default --url, moved with the port.
+                        environment["STOREKEEPER_SIMULATOR_URL"] = "http://127.0.0.1:\(simulator)"
+                        process.environment = environment
+                        let log = root.appendingPathComponent("readme.log")
+                        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+                        let handle = try FileHandle(forWritingTo: log)
+                        process.standardOutput = handle
+                        process.standardError = handle
+                        process.standardInput = FileHandle.nullDevice
+                        try process.run()
+                        process.waitUntilExit()
+                        // The trace shows the commands as run; the app API key they pass is masked before anything is shown.
+                        let text = String(decoding: try Data(contentsOf: log), as: UTF8.self)
+                            .replacing(#/sk_[A-Za-z0-9_-]{20,}/#, with: "sk_***")
+                        return (process.terminationStatus, text)
+                    })
             }.start()
         }
         #expect(output.0 == 0, "the README's commands failed; the end of their output:\n\(output.1.suffix(4_000))")
@@ -89,6 +92,9 @@ struct ReadmeTests {
         #expect(output.1.contains(#""missingCount" : 1"#), "the dry run found the purchase made while the server was down")
         #expect(output.1.contains(#""applied" : 1"#), "recover applied it")
         #expect(output.1.contains(#""customerId":"zoe","entitlements":[{"entitlement":"pro.monthly""#), "zoe is entitled to what she bought")
-        #expect(!output.1.contains(try String(contentsOf: work.appendingPathComponent("sim/api/app-api-key"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
+        #expect(
+            !output.1.contains(
+                try String(contentsOf: work.appendingPathComponent("sim/api/app-api-key"), encoding: .utf8).trimmingCharacters(
+                    in: .whitespacesAndNewlines)))
     }
 }

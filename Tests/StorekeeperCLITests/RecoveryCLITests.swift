@@ -2,8 +2,8 @@ import AppStoreModels
 import AppStoreSimulator
 import Foundation
 import Hummingbird
-import NIOCore
 import Logging
+import NIOCore
 import StorekeeperCore
 import StorekeeperSQLite
 import StorekeeperTesting
@@ -23,7 +23,8 @@ struct MissedNotifications {
     static func make(_ count: Int, in directory: URL) async throws -> MissedNotifications {
         let simulatorDirectory = try SimulatorDirectory.initialize(at: directory.appendingPathComponent("sim"), environment: .sandbox)
         let simulator = try Simulator(directory: simulatorDirectory)
-        let deliverer = NotificationDeliverer(simulator: simulator, logger: Logger(label: "d", factory: { _ in SwiftLogNoOpLogHandler() }), timeout: .seconds(2))
+        let deliverer = NotificationDeliverer(
+            simulator: simulator, logger: Logger(label: "d", factory: { _ in SwiftLogNoOpLogHandler() }), timeout: .seconds(2))
         _ = try await simulator.perform { (engine) throws(SimulatorError) in
             engine.setNotificationURL("http://127.0.0.1:9/appstore/notifications")
             for index in 0..<count {
@@ -62,11 +63,11 @@ struct MissedNotifications {
     /// Writes the configuration for a simulator served at `baseURL`.
     func writeConfig(baseURL: String) throws {
         try """
-            {"apps": [{"bundleId": "com.example.storekeeper", "appAppleId": 6450000001, "environments": ["Sandbox"],
-                       "trustedRoots": ["\(root)"],
-                       "serverAPI": {"Sandbox": {"issuerId": "\(key.issuerId)", "keyId": "\(key.keyId)", "privateKeyFile": "\(keyFile)", "baseURL": "\(baseURL)"}}}],
-             "recovery": {"intervalSeconds": 0.2, "failuresIntervalSeconds": 3600}}
-            """.write(toFile: config, atomically: true, encoding: .utf8)
+        {"apps": [{"bundleId": "com.example.storekeeper", "appAppleId": 6450000001, "environments": ["Sandbox"],
+                   "trustedRoots": ["\(root)"],
+                   "serverAPI": {"Sandbox": {"issuerId": "\(key.issuerId)", "keyId": "\(key.keyId)", "privateKeyFile": "\(keyFile)", "baseURL": "\(baseURL)"}}}],
+         "recovery": {"intervalSeconds": 0.2, "failuresIntervalSeconds": 3600}}
+        """.write(toFile: config, atomically: true, encoding: .utf8)
     }
 
     /// Serves the simulator for `body` (its base URL).
@@ -119,11 +120,15 @@ struct RecoveryCLITests {
             #expect((counts["applied"] ?? 0) + (counts["recorded"] ?? 0) == missed.total, "\(counts)")
             #expect(try await store.recoveryWatermark(app) != nil)
             // Every notification is there once: the simulator's UUIDs, each found.
-            for notification in await missed.simulator.state.notifications { #expect(try await store.containsNotification(notification.notificationUUID)) }
+            for notification in await missed.simulator.state.notifications {
+                #expect(try await store.containsNotification(notification.notificationUUID))
+            }
         }
     }
 
-    @Test("storekeeper recover --dry-run reports what the ledger lacks and changes nothing; recover applies it; reconcile --all --dry-run then finds no drift")
+    @Test(
+        "storekeeper recover --dry-run reports what the ledger lacks and changes nothing; recover applies it; reconcile --all --dry-run then finds no drift"
+    )
     func commands() async throws {
         let directory = try CLI.temporaryDirectory("recover-cli")
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -133,10 +138,12 @@ struct RecoveryCLITests {
             // ledger would report everything missing, and a real run would fill the wrong file).
             for command in [["recover", "--dry-run"], ["recover"], ["reconcile", "--all", "--dry-run"], ["reconcile", "--customer", "c1"]] {
                 let typo = try await CLI.runDetached(command + ["--config", missed.config, "--database", missed.database + ".typo"])
-                #expect(typo.status == 1 && typo.stderr.contains("error: no-such-ledger: no SQLite ledger at \(missed.database).typo"), "\(command): \(typo.stderr)")
+                #expect(
+                    typo.status == 1 && typo.stderr.contains("error: no-such-ledger: no SQLite ledger at \(missed.database).typo"),
+                    "\(command): \(typo.stderr)")
                 #expect(!FileManager.default.fileExists(atPath: missed.database + ".typo"))
             }
-            _ = try SQLiteLedgerStore(path: missed.database) // the ledger, as `serve` creates it
+            _ = try SQLiteLedgerStore(path: missed.database)  // the ledger, as `serve` creates it
             let dry = try await CLI.runDetached(["recover", "--config", missed.config, "--database", missed.database, "--dry-run"])
             #expect(dry.status == 0, "\(dry.stderr)")
             let report = try CLI.json(dry.stdout)

@@ -47,9 +47,10 @@ struct SimulatorCLITests {
         let bodies = await sink.bodies
         #expect(bodies.count == 7)
         let root = try Certificate(pemEncoded: try String(contentsOfFile: dir + "/ca/root.pem", encoding: .utf8))
-        let verifier = SignedDataVerifier(configuration: try .init(
-            bundleID: "com.example.storekeeper", appAppleID: nil, environment: .sandbox, trustedRoots: [root]
-        ))
+        let verifier = SignedDataVerifier(
+            configuration: try .init(
+                bundleID: "com.example.storekeeper", appAppleID: nil, environment: .sandbox, trustedRoots: [root]
+            ))
         var types: [String] = []
         for body in bodies {
             let request = try JSONDecoder().decode(NotificationRequestBody.self, from: Data(body.utf8))
@@ -58,8 +59,10 @@ struct SimulatorCLITests {
         }
         #expect(types.first == "SUBSCRIBED" && types.last == "EXPIRED")
 
-        let verify = try await CLI.runDetached(["verify", "--root", dir + "/ca/root.pem", "--environment", "Sandbox", "--bundle-id", "com.example.storekeeper",
-                                  try JSONDecoder().decode(NotificationRequestBody.self, from: Data(bodies[0].utf8)).signedPayload])
+        let verify = try await CLI.runDetached([
+            "verify", "--root", dir + "/ca/root.pem", "--environment", "Sandbox", "--bundle-id", "com.example.storekeeper",
+            try JSONDecoder().decode(NotificationRequestBody.self, from: Data(bodies[0].utf8)).signedPayload,
+        ])
         #expect(verify.status == 0, "\(verify.stderr)")
 
         let bad = try await CLI.runDetached(["simulator", "run", "--dir", dir, "no-such-scenario"])
@@ -92,13 +95,15 @@ struct SimulatorCLITests {
             let signed = try #require(try CLI.json(info.stdout)["signedTransactionInfo"] as? [String: Any])
             #expect(signed["verified"] as? Bool == true)
             #expect((signed["payload"] as? [String: Any])?["productId"] as? String == "pro.monthly")
-            let statuses = try await CLI.runDetached(["api", "statuses", "2000000000000001", "--root", root, "--status", "1"], environment: environment)
+            let statuses = try await CLI.runDetached(
+                ["api", "statuses", "2000000000000001", "--root", root, "--status", "1"], environment: environment)
             #expect(statuses.status == 0 && statuses.stdout.contains("\"autoRenewStatus\" : 1"), "\(statuses.stderr)")
             let history = try await CLI.runDetached(["api", "history", "2000000000000001", "--raw"], environment: environment)
             #expect(history.status == 0 && history.stdout.contains("signedTransactions"))
             let missing = try await CLI.runDetached(["api", "transaction", "42", "--no-retry"], environment: environment)
             #expect(missing.status == 1 && missing.stderr.hasPrefix("error: api-4040010: HTTP 404"), "\(missing.stderr)")
-            let invalid = try await CLI.runDetached(["api", "extend", "2000000000000001", "--days", "120", "--reason", "1"], environment: environment)
+            let invalid = try await CLI.runDetached(
+                ["api", "extend", "2000000000000001", "--days", "120", "--reason", "1"], environment: environment)
             #expect(invalid.stderr.hasPrefix("error: invalid-request: extendByDays is 120"))
             let extended = try await CLI.runDetached(["api", "extend", "2000000000000001", "--days", "3", "--reason", "3"], environment: environment)
             #expect(extended.status == 0 && extended.stdout.contains("\"success\" : true"), "\(extended.stderr)")

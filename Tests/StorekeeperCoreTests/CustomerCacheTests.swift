@@ -1,6 +1,7 @@
 import Foundation
 import StorekeeperCore
 import StorekeeperTesting
+import Synchronization
 import Testing
 
 @Suite("Customer cache")
@@ -107,8 +108,6 @@ struct CustomerCacheTests {
         }
     }
 }
-
-import Synchronization
 
 extension CustomerCache {
     /// Stores a value without an expiry of its own, variant `x`, at the tests' fixed moment.

@@ -67,7 +67,9 @@ struct JobLeaseTests {
         for store in stores { if let store = store as? PostgresLedgerStore { await store.close() } }
     }
 
-    @Test("three instances scheduling one job: it runs on one at a time; when that one dies, another takes over within the lease", arguments: Backend.available)
+    @Test(
+        "three instances scheduling one job: it runs on one at a time; when that one dies, another takes over within the lease",
+        arguments: Backend.available)
     func oneRunnerAndTakeover(backend: Backend) async throws {
         let stores = try await Self.instances(3, backend)
         let runs = Collected<(instance: Int, start: ContinuousClock.Instant, end: ContinuousClock.Instant)>()
@@ -80,13 +82,14 @@ struct JobLeaseTests {
                 lease: JobLease(store: store, job: "recovery", holder: "instance-\(index)", duration: leaseDuration),
                 interval: .milliseconds(50), logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
             )
-            tasks.append(Task {
-                await schedule.run {
-                    let start = ContinuousClock.now
-                    try? await Task.sleep(for: .milliseconds(20))
-                    runs.add((index, start, ContinuousClock.now))
-                }
-            })
+            tasks.append(
+                Task {
+                    await schedule.run {
+                        let start = ContinuousClock.now
+                        try? await Task.sleep(for: .milliseconds(20))
+                        runs.add((index, start, ContinuousClock.now))
+                    }
+                })
         }
         // Until the job has run a few times (a busy machine may take a while to start the schedules).
         let warmUp = ContinuousClock.now + .seconds(30)
@@ -124,7 +127,9 @@ struct JobLeaseTests {
         for store in stores { if let store = store as? PostgresLedgerStore { await store.close() } }
     }
 
-    @Test("a lease whose holder is a process of this machine that no longer runs is taken at once; one of another machine is waited out", arguments: Backend.available)
+    @Test(
+        "a lease whose holder is a process of this machine that no longer runs is taken at once; one of another machine is waited out",
+        arguments: Backend.available)
     func deadLocalHolder(backend: Backend) async throws {
         let stores = try await Self.instances(2, backend)
         // A process that ran and ended: its PID names no process now.
@@ -145,16 +150,20 @@ struct JobLeaseTests {
         parent.standardOutput = output
         try parent.run()
         defer { parent.terminate() }
-        let zombie = try #require(Int32(String(decoding: output.fileHandleForReading.availableData, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)))
+        let zombie = try #require(
+            Int32(String(decoding: output.fileHandleForReading.availableData, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)))
         try await Task.sleep(for: .milliseconds(200))
         let zombieHolder = "\(parts[0])/\(zombie)/deadbeef/\(parts[3])"
         #expect(try await JobLease(store: stores[0], job: "zombie job", holder: zombieHolder, duration: .seconds(600)).acquire())
-        #expect(try await JobLease(store: stores[1], job: "zombie job", duration: .seconds(600)).acquire(), "a zombie holder's lease was taken at once")
+        #expect(
+            try await JobLease(store: stores[1], job: "zombie job", duration: .seconds(600)).acquire(), "a zombie holder's lease was taken at once")
 
         let remote = "another-host/\(ended.processIdentifier)/deadbeef/\(parts[3])"
         #expect(try await JobLease(store: stores[0], job: "other", holder: remote, duration: .seconds(600)).acquire())
-        #expect(try await JobLease(store: stores[1], job: "other", duration: .seconds(600)).acquire() == false, "another machine's holder is never judged by this one's PIDs")
-        let alive = "\(parts[0])/1/deadbeef/\(parts[3])" // PID 1 always runs
+        #expect(
+            try await JobLease(store: stores[1], job: "other", duration: .seconds(600)).acquire() == false,
+            "another machine's holder is never judged by this one's PIDs")
+        let alive = "\(parts[0])/1/deadbeef/\(parts[3])"  // PID 1 always runs
         #expect(try await JobLease(store: stores[0], job: "third", holder: alive, duration: .seconds(600)).acquire())
         #expect(try await JobLease(store: stores[1], job: "third", duration: .seconds(600)).acquire() == false, "a live process keeps its lease")
         for store in stores { if let store = store as? PostgresLedgerStore { await store.close() } }

@@ -38,14 +38,21 @@ struct LedgerChangeFeedTests {
     final class Announcements: Sendable {
         private let sets = Mutex<[Set<String>]>([])
         func add(_ customers: Set<String>) { sets.withLock { $0.append(customers) } }
-        func drain() -> Set<String> { sets.withLock { sets in defer { sets = [] }; return sets.reduce([], { $0.union($1) }) } }
+        func drain() -> Set<String> {
+            sets.withLock { sets in
+                defer { sets = [] }
+                return sets.reduce([], { $0.union($1) })
+            }
+        }
     }
 
     /// Applies the writes one by one; after each, every customer whose ledger (or computed state) changed must have
     /// been announced, and each customer's state must hold until its `nextChange`.
     /// Returns how many times a customer's ledger changed, and the store.
     @discardableResult
-    static func check(_ writes: [Write], customers: [String], backend: Backend, until end: Date) async throws -> (changes: Int, store: any LedgerStore) {
+    static func check(
+        _ writes: [Write], customers: [String], backend: Backend, until end: Date
+    ) async throws -> (changes: Int, store: any LedgerStore) {
         let store = try await backend.makeStore()
         let announcements = Announcements()
         store.changes.subscribe { change in
@@ -56,7 +63,9 @@ struct LedgerChangeFeedTests {
         }
         let engine = EntitlementEngine(configuration: H.entitlements)
         var views: [String: Ledger] = [:]
-        for customer in customers { views[customer] = try await store.ledger(for: customer, bundleId: "com.example.storekeeper", environment: .sandbox) }
+        for customer in customers {
+            views[customer] = try await store.ledger(for: customer, bundleId: "com.example.storekeeper", environment: .sandbox)
+        }
         var changes = 0
         for (index, write) in writes.enumerated() {
             try await write.apply(to: store)
@@ -66,14 +75,16 @@ struct LedgerChangeFeedTests {
                 let view = try await store.ledger(for: customer, bundleId: "com.example.storekeeper", environment: .sandbox)
                 if view != views[customer] {
                     changes += 1
-                    #expect(announced.contains(customer), "write \(index): \(customer) changed but was not announced (announced \(announced.sorted()))")
+                    #expect(
+                        announced.contains(customer), "write \(index): \(customer) changed but was not announced (announced \(announced.sorted()))")
                 }
                 views[customer] = view
                 try checkValidity(engine, customer, view, at: at)
                 // The reduced ledger for reads decides the same state, and the same next change.
                 let reduced = try await store.entitlementLedger(for: customer, bundleId: "com.example.storekeeper", environment: .sandbox)
                 #expect(
-                    engine.state(of: customer, in: reduced, environment: .sandbox, at: at) == engine.state(of: customer, in: view, environment: .sandbox, at: at),
+                    engine.state(of: customer, in: reduced, environment: .sandbox, at: at)
+                        == engine.state(of: customer, in: view, environment: .sandbox, at: at),
                     "write \(index): \(customer)'s state differs between the entitlement ledger and the whole ledger"
                 )
                 #expect(
@@ -93,7 +104,9 @@ struct LedgerChangeFeedTests {
         let next = engine.nextChange(of: customer, in: ledger, environment: .sandbox, after: at)
         for entitlement in state.entitlements {
             if let expiry = entitlement.expiresDate, expiry > at {
-                #expect(next != nil && next! <= expiry, "\(customer): \(entitlement.productId) expires \(expiry), next change \(String(describing: next))")
+                #expect(
+                    next != nil && next! <= expiry, "\(customer): \(entitlement.productId) expires \(expiry), next change \(String(describing: next))"
+                )
             }
         }
         let horizon = next ?? at.addingTimeInterval(400 * 86_400)
@@ -111,14 +124,17 @@ struct LedgerChangeFeedTests {
         return (notifications, submissions)
     }
 
-    @Test("every change a write makes to a customer's ledger is announced (shipped scenarios, both orders)", arguments: Backend.available, ShippedScenarios.all.map(\.name))
+    @Test(
+        "every change a write makes to a customer's ledger is announced (shipped scenarios, both orders)", arguments: Backend.available,
+        ShippedScenarios.all.map(\.name))
     func scenarios(backend: Backend, name: String) async throws {
         var harness = try H()
         try await harness.play(name)
         let (notifications, submissions) = try await Self.writes(of: harness)
         let customers = harness.engine.groundTruth().map(\.customerId) + ["nobody"]
         let end = harness.engine.state.now
-        let late = try await Self.check(notifications + submissions + notifications.reversed(), customers: customers, backend: backend, until: end).changes
+        let late = try await Self.check(notifications + submissions + notifications.reversed(), customers: customers, backend: backend, until: end)
+            .changes
         let early = try await Self.check(submissions + notifications, customers: customers, backend: backend, until: end).changes
         #expect(late > 0 && early > 0, "the scenario changed no customer's view")
     }
@@ -138,7 +154,8 @@ struct LedgerChangeFeedTests {
         let notifications = try await harness.verifiedNotifications().dropFirst(consumedBefore).map(Write.notification)
         // tina's app submits the coins (claiming the token); the subscription arrives only by notification, linked
         // by the token; then ursula's app submits a purchase with the same token, which moves it to her.
-        let writes = [Write.submission(try await verify(coins.signedTransaction), "tina")] + notifications
+        let writes =
+            [Write.submission(try await verify(coins.signedTransaction), "tina")] + notifications
             + [Write.submission(try await verify(unlock.signedTransaction), "ursula")]
         let changes = try await Self.check(writes, customers: ["tina", "ursula"], backend: backend, until: harness.engine.state.now).changes
         #expect(changes >= 3)

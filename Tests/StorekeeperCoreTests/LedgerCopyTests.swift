@@ -39,7 +39,8 @@ struct LedgerCopyTests {
         for customer in customers {
             var answers: [Data] = []
             for store in [source, target] as [any LedgerStore] {
-                var ledger = try await store.entitlementLedger(for: customer.customerId, bundleId: customer.bundleId, environment: customer.environment)
+                var ledger = try await store.entitlementLedger(
+                    for: customer.customerId, bundleId: customer.bundleId, environment: customer.environment)
                 ledger.transactions = ledger.transactions.filter { $0.value.info.bundleId == customer.bundleId }
                 let answer = CustomerAnswer(
                     for: customer.customerId, in: ledger, bundleId: customer.bundleId, environment: customer.environment,
@@ -47,7 +48,9 @@ struct LedgerCopyTests {
                 )
                 answers.append(try encoder.encode(answer))
             }
-            #expect(answers[0] == answers[1], "\(customer.customerId): \(String(decoding: answers[0], as: UTF8.self)) vs \(String(decoding: answers[1], as: UTF8.self))")
+            #expect(
+                answers[0] == answers[1],
+                "\(customer.customerId): \(String(decoding: answers[0], as: UTF8.self)) vs \(String(decoding: answers[1], as: UTF8.self))")
         }
         #expect(try await target.notificationCounts() == source.notificationCounts())
         #expect(try await target.recoveryWatermark(app) == source.recoveryWatermark(app))

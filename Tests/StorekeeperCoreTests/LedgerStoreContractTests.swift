@@ -7,13 +7,16 @@ import StorekeeperCore
 import StorekeeperPostgres
 import StorekeeperSQLite
 import StorekeeperTesting
+import Synchronization
 import Testing
 
 @Suite("Ledger stores: contract", .dropsTestDatabases)
 struct LedgerStoreContractTests {
     typealias H = SimulatorFixture
 
-    @Test("shipped scenarios through the store end with the simulator's ground truth", arguments: Backend.available, ["subscriber-lifecycle", "refunds", "family-sharing", "plan-changes"])
+    @Test(
+        "shipped scenarios through the store end with the simulator's ground truth", arguments: Backend.available,
+        ["subscriber-lifecycle", "refunds", "family-sharing", "plan-changes"])
     func scenarios(backend: Backend, name: String) async throws {
         var harness = try H()
         try await harness.play(name)
@@ -78,7 +81,9 @@ struct LedgerStoreContractTests {
         try await store.checkHealth()
     }
 
-    @Test("a storage failure mid-notification leaves no partial change; the retry applies fully", arguments: Backend.available, ["after-apply", "before-commit"])
+    @Test(
+        "a storage failure mid-notification leaves no partial change; the retry applies fully", arguments: Backend.available,
+        ["after-apply", "before-commit"])
     func failureMidNotification(backend: Backend, point: String) async throws {
         var harness = H()
         try harness.engine.createCustomer(id: "alice")
@@ -116,5 +121,3 @@ final class FailOnce: Sendable {
         if shouldFail { throw Injected() }
     }
 }
-
-import Synchronization

@@ -38,7 +38,8 @@ struct LedgerTests {
         try harness.engine.setAutoRenew(originalTransactionId: purchase.originalTransactionId, enabled: false)
         try harness.engine.advance(by: 40 * 86_400)
         let notifications = try await harness.verifiedNotifications()
-        #expect(notifications.map(\.payload.notificationType) == [.subscribed, .didRenew, .didFailToRenew, .didRenew, .didChangeRenewalStatus, .expired])
+        #expect(
+            notifications.map(\.payload.notificationType) == [.subscribed, .didRenew, .didFailToRenew, .didRenew, .didChangeRenewalStatus, .expired])
 
         var reference = Ledger()
         for notification in notifications { reference.apply(notification) }
@@ -111,7 +112,8 @@ struct LedgerTests {
         let state = EntitlementEngine(configuration: configuration).state(of: "alice", in: ledger, environment: .sandbox, at: TestAppStore.start)
         #expect(state.entitlements.map(\.entitlement) == ["no-ads", "pro"])
         #expect(state.entitlements.allSatisfy { $0.source == notification.payload.notificationUUID && $0.willRenew == true })
-        let later = EntitlementEngine(configuration: configuration).state(of: "alice", in: ledger, environment: .sandbox, at: TestAppStore.start.addingTimeInterval(40 * 86_400))
+        let later = EntitlementEngine(configuration: configuration).state(
+            of: "alice", in: ledger, environment: .sandbox, at: TestAppStore.start.addingTimeInterval(40 * 86_400))
         #expect(later.entitlements.isEmpty)  // the period ended and no renewal arrived
     }
 

@@ -20,27 +20,40 @@ struct UseCaseTests {
         try SQLiteLedgerStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("use-case-\(UUID()).sqlite").path)
     }
 
-    @Test("the ingester applies a verified notification, acknowledges its duplicate, and refuses (keeping a record of) forged, misdirected and malformed ones")
+    @Test(
+        "the ingester applies a verified notification, acknowledges its duplicate, and refuses (keeping a record of) forged, misdirected and malformed ones"
+    )
     func ingester() async throws {
         var harness = try H()
         try harness.engine.createCustomer(id: "alice")
         _ = try harness.engine.purchase(.init(customerId: "alice", productId: "pro.monthly"))
         let genuine = harness.engine.state.notifications[0].signedPayload
         let store = try Self.store()
-        let ingester = NotificationIngester(store: store, verifiers: [Self.app: harness.verifier], refusalsKept: 10, logger: Self.logger, refusalStatus: { _ in 400 })
-        guard case .stored(.applied, _) = await ingester.ingest(signedPayload: genuine) else { Issue.record("not applied"); return }
-        guard case .stored(.duplicate, _) = await ingester.ingest(signedPayload: genuine) else { Issue.record("not a duplicate"); return }
+        let ingester = NotificationIngester(
+            store: store, verifiers: [Self.app: harness.verifier], refusalsKept: 10, logger: Self.logger, refusalStatus: { _ in 400 })
+        guard case .stored(.applied, _) = await ingester.ingest(signedPayload: genuine) else {
+            Issue.record("not applied")
+            return
+        }
+        guard case .stored(.duplicate, _) = await ingester.ingest(signedPayload: genuine) else {
+            Issue.record("not a duplicate")
+            return
+        }
         let impostor = try TestCertificateAuthority.generate().makeSigner()
         let forged = try impostor.sign(try UnverifiedJWS.unsafeDecodePayload(genuine, as: NotificationPayload.self))
-        let otherApp = try impostor.sign(NotificationPayload(
-            notificationType: .test, notificationUUID: UUID().uuidString, data: NotificationData(bundleId: "com.other", environment: .sandbox)
-        ))
+        let otherApp = try impostor.sign(
+            NotificationPayload(
+                notificationType: .test, notificationUUID: UUID().uuidString, data: NotificationData(bundleId: "com.other", environment: .sandbox)
+            ))
         let noClaims = try impostor.sign(NotificationPayload(notificationType: .test, notificationUUID: UUID().uuidString))
         for (jws, kind, code) in [
             (forged, NotificationRefusal.Kind.unverifiable, "untrusted-root"), (otherApp, .misdirected, "unknown-app-or-environment"),
             (noClaims, .malformed, "malformed-payload"), ("a.b.c", .malformed, "invalid-base64url"),
         ] {
-            guard case .refused(let refusal) = await ingester.ingest(signedPayload: jws) else { Issue.record("\(code) not refused"); continue }
+            guard case .refused(let refusal) = await ingester.ingest(signedPayload: jws) else {
+                Issue.record("\(code) not refused")
+                continue
+            }
             #expect(refusal.kind == kind && refusal.code == code, "\(refusal)")
         }
         #expect(try await store.notificationCounts() == ["applied": 1, "rejected": 4])
@@ -54,16 +67,20 @@ struct UseCaseTests {
         let alices = try harness.engine.purchase(.init(customerId: "alice", productId: "pro.monthly", appAccountToken: token))
         let eves = try harness.engine.purchase(.init(customerId: "eve", productId: "coins.100", appAccountToken: token))
         let submitter = TransactionSubmitter(store: try Self.store(), verifiers: [Self.app: harness.verifier], logger: Self.logger)
-        guard case .linked(let verified) = await submitter.submit(alices.signedTransaction, customerId: "alice", forApp: "com.example.storekeeper") else {
-            Issue.record("not linked"); return
+        guard case .linked(let verified) = await submitter.submit(alices.signedTransaction, customerId: "alice", forApp: "com.example.storekeeper")
+        else {
+            Issue.record("not linked")
+            return
         }
         #expect(verified.payload.transactionId == alices.transactionId)
         guard case .refused(let conflict) = await submitter.submit(eves.signedTransaction, customerId: "eve", forApp: nil) else {
-            Issue.record("not refused"); return
+            Issue.record("not refused")
+            return
         }
         #expect(conflict.kind == .appAccountToken)
         guard case .rejected(let rejection) = await submitter.submit(alices.signedTransaction, customerId: "alice", forApp: "com.other") else {
-            Issue.record("not rejected"); return
+            Issue.record("not rejected")
+            return
         }
         #expect(rejection.kind == .forbidden && rejection.code == "bundle-id-mismatch")
     }
@@ -78,7 +95,10 @@ struct UseCaseTests {
         let renders = Counter()
         let reader = CustomerReader<CustomerAnswer>(
             store: store, configuration: H.entitlements, cache: CustomerCache(capacity: 10, maxAge: 60), logger: Self.logger,
-            render: { answer in renders.add(); return answer }
+            render: { answer in
+                renders.add()
+                return answer
+            }
         )
         return (harness, purchase, store, reader, renders)
     }
@@ -88,7 +108,8 @@ struct UseCaseTests {
         let (harness, purchase, store, reader, renders) = try await Self.aliceAndReader()
         let now = harness.engine.state.now
         guard case .found(let first) = await reader.read("alice", bundleId: "com.example.storekeeper", environment: .sandbox, now: { now }) else {
-            Issue.record("alice not found"); return
+            Issue.record("alice not found")
+            return
         }
         let expires = harness.engine.state.transactions[purchase.transactionId]?.info.expiresDate
         #expect(first.entitlements.map(\.productId) == ["pro.monthly"] && first.validUntil == expires)
@@ -98,10 +119,12 @@ struct UseCaseTests {
         _ = await reader.read("alice", bundleId: "com.example.storekeeper", environment: .sandbox, now: { now })
         #expect(renders.value == 2, "a write about alice dropped her answer")
         guard case .unknownCustomer = await reader.read("bob", bundleId: "com.example.storekeeper", environment: .sandbox, now: { now }) else {
-            Issue.record("bob is not unknown"); return
+            Issue.record("bob is not unknown")
+            return
         }
         guard case .unknownCustomer = await reader.read("alice", bundleId: "com.other", environment: .sandbox, now: { now }) else {
-            Issue.record("alice is known to another app"); return
+            Issue.record("alice is known to another app")
+            return
         }
     }
 
@@ -133,7 +156,9 @@ struct UseCaseTests {
         let purchase = try harness.engine.purchase(.init(customerId: "bob", productId: "unlock.lifetime"))
         // What the API said an hour after the purchase, before the refund.
         try harness.engine.advance(by: 3_600)
-        let older = AppStoreSnapshot(transactions: [try await harness.verifier.verifyTransaction(try harness.engine.signTransaction(purchase.transactionId))])
+        let older = AppStoreSnapshot(transactions: [
+            try await harness.verifier.verifyTransaction(try harness.engine.signTransaction(purchase.transactionId))
+        ])
         try harness.engine.advance(by: 3_600)
         try harness.engine.refund(transactionId: purchase.transactionId)
         let store = try Self.store()
@@ -147,7 +172,9 @@ struct UseCaseTests {
         #expect(try await store.ledger(families: [key]) == before)
         // A newer answer that says the same finds no drift either.
         try harness.engine.advance(by: 60)
-        let newer = AppStoreSnapshot(transactions: [try await harness.verifier.verifyTransaction(try harness.engine.signTransaction(purchase.transactionId))])
+        let newer = AppStoreSnapshot(transactions: [
+            try await harness.verifier.verifyTransaction(try harness.engine.signTransaction(purchase.transactionId))
+        ])
         #expect(Drift.between(before, and: newer).isEmpty)
     }
 
@@ -191,7 +218,9 @@ extension UseCaseTests {
             let repeated = batch + [batch[0]]
             let result = try LedgerUnitOfWork.applyingTogether(repeated).run(in: memory)
             #expect(result.outcomes.count == repeated.count)
-            for (notification, outcome) in zip(repeated, result.outcomes) { answers[notification.payload.notificationUUID, default: []].append(outcome) }
+            for (notification, outcome) in zip(repeated, result.outcomes) {
+                answers[notification.payload.notificationUUID, default: []].append(outcome)
+            }
         }
         // Each UUID: one application (the first delivery), then duplicates; the one applied alone first: duplicates only.
         #expect(answers[notifications[0].payload.notificationUUID]?.allSatisfy { $0 == .duplicate } == true)

@@ -16,14 +16,20 @@ struct BatcherTests {
 
         func run(_ items: [Int]) async -> [Result<String, StorageError>] {
             await withCheckedContinuation { continuation in
-                state.withLock { $0.started.append(items); $0.gates.append(continuation) }
+                state.withLock {
+                    $0.started.append(items)
+                    $0.gates.append(continuation)
+                }
             }
             return items.map { .success("answer \($0)") }
         }
 
         /// Lets every batch started so far finish.
         func releaseAll() {
-            let gates = state.withLock { state in defer { state.gates = [] }; return state.gates }
+            let gates = state.withLock { state in
+                defer { state.gates = [] }
+                return state.gates
+            }
             for gate in gates { gate.resume() }
         }
     }
@@ -65,9 +71,18 @@ struct BatcherTests {
 
     /// Lets batches finish until every task has its answer; checks each is its own request's.
     static func finish(_ tasks: [Task<String, any Error>], _ runs: HeldRuns, first: Int = 0) async throws {
-        let all = Task { var answers: [String] = []; for task in tasks { answers.append(try await task.value) }; return answers }
+        let all = Task {
+            var answers: [String] = []
+            for task in tasks { answers.append(try await task.value) }
+            return answers
+        }
         let done = Mutex(false)
-        let releaser = Task { while !done.withLock({ $0 }) { runs.releaseAll(); try? await Task.sleep(for: .milliseconds(2)) } }
+        let releaser = Task {
+            while !done.withLock({ $0 }) {
+                runs.releaseAll()
+                try? await Task.sleep(for: .milliseconds(2))
+            }
+        }
         let answers = try await all.value
         done.withLock { $0 = true }
         await releaser.value

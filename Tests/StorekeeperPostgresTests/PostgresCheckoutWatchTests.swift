@@ -1,8 +1,9 @@
 import Foundation
-@testable import StorekeeperPostgres
 import StorekeeperTesting
 import Synchronization
 import Testing
+
+@testable import StorekeeperPostgres
 
 /// The bound on an operation's wait for a pooled connection (``PostgresCheckoutWatch``), without a database: the store's
 /// own test of it against PostgreSQL is `PostgresTimeoutTests`.
@@ -18,10 +19,14 @@ struct PostgresCheckoutWatchTests {
         let cancelled = Mutex(false)
         let started = ContinuousClock.now
         await #expect(throws: TimedOut.self) {
-            try await watch.run({ _ in
-                // A checkout request that never gets a connection, as postgres-nio's while the database does not answer.
-                do { try await Task.sleep(for: .seconds(600)) } catch { cancelled.withLock { $0 = true }; throw error }
-            }, timedOut: { TimedOut() })
+            try await watch.run(
+                { _ in
+                    // A checkout request that never gets a connection, as postgres-nio's while the database does not answer.
+                    do { try await Task.sleep(for: .seconds(600)) } catch {
+                        cancelled.withLock { $0 = true }
+                        throw error
+                    }
+                }, timedOut: { TimedOut() })
         }
         let waited = ContinuousClock.now - started
         #expect(cancelled.withLock { $0 })
@@ -59,22 +64,25 @@ struct PostgresCheckoutWatchTests {
         }
     }
 
-    @Test("a sweep cancels an operation past its deadline that still waits, never one that has said it has its connection; one that gets it too late is told so")
+    @Test(
+        "a sweep cancels an operation past its deadline that still waits, never one that has said it has its connection; one that gets it too late is told so"
+    )
     func sweep() async throws {
-        let watch = PostgresCheckoutWatch(timeout: .seconds(3_600)) // No sweeper: sweeps are called by hand.
+        let watch = PostgresCheckoutWatch(timeout: .seconds(3_600))  // No sweeper: sweeps are called by hand.
         let (started, signal) = AsyncStream.makeStream(of: Void.self)
         let release = Mutex(false), waitingDone = Mutex(false), lateDone = Mutex(false)
         let checkedOut = Task {
-            try await watch.run({ checkout in
-                #expect(checkout.checkedOut())
-                signal.yield()
-                // Swept many times past its deadline while it runs: never cancelled.
-                while !release.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
-                return 42
-            }, timedOut: { TimedOut() })
+            try await watch.run(
+                { checkout in
+                    #expect(checkout.checkedOut())
+                    signal.yield()
+                    // Swept many times past its deadline while it runs: never cancelled.
+                    while !release.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
+                    return 42
+                }, timedOut: { TimedOut() })
         }
         for await _ in started { break }
-        watch.sweep(at: .now) // Before every deadline: nothing.
+        watch.sweep(at: .now)  // Before every deadline: nothing.
         let waiting = Task {
             defer { waitingDone.withLock { $0 = true } }
             try await watch.run({ _ in try await Task.sleep(for: .seconds(600)) }, timedOut: { TimedOut() })
@@ -83,12 +91,13 @@ struct PostgresCheckoutWatchTests {
         await #expect(throws: TimedOut.self) { try await waiting.value }
         let late = Task {
             defer { lateDone.withLock { $0 = true } }
-            try await watch.run({ checkout in
-                // The connection comes after the sweep that timed it out: `checkedOut()` says so.
-                while !Task.isCancelled { await Task.yield() }
-                #expect(!checkout.checkedOut())
-                throw CancellationError()
-            }, timedOut: { TimedOut() })
+            try await watch.run(
+                { checkout in
+                    // The connection comes after the sweep that timed it out: `checkedOut()` says so.
+                    while !Task.isCancelled { await Task.yield() }
+                    #expect(!checkout.checkedOut())
+                    throw CancellationError()
+                }, timedOut: { TimedOut() })
         }
         try await Self.sweepUntilDone(watch, done: lateDone)
         await #expect(throws: TimedOut.self) { try await late.value }

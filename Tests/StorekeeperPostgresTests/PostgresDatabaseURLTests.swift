@@ -1,9 +1,10 @@
 import Foundation
-import StorekeeperCore
 import PostgresNIO
-@testable import StorekeeperPostgres
+import StorekeeperCore
 import StorekeeperTesting
 import Testing
+
+@testable import StorekeeperPostgres
 
 @Suite("PostgreSQL database URLs")
 struct PostgresDatabaseURLTests {
@@ -22,12 +23,16 @@ struct PostgresDatabaseURLTests {
         #expect(try PostgresDatabaseURL("postgresql://u@h/d").port == 5432)
     }
 
-    @Test("the pool opens every connection on demand (a minimum crashed postgres-nio 1.33.2's pool after an outage) and pings idle ones every keepalive seconds, never with 0")
+    @Test(
+        "the pool opens every connection on demand (a minimum crashed postgres-nio 1.33.2's pool after an outage) and pings idle ones every keepalive seconds, never with 0"
+    )
     func pool() throws {
         let defaults = try PostgresDatabaseURL("postgres://u@h/d").clientConfiguration().options
         #expect(defaults.maximumConnections == 20 && defaults.minimumConnections == 0)
         #expect(defaults.keepAliveBehavior?.frequency == .seconds(30))
-        #expect(try PostgresDatabaseURL("postgres://u@h/d?read_concurrency=30&write_concurrency=30").clientConfiguration().options.minimumConnections == 0)
+        #expect(
+            try PostgresDatabaseURL("postgres://u@h/d?read_concurrency=30&write_concurrency=30").clientConfiguration().options.minimumConnections == 0
+        )
         let tuned = try PostgresDatabaseURL("postgres://u@h/d?pool_size=3&keepalive=0")
         let options = try tuned.clientConfiguration().options
         #expect(options.maximumConnections == 3 && options.minimumConnections == 0)
@@ -36,24 +41,26 @@ struct PostgresDatabaseURLTests {
         #expect(try PostgresDatabaseURL("postgres://u@h/d?keepalive=5").clientConfiguration().options.keepAliveBehavior?.frequency == .seconds(5))
     }
 
-    @Test("a wrong URL is refused with what is wrong, never the password", arguments: [
-        ("postgres://user:hunter2@host", "no database"),
-        ("postgres://:hunter2@host/db", "no user name"),
-        ("postgres://u:hunter2@host/db?sslmode=maybe", "sslmode must be one of"),
-        ("postgres://u:hunter2@host/db?pool_size=1", "pool_size must be 2 to 500, not 1"),
-        ("postgres://u:hunter2@host/db?write_batch=0", "write_batch must be 1 to 1000"),
-        ("postgres://u:hunter2@host/db?write_concurrency=many", "write_concurrency must be 1 to 100"),
-        ("postgres://u:hunter2@host/db?read_batch=1001", "read_batch must be 1 to 1000"),
-        ("postgres://u:hunter2@host/db?statement_timeout=-1", "statement_timeout must be 0 to 3600, not -1"),
-        ("postgres://u:hunter2@host/db?keepalive=off", "keepalive must be 0 to 3600, not off"),
-        ("postgres://u:hunter2@host/db?pool_min=9", "pool_min is no longer accepted: every connection is opened on demand"),
-        ("postgres://u:hunter2@host/db?read_concurrency=%0A%1B%5B31m", "read_concurrency must be 1 to 100, not \\n\\u{1B}[31m"),
-        ("postgres://u:hunter2@host/db?application=x", "unknown database URL option"),
-        ("mysql://u:hunter2@host/db", "not a postgres:// URL"),
-        ("postgres://u:hunter2@host/db?sslmode=disable&sslmode=require", "gives option sslmode twice"),
-        ("postgres://u:hunter2%zz@host/db", "password has a malformed %-escape"),
-        ("postgres://u%zz:hunter2@host/db", "user name has a malformed %-escape"),
-    ])
+    @Test(
+        "a wrong URL is refused with what is wrong, never the password",
+        arguments: [
+            ("postgres://user:hunter2@host", "no database"),
+            ("postgres://:hunter2@host/db", "no user name"),
+            ("postgres://u:hunter2@host/db?sslmode=maybe", "sslmode must be one of"),
+            ("postgres://u:hunter2@host/db?pool_size=1", "pool_size must be 2 to 500, not 1"),
+            ("postgres://u:hunter2@host/db?write_batch=0", "write_batch must be 1 to 1000"),
+            ("postgres://u:hunter2@host/db?write_concurrency=many", "write_concurrency must be 1 to 100"),
+            ("postgres://u:hunter2@host/db?read_batch=1001", "read_batch must be 1 to 1000"),
+            ("postgres://u:hunter2@host/db?statement_timeout=-1", "statement_timeout must be 0 to 3600, not -1"),
+            ("postgres://u:hunter2@host/db?keepalive=off", "keepalive must be 0 to 3600, not off"),
+            ("postgres://u:hunter2@host/db?pool_min=9", "pool_min is no longer accepted: every connection is opened on demand"),
+            ("postgres://u:hunter2@host/db?read_concurrency=%0A%1B%5B31m", "read_concurrency must be 1 to 100, not \\n\\u{1B}[31m"),
+            ("postgres://u:hunter2@host/db?application=x", "unknown database URL option"),
+            ("mysql://u:hunter2@host/db", "not a postgres:// URL"),
+            ("postgres://u:hunter2@host/db?sslmode=disable&sslmode=require", "gives option sslmode twice"),
+            ("postgres://u:hunter2%zz@host/db", "password has a malformed %-escape"),
+            ("postgres://u%zz:hunter2@host/db", "user name has a malformed %-escape"),
+        ])
     func refusals(text: String, expected: String) throws {
         let error = #expect(throws: StorageError.self) { try PostgresDatabaseURL(text) }
         #expect(error?.message.contains(expected) == true, "\(error?.message ?? "")")
@@ -77,22 +84,28 @@ struct PostgresPasswordSourceTests {
     func sources() async throws {
         let fromEnvironment = try PostgresDatabaseURL("postgres://app@db.internal/ledger", environment: ["PGPASSWORD": "env-secret"])
         #expect(fromEnvironment.password == "env-secret" && !fromEnvironment.description.contains("env-secret"))
-        #expect(try PostgresDatabaseURL("postgres://app:url-secret@db.internal/ledger", environment: ["PGPASSWORD": "env-secret"]).password == "url-secret")
+        #expect(
+            try PostgresDatabaseURL("postgres://app:url-secret@db.internal/ledger", environment: ["PGPASSWORD": "env-secret"]).password
+                == "url-secret")
         #expect(try PostgresDatabaseURL("postgres://app@db.internal/ledger", environment: [:]).password == nil)
         // No file where HOME says: no password, no error (as libpq).
         #expect(try PostgresDatabaseURL("postgres://app@db.internal/ledger", environment: ["HOME": "/nonexistent-home"]).password == nil)
-        try await Self.withPasswordFile("""
+        try await Self.withPasswordFile(
+            """
             # comment:*:*:*:not-this
             other.host:5432:ledger:app:wrong-host
             db.internal:6432:ledger:app:wrong-port
             db.internal:5432:ledger:app:file-secret
             *:*:*:app:too-late
 
-            """) { path in
+            """
+        ) { path in
             let url = try PostgresDatabaseURL("postgres://app@db.internal/ledger", environment: ["PGPASSFILE": path])
             #expect(url.password == "file-secret" && !url.description.contains("file-secret"))
             // PGPASSWORD comes first, as libpq's.
-            #expect(try PostgresDatabaseURL("postgres://app@db.internal/ledger", environment: ["PGPASSFILE": path, "PGPASSWORD": "env-secret"]).password == "env-secret")
+            #expect(
+                try PostgresDatabaseURL("postgres://app@db.internal/ledger", environment: ["PGPASSFILE": path, "PGPASSWORD": "env-secret"]).password
+                    == "env-secret")
             #expect(try PostgresDatabaseURL("postgres://app@elsewhere:7000/x", environment: ["PGPASSFILE": path]).password == "too-late")
             #expect(try PostgresDatabaseURL("postgres://nobody@db.internal/ledger", environment: ["PGPASSFILE": path]).password == nil)
         }
@@ -100,7 +113,9 @@ struct PostgresPasswordSourceTests {
         let home = FileManager.default.temporaryDirectory.appendingPathComponent("home-" + UUID().uuidString)
         try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: home) }
-        #expect(FileManager.default.createFile(atPath: home.path + "/.pgpass", contents: Data("*:*:*:*:home-secret\n".utf8), attributes: [.posixPermissions: 0o600]))
+        #expect(
+            FileManager.default.createFile(
+                atPath: home.path + "/.pgpass", contents: Data("*:*:*:*:home-secret\n".utf8), attributes: [.posixPermissions: 0o600]))
         #expect(try PostgresDatabaseURL("postgres://app@h/d", environment: ["HOME": home.path]).password == "home-secret")
         // A link to a password file is followed.
         try FileManager.default.createSymbolicLink(atPath: home.path + "/link", withDestinationPath: home.path + "/.pgpass")
@@ -152,10 +167,14 @@ struct PostgresPasswordSourceTests {
         }
         // With none anywhere, the error says where one may be given.
         let error = await #expect(throws: StorageError.self) { try await PostgresLedgerStore.open(try PostgresDatabaseURL(bare, environment: [:])) }
-        #expect(error?.message.contains("the server asks for a password and none was given: put it in the URL, in PGPASSWORD, or in the password file") == true, "\(error?.message ?? "")")
+        #expect(
+            error?.message.contains("the server asks for a password and none was given: put it in the URL, in PGPASSWORD, or in the password file")
+                == true, "\(error?.message ?? "")")
     }
 
-    @Test("a database that cannot be reached is said in words (refused: is PostgreSQL running there?), never postgres-nio's own types, and never with the password")
+    @Test(
+        "a database that cannot be reached is said in words (refused: is PostgreSQL running there?), never postgres-nio's own types, and never with the password"
+    )
     func unreachable() async throws {
         // A port nothing listens on: bound, then closed.
         let socket = Foundation.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -164,13 +183,17 @@ struct PostgresPasswordSourceTests {
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in bind(socket, raw, length) == 0 && getsockname(socket, raw, &length) == 0 }
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+                bind(socket, raw, length) == 0 && getsockname(socket, raw, &length) == 0
+            }
         }
         let port = Int(UInt16(bigEndian: address.sin_port))
         close(socket)
         let url = try PostgresDatabaseURL("postgres://app:s3cret@127.0.0.1:\(port)/ledger?sslmode=disable&connect_timeout=2")
         let error = await #expect(throws: StorageError.self) { _ = try await PostgresLedgerStore.open(url) }
-        #expect(error?.message.contains("cannot connect: connection refused (is PostgreSQL running there, on that port?)") == true, "\(error?.message ?? "")")
+        #expect(
+            error?.message.contains("cannot connect: connection refused (is PostgreSQL running there, on that port?)") == true,
+            "\(error?.message ?? "")")
         #expect(error.map { !$0.message.contains("SingleConnectionFailure") && !$0.message.contains("s3cret") } == true, "\(error?.message ?? "")")
     }
 }

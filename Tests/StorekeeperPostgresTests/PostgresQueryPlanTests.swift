@@ -3,9 +3,10 @@ import Foundation
 import Logging
 import PostgresNIO
 import StorekeeperCore
-@testable import StorekeeperPostgres
 import StorekeeperTesting
 import Testing
+
+@testable import StorekeeperPostgres
 
 /// A notification's or a read's cost must not grow with the ledger. The store's statements are prepared once per
 /// connection, and PostgreSQL soon runs each with one generic plan, made from the statistics of the moment (empty
@@ -27,7 +28,8 @@ struct PostgresQueryPlanTests {
     static func scans(_ node: [String: Any]) -> [(type: String, table: String?, index: String?, condition: String?, filter: String?)] {
         var found: [(type: String, table: String?, index: String?, condition: String?, filter: String?)] = []
         if let type = node["Node Type"] as? String, type.contains("Scan") {
-            found.append((type, node["Relation Name"] as? String, node["Index Name"] as? String, node["Index Cond"] as? String, node["Filter"] as? String))
+            found.append(
+                (type, node["Relation Name"] as? String, node["Index Name"] as? String, node["Index Cond"] as? String, node["Filter"] as? String))
         }
         for child in node["Plans"] as? [[String: Any]] ?? [] { found += scans(child) }
         return found
@@ -43,7 +45,9 @@ struct PostgresQueryPlanTests {
         let url = try await PostgresTestDatabase.create()
         try await PostgresTestDatabase.withClient(url) { client in
             try await client.withConnection { connection in
-                try await connection.query("CREATE TABLE storekeeper_migrations (id TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())", logger: Logger(label: "test"))
+                try await connection.query(
+                    "CREATE TABLE storekeeper_migrations (id TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+                    logger: Logger(label: "test"))
                 for migration in PostgresSchema.migrations.prefix(2) {
                     for statement in PostgresSchema.statements(migration.sql) {
                         try await connection.query(PostgresQuery(unsafeSQL: statement), logger: Logger(label: "test"))
@@ -61,7 +65,9 @@ struct PostgresQueryPlanTests {
         await store.close()
         let indexes = try await PostgresTestDatabase.withClient(url) { client in
             var names: [String] = []
-            for try await name in try await client.query("SELECT indexname::text FROM pg_indexes WHERE tablename = 'subscriptions' ORDER BY 1").decode(String.self) {
+            for try await name in try await client.query("SELECT indexname::text FROM pg_indexes WHERE tablename = 'subscriptions' ORDER BY 1")
+                .decode(String.self)
+            {
                 names.append(name)
             }
             return names
@@ -121,7 +127,9 @@ struct PostgresQueryPlanTests {
                         let tested = Self.columns(of: scan.condition ?? "")
                         let leading = indexColumns[index, default: []].prefix(tested.count)
                         if tested.isEmpty || Set(leading) != Set(tested.map(\.column)) || tested.dropLast().contains(where: { $0.operator != "=" }) {
-                            problems.append("\(statement.name): \(index) (\(indexColumns[index, default: []].joined(separator: ", "))) searched by \(scan.condition ?? "nothing")")
+                            problems.append(
+                                "\(statement.name): \(index) (\(indexColumns[index, default: []].joined(separator: ", "))) searched by \(scan.condition ?? "nothing")"
+                            )
                         }
                         if let filter = scan.filter, let table = scan.table, Self.ledgerTables.contains(table) {
                             problems.append("\(statement.name): \(index) on \(table) searched, then filtered by \(filter)")

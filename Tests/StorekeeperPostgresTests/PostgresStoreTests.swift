@@ -6,11 +6,12 @@ import Logging
 import MetricsTestKit
 import PostgresNIO
 import StorekeeperCore
-@testable import StorekeeperPostgres
 import StorekeeperSQLite
 import StorekeeperTesting
 import Synchronization
 import Testing
+
+@testable import StorekeeperPostgres
 
 /// What only PostgreSQL has to prove: several instances (stores) on one database at once. The contract tests run
 /// against it too (``Backend``).
@@ -144,9 +145,11 @@ struct PostgresStoreTests {
         // One writer: whatever arrives while it commits waits and goes in its next batch.
         var url = try await PostgresTestDatabase.create()
         url.writeConcurrency = 1
-        let store = try await PostgresLedgerStore.open(url, unsafeFaultInjection: { point in
-            if point == "notification \(refused)" { throw StorageError("refused by the test") }
-        })
+        let store = try await PostgresLedgerStore.open(
+            url,
+            unsafeFaultInjection: { point in
+                if point == "notification \(refused)" { throw StorageError("refused by the test") }
+            })
         let outcomes = Collected<(String, Result<ApplyOutcome, StorageError>)>()
         await withTaskGroup(of: Void.self) { group in
             for notification in (notifications + notifications).shuffled() {
@@ -179,14 +182,17 @@ struct PostgresStoreTests {
         await store.close()
     }
 
-    @Test("customer reads arriving together are read in batches, each the reader's own customer's ledger; one whose read fails fails alone; a batch failing outside the database fails at once")
+    @Test(
+        "customer reads arriving together are read in batches, each the reader's own customer's ledger; one whose read fails fails alone; a batch failing outside the database fails at once"
+    )
     func batchedReads() async throws {
         var harness = try H()
         for index in 0..<12 {
             let customer = "r\(index)"
             try harness.engine.createCustomer(id: customer)
             let token = index % 2 == 0 ? LowercaseUUID(UUID()) : nil
-            _ = try harness.engine.purchase(.init(customerId: customer, productId: index % 3 == 0 ? "unlock.lifetime" : "pro.monthly", appAccountToken: token))
+            _ = try harness.engine.purchase(
+                .init(customerId: customer, productId: index % 3 == 0 ? "unlock.lifetime" : "pro.monthly", appAccountToken: token))
             for _ in 0..<(index % 4) { _ = try harness.engine.purchase(.init(customerId: customer, productId: "coins.100", appAccountToken: token)) }
         }
         try harness.engine.advance(by: 65 * 86_400)
@@ -207,13 +213,15 @@ struct PostgresStoreTests {
         let unreachable = Mutex(false)
         let attempts = Mutex(0)
         let metrics = TestMetrics()
-        let store = try await PostgresLedgerStore.open(url, metrics: StorekeeperMetrics(factory: metrics), unsafeFaultInjection: { point in
-            if let customer = failing.withLock({ $0 }), point == "read \(customer)" { throw StorageError("refused by the test") }
-            if point.hasPrefix("read "), unreachable.withLock({ $0 }) {
-                attempts.withLock { $0 += 1 }
-                throw CancellationError()
-            }
-        })
+        let store = try await PostgresLedgerStore.open(
+            url, metrics: StorekeeperMetrics(factory: metrics),
+            unsafeFaultInjection: { point in
+                if let customer = failing.withLock({ $0 }), point == "read \(customer)" { throw StorageError("refused by the test") }
+                if point.hasPrefix("read "), unreachable.withLock({ $0 }) {
+                    attempts.withLock { $0 += 1 }
+                    throw CancellationError()
+                }
+            })
         var reads: [CustomerScope] = []
         for index in 0..<12 {
             for _ in 0..<4 { reads.append(CustomerScope(customerId: "r\(index)", bundleId: "com.example.storekeeper", environment: .sandbox)) }
@@ -230,7 +238,13 @@ struct PostgresStoreTests {
                 for read in reads.shuffled() {
                     group.addTask {
                         do throws(StorageError) {
-                            answers.add((read, .success(try await store.entitlementLedger(for: read.customerId, bundleId: read.bundleId, environment: read.environment))))
+                            answers.add(
+                                (
+                                    read,
+                                    .success(
+                                        try await store.entitlementLedger(
+                                            for: read.customerId, bundleId: read.bundleId, environment: read.environment))
+                                ))
                         } catch {
                             answers.add((read, .failure(error)))
                         }
@@ -246,7 +260,9 @@ struct PostgresStoreTests {
                 let ledger = try result.get()
                 let expected = try await reference.entitlementLedger(for: read.customerId, bundleId: read.bundleId, environment: read.environment)
                 #expect(Ledger.differences(ledger, expected).isEmpty, "\(read): \(Ledger.differences(ledger, expected))")
-                #expect(ledger.consumableTotals == expected.consumableTotals && ledger.omittedTransactionTokens == expected.omittedTransactionTokens, "\(read)")
+                #expect(
+                    ledger.consumableTotals == expected.consumableTotals && ledger.omittedTransactionTokens == expected.omittedTransactionTokens,
+                    "\(read)")
             }
         }
         try await readAll(failing: nil)
@@ -268,7 +284,8 @@ struct PostgresStoreTests {
         await withTaskGroup(of: Void.self) { group in
             for read in reads {
                 group.addTask {
-                    let failed = (try? await store.entitlementLedger(for: read.customerId, bundleId: read.bundleId, environment: read.environment)) == nil
+                    let failed =
+                        (try? await store.entitlementLedger(for: read.customerId, bundleId: read.bundleId, environment: read.environment)) == nil
                     failures.add(failed)
                 }
             }
@@ -334,7 +351,8 @@ struct PostgresStoreTests {
             let (first, second) = hashes[0].hash < hashes[1].hash ? (hashes[0].key, hashes[1].key) : (hashes[1].key, hashes[0].key)
             return try await client.withTransaction(logger: Logger(label: "test")) { connection -> Task<[ApplyOutcome], any Error> in
                 // This transaction holds `second`: the store's page takes `first` and waits for `second`…
-                _ = try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(second), 0))", logger: Logger(label: "test")).collect()
+                _ = try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(second), 0))", logger: Logger(label: "test"))
+                    .collect()
                 let page = Task { try await store.applyRecovered(notifications, watermark: nil) }
                 try await Self.waitUntilALockIsAwaited(connection)
                 // …and this one now waits for `first`: a cycle. The store's transaction, waiting longest, is the one
@@ -359,10 +377,11 @@ struct PostgresStoreTests {
             let token = LowercaseUUID(UUID())
             let first = try harness.engine.purchase(.init(customerId: "alice", productId: "coins.100", appAccountToken: token))
             let second = try harness.engine.purchase(.init(customerId: "eve", productId: "coins.100", appAccountToken: token))
-            pairs.append((
-                try await harness.verifier.verifyTransaction(first.signedTransaction),
-                try await harness.verifier.verifyTransaction(second.signedTransaction)
-            ))
+            pairs.append(
+                (
+                    try await harness.verifier.verifyTransaction(first.signedTransaction),
+                    try await harness.verifier.verifyTransaction(second.signedTransaction)
+                ))
         }
         let stores = try await Self.instances(2)
         for (first, second) in pairs {

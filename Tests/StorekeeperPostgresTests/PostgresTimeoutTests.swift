@@ -5,9 +5,10 @@ import Foundation
 import Logging
 import PostgresNIO
 import StorekeeperCore
-@testable import StorekeeperPostgres
 import StorekeeperTesting
 import Testing
+
+@testable import StorekeeperPostgres
 
 /// What the PostgreSQL store does when the database is slow to answer, or a statement cannot run: bounded waits
 /// (`connect_timeout`, `statement_timeout`) with clear errors, and nothing left broken once the database is fine.
@@ -33,27 +34,29 @@ struct PostgresTimeoutTests {
         }
     }
 
-    @Test("with no connection free within connect_timeout, a read and a write fail with a clear error instead of waiting without end; they succeed once one is free")
+    @Test(
+        "with no connection free within connect_timeout, a read and a write fail with a clear error instead of waiting without end; they succeed once one is free"
+    )
     func noConnectionWithinTimeout() async throws {
         let harness = try SimulatorFixture.monthlySubscribers(["alice", "bob"])
         let notifications = try await harness.verifiedNotifications()
         let (notification, other) = (notifications[0], notifications[1])
         let submission = try #require(try await harness.appSubmissions().first { $0.1 == "alice" })
         var url = try await PostgresTestDatabase.create()
-        url.poolSize = 2 // One connection listens for other instances' writes: one is left for reads and writes.
+        url.poolSize = 2  // One connection listens for other instances' writes: one is left for reads and writes.
         url.connectTimeout = .seconds(1)
         let store = try await PostgresLedgerStore.open(url)
         _ = try await store.submit(submission.0, customerId: "alice")
         let write = try await Self.whileAWriteWaits(store, url, applying: notification) {
-        let started = ContinuousClock.now
-        let error = await #expect(throws: StorageError.self) {
-            _ = try await store.entitlementLedger(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox)
-        }
-        #expect(error?.message.contains("no database connection within 1 s (connect_timeout)") == true, "\(error?.message ?? "")")
-        #expect(ContinuousClock.now - started < .seconds(5))
-        // A notification of another family too: a storage failure (a 5xx for Apple to retry), not a hang.
-        let refused = await #expect(throws: StorageError.self) { _ = try await store.apply(other) }
-        #expect(refused?.message.contains("no database connection within 1 s") == true, "\(refused?.message ?? "")")
+            let started = ContinuousClock.now
+            let error = await #expect(throws: StorageError.self) {
+                _ = try await store.entitlementLedger(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox)
+            }
+            #expect(error?.message.contains("no database connection within 1 s (connect_timeout)") == true, "\(error?.message ?? "")")
+            #expect(ContinuousClock.now - started < .seconds(5))
+            // A notification of another family too: a storage failure (a 5xx for Apple to retry), not a hang.
+            let refused = await #expect(throws: StorageError.self) { _ = try await store.apply(other) }
+            #expect(refused?.message.contains("no database connection within 1 s") == true, "\(refused?.message ?? "")")
         }
         // The lock released, the write goes through, and the connection serves reads again.
         #expect(try await write.value == .applied)
@@ -68,29 +71,31 @@ struct PostgresTimeoutTests {
         let harness = try SimulatorFixture.monthlySubscribers(["erin"])
         let notification = try #require(try await harness.verifiedNotifications().first)
         var url = try await PostgresTestDatabase.create()
-        url.poolSize = 2 // One connection listens: one is left for reads and writes.
-        url.readConcurrency = 1 // A second read waits for the first's batch to end.
+        url.poolSize = 2  // One connection listens: one is left for reads and writes.
+        url.readConcurrency = 1  // A second read waits for the first's batch to end.
         url.connectTimeout = .seconds(4)
         let store = try await PostgresLedgerStore.open(url)
         let write = try await Self.whileAWriteWaits(store, url, applying: notification) {
-        let read = { @Sendable () async -> Duration in
-            let started = ContinuousClock.now
-            _ = try? await store.entitlementLedger(for: "erin", bundleId: "com.example.storekeeper", environment: .sandbox)
-            return ContinuousClock.now - started
-        }
-        let first = Task { await read() }
-        try await Task.sleep(for: .seconds(1))
-        // Queued behind the first read's batch, which waits for the connection until 4 s after it began.
-        let second = await read()
-        #expect(await first.value >= .seconds(4))
-        // 4 s of its own (+ the sweep's tenth), not the 3 s left of the first's wait and 4 s more.
-        #expect(second >= .seconds(3.9) && second < .seconds(5.5), "\(second)")
+            let read = { @Sendable () async -> Duration in
+                let started = ContinuousClock.now
+                _ = try? await store.entitlementLedger(for: "erin", bundleId: "com.example.storekeeper", environment: .sandbox)
+                return ContinuousClock.now - started
+            }
+            let first = Task { await read() }
+            try await Task.sleep(for: .seconds(1))
+            // Queued behind the first read's batch, which waits for the connection until 4 s after it began.
+            let second = await read()
+            #expect(await first.value >= .seconds(4))
+            // 4 s of its own (+ the sweep's tenth), not the 3 s left of the first's wait and 4 s more.
+            #expect(second >= .seconds(3.9) && second < .seconds(5.5), "\(second)")
         }
         #expect(try await write.value == .applied)
         await store.close()
     }
 
-    @Test("a write waiting on a lock longer than statement_timeout fails with a clear error and leaves nothing behind; the others of its batch go through; it succeeds once the lock is free")
+    @Test(
+        "a write waiting on a lock longer than statement_timeout fails with a clear error and leaves nothing behind; the others of its batch go through; it succeeds once the lock is free"
+    )
     func statementTimeout() async throws {
         let harness = try SimulatorFixture.monthlySubscribers(["carol", "dave"])
         let notifications = try await harness.verifiedNotifications()
@@ -122,10 +127,12 @@ struct PostgresTimeoutTests {
         await store.close()
     }
 
-    @Test("a read whose statement could not be prepared in time (a table locked by another client) succeeds once the lock is gone: the connection is not left failing")
+    @Test(
+        "a read whose statement could not be prepared in time (a table locked by another client) succeeds once the lock is gone: the connection is not left failing"
+    )
     func failedPreparationDoesNotStick() async throws {
         var url = try await PostgresTestDatabase.create()
-        url.poolSize = 2 // One connection listens: every read below uses the same other one.
+        url.poolSize = 2  // One connection listens: every read below uses the same other one.
         url.statementTimeout = .seconds(1)
         let store = try await PostgresLedgerStore.open(url)
         try await PostgresTestDatabase.withClient(url) { client in
@@ -146,7 +153,9 @@ struct PostgresTimeoutTests {
         await store.close()
     }
 
-    @Test("the database back after an outage long enough for the pool's backoff to grow: reads and /health work again within a second or two, not after the backoff")
+    @Test(
+        "the database back after an outage long enough for the pool's backoff to grow: reads and /health work again within a second or two, not after the backoff"
+    )
     func backAfterAnOutage() async throws {
         var url = try await PostgresTestDatabase.create()
         let proxy = TCPProxy(to: url.host, port: url.port)
@@ -163,13 +172,17 @@ struct PostgresTimeoutTests {
         await proxy.cut()
         let down = ContinuousClock.now
         while ContinuousClock.now - down < .seconds(25) {
-            await #expect(throws: StorageError.self) { _ = try await store.customerExists("alice", bundleId: "com.example.app", environment: .sandbox) }
+            await #expect(throws: StorageError.self) {
+                _ = try await store.customerExists("alice", bundleId: "com.example.app", environment: .sandbox)
+            }
         }
         try await proxy.start()
         let back = ContinuousClock.now
         var answered: Duration? = nil
         while answered == nil, ContinuousClock.now - back < .seconds(20) {
-            if (try? await store.customerExists("alice", bundleId: "com.example.app", environment: .sandbox)) != nil { answered = ContinuousClock.now - back }
+            if (try? await store.customerExists("alice", bundleId: "com.example.app", environment: .sandbox)) != nil {
+                answered = ContinuousClock.now - back
+            }
         }
         let elapsed = try #require(answered, "no read succeeded within 20 s of the database being back")
         #expect(elapsed < .seconds(3), "the first read after the outage came \(elapsed) after the database was back")

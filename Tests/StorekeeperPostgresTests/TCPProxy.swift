@@ -42,7 +42,10 @@ final class TCPProxy: Sendable {
     /// Closes every connection and stops listening: connecting is refused until ``start()``.
     func cut() async {
         let (listener, connections) = state.withLock { state in
-            defer { state.listener = nil; state.connections = [] }
+            defer {
+                state.listener = nil
+                state.connections = []
+            }
             return (state.listener, state.connections)
         }
         try? await listener?.close()

@@ -3,9 +3,10 @@ import AppStoreSimulator
 import Foundation
 import GRDB
 import StorekeeperCore
-@testable import StorekeeperSQLite
 import StorekeeperTesting
 import Testing
+
+@testable import StorekeeperSQLite
 
 @Suite("SQLite ledger: online backup")
 struct SQLiteBackupTests {
@@ -41,7 +42,9 @@ struct SQLiteBackupTests {
         let copy = try SQLiteLedgerStore(path: after)
         #expect(copy.migrationsApplied.isEmpty)
         for customer in customers {
-            #expect(try await copy.ledger(for: customer, bundleId: "com.example.storekeeper", environment: .sandbox) == (try await store.ledger(for: customer, bundleId: "com.example.storekeeper", environment: .sandbox)))
+            #expect(
+                try await copy.ledger(for: customer, bundleId: "com.example.storekeeper", environment: .sandbox)
+                    == (try await store.ledger(for: customer, bundleId: "com.example.storekeeper", environment: .sandbox)))
         }
         #expect(try await copy.notificationCounts() == (try await store.notificationCounts()))
     }

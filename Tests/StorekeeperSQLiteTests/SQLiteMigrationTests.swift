@@ -4,9 +4,10 @@ import AppStoreSimulator
 import Foundation
 import GRDB
 import StorekeeperCore
-@testable import StorekeeperSQLite
 import StorekeeperTesting
 import Testing
+
+@testable import StorekeeperSQLite
 
 @Suite("SQLite ledger: migrations")
 struct SQLiteMigrationTests {
@@ -28,7 +29,10 @@ struct SQLiteMigrationTests {
                         INSERT INTO transactions (environment, transaction_id, original_transaction_id, product_id,
                             app_account_token, signed_date, jws, source, info) VALUES ('Sandbox', ?, ?, 'pro.monthly', NULL, ?, ?, 'app', ?)
                         """,
-                    arguments: [purchase.transactionId, purchase.originalTransactionId, transaction.payload.signedDate?.epochMilliseconds, transaction.jws, info]
+                    arguments: [
+                        purchase.transactionId, purchase.originalTransactionId, transaction.payload.signedDate?.epochMilliseconds, transaction.jws,
+                        info,
+                    ]
                 )
                 try db.execute(
                     sql: "INSERT INTO customer_links (environment, original_transaction_id, customer_id) VALUES ('Sandbox', ?, 'alice')",
@@ -56,7 +60,9 @@ struct SQLiteMigrationTests {
         #expect(try SQLiteLedgerStore(path: path).migrationsApplied.isEmpty)
     }
 
-    @Test("a ledger of schema v4 (raw JWS, global token owners, whole refused payloads) migrates: every JWS comes back byte for byte, tokens are per app, refusals are bounded records, the file shrinks")
+    @Test(
+        "a ledger of schema v4 (raw JWS, global token owners, whole refused payloads) migrates: every JWS comes back byte for byte, tokens are per app, refusals are bounded records, the file shrinks"
+    )
     func fromRawSignedData() async throws {
         var harness = try SimulatorFixture()
         let token = LowercaseUUID(UUID())
@@ -77,9 +83,13 @@ struct SQLiteMigrationTests {
             try await queue.write { db in
                 for notification in reference.notifications.values {
                     try db.execute(
-                        sql: "INSERT INTO notifications (uuid, type, subtype, signed_date, environment, outcome, signed_payload, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, 0)",
-                        arguments: [notification.notificationUUID, notification.notificationType.rawValue, notification.subtype?.rawValue,
-                                    notification.signedDate?.epochMilliseconds, notification.environment?.rawValue, notification.outcome, notification.signedPayload]
+                        sql:
+                            "INSERT INTO notifications (uuid, type, subtype, signed_date, environment, outcome, signed_payload, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, 0)",
+                        arguments: [
+                            notification.notificationUUID, notification.notificationType.rawValue, notification.subtype?.rawValue,
+                            notification.signedDate?.epochMilliseconds, notification.environment?.rawValue, notification.outcome,
+                            notification.signedPayload,
+                        ]
                     )
                 }
                 for (key, transaction) in reference.transactions {
@@ -90,10 +100,12 @@ struct SQLiteMigrationTests {
                                 signed_date, jws, source, info, purchase_date, product_type, bundle_id, quantity, revoked)
                             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                             """,
-                        arguments: [key.environment.rawValue, key.id, info.originalTransactionId, info.productId, info.appAccountToken?.description,
-                                    transaction.signedDate.epochMilliseconds, transaction.jws, transaction.source,
-                                    String(decoding: try encoder.encode(info), as: UTF8.self), info.purchaseDate.epochMilliseconds,
-                                    info.type.rawValue, info.bundleId, info.quantity ?? 1, info.revocationDate != nil]
+                        arguments: [
+                            key.environment.rawValue, key.id, info.originalTransactionId, info.productId, info.appAccountToken?.description,
+                            transaction.signedDate.epochMilliseconds, transaction.jws, transaction.source,
+                            String(decoding: try encoder.encode(info), as: UTF8.self), info.purchaseDate.epochMilliseconds,
+                            info.type.rawValue, info.bundleId, info.quantity ?? 1, info.revocationDate != nil,
+                        ]
                     )
                 }
                 for (key, subscription) in reference.subscriptions {
@@ -102,21 +114,25 @@ struct SQLiteMigrationTests {
                             INSERT INTO subscriptions (environment, original_transaction_id, bundle_id, status, status_signed_date,
                                 status_notification_uuid, renewal_info, renewal_signed_date, renewal_jws) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                             """,
-                        arguments: [key.environment.rawValue, key.id, subscription.bundleId, subscription.status?.rawValue,
-                                    subscription.statusSignedDate?.epochMilliseconds, subscription.statusNotificationUUID,
-                                    try subscription.renewalInfo.map { String(decoding: try encoder.encode($0), as: UTF8.self) },
-                                    subscription.renewalSignedDate?.epochMilliseconds, subscription.renewalJWS]
+                        arguments: [
+                            key.environment.rawValue, key.id, subscription.bundleId, subscription.status?.rawValue,
+                            subscription.statusSignedDate?.epochMilliseconds, subscription.statusNotificationUUID,
+                            try subscription.renewalInfo.map { String(decoding: try encoder.encode($0), as: UTF8.self) },
+                            subscription.renewalSignedDate?.epochMilliseconds, subscription.renewalJWS,
+                        ]
                     )
                 }
                 for (key, customer) in reference.explicitLinks {
-                    try db.execute(sql: "INSERT INTO customer_links (environment, original_transaction_id, customer_id) VALUES (?, ?, ?)",
-                                   arguments: [key.environment.rawValue, key.id, customer])
+                    try db.execute(
+                        sql: "INSERT INTO customer_links (environment, original_transaction_id, customer_id) VALUES (?, ?, ?)",
+                        arguments: [key.environment.rawValue, key.id, customer])
                 }
                 // v4 kept one owner per token, whatever the app.
                 try db.execute(sql: "INSERT INTO tokens (token, customer_id) VALUES (?, 'tina')", arguments: [token.description])
                 for _ in 0..<3 {
-                    try db.execute(sql: "INSERT INTO rejected_notifications (received_at, reason, signed_payload) VALUES (1, 'malformed-jws: not a JWS', ?)",
-                                   arguments: [String(repeating: "junk\n", count: 100_000)])
+                    try db.execute(
+                        sql: "INSERT INTO rejected_notifications (received_at, reason, signed_payload) VALUES (1, 'malformed-jws: not a JWS', ?)",
+                        arguments: [String(repeating: "junk\n", count: 100_000)])
                 }
             }
             try queue.close()
@@ -136,7 +152,10 @@ struct SQLiteMigrationTests {
             for (key, subscription) in ledger.subscriptions { #expect(subscription == reference.subscriptions[key], "\(customer) \(key)") }
         }
         let owners = try store.pool.read { db in try Row.fetchAll(db, sql: "SELECT bundle_id, environment, token, customer_id FROM token_owners") }
-        #expect(owners.map { [$0["bundle_id"], $0["environment"], $0["token"], $0["customer_id"]] as [String] } == [["com.example.storekeeper", "Sandbox", token.description, "tina"]])
+        #expect(
+            owners.map { [$0["bundle_id"], $0["environment"], $0["token"], $0["customer_id"]] as [String] } == [
+                ["com.example.storekeeper", "Sandbox", token.description, "tina"]
+            ])
         #expect(try await store.customerExists("tina", bundleId: "com.example.storekeeper", environment: .sandbox))
         let refused = try await store.refusedNotifications()
         #expect(refused.count == 3 && refused.allSatisfy { $0.code == "malformed-jws" && $0.size == 500_000 && $0.prefix.utf8.count < 600 })
@@ -152,8 +171,13 @@ struct SQLiteMigrationTests {
             try await store.pool.write { db in try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v9: from the future')") }
         }
         let error = #expect(throws: StorageError.self) { try SQLiteLedgerStore(path: path) }
-        #expect(error?.message == "cannot open the SQLite database at \(path): it was migrated by a newer Storekeeper (migrations this version does not know: v9: from the future); run that version, or restore a backup made with this one")
-        let applied = try await DatabaseQueue(path: path).read { db in try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY rowid") }
+        #expect(
+            error?.message
+                == "cannot open the SQLite database at \(path): it was migrated by a newer Storekeeper (migrations this version does not know: v9: from the future); run that version, or restore a backup made with this one"
+        )
+        let applied = try await DatabaseQueue(path: path).read { db in
+            try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY rowid")
+        }
         #expect(applied == SQLiteLedgerStore.migrator.migrations + ["v9: from the future"])
     }
 

@@ -2,10 +2,11 @@ import AppStoreModels
 import AppStoreSimulator
 import Foundation
 import GRDB
-@testable import StorekeeperSQLite
 import StorekeeperTesting
 import Synchronization
 import Testing
+
+@testable import StorekeeperSQLite
 
 /// A read's cost must not grow with the ledger: every statement the store runs finds its rows through an index.
 @Suite("SQLite ledger: query plans")
@@ -89,6 +90,7 @@ struct SQLiteQueryPlanTests {
     func familyOrder() async throws {
         let store = try SQLiteLedgerStore(path: Self.temporaryPath())
         let steps = try await Self.plan(SQLiteLedgerStore.familyOrderSQL, in: store)
-        #expect(steps == ["SEARCH transactions USING COVERING INDEX transactions_latest_first (environment=? AND original_transaction_id=?)"], "\(steps)")
+        #expect(
+            steps == ["SEARCH transactions USING COVERING INDEX transactions_latest_first (environment=? AND original_transaction_id=?)"], "\(steps)")
     }
 }

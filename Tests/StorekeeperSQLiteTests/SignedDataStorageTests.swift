@@ -4,9 +4,10 @@ import AppStoreSimulator
 import Foundation
 import GRDB
 import StorekeeperCore
-@testable import StorekeeperSQLite
 import StorekeeperTesting
 import Testing
+
+@testable import StorekeeperSQLite
 
 /// Signed data is stored once per distinct header and given back byte for byte; the ledger stays small per
 /// notification; old ledgers migrate; raw payloads can be dropped after a while while the facts stay.
@@ -22,16 +23,20 @@ struct SignedDataStorageTests {
 
     @Test("every real Apple JWS of the corpus splits and comes back byte for byte, nested headers taken out")
     func corpusRoundTrip() throws {
-        let files = try FileManager.default.contentsOfDirectory(atPath: Self.corpus.path).filter { $0.hasSuffix(".jws") && !$0.hasPrefix("negative-truncated") }
+        let files = try FileManager.default.contentsOfDirectory(atPath: Self.corpus.path).filter {
+            $0.hasSuffix(".jws") && !$0.hasPrefix("negative-truncated")
+        }
         #expect(files.count > 25)
         for file in files {
-            let jws = try String(contentsOf: Self.corpus.appendingPathComponent(file), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            let jws = try String(contentsOf: Self.corpus.appendingPathComponent(file), encoding: .utf8).trimmingCharacters(
+                in: .whitespacesAndNewlines)
             var headers: [String] = []
-            let stored = try #require(try StoredJWS(splitting: jws) { text in
-                if let index = headers.firstIndex(of: text) { return Int64(index) }
-                headers.append(text)
-                return Int64(headers.count - 1)
-            }, "\(file)")
+            let stored = try #require(
+                try StoredJWS(splitting: jws) { text in
+                    if let index = headers.firstIndex(of: text) { return Int64(index) }
+                    headers.append(text)
+                    return Int64(headers.count - 1)
+                }, "\(file)")
             #expect(stored.jws { headers.indices.contains(Int($0)) ? headers[Int($0)] : nil } == jws, "\(file)")
             if file.hasPrefix("notification-") && !file.contains("TEST") {
                 // The nested transaction (and renewal info) headers are out of the stored payload.
@@ -46,7 +51,9 @@ struct SignedDataStorageTests {
         for jws in ["eyJhbGciOiJFUzI1NiJ9.\(marker).c2ln", "eyJhbGciOiJFUzI1NiJ9.eyJhIjoxfR.c2ln", "a.b", "eyJ.e30.c2ln.x", ".e30.c2ln"] {
             #expect(try StoredJWS(splitting: jws) { _ in 1 } == nil, "\(jws)")
         }
-        #expect(try StoredJWS(splitting: "eyJhbGciOiJFUzI1NiJ9.e30.c2ln") { _ in 7 }?.jws { $0 == 7 ? "eyJhbGciOiJFUzI1NiJ9" : nil } == "eyJhbGciOiJFUzI1NiJ9.e30.c2ln")
+        #expect(
+            try StoredJWS(splitting: "eyJhbGciOiJFUzI1NiJ9.e30.c2ln") { _ in 7 }?.jws { $0 == 7 ? "eyJhbGciOiJFUzI1NiJ9" : nil }
+                == "eyJhbGciOiJFUzI1NiJ9.e30.c2ln")
     }
 
     @Test("every notification's raw payload and every transaction's and renewal info's JWS come back byte for byte from the store")

@@ -37,7 +37,8 @@ struct ConfigurationTests {
             .write(to: minimal, atomically: true, encoding: .utf8)
         let configuration = try ServerConfiguration.load(path: minimal.path)
         #expect(configuration.apiKeys.isEmpty && configuration.customerCache == .init())
-        #expect(configuration.http == HTTPLimits(idleTimeout: 60, headerReadTimeout: 10, bodyReadTimeout: 30, responseTimeout: 60, maxConnections: 512))
+        #expect(
+            configuration.http == HTTPLimits(idleTimeout: 60, headerReadTimeout: 10, bodyReadTimeout: 30, responseTimeout: 60, maxConnections: 512))
         #expect(configuration.refusedNotificationsKept == 10_000 && configuration.retention.rawPayloadDays == nil)
         #expect(configuration.entitlements == EntitlementConfiguration(subscriptionLevels: ["pro.monthly": 1]))
         let noApps = directory.appendingPathComponent("no-apps.json")
@@ -95,14 +96,21 @@ struct ConfigurationTests {
         }
     }
 
-    @Test("mistakes in the apps list are named at load: unknown environment, duplicate app, no root, empty bundle ID, a root that is not a certificate", arguments: [
-        (#"[{"bundleId": "a.b", "environments": ["Sandbx"]}]"#, #"app 'a.b': environment 'Sandbx' is not "Sandbox" or "Production""#),
-        (#"[{"bundleId": "a.b", "environments": ["Xcode"]}]"#, #"app 'a.b': environment 'Xcode' is not "Sandbox" or "Production""#),
-        (#"[{"bundleId": "a.b", "environments": ["Sandbox"]}, {"bundleId": "a.b", "environments": ["Sandbox"]}]"#, "app 'a.b' is configured twice"),
-        (#"[{"bundleId": "a.b", "environments": ["Sandbox"], "trustedRoots": []}]"#,
-         #"app 'a.b' trusts no root certificate: give "apple" (Apple Root CA - G3) or a certificate file"#),
-        (#"[{"bundleId": "", "environments": ["Sandbox"]}]"#, "apps[0].bundleId is empty"),
-    ])
+    @Test(
+        "mistakes in the apps list are named at load: unknown environment, duplicate app, no root, empty bundle ID, a root that is not a certificate",
+        arguments: [
+            (#"[{"bundleId": "a.b", "environments": ["Sandbx"]}]"#, #"app 'a.b': environment 'Sandbx' is not "Sandbox" or "Production""#),
+            (#"[{"bundleId": "a.b", "environments": ["Xcode"]}]"#, #"app 'a.b': environment 'Xcode' is not "Sandbox" or "Production""#),
+            (
+                #"[{"bundleId": "a.b", "environments": ["Sandbox"]}, {"bundleId": "a.b", "environments": ["Sandbox"]}]"#,
+                "app 'a.b' is configured twice"
+            ),
+            (
+                #"[{"bundleId": "a.b", "environments": ["Sandbox"], "trustedRoots": []}]"#,
+                #"app 'a.b' trusts no root certificate: give "apple" (Apple Root CA - G3) or a certificate file"#
+            ),
+            (#"[{"bundleId": "", "environments": ["Sandbox"]}]"#, "apps[0].bundleId is empty"),
+        ])
     func appMistakes(apps: String, message: String) throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID()).json")
         defer { try? FileManager.default.removeItem(at: file) }
@@ -111,22 +119,25 @@ struct ConfigurationTests {
         #expect(error.map { "\($0)".hasPrefix("configuration: ") && "\($0)".hasSuffix(message) } == true, "\(String(describing: error))")
     }
 
-    @Test("connection limits, retention and recovery settings are checked, each mistake named", arguments: [
-        (#""http": {"idleTimeoutSeconds": 0}"#, "http.idleTimeoutSeconds must be more than 0 and at most 3600, not 0"),
-        (#""http": {"headerReadTimeoutSeconds": -1}"#, "http.headerReadTimeoutSeconds must be more than 0 and at most 3600, not -1"),
-        (#""http": {"bodyReadTimeoutSeconds": 99999}"#, "http.bodyReadTimeoutSeconds must be more than 0 and at most 3600, not 99999"),
-        (#""http": {"maxConnections": 0}"#, "http.maxConnections must be 1 to 1000000, not 0"),
-        (#""retention": {"refusedNotifications": -5}"#, "retention.refusedNotifications must be 0 to 10000000, not -5"),
-        (#""retention": {"rawPayloadDays": 0}"#, "retention.rawPayloadDays must be more than 0 and at most 36500, not 0"),
-        (#""recovery": {"intervalSeconds": 0}"#, "recovery.intervalSeconds must be more than 0 and at most 86400, not 0"),
-        (#""recovery": {"overlapSeconds": -1}"#, "recovery.overlapSeconds must be more than 0 and at most 86400, not -1"),
-        (#""jobs": {"leaseSeconds": 2.5}"#, "jobs.leaseSeconds must be 3 to 3600, not 2.5"),
-        (#""jobs": {"leaseSeconds": 3601}"#, "jobs.leaseSeconds must be 3 to 3600, not 3601"),
-    ])
+    @Test(
+        "connection limits, retention and recovery settings are checked, each mistake named",
+        arguments: [
+            (#""http": {"idleTimeoutSeconds": 0}"#, "http.idleTimeoutSeconds must be more than 0 and at most 3600, not 0"),
+            (#""http": {"headerReadTimeoutSeconds": -1}"#, "http.headerReadTimeoutSeconds must be more than 0 and at most 3600, not -1"),
+            (#""http": {"bodyReadTimeoutSeconds": 99999}"#, "http.bodyReadTimeoutSeconds must be more than 0 and at most 3600, not 99999"),
+            (#""http": {"maxConnections": 0}"#, "http.maxConnections must be 1 to 1000000, not 0"),
+            (#""retention": {"refusedNotifications": -5}"#, "retention.refusedNotifications must be 0 to 10000000, not -5"),
+            (#""retention": {"rawPayloadDays": 0}"#, "retention.rawPayloadDays must be more than 0 and at most 36500, not 0"),
+            (#""recovery": {"intervalSeconds": 0}"#, "recovery.intervalSeconds must be more than 0 and at most 86400, not 0"),
+            (#""recovery": {"overlapSeconds": -1}"#, "recovery.overlapSeconds must be more than 0 and at most 86400, not -1"),
+            (#""jobs": {"leaseSeconds": 2.5}"#, "jobs.leaseSeconds must be 3 to 3600, not 2.5"),
+            (#""jobs": {"leaseSeconds": 3601}"#, "jobs.leaseSeconds must be 3 to 3600, not 3601"),
+        ])
     func limits(fragment: String, message: String) throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID()).json")
         defer { try? FileManager.default.removeItem(at: file) }
-        try #"{"apps": [{"bundleId": "com.example.app", "environments": ["Sandbox"]}], \#(fragment)}"#.write(to: file, atomically: true, encoding: .utf8)
+        try #"{"apps": [{"bundleId": "com.example.app", "environments": ["Sandbox"]}], \#(fragment)}"#.write(
+            to: file, atomically: true, encoding: .utf8)
         let error = #expect(throws: ConfigurationError.self) { try ServerConfiguration.load(path: file.path) }
         // Named where it is in the file, with the number as the file writes it.
         #expect(error?.message.hasSuffix(": " + message) == true, "\(String(describing: error))")
@@ -153,7 +164,9 @@ struct ConfigurationTests {
             apps: [.init(bundleId: "a.b", appAppleId: nil, environments: [.sandbox], trustedRoots: [root.path])], entitlements: .init(), apiKeys: []
         )
         let error = #expect(throws: ConfigurationError.self) { try configuration.makeVerifiers() }
-        #expect(error.map { "\($0)" }?.hasPrefix("configuration: app 'a.b': the trusted root '\(root.path)' is not a certificate: neither PEM") == true, "\(String(describing: error))")
+        #expect(
+            error.map { "\($0)" }?.hasPrefix("configuration: app 'a.b': the trusted root '\(root.path)' is not a certificate: neither PEM") == true,
+            "\(String(describing: error))")
     }
 }
 
@@ -170,28 +183,35 @@ struct StrictConfigurationTests {
     static let app = #"{"bundleId": "com.example.app", "environments": ["Sandbox"]}"#
 
     /// The eleven typos an outside walkthrough tried: nine started the server on defaults.
-    @Test("every mistyped key is refused with its path and the key meant", arguments: [
-        (#""entitlements": {"productEntitlement": {"pro.monthly": ["pro"]}}"#, "entitlements", "productEntitlement", "productEntitlements"),
-        (#""entitlements": {"subscriptionLevel": {"pro.monthly": 1}}"#, "entitlements", "subscriptionLevel", "subscriptionLevels"),
-        (#""recovery": {"enable": false}"#, "recovery", "enable", "enabled"),
-        (#""http": {"idleTimeoutSecond": 5}"#, "http", "idleTimeoutSecond", "idleTimeoutSeconds"),
-        (#""retention": {"rawPayloadsDays": 30}"#, "retention", "rawPayloadsDays", "rawPayloadDays"),
-        (#""retention": {"refusedNotification": 5}"#, "retention", "refusedNotification", "refusedNotifications"),
-        (#""customerCach": {"capacity": 0}"#, "the top level", "customerCach", "customerCache"),
-        (#""job": {"leaseSeconds": 10}"#, "the top level", "job", "jobs"),
-    ])
+    @Test(
+        "every mistyped key is refused with its path and the key meant",
+        arguments: [
+            (#""entitlements": {"productEntitlement": {"pro.monthly": ["pro"]}}"#, "entitlements", "productEntitlement", "productEntitlements"),
+            (#""entitlements": {"subscriptionLevel": {"pro.monthly": 1}}"#, "entitlements", "subscriptionLevel", "subscriptionLevels"),
+            (#""recovery": {"enable": false}"#, "recovery", "enable", "enabled"),
+            (#""http": {"idleTimeoutSecond": 5}"#, "http", "idleTimeoutSecond", "idleTimeoutSeconds"),
+            (#""retention": {"rawPayloadsDays": 30}"#, "retention", "rawPayloadsDays", "rawPayloadDays"),
+            (#""retention": {"refusedNotification": 5}"#, "retention", "refusedNotification", "refusedNotifications"),
+            (#""customerCach": {"capacity": 0}"#, "the top level", "customerCach", "customerCache"),
+            (#""job": {"leaseSeconds": 10}"#, "the top level", "job", "jobs"),
+        ])
     func mistypedKeys(fragment: String, object: String, typo: String, meant: String) throws {
         let error = #expect(throws: ConfigurationError.self) { try Self.load(#"{"apps": [\#(Self.app)], \#(fragment)}"#) }
-        #expect(error?.message.hasSuffix(#": unknown key "\#(typo)" in \#(object): did you mean "\#(meant)"?"#) == true, "\(String(describing: error))")
+        #expect(
+            error?.message.hasSuffix(#": unknown key "\#(typo)" in \#(object): did you mean "\#(meant)"?"#) == true, "\(String(describing: error))")
         #expect(error?.message.contains(":1:") == true, "line 1 named: \(String(describing: error))")
     }
 
-    @Test("a mistyped key inside an app or its credentials is refused too (serverApi, trustedRoot, baseUrl)", arguments: [
-        (#"{"bundleId": "a.b", "environments": ["Sandbox"], "serverApi": {}}"#, "apps[0]", "serverApi", "serverAPI"),
-        (#"{"bundleId": "a.b", "environments": ["Sandbox"], "trustedRoot": ["x.pem"]}"#, "apps[0]", "trustedRoot", "trustedRoots"),
-        (#"{"bundleId": "a.b", "environments": ["Sandbox"], "serverAPI": {"Sandbox": {"issuerId": "i", "keyId": "k", "privateKeyFile": "f", "baseUrl": "http://x"}}}"#,
-         "apps[0].serverAPI.Sandbox", "baseUrl", "baseURL"),
-    ])
+    @Test(
+        "a mistyped key inside an app or its credentials is refused too (serverApi, trustedRoot, baseUrl)",
+        arguments: [
+            (#"{"bundleId": "a.b", "environments": ["Sandbox"], "serverApi": {}}"#, "apps[0]", "serverApi", "serverAPI"),
+            (#"{"bundleId": "a.b", "environments": ["Sandbox"], "trustedRoot": ["x.pem"]}"#, "apps[0]", "trustedRoot", "trustedRoots"),
+            (
+                #"{"bundleId": "a.b", "environments": ["Sandbox"], "serverAPI": {"Sandbox": {"issuerId": "i", "keyId": "k", "privateKeyFile": "f", "baseUrl": "http://x"}}}"#,
+                "apps[0].serverAPI.Sandbox", "baseUrl", "baseURL"
+            ),
+        ])
     func mistypedAppKeys(app: String, object: String, typo: String, meant: String) throws {
         let error = #expect(throws: ConfigurationError.self) { try Self.load(#"{"apps": [\#(app)]}"#) }
         #expect(error?.message.hasSuffix(#"unknown key "\#(typo)" in \#(object): did you mean "\#(meant)"?"#) == true, "\(String(describing: error))")
@@ -203,35 +223,63 @@ struct StrictConfigurationTests {
         #expect(error?.message.contains(#"unknown key "zzzzzz" in jobs (known here: leaseSeconds)"#) == true, "\(String(describing: error))")
     }
 
-    @Test("a value of the wrong type names its path, its line and column, what was expected and what was found", arguments: [
-        ("{\n  \"apps\": [{\"bundleId\": \"a.b\", \"appAppleId\": \"645\", \"environments\": [\"Sandbox\"]}]\n}",
-         #":2:46: apps[0].appAppleId: expected a whole number, found the string "645""#),
-        ("{\"apps\": [{\"bundleId\": \"a.b\", \"environments\": \"Sandbox\"}]}", #":1:47: apps[0].environments: expected a list, found the string "Sandbox""#),
-        ("{\"apps\": [\(StrictConfigurationTests.app)],\n \"customerCache\": {\"capacity\": 1.5}}", ":2:32: customerCache.capacity: expected a whole number, found the number 1.5"),
-        ("{\"apps\": [\(StrictConfigurationTests.app)],\n \"recovery\": {\"enabled\": \"no\"}}", #":2:26: recovery.enabled: expected true or false, found the string "no""#),
-        ("{\"apps\": [\(StrictConfigurationTests.app)], \"entitlements\": {\"productEntitlements\": {\"pro.monthly\": \"pro\"}}}",
-         #"entitlements.productEntitlements["pro.monthly"]: expected a list, found the string "pro""#),
-        ("{\"apps\": [\(StrictConfigurationTests.app)], \"apiKeys\": [{\"name\": \"k\", \"sha256\": \"x\", \"scope\": \"App\"}]}",
-         #"apiKeys[0].scope: 'App' is not a scope: give "app" (one app's customers) or "admin" (any)"#),
-        ("{\"apps\": [{\"environments\": [\"Sandbox\"]}]}", #"apps[0]: the required key "bundleId" is missing"#),
-        ("{\"apps\": [\(StrictConfigurationTests.app)], \"http\": {\"maxConnections\": 99999999999999999999}}", "http.maxConnections: 99999999999999999999 is out of range"),
-    ])
+    @Test(
+        "a value of the wrong type names its path, its line and column, what was expected and what was found",
+        arguments: [
+            (
+                "{\n  \"apps\": [{\"bundleId\": \"a.b\", \"appAppleId\": \"645\", \"environments\": [\"Sandbox\"]}]\n}",
+                #":2:46: apps[0].appAppleId: expected a whole number, found the string "645""#
+            ),
+            (
+                "{\"apps\": [{\"bundleId\": \"a.b\", \"environments\": \"Sandbox\"}]}",
+                #":1:47: apps[0].environments: expected a list, found the string "Sandbox""#
+            ),
+            (
+                "{\"apps\": [\(StrictConfigurationTests.app)],\n \"customerCache\": {\"capacity\": 1.5}}",
+                ":2:32: customerCache.capacity: expected a whole number, found the number 1.5"
+            ),
+            (
+                "{\"apps\": [\(StrictConfigurationTests.app)],\n \"recovery\": {\"enabled\": \"no\"}}",
+                #":2:26: recovery.enabled: expected true or false, found the string "no""#
+            ),
+            (
+                "{\"apps\": [\(StrictConfigurationTests.app)], \"entitlements\": {\"productEntitlements\": {\"pro.monthly\": \"pro\"}}}",
+                #"entitlements.productEntitlements["pro.monthly"]: expected a list, found the string "pro""#
+            ),
+            (
+                "{\"apps\": [\(StrictConfigurationTests.app)], \"apiKeys\": [{\"name\": \"k\", \"sha256\": \"x\", \"scope\": \"App\"}]}",
+                #"apiKeys[0].scope: 'App' is not a scope: give "app" (one app's customers) or "admin" (any)"#
+            ),
+            ("{\"apps\": [{\"environments\": [\"Sandbox\"]}]}", #"apps[0]: the required key "bundleId" is missing"#),
+            (
+                "{\"apps\": [\(StrictConfigurationTests.app)], \"http\": {\"maxConnections\": 99999999999999999999}}",
+                "http.maxConnections: 99999999999999999999 is out of range"
+            ),
+        ])
     func wrongTypes(text: String, message: String) throws {
         let error = #expect(throws: ConfigurationError.self) { try Self.load(text) }
         #expect(error?.message.contains(message) == true, "\(String(describing: error))")
         #expect(error.map { !"\($0)".contains("DecodingError") && !"\($0)".contains("Debug description") } == true)
     }
 
-    @Test("JSON that is not valid is named with its line and column, trailing commas and keys given twice included", arguments: [
-        ("{\n  \"apps\": [\n    {\"bundleId\": \"a.b\" \"environments\": []}\n  ]\n}", ":3:24: not valid JSON: unexpected '\"': expected ',' or '}' after the value of \"bundleId\""),
-        ("{\"apps\": [\(StrictConfigurationTests.app)],\n}", ":2:1: not valid JSON: a comma before '}': JSON allows no trailing comma"),
-        ("{\"apps\": [\(StrictConfigurationTests.app),]}", "not valid JSON: a comma before ']': JSON allows no trailing comma"),
-        ("{\"apps\": [\(StrictConfigurationTests.app)],\n \"apps\": []}", #":2:2: not valid JSON: the key "apps" is given twice in one object (first at line 1, column 2)"#),
-        ("{\"apps\": [\(StrictConfigurationTests.app)] // the app\n}", "not valid JSON: a comment: JSON has none (remove it)"),
-        ("{'apps': []}", ":1:2: not valid JSON: unexpected ''': expected a key in double quotes"),
-        ("", ":1:1: not valid JSON: the file is empty"),
-        ("{\"apps\": [\(StrictConfigurationTests.app)]", "not valid JSON: unexpected end of file: the object is not closed with '}'"),
-    ])
+    @Test(
+        "JSON that is not valid is named with its line and column, trailing commas and keys given twice included",
+        arguments: [
+            (
+                "{\n  \"apps\": [\n    {\"bundleId\": \"a.b\" \"environments\": []}\n  ]\n}",
+                ":3:24: not valid JSON: unexpected '\"': expected ',' or '}' after the value of \"bundleId\""
+            ),
+            ("{\"apps\": [\(StrictConfigurationTests.app)],\n}", ":2:1: not valid JSON: a comma before '}': JSON allows no trailing comma"),
+            ("{\"apps\": [\(StrictConfigurationTests.app),]}", "not valid JSON: a comma before ']': JSON allows no trailing comma"),
+            (
+                "{\"apps\": [\(StrictConfigurationTests.app)],\n \"apps\": []}",
+                #":2:2: not valid JSON: the key "apps" is given twice in one object (first at line 1, column 2)"#
+            ),
+            ("{\"apps\": [\(StrictConfigurationTests.app)] // the app\n}", "not valid JSON: a comment: JSON has none (remove it)"),
+            ("{'apps': []}", ":1:2: not valid JSON: unexpected ''': expected a key in double quotes"),
+            ("", ":1:1: not valid JSON: the file is empty"),
+            ("{\"apps\": [\(StrictConfigurationTests.app)]", "not valid JSON: unexpected end of file: the object is not closed with '}'"),
+        ])
     func invalidJSON(text: String, message: String) throws {
         let error = #expect(throws: ConfigurationError.self) { try Self.load(text) }
         #expect(error?.message.contains(message) == true, "\(String(describing: error))")
@@ -245,9 +293,9 @@ struct StrictConfigurationTests {
         let info = try simulator.loadAPIKeyInfo()
         let file = directory.appendingPathComponent("storekeeper.json")
         try #"""
-            {"apps": [{"bundleId": "com.example.storekeeper", "environments": ["Sandbox"], "trustedRoots": ["sim/ca/root.pem", "apple"],
-              "serverAPI": {"Sandbox": {"issuerId": "\#(info.issuerId)", "keyId": "\#(info.keyId)", "privateKeyFile": "./sim/api/AuthKey_\#(info.keyId).p8"}}}]}
-            """#.write(to: file, atomically: true, encoding: .utf8)
+        {"apps": [{"bundleId": "com.example.storekeeper", "environments": ["Sandbox"], "trustedRoots": ["sim/ca/root.pem", "apple"],
+          "serverAPI": {"Sandbox": {"issuerId": "\#(info.issuerId)", "keyId": "\#(info.keyId)", "privateKeyFile": "./sim/api/AuthKey_\#(info.keyId).p8"}}}]}
+        """#.write(to: file, atomically: true, encoding: .utf8)
         let configuration = try ServerConfiguration.load(path: file.path)
         #expect(configuration.apps[0].trustedRoots == [simulator.rootCertificateFile.standardizedFileURL.path, "apple"])
         #expect(configuration.apps[0].serverAPI["Sandbox"]?.privateKeyFile == simulator.apiPrivateKeyFile(keyId: info.keyId).standardizedFileURL.path)
@@ -264,7 +312,8 @@ struct StrictConfigurationTests {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID()).json")
         defer { try? FileManager.default.removeItem(at: file) }
         let hash = ServerConfiguration.hash(apiKey: "sk_secret")
-        try #"{"apps": [\#(Self.app)], "customerCache": {"capacity": 0}, "apiKeys": [{"name": "ios", "sha256": "\#(hash)", "scope": "app", "bundleId": "com.example.app"}]}"#
+        try
+            #"{"apps": [\#(Self.app)], "customerCache": {"capacity": 0}, "apiKeys": [{"name": "ios", "sha256": "\#(hash)", "scope": "app", "bundleId": "com.example.app"}]}"#
             .write(to: file, atomically: true, encoding: .utf8)
         let check = try ServerConfiguration.check(path: file.path)
         let byPath = Dictionary(uniqueKeysWithValues: check.settings.map { ($0.path, $0) })
@@ -275,8 +324,10 @@ struct StrictConfigurationTests {
         #expect(byPath["apps[0].trustedRoots"]?.value == #"["apple"]"# && byPath["apps[0].trustedRoots"]?.source == .default)
         #expect(byPath["apiKeys[0].sha256"]?.value == "\"\(hash.prefix(8))…\"" && byPath["apiKeys[0].sha256"]?.note == "masked")
         #expect(!check.text.contains(hash), "the whole hash is never printed")
-        for expected in ["http.idleTimeoutSeconds", "http.maxConnections", "jobs.leaseSeconds", "recovery.overlapSeconds", "retention.refusedNotifications",
-                         "entitlements.billingRetryGrantsAccess", "apps[0].appAppleId", "apps[0].serverAPI"] {
+        for expected in [
+            "http.idleTimeoutSeconds", "http.maxConnections", "jobs.leaseSeconds", "recovery.overlapSeconds", "retention.refusedNotifications",
+            "entitlements.billingRetryGrantsAccess", "apps[0].appAppleId", "apps[0].serverAPI",
+        ] {
             #expect(byPath[expected] != nil, "\(expected) is listed")
         }
     }
@@ -286,20 +337,28 @@ struct StrictConfigurationTests {
         let pem = P256.Signing.PrivateKey().pemRepresentation
         let body = String(pem.split(separator: "\n")[1])
         let escaped = pem.replacingOccurrences(of: "\n", with: "\\n")
-        let keyText = try #require(Optional(#"{"apps": [{"bundleId": "a.b", "environments": ["Sandbox"], "serverAPI": {"Sandbox": {"issuerId": "57246542-96fe-1a63-e053-0824d011072a", "keyId": "K", "privateKeyFile": "\#(escaped)"}}}]}"#))
+        let keyText = try #require(
+            Optional(
+                #"{"apps": [{"bundleId": "a.b", "environments": ["Sandbox"], "serverAPI": {"Sandbox": {"issuerId": "57246542-96fe-1a63-e053-0824d011072a", "keyId": "K", "privateKeyFile": "\#(escaped)"}}}]}"#
+            ))
         let error = #expect(throws: ConfigurationError.self) { try Self.load(keyText) }
         #expect(error?.message.contains("holds what looks like a key's text, not a path") == true, "\(String(describing: error))")
         #expect(error.map { !"\($0)".contains(body.prefix(12)) } == true, "no key material in the error")
-        let password = #"{"apps": [{"bundleId": "a.b", "environments": ["Sandbox"], "serverAPI": {"Sandbox": {"issuerId": "57246542-96fe-1a63-e053-0824d011072a", "keyId": "K", "privateKeyFile": "k.p8", "baseURL": "http://admin:hunter2@127.0.0.1:8090"}}}]}"#
+        let password =
+            #"{"apps": [{"bundleId": "a.b", "environments": ["Sandbox"], "serverAPI": {"Sandbox": {"issuerId": "57246542-96fe-1a63-e053-0824d011072a", "keyId": "K", "privateKeyFile": "k.p8", "baseURL": "http://admin:hunter2@127.0.0.1:8090"}}}]}"#
         let refused = #expect(throws: ConfigurationError.self) { try Self.load(password) }
-        #expect(refused?.message.contains("baseURL carries a user or password") == true && refused?.message.contains("hunter2") == false, "\(String(describing: refused))")
+        #expect(
+            refused?.message.contains("baseURL carries a user or password") == true && refused?.message.contains("hunter2") == false,
+            "\(String(describing: refused))")
     }
 
-    @Test("bundle IDs hold letters, digits, '-' and '.' only; an environment listed twice is refused", arguments: [
-        (#"{"bundleId": "com example/bad", "environments": ["Sandbox"]}"#, "is not a bundle ID"),
-        (#"{"bundleId": "com.example.storekeeper ", "environments": ["Sandbox"]}"#, "is not a bundle ID"),
-        (#"{"bundleId": "com.example.app", "environments": ["Sandbox", "Sandbox"]}"#, "lists an environment twice"),
-    ])
+    @Test(
+        "bundle IDs hold letters, digits, '-' and '.' only; an environment listed twice is refused",
+        arguments: [
+            (#"{"bundleId": "com example/bad", "environments": ["Sandbox"]}"#, "is not a bundle ID"),
+            (#"{"bundleId": "com.example.storekeeper ", "environments": ["Sandbox"]}"#, "is not a bundle ID"),
+            (#"{"bundleId": "com.example.app", "environments": ["Sandbox", "Sandbox"]}"#, "lists an environment twice"),
+        ])
     func bundleIds(app: String, message: String) throws {
         let error = #expect(throws: ConfigurationError.self) { try Self.load(#"{"apps": [\#(app)]}"#) }
         #expect(error?.message.contains(message) == true && error?.message.contains(".json:1:") == true, "\(String(describing: error))")

@@ -2,9 +2,11 @@ import Foundation
 import Hummingbird
 import Logging
 import StorekeeperCore
-@testable import StorekeeperServer
 import StorekeeperTesting
 import Testing
+
+@testable import StorekeeperServer
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -146,7 +148,8 @@ struct ConnectionLimitTests {
     func slowAndMalformedBodies() async throws {
         try await Self.withServer(HTTPLimits(headerReadTimeout: 5, bodyReadTimeout: 0.5)) { port in
             let endless = try RawConnection(port: port)
-            endless.send("POST /appstore/notifications HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n")
+            endless.send(
+                "POST /appstore/notifications HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n")
             var text = ""
             var closed = false
             let endlessDeadline = Date().addingTimeInterval(30)
@@ -169,7 +172,9 @@ struct ConnectionLimitTests {
     func declaredTooLarge() async throws {
         try await Self.withServer(HTTPLimits(headerReadTimeout: 5, bodyReadTimeout: 30)) { port in
             let connection = try RawConnection(port: port)
-            connection.send("POST /appstore/notifications HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3000000\r\nContent-Type: application/json\r\n\r\n{\"signedPay")
+            connection.send(
+                "POST /appstore/notifications HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3000000\r\nContent-Type: application/json\r\n\r\n{\"signedPay"
+            )
             let started = Date()
             let answer = await connection.receive(until: "\r\n\r\n", within: 25)
             #expect(answer.hasPrefix("HTTP/1.1 413"), "\(answer)")

@@ -6,6 +6,7 @@ import Hummingbird
 import HummingbirdTesting
 import StorekeeperDemo
 import StorekeeperTesting
+import Synchronization
 import Testing
 
 @Suite("Storekeeper server: app API")
@@ -25,7 +26,8 @@ struct CustomerAPITests {
     func submitAndRead() async throws {
         let (testbed, purchase) = try Self.aliceSubscribed()
         try await testbed.withClient { client in
-            let submitted = try await client.send(.post, "/v1/customers/user-42/transactions", body: Self.body(purchase.signedTransaction), key: T.appKey)
+            let submitted = try await client.send(
+                .post, "/v1/customers/user-42/transactions", body: Self.body(purchase.signedTransaction), key: T.appKey)
             #expect(submitted.status == 200, "\(submitted.json)")
             let entitlements = try #require(submitted.json["entitlements"] as? [[String: Any]])
             #expect(entitlements.map { $0["entitlement"] as? String } == ["pro"])
@@ -39,14 +41,16 @@ struct CustomerAPITests {
         }
     }
 
-    @Test("a submission's body is read strictly: a repeated key, a trailing comma, an unknown key or a wrong type is refused, naming it, and nothing is applied", arguments: [
-        (#"{"signedTransaction": "%JWS%", "signedTransaction": "x"}"#, #"the key "signedTransaction" is given twice"#),
-        (#"{"signedTransaction": "%JWS%",}"#, "no trailing comma"),
-        (#"{"signedTransaction": "%JWS%", "customer": "bob"}"#, #"unknown key "customer""#),
-        (#"{"signedTransactions": "%JWS%"}"#, #"did you mean "signedTransaction"?"#),
-        (#"{"signedTransaction": 42}"#, "expected a string, found the number 42"),
-        (#"["%JWS%"]"#, "expected an object, found a list"),
-    ])
+    @Test(
+        "a submission's body is read strictly: a repeated key, a trailing comma, an unknown key or a wrong type is refused, naming it, and nothing is applied",
+        arguments: [
+            (#"{"signedTransaction": "%JWS%", "signedTransaction": "x"}"#, #"the key "signedTransaction" is given twice"#),
+            (#"{"signedTransaction": "%JWS%",}"#, "no trailing comma"),
+            (#"{"signedTransaction": "%JWS%", "customer": "bob"}"#, #"unknown key "customer""#),
+            (#"{"signedTransactions": "%JWS%"}"#, #"did you mean "signedTransaction"?"#),
+            (#"{"signedTransaction": 42}"#, "expected a string, found the number 42"),
+            (#"["%JWS%"]"#, "expected an object, found a list"),
+        ])
     func strictSubmissionBody(template: String, named: String) async throws {
         let (testbed, purchase) = try Self.aliceSubscribed()
         try await testbed.withClient { client in
@@ -67,24 +71,34 @@ struct CustomerAPITests {
             #expect(try await client.send(.get, "/v1/customers/user-42", key: "wrong").status == 401)
             // The scheme is case-insensitive; spaces and tabs around the key are ignored (RFC 9110's OWS), nothing else.
             for header in ["bearer \(T.appKey)", "BEARER  \(T.appKey) ", "Bearer \(T.appKey)", "Bearer \t \(T.appKey)\t"] {
-                let answer = try await client.execute(uri: "/v1/customers/nobody?environment=Sandbox", method: .get, headers: [.authorization: header]) { $0.status }
+                let answer = try await client.execute(
+                    uri: "/v1/customers/nobody?environment=Sandbox", method: .get, headers: [.authorization: header]
+                ) { $0.status }
                 #expect(answer == .notFound, "\(header.prefix(7))")
             }
             for header in ["Bearer \(T.appKey)x", "Bearer x\(T.appKey)", "Bearer \u{A0}\(T.appKey)", "Bearer \(T.appKey.dropLast())", "Bearer "] {
-                let answer = try await client.execute(uri: "/v1/customers/nobody?environment=Sandbox", method: .get, headers: [.authorization: header]) { $0.status }
+                let answer = try await client.execute(
+                    uri: "/v1/customers/nobody?environment=Sandbox", method: .get, headers: [.authorization: header]
+                ) { $0.status }
                 #expect(answer == .unauthorized, "\(header.prefix(7))")
             }
-            let unknownScheme = try await client.execute(uri: "/v1/customers/nobody", method: .get, headers: [.authorization: "Basic \(T.appKey)"]) { $0.status }
+            let unknownScheme = try await client.execute(uri: "/v1/customers/nobody", method: .get, headers: [.authorization: "Basic \(T.appKey)"]) {
+                $0.status
+            }
             #expect(unknownScheme == .unauthorized)
             _ = try await client.send(.post, "/v1/customers/user-42/transactions", body: Self.body(purchase.signedTransaction), key: T.appKey)
             let foreign = try await client.send(.get, "/v1/customers/user-42?environment=Sandbox", key: T.otherAppKey)
             #expect(foreign.status == 404)
-            let foreignSubmit = try await client.send(.post, "/v1/customers/user-43/transactions", body: Self.body(purchase.signedTransaction), key: T.otherAppKey)
+            let foreignSubmit = try await client.send(
+                .post, "/v1/customers/user-43/transactions", body: Self.body(purchase.signedTransaction), key: T.otherAppKey)
             #expect(foreignSubmit.status == 403 && foreignSubmit.errorCode == "bundle-id-mismatch")
             let admin = try await client.send(.get, "/v1/customers/user-42?environment=Sandbox&bundleId=com.example.storekeeper", key: T.adminKey)
             #expect(admin.status == 200)
-            #expect(try await client.send(.post, "/v1/customers/bad%20id/transactions", body: Self.body(purchase.signedTransaction), key: T.appKey).status == 400)
-            #expect(try await client.send(.post, "/v1/customers/u/transactions", body: #"{"signedTransaction":"x.y.z"}"#, key: T.appKey).status == 400)
+            #expect(
+                try await client.send(.post, "/v1/customers/bad%20id/transactions", body: Self.body(purchase.signedTransaction), key: T.appKey).status
+                    == 400)
+            #expect(
+                try await client.send(.post, "/v1/customers/u/transactions", body: #"{"signedTransaction":"x.y.z"}"#, key: T.appKey).status == 400)
         }
     }
 
@@ -112,7 +126,8 @@ struct CustomerAPITests {
     func customerIds() async throws {
         let (testbed, purchase) = try Self.aliceSubscribed()
         try await testbed.withClient { client in
-            let submitted = try await client.send(.post, "/v1/customers/alice%40example.com/transactions", body: Self.body(purchase.signedTransaction), key: T.appKey)
+            let submitted = try await client.send(
+                .post, "/v1/customers/alice%40example.com/transactions", body: Self.body(purchase.signedTransaction), key: T.appKey)
             #expect(submitted.status == 200)
             #expect(submitted.json["customerId"] as? String == "alice@example.com")
             for path in ["alice@example.com", "alice%40example.com", "%61lice@example.com"] {
@@ -120,14 +135,18 @@ struct CustomerAPITests {
                 #expect(read.status == 200, "\(path)")
                 #expect(read.json["customerId"] as? String == "alice@example.com", "\(path)")
             }
-            for (path, shown) in [("bad%20id", "bad id"), ("%ZZ", "%ZZ"), ("caf%C3%A9", "café"), (String(repeating: "x", count: 129), String(repeating: "x", count: 64) + "…")] {
+            for (path, shown) in [
+                ("bad%20id", "bad id"), ("%ZZ", "%ZZ"), ("caf%C3%A9", "café"),
+                (String(repeating: "x", count: 129), String(repeating: "x", count: 64) + "…"),
+            ] {
                 for answer in [
                     try await client.send(.get, "/v1/customers/\(path)?environment=Sandbox", key: T.appKey),
                     try await client.send(.post, "/v1/customers/\(path)/transactions", body: Self.body(purchase.signedTransaction), key: T.appKey),
                 ] {
                     #expect(answer.status == 400 && answer.errorCode == "invalid-customer-id", "\(path)")
-                    #expect((answer.json["error"] as? [String: Any])?["message"] as? String
-                        == "customer ID '\(shown)' is not valid: customer IDs are 1-128 ASCII letters, digits and -_.@:", "\(path)")
+                    #expect(
+                        (answer.json["error"] as? [String: Any])?["message"] as? String
+                            == "customer ID '\(shown)' is not valid: customer IDs are 1-128 ASCII letters, digits and -_.@:", "\(path)")
                 }
             }
             // Without a key the answer is still 401, whatever the ID.
@@ -157,5 +176,3 @@ final class LineCollector: Sendable {
     func add(_ line: String) { lines.withLock { $0.append(line) } }
     var all: [String] { lines.withLock { $0 } }
 }
-
-import Synchronization

@@ -69,7 +69,9 @@ struct CustomerCacheServerTests {
         }
     }
 
-    @Test("reads racing notifications (customers linked by purchase and by app account token): once the writes are done, every answer equals a read without the cache")
+    @Test(
+        "reads racing notifications (customers linked by purchase and by app account token): once the writes are done, every answer equals a read without the cache"
+    )
     func racingReads() async throws {
         var testbed = try T()
         var customers: [String] = []
@@ -85,7 +87,8 @@ struct CustomerCacheServerTests {
                 let token = LowercaseUUID(UUID())
                 let coins = try testbed.engine.purchase(.init(customerId: customer, productId: "coins.100", appAccountToken: token))
                 submissions.append((customer, #"{"signedTransaction":"\#(coins.signedTransaction)"}"#))
-                originals.append(try testbed.engine.purchase(.init(customerId: customer, productId: "pro.monthly", appAccountToken: token)).originalTransactionId)
+                originals.append(
+                    try testbed.engine.purchase(.init(customerId: customer, productId: "pro.monthly", appAccountToken: token)).originalTransactionId)
             } else {
                 let purchase = try testbed.engine.purchase(.init(customerId: customer, productId: "pro.monthly"))
                 submissions.append((customer, #"{"signedTransaction":"\#(purchase.signedTransaction)"}"#))

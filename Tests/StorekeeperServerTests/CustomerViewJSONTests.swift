@@ -29,10 +29,13 @@ struct CustomerViewJSONTests {
         var balance = Dictionary(uniqueKeysWithValues: strings.enumerated().map { ($1, $0 - 3) })
         for key in ["B", "a", "b", "A", "ä", "z", "Z", "10", "9", "a.b", "a-b", "ab"] { balance[key] = Int.max - key.utf8.count }
         balance["min"] = Int.min
-        let state = try AppStoreJSON.makeDecoder().decode(CustomerState.self, from: JSONSerialization.data(withJSONObject: [
-            "customerId": strings.joined(), "environment": "Sandbox", "entitlements": entitlements, "entitledProductIds": [String](),
-            "consumableBalance": balance,
-        ] as [String: Any]))
+        let state = try AppStoreJSON.makeDecoder().decode(
+            CustomerState.self,
+            from: JSONSerialization.data(
+                withJSONObject: [
+                    "customerId": strings.joined(), "environment": "Sandbox", "entitlements": entitlements, "entitledProductIds": [String](),
+                    "consumableBalance": balance,
+                ] as [String: Any]))
         return CustomerAnswer(state: state, ledger: Ledger(), bundleId: strings.reversed().joined(separator: "/"), validUntil: nil)
     }
 

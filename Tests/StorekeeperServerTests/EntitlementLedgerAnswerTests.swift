@@ -4,14 +4,16 @@ import AppStoreSimulator
 import Foundation
 import Hummingbird
 import StorekeeperCore
-import StorekeeperServer
 import StorekeeperSQLite
+import StorekeeperServer
 import StorekeeperTesting
 import Testing
 
 @Suite("Storekeeper server: answers from the entitlement ledger")
 struct EntitlementLedgerAnswerTests {
-    @Test("every shipped scenario: each customer's answer from the reduced ledger is byte for byte the answer from the whole ledger", arguments: ShippedScenarios.all.map(\.name))
+    @Test(
+        "every shipped scenario: each customer's answer from the reduced ledger is byte for byte the answer from the whole ledger",
+        arguments: ShippedScenarios.all.map(\.name))
     func sameAnswers(name: String) async throws {
         var testbed = try ServerTestbed()
         let simulator = Simulator(engine: testbed.engine)
@@ -31,7 +33,8 @@ struct EntitlementLedgerAnswerTests {
         for truth in testbed.engine.groundTruth() {
             var answers: [(body: String, validUntil: Date?)] = []
             for reduced in [false, true] {
-                var ledger = reduced
+                var ledger =
+                    reduced
                     ? try await testbed.store.entitlementLedger(for: truth.customerId, bundleId: "com.example.storekeeper", environment: .sandbox)
                     : try await testbed.store.ledger(for: truth.customerId, bundleId: "com.example.storekeeper", environment: .sandbox)
                 ledger.transactions = ledger.transactions.filter { $0.value.info.bundleId == "com.example.storekeeper" }

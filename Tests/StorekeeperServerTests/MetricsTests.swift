@@ -17,10 +17,11 @@ struct MetricsTests {
         try testbed.engine.createCustomer(id: "alice")
         _ = try testbed.engine.purchase(.init(customerId: "alice", productId: "pro.monthly"))
         let genuine = testbed.engine.state.notifications[0].signedPayload
-        let forged = try TestCertificateAuthority.generate().makeSigner().sign(NotificationPayload(
-            notificationType: .test, notificationUUID: UUID().uuidString,
-            data: NotificationData(bundleId: "com.example.storekeeper", environment: .sandbox)
-        ))
+        let forged = try TestCertificateAuthority.generate().makeSigner().sign(
+            NotificationPayload(
+                notificationType: .test, notificationUUID: UUID().uuidString,
+                data: NotificationData(bundleId: "com.example.storekeeper", environment: .sandbox)
+            ))
         try await testbed.withClient { client in
             for jws in [genuine, genuine, forged] {
                 _ = try await client.send(.post, "/appstore/notifications", body: #"{"signedPayload":"\#(jws)"}"#)

@@ -32,7 +32,9 @@ struct OwnershipTests {
         }
     }
 
-    static func view(_ client: some TestClientProtocol, _ customer: String, key: String = T.appKey, query: String = "environment=Sandbox") async throws -> View {
+    static func view(
+        _ client: some TestClientProtocol, _ customer: String, key: String = T.appKey, query: String = "environment=Sandbox"
+    ) async throws -> View {
         View(try await client.send(.get, "/v1/customers/\(customer)?\(query)", key: key))
     }
 
@@ -48,7 +50,9 @@ struct OwnershipTests {
         let evesCoin = try testbed.engine.purchase(.init(customerId: "eve", productId: "coins.100", appAccountToken: ta))
         let evesNotification = try #require(testbed.engine.state.notifications.last?.signedPayload)
         try await testbed.withClient { client in
-            #expect(try await client.send(.post, "/v1/customers/alice/transactions", body: Self.transaction(pro.signedTransaction), key: T.appKey).status == 200)
+            #expect(
+                try await client.send(.post, "/v1/customers/alice/transactions", body: Self.transaction(pro.signedTransaction), key: T.appKey).status
+                    == 200)
             for jws in alicesNotifications {
                 #expect(try await client.send(.post, "/appstore/notifications", body: Self.notification(jws)).status == 200)
             }
@@ -56,7 +60,8 @@ struct OwnershipTests {
             #expect(alice.products == ["pro.monthly", "unlock.lifetime"] && alice.nonConsumables == ["unlock.lifetime"])
             #expect(alice.coins == ["coins.100": 5])
 
-            let refused = try await client.send(.post, "/v1/customers/eve/transactions", body: Self.transaction(evesCoin.signedTransaction), key: T.appKey)
+            let refused = try await client.send(
+                .post, "/v1/customers/eve/transactions", body: Self.transaction(evesCoin.signedTransaction), key: T.appKey)
             #expect(refused.status == 409 && refused.errorCode == "token-owned-by-another-customer", "\(refused.json)")
             let message = (refused.json["error"] as? [String: Any])?["message"] as? String ?? ""
             #expect(message.contains(ta.description) && !message.contains("alice"), "the conflict names the token, never its owner: \(message)")
@@ -76,7 +81,9 @@ struct OwnershipTests {
             #expect(stolen.status == 409 && stolen.errorCode == "token-owned-by-another-customer", "\(stolen.json)")
             #expect(try await Self.view(client, "alice") == after)
             // The owner submitting again is idempotent.
-            #expect(try await client.send(.post, "/v1/customers/alice/transactions", body: Self.transaction(pro.signedTransaction), key: T.appKey).status == 200)
+            #expect(
+                try await client.send(.post, "/v1/customers/alice/transactions", body: Self.transaction(pro.signedTransaction), key: T.appKey).status
+                    == 200)
         }
     }
 
@@ -86,8 +93,11 @@ struct OwnershipTests {
         for customer in ["alice", "eve"] { try testbed.engine.createCustomer(id: customer) }
         let unlock = try testbed.engine.purchase(.init(customerId: "alice", productId: "unlock.lifetime"))
         try await testbed.withClient { client in
-            #expect(try await client.send(.post, "/v1/customers/alice/transactions", body: Self.transaction(unlock.signedTransaction), key: T.appKey).status == 200)
-            let stolen = try await client.send(.post, "/v1/customers/eve/transactions", body: Self.transaction(unlock.signedTransaction), key: T.adminKey)
+            #expect(
+                try await client.send(.post, "/v1/customers/alice/transactions", body: Self.transaction(unlock.signedTransaction), key: T.appKey)
+                    .status == 200)
+            let stolen = try await client.send(
+                .post, "/v1/customers/eve/transactions", body: Self.transaction(unlock.signedTransaction), key: T.adminKey)
             #expect(stolen.status == 409 && stolen.errorCode == "purchase-owned-by-another-customer", "\(stolen.json)")
             #expect(try await Self.view(client, "alice").nonConsumables == ["unlock.lifetime"])
             #expect(try await Self.view(client, "eve").status == 404)
@@ -103,12 +113,16 @@ struct OwnershipTests {
         let bobsNotification = try #require(testbed.engine.state.notifications.last?.signedPayload)
         let mallorysCoin = try testbed.engine.purchase(.init(customerId: "mallory", productId: "coins.100", appAccountToken: tb))
         try await testbed.withClient { client in
-            #expect(try await client.send(.post, "/v1/customers/bob/transactions", body: Self.transaction(bobsUnlock.signedTransaction), key: T.otherAppKey).status == 200)
+            #expect(
+                try await client.send(
+                    .post, "/v1/customers/bob/transactions", body: Self.transaction(bobsUnlock.signedTransaction), key: T.otherAppKey
+                ).status == 200)
             #expect(try await client.send(.post, "/appstore/notifications", body: Self.notification(bobsNotification)).status == 200)
             let bob = try await Self.view(client, "bob", key: T.otherAppKey)
             #expect(bob.status == 200 && bob.nonConsumables == ["other.unlock"])
             // The same UUID in app A is another token, free there: mallory's submission is hers.
-            let submitted = try await client.send(.post, "/v1/customers/mallory/transactions", body: Self.transaction(mallorysCoin.signedTransaction), key: T.appKey)
+            let submitted = try await client.send(
+                .post, "/v1/customers/mallory/transactions", body: Self.transaction(mallorysCoin.signedTransaction), key: T.appKey)
             #expect(submitted.status == 200, "\(submitted.json)")
             #expect(try await Self.view(client, "mallory").coins == ["coins.100": 1])
             #expect(try await Self.view(client, "bob", key: T.otherAppKey) == bob)
@@ -118,25 +132,32 @@ struct OwnershipTests {
         }
     }
 
-    @Test("an admin key reads the app its bundleId names; without it on a server of several apps the read is refused naming them, and an unknown app is named")
+    @Test(
+        "an admin key reads the app its bundleId names; without it on a server of several apps the read is refused naming them, and an unknown app is named"
+    )
     func adminReadsNameTheirApp() async throws {
         var testbed = try T(catalog: T.twoApps)
         try testbed.engine.createCustomer(id: "bob")
         let bobsUnlock = try testbed.engine.purchase(.init(customerId: "bob", productId: "other.unlock"))
         try await testbed.withClient { client in
-            #expect(try await client.send(.post, "/v1/customers/bob/transactions", body: Self.transaction(bobsUnlock.signedTransaction), key: T.otherAppKey).status == 200)
+            #expect(
+                try await client.send(
+                    .post, "/v1/customers/bob/transactions", body: Self.transaction(bobsUnlock.signedTransaction), key: T.otherAppKey
+                ).status == 200)
             let named = try await Self.view(client, "bob", key: T.adminKey, query: "environment=Sandbox&bundleId=com.example.other")
             #expect(named.status == 200 && named.nonConsumables == ["other.unlock"])
             // Not the first app's answer (404 there) in place of the one meant.
             let unnamed = try await client.send(.get, "/v1/customers/bob?environment=Sandbox", key: T.adminKey)
             #expect(unnamed.status == 400 && unnamed.errorCode == "bundle-id-required", "\(unnamed.json)")
-            #expect((unnamed.json["error"] as? [String: Any])?["message"] as? String
-                == "an admin key reads one app's customers: give bundleId, one of com.example.storekeeper, com.example.other")
+            #expect(
+                (unnamed.json["error"] as? [String: Any])?["message"] as? String
+                    == "an admin key reads one app's customers: give bundleId, one of com.example.storekeeper, com.example.other")
             let unknown = try await client.send(.get, "/v1/customers/bob?environment=Sandbox&bundleId=com.evil%0A", key: T.adminKey)
             #expect(unknown.status == 400 && unknown.errorCode == "unknown-app", "\(unknown.json)")
             #expect((unknown.json["error"] as? [String: Any])?["message"] as? String == #"no app 'com.evil\n' is configured on this server"#)
             // An app key reads its own app whatever bundleId says.
-            #expect(try await Self.view(client, "bob", key: T.otherAppKey, query: "environment=Sandbox&bundleId=com.example.storekeeper").status == 200)
+            #expect(
+                try await Self.view(client, "bob", key: T.otherAppKey, query: "environment=Sandbox&bundleId=com.example.storekeeper").status == 200)
         }
     }
 
@@ -149,7 +170,10 @@ struct OwnershipTests {
         var configuration = testbed.configuration
         configuration.apps[0].environments = [.sandbox, .production]
         try await testbed.withClient(configuration: configuration) { client in
-            #expect(try await client.send(.post, "/v1/customers/bob/transactions", body: Self.transaction(bobsUnlock.signedTransaction), key: T.otherAppKey).status == 200)
+            #expect(
+                try await client.send(
+                    .post, "/v1/customers/bob/transactions", body: Self.transaction(bobsUnlock.signedTransaction), key: T.otherAppKey
+                ).status == 200)
             #expect(try await Self.view(client, "bob", key: T.otherAppKey).status == 200)
             // Bob owns a token, in app B's sandbox only.
             for query in ["environment=Sandbox", "environment=Production"] {
@@ -171,7 +195,8 @@ struct OwnershipTests {
         let unknownApp = try testbed.signer.sign(info)
         let signed = purchase.signedTransaction
         try await testbed.withClient { client in
-            let missing = try await client.send(.post, "/v1/customers/alice/transactions", body: Self.transaction(withoutEnvironment), key: T.adminKey)
+            let missing = try await client.send(
+                .post, "/v1/customers/alice/transactions", body: Self.transaction(withoutEnvironment), key: T.adminKey)
             #expect(missing.status == 403 && missing.errorCode == "environment-mismatch", "\(missing.json)")
             #expect(((missing.json["error"] as? [String: Any])?["message"] as? String)?.contains("environment is missing") == true)
             let unknown = try await client.send(.post, "/v1/customers/alice/transactions", body: Self.transaction(unknownApp), key: T.adminKey)

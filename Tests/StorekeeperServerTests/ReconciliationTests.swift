@@ -5,8 +5,8 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import StorekeeperCore
-import StorekeeperServer
 import StorekeeperSQLite
+import StorekeeperServer
 import StorekeeperTesting
 import Testing
 
@@ -15,14 +15,17 @@ import Testing
 struct ReconciliationTests {
     typealias T = RecoveryTestbed
 
-    @Test("a notification dropped by the simulator shows as drift in a dry run (which changes nothing); reconciling then equals the ground truth, and a second run finds no drift")
+    @Test(
+        "a notification dropped by the simulator shows as drift in a dry run (which changes nothing); reconciling then equals the ground truth, and a second run finds no drift"
+    )
     func droppedNotification() async throws {
         let testbed = try await T(environment: .sandbox)
         try await testbed.withSimulator { simulatorURL in
             // Recovery off: reconciliation alone must find what was lost.
             var configuration = try testbed.configuration(baseURL: simulatorURL, recovery: .init(enabled: false))
             // A second app, without App Store Server API credentials.
-            configuration.apps.append(.init(bundleId: "com.example.other", appAppleId: 1, environments: [.sandbox], trustedRoots: configuration.apps[0].trustedRoots))
+            configuration.apps.append(
+                .init(bundleId: "com.example.other", appAppleId: 1, environments: [.sandbox], trustedRoots: configuration.apps[0].trustedRoots))
             try await testbed.withServer(configuration) { base in
                 let bob = try await testbed.simulator.perform { (engine) throws(SimulatorError) in
                     try engine.createCustomer(id: "bob")
@@ -39,7 +42,9 @@ struct ReconciliationTests {
                     try engine.refund(transactionId: bob.transactionId)
                 }
                 let all = await testbed.simulator.state.notifications
-                #expect(all.last?.sendAttempts.map(\.sendAttemptResult) == ["TIMED_OUT"], "\(all.map { ($0.notificationType.rawValue, $0.sendAttempts.map(\.sendAttemptResult)) })")
+                #expect(
+                    all.last?.sendAttempts.map(\.sendAttemptResult) == ["TIMED_OUT"],
+                    "\(all.map { ($0.notificationType.rawValue, $0.sendAttempts.map(\.sendAttemptResult)) })")
                 #expect(try await testbed.mismatches(at: base).count == 1, "bob still has what was refunded")
 
                 let reconcile = base + "/v1/admin/customers/bob/reconcile"
@@ -67,13 +72,19 @@ struct ReconciliationTests {
                 #expect(try await testbed.mismatches(at: base).count == 1, "no refused request changed anything")
                 // An app without credentials is named as such.
                 let noCredentials = try await T.call(.POST, reconcile + "?bundleId=com.example.other", key: T.adminKey)
-                #expect(noCredentials.status == 404 && (noCredentials.json["error"] as? [String: Any])?["code"] as? String == "no-credentials", "\(noCredentials.json)")
+                #expect(
+                    noCredentials.status == 404 && (noCredentials.json["error"] as? [String: Any])?["code"] as? String == "no-credentials",
+                    "\(noCredentials.json)")
                 // A customer the app has no data for is 404, not an empty report.
                 let unknown = try await T.call(.POST, base + "/v1/admin/customers/nobody-here/reconcile", key: T.adminKey)
-                #expect(unknown.status == 404 && (unknown.json["error"] as? [String: Any])?["code"] as? String == "unknown-customer", "\(unknown.json)")
+                #expect(
+                    unknown.status == 404 && (unknown.json["error"] as? [String: Any])?["code"] as? String == "unknown-customer", "\(unknown.json)")
                 // The app API's read is as strict.
                 let read = try await T.call(.GET, base + "/v1/customers/bob?enviroment=Sandbox", key: T.appKey)
-                #expect(read.status == 400 && ((read.json["error"] as? [String: Any])?["message"] as? String)?.contains(#"did you mean "environment"?"#) == true, "\(read.json)")
+                #expect(
+                    read.status == 400
+                        && ((read.json["error"] as? [String: Any])?["message"] as? String)?.contains(#"did you mean "environment"?"#) == true,
+                    "\(read.json)")
 
                 let repaired = try await T.call(.POST, reconcile, key: T.adminKey)
                 #expect(repaired.status == 200 && (repaired.json["recordsChanged"] as? Int ?? 0) > 0, "\(repaired.json)")

@@ -3,8 +3,8 @@ import AppStoreSimulator
 import Foundation
 import Logging
 import StorekeeperCore
-import StorekeeperServer
 import StorekeeperSQLite
+import StorekeeperServer
 import StorekeeperTesting
 import Testing
 
@@ -32,7 +32,8 @@ struct RecoveryClockTests {
         let configuration = try testbed.configuration(baseURL: simulatorURL)
         let exporter = MetricsExporter()
         let log = CapturedLog()
-        let ingester = NotificationIngester(store: store, verifiers: try configuration.makeVerifiers(), configuration: configuration, logger: log.logger())
+        let ingester = NotificationIngester(
+            store: store, verifiers: try configuration.makeVerifiers(), configuration: configuration, logger: log.logger())
         let client = try #require(try configuration.makeServerAPIClients(logger: log.logger())[app])
         let recovery = NotificationRecovery(
             app: app, client: client, ingester: ingester, settings: configuration.recovery.settings, logger: log.logger(), metrics: exporter.metrics,
@@ -54,7 +55,9 @@ struct RecoveryClockTests {
         return Set(await testbed.simulator.state.notifications.map(\.notificationUUID)).subtracting(before)
     }
 
-    @Test("the App Store's clock two days ahead: a dry run finds what was bought meanwhile, a run applies it, and the watermark follows the App Store's clock")
+    @Test(
+        "the App Store's clock two days ahead: a dry run finds what was bought meanwhile, a run applies it, and the watermark follows the App Store's clock"
+    )
     func appStoreClockAhead() async throws {
         let testbed = try await T(environment: .sandbox)
         try await testbed.withSimulator { simulatorURL in
@@ -104,7 +107,10 @@ struct RecoveryClockTests {
             #expect(abs(moved.timeIntervalSince(serverNow) - 40 * 86_400) <= 120, "\(moved) vs \(serverNow)")
             for uuid in missed { #expect(try await store.containsNotification(uuid), "what the App Store still holds is applied") }
             let metrics = exporter.render()
-            #expect(metrics.contains(#"storekeeper_recovery_runs_total{bundle_id="com.example.storekeeper",environment="Sandbox",outcome="incomplete"} 1"#), "\(metrics)")
+            #expect(
+                metrics.contains(
+                    #"storekeeper_recovery_runs_total{bundle_id="com.example.storekeeper",environment="Sandbox",outcome="incomplete"} 1"#),
+                "\(metrics)")
             let successAfter = metrics.split(separator: "\n").filter { $0.hasPrefix(StorekeeperMetrics.Name.recoveryLastSuccess + "{") }
             #expect(successAfter == successBefore, "an incomplete run is not a success")
             let errors = log.all.filter { $0.level == .error }.map(\.line)

@@ -9,8 +9,8 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import StorekeeperCore
-import StorekeeperServer
 import StorekeeperSQLite
+import StorekeeperServer
 import StorekeeperTesting
 import Synchronization
 import Testing
@@ -37,7 +37,8 @@ struct RecoveryTestbed: Sendable {
         self.environment = environment
         database = directory.appendingPathComponent("ledger.sqlite").path
         clock = .init(await simulator.state.now)
-        deliverer = NotificationDeliverer(simulator: simulator, logger: Logger(label: "simulator", factory: { _ in SwiftLogNoOpLogHandler() }), timeout: .seconds(5))
+        deliverer = NotificationDeliverer(
+            simulator: simulator, logger: Logger(label: "simulator", factory: { _ in SwiftLogNoOpLogHandler() }), timeout: .seconds(5))
     }
 
     /// A configuration that trusts `root` (the simulator's by default) and calls the simulator's API at `baseURL`.
@@ -47,10 +48,12 @@ struct RecoveryTestbed: Sendable {
             issuerId: key.issuerId, keyId: key.keyId, privateKeyFile: simulatorDirectory.apiPrivateKeyFile(keyId: key.keyId).path, baseURL: baseURL
         )
         return ServerConfiguration(
-            apps: [.init(
-                bundleId: "com.example.storekeeper", appAppleId: 6_450_000_001, environments: [environment],
-                trustedRoots: [root ?? simulatorDirectory.rootCertificateFile.path], serverAPI: [environment.rawValue: credentials]
-            )],
+            apps: [
+                .init(
+                    bundleId: "com.example.storekeeper", appAppleId: 6_450_000_001, environments: [environment],
+                    trustedRoots: [root ?? simulatorDirectory.rootCertificateFile.path], serverAPI: [environment.rawValue: credentials]
+                )
+            ],
             entitlements: EntitlementConfiguration(),
             apiKeys: [
                 .init(name: "app", sha256: ServerConfiguration.hash(apiKey: Self.appKey), scope: .app, bundleId: "com.example.storekeeper"),
@@ -134,7 +137,9 @@ struct RecoveryTestbed: Sendable {
             let products = Set(((answer.json["entitlements"] as? [[String: Any]]) ?? []).compactMap { $0["productId"] as? String })
             let balance = (answer.json["consumableBalance"] as? [String: Int]) ?? [:]
             if products != Set(truth.entitlements.map(\.productId)) || balance != truth.consumableBalance.filter({ $0.value != 0 }) {
-                differing.append("\(truth.customerId): \(products.sorted()) \(balance) vs \(truth.entitlements.map(\.productId).sorted()) \(truth.consumableBalance)")
+                differing.append(
+                    "\(truth.customerId): \(products.sorted()) \(balance) vs \(truth.entitlements.map(\.productId).sorted()) \(truth.consumableBalance)"
+                )
             }
         }
         return differing

@@ -4,11 +4,11 @@ import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
+import StorekeeperCore
+import StorekeeperSQLite
+import StorekeeperServer
 import StorekeeperTesting
 import Synchronization
-import StorekeeperCore
-import StorekeeperServer
-import StorekeeperSQLite
 import Testing
 
 /// The server catches up on its own: notifications it missed come back through Get Notification History.
@@ -51,7 +51,9 @@ struct RecoveryTests {
         return records.map { record -> Int in record.nextAttemptAt == nil && record.isFailure ? record.sendAttempts.count : -1 }
     }
 
-    @Test("sandbox: notifications sent while the server was down are never retried; after restart the recovery job brings every customer to the ground truth, with no redelivery")
+    @Test(
+        "sandbox: notifications sent while the server was down are never retried; after restart the recovery job brings every customer to the ground truth, with no redelivery"
+    )
     func sandboxOutage() async throws {
         let testbed = try await T(environment: .sandbox)
         try await testbed.withSimulator { simulatorURL in

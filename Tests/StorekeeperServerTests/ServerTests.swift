@@ -7,8 +7,8 @@ import HummingbirdTesting
 import Logging
 import StorekeeperCore
 import StorekeeperDemo
-import StorekeeperServer
 import StorekeeperSQLite
+import StorekeeperServer
 import StorekeeperTesting
 import Synchronization
 import Testing
@@ -119,12 +119,14 @@ struct WebhookTests {
         #expect(try await testbed.store.notificationCounts()["applied"] == 1)
     }
 
-    @Test("bad input is refused with a JSON error and changes nothing", arguments: [
-        ("not json", 400, "malformed-body"),
-        (#"{"other":1}"#, 400, "malformed-body"),
-        (#"{"signedPayload":""}"#, 400, "malformed-body"),
-        (#"{"signedPayload":"a.b"}"#, 400, "malformed-jws"),
-    ])
+    @Test(
+        "bad input is refused with a JSON error and changes nothing",
+        arguments: [
+            ("not json", 400, "malformed-body"),
+            (#"{"other":1}"#, 400, "malformed-body"),
+            (#"{"signedPayload":""}"#, 400, "malformed-body"),
+            (#"{"signedPayload":"a.b"}"#, 400, "malformed-jws"),
+        ])
     func badInput(body: String, status: Int, code: String) async throws {
         let testbed = try T()
         try await testbed.withClient { client in
@@ -141,25 +143,29 @@ struct WebhookTests {
         _ = try testbed.engine.purchase(.init(customerId: "alice", productId: "coins.100"))
         let genuine = testbed.engine.state.notifications[0].signedPayload
         let impostor = try TestCertificateAuthority.generate().makeSigner()
-        let forged = try impostor.sign(NotificationPayload(
-            notificationType: .oneTimeCharge, notificationUUID: UUID().uuidString,
-            data: NotificationData(bundleId: "com.example.storekeeper", environment: .sandbox)
-        ))
+        let forged = try impostor.sign(
+            NotificationPayload(
+                notificationType: .oneTimeCharge, notificationUUID: UUID().uuidString,
+                data: NotificationData(bundleId: "com.example.storekeeper", environment: .sandbox)
+            ))
         var parts = genuine.split(separator: ".").map(String.init)
         parts[1] = String(parts[1].reversed())
         let tampered = parts.joined(separator: ".")
-        let production = try impostor.sign(NotificationPayload(
-            notificationType: .test, notificationUUID: UUID().uuidString,
-            data: NotificationData(bundleId: "com.example.storekeeper", environment: .production)
-        ))
-        let unknownApp = try impostor.sign(NotificationPayload(
-            notificationType: .test, notificationUUID: UUID().uuidString, data: NotificationData(bundleId: "com.unknown", environment: .sandbox)
-        ))
+        let production = try impostor.sign(
+            NotificationPayload(
+                notificationType: .test, notificationUUID: UUID().uuidString,
+                data: NotificationData(bundleId: "com.example.storekeeper", environment: .production)
+            ))
+        let unknownApp = try impostor.sign(
+            NotificationPayload(
+                notificationType: .test, notificationUUID: UUID().uuidString, data: NotificationData(bundleId: "com.unknown", environment: .sandbox)
+            ))
         // An unknown type from the simulator's own CA: verified, recorded, acknowledged.
-        let unknownJWS = try testbed.signer.sign(NotificationPayload(
-            notificationType: "SOMETHING_NEW", notificationUUID: UUID().uuidString, signedDate: T.start,
-            data: NotificationData(bundleId: "com.example.storekeeper", environment: .sandbox)
-        ))
+        let unknownJWS = try testbed.signer.sign(
+            NotificationPayload(
+                notificationType: "SOMETHING_NEW", notificationUUID: UUID().uuidString, signedDate: T.start,
+                data: NotificationData(bundleId: "com.example.storekeeper", environment: .sandbox)
+            ))
         try await testbed.withClient { client in
             #expect(try await client.send(.post, "/appstore/notifications", body: Self.body(forged)).errorCode == "untrusted-root")
             let tamperedAnswer = try await client.send(.post, "/appstore/notifications", body: Self.body(tampered))
@@ -177,11 +183,13 @@ struct WebhookTests {
         #expect(counts["rejected"] == 4)
     }
 
-    @Test("our paths with another method get 405 with Allow; unknown paths 404; both as JSON errors", arguments: [
-        (HTTPRequest.Method.get, "/appstore/notifications", 405, "POST"), (.put, "/v1/customers/alice", 405, "GET"),
-        (.get, "/v1/customers/alice/transactions", 405, "POST"), (.post, "/health", 405, "GET"), (.delete, "/metrics", 405, "GET"),
-        (.get, "/nope", 404, nil), (.get, "/v1/customers/", 404, nil), (.post, "/appstore/notifications/extra", 404, nil),
-    ] as [(HTTPRequest.Method, String, Int, String?)])
+    @Test(
+        "our paths with another method get 405 with Allow; unknown paths 404; both as JSON errors",
+        arguments: [
+            (HTTPRequest.Method.get, "/appstore/notifications", 405, "POST"), (.put, "/v1/customers/alice", 405, "GET"),
+            (.get, "/v1/customers/alice/transactions", 405, "POST"), (.post, "/health", 405, "GET"), (.delete, "/metrics", 405, "GET"),
+            (.get, "/nope", 404, nil), (.get, "/v1/customers/", 404, nil), (.post, "/appstore/notifications/extra", 404, nil),
+        ] as [(HTTPRequest.Method, String, Int, String?)])
     func unmatchedRoutes(method: HTTPRequest.Method, path: String, status: Int, allow: String?) async throws {
         let testbed = try T()
         try await testbed.withClient { client in
@@ -197,7 +205,12 @@ struct WebhookTests {
         let fired = Mutex(false)
         var testbed = try T(failure: { point in
             guard point == "before-commit" else { return }
-            if fired.withLock({ fired in defer { fired = true }; return !fired }) { throw FailureInjected() }
+            if fired.withLock({ fired in
+                defer { fired = true }
+                return !fired
+            }) {
+                throw FailureInjected()
+            }
         })
         try testbed.engine.createCustomer(id: "alice")
         _ = try testbed.engine.purchase(.init(customerId: "alice", productId: "pro.monthly"))

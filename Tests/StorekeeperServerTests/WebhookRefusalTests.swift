@@ -6,8 +6,8 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import StorekeeperCore
-import StorekeeperServer
 import StorekeeperSQLite
+import StorekeeperServer
 import StorekeeperTesting
 import Synchronization
 import Testing
@@ -59,20 +59,23 @@ struct WebhookRefusalTests {
         return log
     }
 
-    @Test("claims that could forge log lines are malformed (400, a warning); the log holds them escaped and cut, never raw", arguments: [
-        ("com.example.storekeeper\n2026-11-23T00:00:00+0000 critical storekeeper: database deleted", "Sandbox"),
-        ("com.example.storekeeper", "Sandbox\r\n2026-11-23T00:00:00+0000 critical forged"),
-        (String(repeating: "x", count: 10_000), "Sandbox"),
-        ("com.example.storekeeper\u{202E}", "Sandbox"),
-        ("", "Sandbox"),
-    ])
+    @Test(
+        "claims that could forge log lines are malformed (400, a warning); the log holds them escaped and cut, never raw",
+        arguments: [
+            ("com.example.storekeeper\n2026-11-23T00:00:00+0000 critical storekeeper: database deleted", "Sandbox"),
+            ("com.example.storekeeper", "Sandbox\r\n2026-11-23T00:00:00+0000 critical forged"),
+            (String(repeating: "x", count: 10_000), "Sandbox"),
+            ("com.example.storekeeper\u{202E}", "Sandbox"),
+            ("", "Sandbox"),
+        ])
     func forgedClaims(bundleId: String, environment: String) async throws {
         let testbed = try T()
         let impostor = try TestCertificateAuthority.generate().makeSigner()
-        let jws = try impostor.sign(NotificationPayload(
-            notificationType: .test, notificationUUID: UUID().uuidString,
-            data: NotificationData(bundleId: bundleId, environment: AppStoreEnvironment(rawValue: environment))
-        ))
+        let jws = try impostor.sign(
+            NotificationPayload(
+                notificationType: .test, notificationUUID: UUID().uuidString,
+                data: NotificationData(bundleId: bundleId, environment: AppStoreEnvironment(rawValue: environment))
+            ))
         let log = try await Self.withLoggedClient(testbed) { client in
             let answer = try await client.send(.post, "/appstore/notifications", body: Self.body(jws))
             #expect(answer.status == 400 && answer.errorCode == "malformed-payload", "\(answer.json)")
@@ -94,9 +97,11 @@ struct WebhookRefusalTests {
     func misconfiguration() async throws {
         let testbed = try T()
         let impostor = try TestCertificateAuthority.generate().makeSigner()
-        let jws = try impostor.sign(NotificationPayload(
-            notificationType: .test, notificationUUID: UUID().uuidString, data: NotificationData(bundleId: "com.unknown.app", environment: .production)
-        ))
+        let jws = try impostor.sign(
+            NotificationPayload(
+                notificationType: .test, notificationUUID: UUID().uuidString,
+                data: NotificationData(bundleId: "com.unknown.app", environment: .production)
+            ))
         let log = try await Self.withLoggedClient(testbed) { client in
             let answer = try await client.send(.post, "/appstore/notifications", body: Self.body(jws))
             #expect(answer.status == 403 && answer.errorCode == "unknown-app-or-environment", "\(answer.json)")

@@ -84,7 +84,9 @@ public struct MassExtendRenewalDateStatusResponse: Codable, Hashable, Sendable {
     public var succeededCount: Int64?
     public var failedCount: Int64?
 
-    public init(requestIdentifier: String? = nil, complete: Bool? = nil, completeDate: Date? = nil, succeededCount: Int64? = nil, failedCount: Int64? = nil) {
+    public init(
+        requestIdentifier: String? = nil, complete: Bool? = nil, completeDate: Date? = nil, succeededCount: Int64? = nil, failedCount: Int64? = nil
+    ) {
         self.requestIdentifier = requestIdentifier
         self.complete = complete
         self.completeDate = completeDate

@@ -39,12 +39,12 @@ public struct StatusResponse: Codable, Hashable, Sendable {
     public struct SubscriptionGroupItem: Codable, Hashable, Sendable {
         public var subscriptionGroupIdentifier: String
         public var lastTransactions: [LastTransactionsItem]
-    
-    public init(subscriptionGroupIdentifier: String, lastTransactions: [LastTransactionsItem]) {
-        self.subscriptionGroupIdentifier = subscriptionGroupIdentifier
-        self.lastTransactions = lastTransactions
+
+        public init(subscriptionGroupIdentifier: String, lastTransactions: [LastTransactionsItem]) {
+            self.subscriptionGroupIdentifier = subscriptionGroupIdentifier
+            self.lastTransactions = lastTransactions
+        }
     }
-}
 
     /// One subscription: its status and latest signed data.
     public struct LastTransactionsItem: Codable, Hashable, Sendable {
@@ -52,14 +52,14 @@ public struct StatusResponse: Codable, Hashable, Sendable {
         public var originalTransactionId: String
         public var signedTransactionInfo: String
         public var signedRenewalInfo: String
-    
-    public init(status: SubscriptionStatus, originalTransactionId: String, signedTransactionInfo: String, signedRenewalInfo: String) {
-        self.status = status
-        self.originalTransactionId = originalTransactionId
-        self.signedTransactionInfo = signedTransactionInfo
-        self.signedRenewalInfo = signedRenewalInfo
+
+        public init(status: SubscriptionStatus, originalTransactionId: String, signedTransactionInfo: String, signedRenewalInfo: String) {
+            self.status = status
+            self.originalTransactionId = originalTransactionId
+            self.signedTransactionInfo = signedTransactionInfo
+            self.signedRenewalInfo = signedRenewalInfo
+        }
     }
-}
 
     public var environment: AppStoreEnvironment?
     public var bundleId: String?

@@ -1,5 +1,5 @@
-package import AsyncHTTPClient
 import AppStoreModels
+package import AsyncHTTPClient
 import Foundation
 package import Logging
 package import NIOCore
@@ -168,11 +168,13 @@ extension Simulator {
     /// What a delivery round needs: the notifications due now (once committed: nothing is sent that a crash could
     /// lose), the URL, the faults, and the virtual time the attempts are dated at. `nil` when there is nothing to do.
     func deliverySnapshot() async -> (due: [NotificationRecord], url: String, faults: FaultConfiguration, now: Date)? {
-        guard let snapshot = try? await read({ (engine) -> ([NotificationRecord], String, FaultConfiguration, Date)? in
-            guard let url = engine.state.notificationURL else { return nil }
-            let due = engine.dueNotifications()
-            return due.isEmpty ? nil : (due, url, engine.state.faults, engine.state.now)
-        }) else { return nil }
+        guard
+            let snapshot = try? await read({ (engine) -> ([NotificationRecord], String, FaultConfiguration, Date)? in
+                guard let url = engine.state.notificationURL else { return nil }
+                let due = engine.dueNotifications()
+                return due.isEmpty ? nil : (due, url, engine.state.faults, engine.state.now)
+            })
+        else { return nil }
         return snapshot
     }
 

@@ -59,20 +59,22 @@ extension LifecycleEngine {
             switch info.type {
             case .nonConsumable:
                 if !entitlements.contains(where: { $0.productId == info.productId }) {
-                    entitlements.append(.init(
-                        productId: info.productId, type: info.type, ownership: info.inAppOwnershipType ?? .purchased,
-                        transactionId: info.transactionId, originalTransactionId: info.originalTransactionId
-                    ))
+                    entitlements.append(
+                        .init(
+                            productId: info.productId, type: info.type, ownership: info.inAppOwnershipType ?? .purchased,
+                            transactionId: info.transactionId, originalTransactionId: info.originalTransactionId
+                        ))
                 }
             case .nonRenewing:
                 guard let period = catalog.product(info.productId)?.period else { continue }
                 let end = state.renewalRate.end(of: period, from: info.purchaseDate)
                 if end > state.now {
-                    entitlements.append(.init(
-                        productId: info.productId, type: info.type, ownership: .purchased,
-                        transactionId: info.transactionId, originalTransactionId: info.originalTransactionId,
-                        expiresDate: end
-                    ))
+                    entitlements.append(
+                        .init(
+                            productId: info.productId, type: info.type, ownership: .purchased,
+                            transactionId: info.transactionId, originalTransactionId: info.originalTransactionId,
+                            expiresDate: end
+                        ))
                 }
             case .consumable:
                 balance[info.productId, default: 0] += info.quantity ?? 1

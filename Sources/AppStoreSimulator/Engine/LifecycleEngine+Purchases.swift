@@ -306,7 +306,8 @@ extension LifecycleEngine {
         info.storefrontId = storefront.id
         info.transactionReason = reason
         info.currency = storefront.currency
-        info.price = (offer.map { $0.prices[storefront.countryCode] ?? 0 } ?? product.prices[storefront.countryCode] ?? 0)
+        info.price =
+            (offer.map { $0.prices[storefront.countryCode] ?? 0 } ?? product.prices[storefront.countryCode] ?? 0)
             * Int64(quantity)
         info.appTransactionId = appTransactionID(customerId: customer.id, bundleId: product.bundleId)
         if let offer {
@@ -318,7 +319,8 @@ extension LifecycleEngine {
         if product.type == .autoRenewable, let period = product.period {
             info.subscriptionGroupIdentifier = product.subscriptionGroupId
             info.webOrderLineItemId = nextWebOrderLineItemID()
-            info.expiresDate = offer.map { state.renewalRate.end(of: $0.period, from: date) }
+            info.expiresDate =
+                offer.map { state.renewalRate.end(of: $0.period, from: date) }
                 ?? state.renewalRate.end(of: period, from: date)
         }
         state.transactions[id] = TransactionRecord(

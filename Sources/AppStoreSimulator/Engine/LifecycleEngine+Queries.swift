@@ -43,7 +43,8 @@ extension LifecycleEngine {
         guard let app = catalog.app(bundleId), let customer = state.customers[customerId],
             let appTransactionId = customer.appTransactionIds[bundleId]
         else { return nil }
-        let first = state.transactions.records(of: customerId).filter { $0.info.bundleId == bundleId }
+        let first =
+            state.transactions.records(of: customerId).filter { $0.info.bundleId == bundleId }
             .map(\.info.purchaseDate).min() ?? state.now
         var info = AppTransaction(bundleId: bundleId)
         info.receiptType = state.environment

@@ -191,14 +191,16 @@ extension LifecycleEngine {
             for subscription in state.subscriptions.records(of: other)
             where subscription.sharedFrom == nil && subscription.hasService
                 && catalog.product(subscription.productId)?.familyShareable == true
-                && subscription.familyCopies[member] == nil {
+                && subscription.familyCopies[member] == nil
+            {
                 try shareSubscription(subscription.originalTransactionId, with: member)
             }
             for record in state.transactions.records(of: other)
             where record.info.type == .nonConsumable
                 && record.info.inAppOwnershipType == .purchased && record.info.revocationDate == nil
                 && catalog.product(record.info.productId)?.familyShareable == true
-                && ownedNonConsumable(member, record.info.productId) == nil {
+                && ownedNonConsumable(member, record.info.productId) == nil
+            {
                 let copy = try shareCopy(of: record.info.transactionId, with: member)
                 try notify(.oneTimeCharge, transactionId: copy)
             }
@@ -287,7 +289,8 @@ extension LifecycleEngine {
         let members = familyMembers(of: state.transactions[info.transactionId]?.customerId ?? "")
         for record in members.flatMap({ state.transactions.records(of: $0) }).sorted(by: { $0.info.transactionId < $1.info.transactionId })
         where record.info.productId == info.productId && record.info.inAppOwnershipType == .familyShared
-            && record.info.revocationDate == nil {
+            && record.info.revocationDate == nil
+        {
             try revokeCopy(record.info.transactionId, reason: reason)
         }
     }

@@ -106,7 +106,8 @@ extension LifecycleEngine {
             state.transactions[id]?.info.price = increase.newPrice
         }
         if let pending = subscription.pendingOffer {
-            updated.pendingOffer = pending.remainingPeriods > 1
+            updated.pendingOffer =
+                pending.remainingPeriods > 1
                 ? .init(offer: pending.offer, remainingPeriods: pending.remainingPeriods - 1) : nil
         }
         updated.renewalCount += subtype == nil ? 1 : 0

@@ -189,16 +189,19 @@ extension SimulatorAPI {
         guard let token = context.parameters.get("testNotificationToken"), !token.isEmpty, token.count <= 256 else {
             throw AppStoreAPIError.invalidTestNotificationToken
         }
-        guard let record = try await simulator.read({ engine in
-            engine.state.notifications.testNotification(token: token).flatMap { $0.bundleId == bundleId ? $0 : nil }
-        }) else {
+        guard
+            let record = try await simulator.read({ engine in
+                engine.state.notifications.testNotification(token: token).flatMap { $0.bundleId == bundleId ? $0 : nil }
+            })
+        else {
             throw token.contains("_") ? AppStoreAPIError.testNotificationNotFound : AppStoreAPIError.invalidTestNotificationToken
         }
         guard !record.sendAttempts.isEmpty else { throw AppStoreAPIError.testNotificationNotFound }
-        return try Self.json(CheckTestNotificationResponse(
-            signedPayload: record.signedPayload, sendAttempts: Self.attempts(record),
-            firstSendAttemptResult: record.sendAttempts.first.map { .init(rawValue: $0.sendAttemptResult) }
-        ))
+        return try Self.json(
+            CheckTestNotificationResponse(
+                signedPayload: record.signedPayload, sendAttempts: Self.attempts(record),
+                firstSendAttemptResult: record.sendAttempts.first.map { .init(rawValue: $0.sendAttemptResult) }
+            ))
     }
 }
 

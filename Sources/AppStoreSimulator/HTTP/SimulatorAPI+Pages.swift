@@ -55,7 +55,8 @@ extension SimulatorAPI {
                 }
             }
             let page = Array(records.prefix(Self.pageSize))
-            let last = page.last.map { PageToken(date: $0.modifiedAt.epochMilliseconds, id: $0.info.transactionId, filters: filters.fingerprint) }
+            let last =
+                page.last.map { PageToken(date: $0.modifiedAt.epochMilliseconds, id: $0.info.transactionId, filters: filters.fingerprint) }
                 ?? after ?? PageToken(date: descending ? Int64.max : 0, id: descending ? "~" : "", filters: filters.fingerprint)
             return HistoryResponse(
                 revision: last.encoded(), hasMore: records.count > page.count, bundleId: bundleId,
@@ -101,8 +102,10 @@ extension SimulatorAPI {
             return parts.joined(separator: "&")
         }
 
-        static let types = ["AUTO_RENEWABLE": ProductType.autoRenewable, "NON_RENEWABLE": .nonRenewing,
-                            "CONSUMABLE": .consumable, "NON_CONSUMABLE": .nonConsumable]
+        static let types = [
+            "AUTO_RENEWABLE": ProductType.autoRenewable, "NON_RENEWABLE": .nonRenewing,
+            "CONSUMABLE": .consumable, "NON_CONSUMABLE": .nonConsumable,
+        ]
 
         func validate() throws {
             if let startDate, Int64(startDate) == nil { throw AppStoreAPIError.invalidStartDate }
@@ -161,12 +164,17 @@ extension SimulatorAPI {
         let body = try await simulator.read { (engine) throws(SimulatorError) -> RefundHistoryResponse in
             var refunds = engine.transactions(customerId: customer, bundleId: bundleId).filter {
                 $0.info.revocationDate != nil && $0.info.revocationType != .familyRevoke
-            }.sorted { ($0.info.revocationDate!.epochMilliseconds, $0.info.transactionId) < ($1.info.revocationDate!.epochMilliseconds, $1.info.transactionId) }
+            }.sorted {
+                ($0.info.revocationDate!.epochMilliseconds, $0.info.transactionId) < (
+                    $1.info.revocationDate!.epochMilliseconds, $1.info.transactionId
+                )
+            }
             if let after {
                 refunds = refunds.filter { ($0.info.revocationDate!.epochMilliseconds, $0.info.transactionId) > (after.date, after.id) }
             }
             let page = Array(refunds.prefix(Self.pageSize))
-            let last = page.last.map { PageToken(date: $0.info.revocationDate!.epochMilliseconds, id: $0.info.transactionId, filters: "refunds") }
+            let last =
+                page.last.map { PageToken(date: $0.info.revocationDate!.epochMilliseconds, id: $0.info.transactionId, filters: "refunds") }
                 ?? after ?? PageToken(date: 0, id: "", filters: "refunds")
             return RefundHistoryResponse(
                 signedTransactions: try page.map { (record) throws(SimulatorError) in try engine.signTransaction(record.info.transactionId) },
@@ -194,7 +202,9 @@ extension SimulatorAPI {
     func massExtend(_ request: Request, _ context: some RequestContext, _ bundleId: String) async throws -> Response {
         let body = try await Self.body(request, as: MassExtendBody.self)
         guard let days = body.extendByDays, APIRequestRules.extendByDays.contains(days) else { throw AppStoreAPIError.invalidExtendByDays }
-        guard let reason = body.extendReasonCode, APIRequestRules.extendReasonCodes.contains(reason) else { throw AppStoreAPIError.invalidExtendReasonCode }
+        guard let reason = body.extendReasonCode, APIRequestRules.extendReasonCodes.contains(reason) else {
+            throw AppStoreAPIError.invalidExtendReasonCode
+        }
         guard let requestId = body.requestIdentifier, APIRequestRules.isRequestIdentifier(requestId) else {
             throw AppStoreAPIError.invalidRequestIdentifier
         }
@@ -225,9 +235,10 @@ extension SimulatorAPI {
             request.bundleId == bundleId
         else { throw AppStoreAPIError.statusRequestNotFound }
         let complete = request.completeDate != nil
-        return try Self.json(MassExtendRenewalDateStatusResponse(
-            requestIdentifier: requestId, complete: complete, completeDate: request.completeDate,
-            succeededCount: complete ? request.succeededCount : nil, failedCount: complete ? request.failedCount : nil
-        ))
+        return try Self.json(
+            MassExtendRenewalDateStatusResponse(
+                requestIdentifier: requestId, complete: complete, completeDate: request.completeDate,
+                succeededCount: complete ? request.succeededCount : nil, failedCount: complete ? request.failedCount : nil
+            ))
     }
 }

@@ -105,7 +105,8 @@ package struct SimulatorAPI: Sendable {
 
     /// A transaction ID from the path (`:transactionId` or `:originalTransactionId`): digits only, else 4000006.
     static func transactionId(_ context: some RequestContext) throws -> String {
-        guard let id = context.parameters.get("transactionId") ?? context.parameters.get("originalTransactionId"), APIRequestRules.isTransactionId(id) else {
+        guard let id = context.parameters.get("transactionId") ?? context.parameters.get("originalTransactionId"), APIRequestRules.isTransactionId(id)
+        else {
             throw AppStoreAPIError.invalidTransactionId
         }
         return id
@@ -234,7 +235,11 @@ package struct SimulatorAPI: Sendable {
 
     /// Request bodies as clients send them, every field optional so that a missing one gets Apple's error code.
     struct AppAccountTokenBody: Decodable { var appAccountToken: String? }
-    struct ExtendBody: Decodable { var extendByDays: Int?; var extendReasonCode: Int?; var requestIdentifier: String? }
+    struct ExtendBody: Decodable {
+        var extendByDays: Int?
+        var extendReasonCode: Int?
+        var requestIdentifier: String?
+    }
 
     func lookUpOrder(_ context: some RequestContext, _ bundleId: String) async throws -> Response {
         guard let orderId = context.parameters.get("orderId"), !orderId.isEmpty else { throw AppStoreAPIError.generalBadRequest }
@@ -261,7 +266,9 @@ package struct SimulatorAPI: Sendable {
         }
         let body = try await Self.body(request, as: ExtendBody.self)
         guard let days = body.extendByDays, APIRequestRules.extendByDays.contains(days) else { throw AppStoreAPIError.invalidExtendByDays }
-        guard let reason = body.extendReasonCode, APIRequestRules.extendReasonCodes.contains(reason) else { throw AppStoreAPIError.invalidExtendReasonCode }
+        guard let reason = body.extendReasonCode, APIRequestRules.extendReasonCodes.contains(reason) else {
+            throw AppStoreAPIError.invalidExtendReasonCode
+        }
         guard let requestId = body.requestIdentifier, APIRequestRules.isRequestIdentifier(requestId) else {
             throw AppStoreAPIError.invalidRequestIdentifier
         }

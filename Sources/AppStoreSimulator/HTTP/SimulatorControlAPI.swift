@@ -25,18 +25,44 @@ package struct SimulatorControlAPI: Sendable {
         self.deliver = deliver ?? onChange
     }
 
-    package struct CustomerRequest: Codable, Sendable { package var id: String; package var storefront: String? }
+    package struct CustomerRequest: Codable, Sendable {
+        package var id: String
+        package var storefront: String?
+    }
     struct EnabledRequest: Codable, Sendable { var enabled: Bool }
     struct BillingRequest: Codable, Sendable { var works: Bool }
-    struct RefundRequest: Codable, Sendable { var reason: Int?; var percentage: Int? }
+    struct RefundRequest: Codable, Sendable {
+        var reason: Int?
+        var percentage: Int?
+    }
     struct RefundAskRequest: Codable, Sendable { var reason: String }
-    struct FamilyRequest: Codable, Sendable { var id: String; var members: [String] }
-    struct PriceIncreaseRequest: Codable, Sendable { var prices: [String: Int64]; var consentRequired: Bool }
+    struct FamilyRequest: Codable, Sendable {
+        var id: String
+        var members: [String]
+    }
+    struct PriceIncreaseRequest: Codable, Sendable {
+        var prices: [String: Int64]
+        var consentRequired: Bool
+    }
     struct ExtendRequest: Codable, Sendable { var days: Int }
-    struct AdvanceRequest: Codable, Sendable { var seconds: Double?; var days: Double?; var to: Date? }
-    struct ConfigRequest: Codable, Sendable { var notificationURL: String?; var clockRunning: Bool? }
-    struct ScenarioResult: Codable, Sendable { var events: [String]; var now: Date }
-    struct Clock: Codable, Sendable { var now: Date; var renewalRate: RenewalRate; var environment: AppStoreEnvironment }
+    struct AdvanceRequest: Codable, Sendable {
+        var seconds: Double?
+        var days: Double?
+        var to: Date?
+    }
+    struct ConfigRequest: Codable, Sendable {
+        var notificationURL: String?
+        var clockRunning: Bool?
+    }
+    struct ScenarioResult: Codable, Sendable {
+        var events: [String]
+        var now: Date
+    }
+    struct Clock: Codable, Sendable {
+        var now: Date
+        var renewalRate: RenewalRate
+        var environment: AppStoreEnvironment
+    }
 
     package func addRoutes(to router: Router<some RequestContext>) {
         let group = router.group("/simulator/v1")
@@ -100,7 +126,9 @@ package struct SimulatorControlAPI: Sendable {
                 return Self.ok
             }
         }
-        idAction(group, "/subscriptions/:id/price-consent") { (engine, id) throws(SimulatorError) in try engine.consentToPriceIncrease(originalTransactionId: id) }
+        idAction(group, "/subscriptions/:id/price-consent") { (engine, id) throws(SimulatorError) in
+            try engine.consentToPriceIncrease(originalTransactionId: id)
+        }
         idAction(group, "/products/:id/remove-from-sale") { (engine, id) throws(SimulatorError) in try engine.removeFromSale(productId: id) }
         group.post("/subscriptions/:id/extend") { request, context in
             try await act(request, context) { (body: ExtendRequest, engine) throws(SimulatorError) in
@@ -125,9 +153,10 @@ package struct SimulatorControlAPI: Sendable {
                     guard seconds > 0 else { throw SimulatorError(.invalidRequest, "give seconds, days or to") }
                     try await simulator.advance(by: seconds, deliver: deliver)
                 }
-                return try Self.json(try await simulator.read { engine in
-                    Clock(now: engine.state.now, renewalRate: engine.state.renewalRate, environment: engine.state.environment)
-                })
+                return try Self.json(
+                    try await simulator.read { engine in
+                        Clock(now: engine.state.now, renewalRate: engine.state.renewalRate, environment: engine.state.environment)
+                    })
             } catch let error as SimulatorError {
                 throw Self.error(error)
             }
@@ -164,12 +193,14 @@ package struct SimulatorControlAPI: Sendable {
             do {
                 let name = request.uri.queryParameters.get("name") ?? "scenario"
                 let text = String(buffer: buffer)
-                let scenario = try ShippedScenarios.named(text.trimmingCharacters(in: .whitespacesAndNewlines))
+                let scenario =
+                    try ShippedScenarios.named(text.trimmingCharacters(in: .whitespacesAndNewlines))
                     ?? Scenario(name: name, text: text)
                 let events = try await ScenarioRunner(simulator: simulator, afterStep: deliver).run(scenario)
-                return try Self.json(ScenarioResult(
-                    events: events.map { "line \($0.line): \($0.description)" }, now: await simulator.now
-                ))
+                return try Self.json(
+                    ScenarioResult(
+                        events: events.map { "line \($0.line): \($0.description)" }, now: await simulator.now
+                    ))
             } catch let error as SimulatorError {
                 throw Self.error(error)
             }
@@ -260,12 +291,13 @@ package struct SimulatorControlAPI: Sendable {
 
     /// A refusal as the answer says it: ``APIError`` (shared with Storekeeper's own API), 400, 404, 409 or 500.
     static func error(_ error: SimulatorError) -> APIError {
-        let status: HTTPResponse.Status = switch error.code {
-        case .notFound: .notFound
-        case .conflict: .conflict
-        case .storage: .internalServerError
-        default: .badRequest
-        }
+        let status: HTTPResponse.Status =
+            switch error.code {
+            case .notFound: .notFound
+            case .conflict: .conflict
+            case .storage: .internalServerError
+            default: .badRequest
+            }
         return APIError(status, .init(rawValue: error.code.rawValue), error.message)
     }
 
@@ -276,7 +308,8 @@ package struct SimulatorControlAPI: Sendable {
         case .typeMismatch(_, let context), .valueNotFound(_, let context):
             return "field '\(context.codingPath.map(\.stringValue).joined(separator: "."))' has the wrong type"
         case .dataCorrupted(let context):
-            return context.codingPath.isEmpty ? "not valid JSON" : "field '\(context.codingPath.map(\.stringValue).joined(separator: "."))': \(context.debugDescription)"
+            return context.codingPath.isEmpty
+                ? "not valid JSON" : "field '\(context.codingPath.map(\.stringValue).joined(separator: "."))': \(context.debugDescription)"
         @unknown default: return "invalid"
         }
     }

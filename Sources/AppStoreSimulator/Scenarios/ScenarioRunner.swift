@@ -185,21 +185,25 @@ package struct ScenarioRunner: Sendable {
     /// The customer's subscription in the product's group.
     static func subscription(_ customer: String, _ product: String, _ engine: LifecycleEngine) throws(SimulatorError) -> String {
         let group = engine.catalog.product(product)?.subscriptionGroupId
-        guard let subscription = engine.state.subscriptions.records(of: customer).first(where: {
-            $0.groupId == group && $0.ownership == .purchased
-        }) else { throw SimulatorError(.notFound, "\(customer) has no subscription in \(product)'s group") }
+        guard
+            let subscription = engine.state.subscriptions.records(of: customer).first(where: {
+                $0.groupId == group && $0.ownership == .purchased
+            })
+        else { throw SimulatorError(.notFound, "\(customer) has no subscription in \(product)'s group") }
         return subscription.originalTransactionId
     }
 
     /// The customer's latest transaction of the product (for subscriptions: the current period's).
-    static func transaction(_ customer: String, _ product: String, _ engine: LifecycleEngine, revoked: Bool = false) throws(SimulatorError) -> String {
+    static func transaction(_ customer: String, _ product: String, _ engine: LifecycleEngine, revoked: Bool = false) throws(SimulatorError) -> String
+    {
         let group = engine.catalog.product(product)?.subscriptionGroupId
         let candidates = engine.state.transactions.records(of: customer).filter { record in
             record.info.inAppOwnershipType != .familyShared
                 && (record.info.productId == product || (group != nil && record.info.subscriptionGroupIdentifier == group))
                 && (record.info.revocationDate != nil) == revoked
         }
-        guard let latest = candidates.max(by: { ($0.info.purchaseDate, $0.info.transactionId) < ($1.info.purchaseDate, $1.info.transactionId) }) else {
+        guard let latest = candidates.max(by: { ($0.info.purchaseDate, $0.info.transactionId) < ($1.info.purchaseDate, $1.info.transactionId) })
+        else {
             throw SimulatorError(.notFound, "\(customer) has no\(revoked ? " refunded" : "") transaction of \(product)")
         }
         return latest.info.transactionId

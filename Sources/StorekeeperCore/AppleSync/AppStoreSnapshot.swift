@@ -95,30 +95,39 @@ package struct Drift: Codable, Hashable, Sendable, CustomStringConvertible {
         for (key, new) in after.transactions.sorted(by: { $0.key < $1.key }) where ledger.transactions[key] != new {
             let info = new.info
             guard let old = ledger.transactions[key] else {
-                drift.append(Drift(kind: .missingTransaction, originalTransactionId: info.originalTransactionId, transactionId: info.transactionId,
-                                   field: nil, ledger: nil, appStore: info.productId))
+                drift.append(
+                    Drift(
+                        kind: .missingTransaction, originalTransactionId: info.originalTransactionId, transactionId: info.transactionId,
+                        field: nil, ledger: nil, appStore: info.productId))
                 continue
             }
             for (field, mine, theirs) in Self.fields(old.info, info) where mine != theirs {
                 let kind: Kind = field == "revocationDate" && mine == nil ? .revoked : .staleTransaction
-                drift.append(Drift(kind: kind, originalTransactionId: info.originalTransactionId, transactionId: info.transactionId,
-                                   field: field, ledger: mine, appStore: theirs))
+                drift.append(
+                    Drift(
+                        kind: kind, originalTransactionId: info.originalTransactionId, transactionId: info.transactionId,
+                        field: field, ledger: mine, appStore: theirs))
             }
         }
         for (key, new) in after.subscriptions.sorted(by: { $0.key < $1.key }) where ledger.subscriptions[key] != new {
             let old = ledger.subscriptions[key]
             if old?.status != new.status {
-                drift.append(Drift(kind: .staleStatus, originalTransactionId: key.id, transactionId: nil, field: "status",
-                                   ledger: old?.status.map { String($0.rawValue) }, appStore: new.status.map { String($0.rawValue) }))
+                drift.append(
+                    Drift(
+                        kind: .staleStatus, originalTransactionId: key.id, transactionId: nil, field: "status",
+                        ledger: old?.status.map { String($0.rawValue) }, appStore: new.status.map { String($0.rawValue) }))
             }
             guard let renewal = new.renewalInfo else { continue }
             guard let mine = old?.renewalInfo else {
-                drift.append(Drift(kind: .missingRenewalInfo, originalTransactionId: key.id, transactionId: nil, field: nil, ledger: nil,
-                                   appStore: renewal.autoRenewProductId))
+                drift.append(
+                    Drift(
+                        kind: .missingRenewalInfo, originalTransactionId: key.id, transactionId: nil, field: nil, ledger: nil,
+                        appStore: renewal.autoRenewProductId))
                 continue
             }
             for (field, before, now) in Self.fields(mine, renewal) where before != now {
-                drift.append(Drift(kind: .staleRenewalInfo, originalTransactionId: key.id, transactionId: nil, field: field, ledger: before, appStore: now))
+                drift.append(
+                    Drift(kind: .staleRenewalInfo, originalTransactionId: key.id, transactionId: nil, field: field, ledger: before, appStore: now))
             }
         }
         return drift

@@ -36,7 +36,8 @@ package struct CredentialCheck: Sendable {
             switch error.kind {
             case .unauthorized, .configuration:
                 result.outcome = .refused
-                result.detail = "the App Store refused the credentials (HTTP 401 at \(client.configuration.endpoint.baseURL)): "
+                result.detail =
+                    "the App Store refused the credentials (HTTP 401 at \(client.configuration.endpoint.baseURL)): "
                     + "the key ID, issuer ID, private key or bundle ID is wrong, or the key was revoked in App Store Connect"
             case .apiError where (error.httpStatus ?? 0) < 500 && error.httpStatus != 429:
                 // Refused for another reason (a date the App Store's clock finds odd, say): it got past authentication.

@@ -139,7 +139,8 @@ package struct NotificationRecovery: Sendable {
         // watermark ahead of the App Store's time would skip what it creates meanwhile. A watermark ahead of this
         // server's clock says the App Store's was ahead at the last run: measured again now, before the watermark moves
         // (else each other run would set it back to this server's time, and the next find its start out of the window).
-        let measured = (report.watermarkBefore ?? .distantPast) > started.addingTimeInterval(60)
+        let measured =
+            (report.watermarkBefore ?? .distantPast) > started.addingTimeInterval(60)
             ? try await appStoreClockAhead(started: started, end: end) : nil
         let main = try await self.read(
             NotificationHistoryRequest(startDate: report.from, endDate: end), into: &report, seen: &seen,
@@ -197,10 +198,12 @@ package struct NotificationRecovery: Sendable {
         if request.startDate > requestedStart {
             // The App Store's window ends `historyWindow` before its now: the earliest start it took says where that is.
             read.clockAhead = request.startDate.addingTimeInterval(historyWindow).timeIntervalSince(now())
-            logger.warning("notification history refused the start date: the App Store's clock is ahead of this server's", metadata: [
-                "app.bundle_id": .string(app.bundleId), "app.environment": .string(app.environment.rawValue),
-                "recovery.app_store_clock_ahead_seconds": .stringConvertible(Int(read.clockAhead ?? 0)),
-            ])
+            logger.warning(
+                "notification history refused the start date: the App Store's clock is ahead of this server's",
+                metadata: [
+                    "app.bundle_id": .string(app.bundleId), "app.environment": .string(app.environment.rawValue),
+                    "recovery.app_store_clock_ahead_seconds": .stringConvertible(Int(read.clockAhead ?? 0)),
+                ])
         }
         let pages = try client.notificationHistory(request)
         while true {
@@ -226,7 +229,8 @@ package struct NotificationRecovery: Sendable {
             let candidate = refused.addingTimeInterval(step)
             guard candidate < request.endDate else {
                 throw AppStoreServerAPIError(
-                    kind: .apiError, message: "notification history refused every start date up to \(request.endDate): the App Store's clock is "
+                    kind: .apiError,
+                    message: "notification history refused every start date up to \(request.endDate): the App Store's clock is "
                         + "more than \(Int(Self.endReach / 86_400)) days ahead of this server's", errorCode: 4_000_012
                 )
             }
@@ -297,10 +301,12 @@ package struct NotificationRecovery: Sendable {
             case .duplicate: report.duplicates += 1
             }
             if outcome != .duplicate {
-                logger.info("notification recovered", metadata: [
-                    "notification.uuid": .string(notification.payload.notificationUUID),
-                    "notification.type": .string(notification.payload.notificationType.rawValue), "recovery.outcome": .string(outcome.rawValue),
-                ])
+                logger.info(
+                    "notification recovered",
+                    metadata: [
+                        "notification.uuid": .string(notification.payload.notificationUUID),
+                        "notification.type": .string(notification.payload.notificationType.rawValue), "recovery.outcome": .string(outcome.rawValue),
+                    ])
             }
         }
     }

@@ -1,9 +1,9 @@
 import AppStoreModels
 import AppStoreServerAPI
 import Foundation
-import Synchronization
 package import Logging
 import ServiceLifecycle
+import Synchronization
 
 /// Runs each app's ``NotificationRecovery`` at start and then every ``NotificationRecovery/Settings/interval``
 /// (every failed delivery in the history at start and every ``NotificationRecovery/Settings/failuresInterval``),
@@ -57,20 +57,24 @@ package struct NotificationRecoveryService: Service {
             let report = try await recovery.run(failures: failures)
             if failures { state.lastFailuresPass.withLock { $0 = started } }
             let level: Logger.Level = report.applied + report.recorded + report.refused > 0 ? .info : .debug
-            logger.log(level: level, "notification recovery run", metadata: app.merging([
-                "recovery.fetched": .stringConvertible(report.fetched), "recovery.applied": .stringConvertible(report.applied),
-                "recovery.recorded": .stringConvertible(report.recorded), "recovery.duplicates": .stringConvertible(report.duplicates),
-                "recovery.refused": .stringConvertible(report.refused), "recovery.failures_pass": .stringConvertible(failures),
-            ]) { $1 })
+            logger.log(
+                level: level, "notification recovery run",
+                metadata: app.merging([
+                    "recovery.fetched": .stringConvertible(report.fetched), "recovery.applied": .stringConvertible(report.applied),
+                    "recovery.recorded": .stringConvertible(report.recorded), "recovery.duplicates": .stringConvertible(report.duplicates),
+                    "recovery.refused": .stringConvertible(report.refused), "recovery.failures_pass": .stringConvertible(failures),
+                ]) { $1 })
             if let lost = report.uncovered, !report.complete {
                 logger.error(
                     "\("notification recovery could not cover its window: the App Store's history no longer holds what it created then; ")\("notifications of that time that this server did not receive are lost (reconcile the customers to repair their purchases)")",
                     metadata: app.merging([
-                        "recovery.uncovered_from": .string(lost.start.formatted(.iso8601)), "recovery.uncovered_to": .string(lost.end.formatted(.iso8601)),
+                        "recovery.uncovered_from": .string(lost.start.formatted(.iso8601)),
+                        "recovery.uncovered_to": .string(lost.end.formatted(.iso8601)),
                     ]) { $1 }
                 )
             }
-            metrics.recoveryRunEnded(bundleId: recovery.app.bundleId, environment: recovery.app.environment.rawValue, outcome: report.complete ? "complete" : "incomplete")
+            metrics.recoveryRunEnded(
+                bundleId: recovery.app.bundleId, environment: recovery.app.environment.rawValue, outcome: report.complete ? "complete" : "incomplete")
         } catch {
             let cause = (error as? NotificationRecovery.Stopped)?.cause ?? error
             if cause is CancellationError || Task.isCancelled { return }
@@ -83,9 +87,11 @@ package struct NotificationRecoveryService: Service {
                 )
                 return
             }
-            logger.error("notification recovery run failed; it runs again at the next interval", metadata: app.merging([
-                "error": .string(UntrustedText.escaped(String(describing: cause), limit: 512)),
-            ]) { $1 })
+            logger.error(
+                "notification recovery run failed; it runs again at the next interval",
+                metadata: app.merging([
+                    "error": .string(UntrustedText.escaped(String(describing: cause), limit: 512))
+                ]) { $1 })
         }
     }
 }

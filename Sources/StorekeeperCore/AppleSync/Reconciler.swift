@@ -92,7 +92,11 @@ package struct Reconciler: Sendable {
             var report = report
             report.accountsFetched = totals.accountsFetched
             report.requests = totals.requests
-            report.drift = totals.drift.sorted { ($0.originalTransactionId, $0.transactionId ?? "", $0.kind.rawValue, $0.field ?? "") < ($1.originalTransactionId, $1.transactionId ?? "", $1.kind.rawValue, $1.field ?? "") }
+            report.drift = totals.drift.sorted {
+                ($0.originalTransactionId, $0.transactionId ?? "", $0.kind.rawValue, $0.field ?? "") < (
+                    $1.originalTransactionId, $1.transactionId ?? "", $1.kind.rawValue, $1.field ?? ""
+                )
+            }
             report.recordsChanged = totals.recordsChanged
             report.checked = state.value.withLock { $0.done }
             report.seconds = (ContinuousClock.now - started) / .seconds(1)
@@ -119,7 +123,8 @@ package struct Reconciler: Sendable {
                         let result = try await self.reconcile(original: original, dryRun: dryRun)
                         let snapshot = state.value.withLock { state in
                             state.finish(original, result)
-                            return Progress(done: state.done, total: originals.count, requests: state.report.requests, elapsed: ContinuousClock.now - started)
+                            return Progress(
+                                done: state.done, total: originals.count, requests: state.report.requests, elapsed: ContinuousClock.now - started)
                         }
                         progress?(snapshot)
                     }
@@ -180,10 +185,13 @@ package struct Reconciler: Sendable {
         case .allSubscriptions:
             return try await store.subscriptionFamilies(bundleId: app.bundleId, environment: app.environment).reversed()
         case .customer(let id):
-            guard try await store.customerExists(id, bundleId: app.bundleId, environment: app.environment) else { throw UnknownCustomer(customerId: id) }
+            guard try await store.customerExists(id, bundleId: app.bundleId, environment: app.environment) else {
+                throw UnknownCustomer(customerId: id)
+            }
             let ledger = try await store.ledger(for: id, bundleId: app.bundleId, environment: app.environment)
-            let families = Set(ledger.transactions.values.filter { $0.info.bundleId == app.bundleId && ledger.customer(of: $0) == id }
-                .map(\.info.originalTransactionId))
+            let families = Set(
+                ledger.transactions.values.filter { $0.info.bundleId == app.bundleId && ledger.customer(of: $0) == id }
+                    .map(\.info.originalTransactionId))
             return families.sorted().reversed()
         }
     }
@@ -209,10 +217,12 @@ package struct Reconciler: Sendable {
         var changed = 0
         if !dryRun, !drift.isEmpty {
             changed = try await store.applySnapshot(snapshot)
-            logger.info("reconciled", metadata: [
-                "app.bundle_id": .string(app.bundleId), "transaction.original_id": .string(original),
-                "reconcile.drift": .stringConvertible(drift.count), "reconcile.records_changed": .stringConvertible(changed),
-            ])
+            logger.info(
+                "reconciled",
+                metadata: [
+                    "app.bundle_id": .string(app.bundleId), "transaction.original_id": .string(original),
+                    "reconcile.drift": .stringConvertible(drift.count), "reconcile.records_changed": .stringConvertible(changed),
+                ])
         }
         return AccountResult(originals: Set(families.map(\.id)), requests: requests, drift: drift, changed: changed)
     }

@@ -38,7 +38,10 @@ package struct CustomerAnswer: Encodable, Hashable, Sendable {
     }
 
     /// The answer for `customerId` from their ledger, narrowed to one app, at `now`.
-    package init(for customerId: String, in ledger: Ledger, bundleId: String, environment: AppStoreEnvironment, configuration: EntitlementConfiguration, at now: Date) {
+    package init(
+        for customerId: String, in ledger: Ledger, bundleId: String, environment: AppStoreEnvironment, configuration: EntitlementConfiguration,
+        at now: Date
+    ) {
         let (state, nextChange) = EntitlementEngine(configuration: configuration).evaluate(customerId, in: ledger, environment: environment, at: now)
         self.init(state: state, ledger: ledger, bundleId: bundleId, validUntil: nextChange)
     }
@@ -51,9 +54,11 @@ package struct CustomerAnswer: Encodable, Hashable, Sendable {
         entitlements = state.entitlements
         consumableBalance = state.consumableBalance
         self.validUntil = validUntil
-        nonConsumables = Set(ledger.transactions.values.filter {
-            $0.info.type == .nonConsumable && $0.info.revocationDate == nil
-        }.map(\.info.productId)).sorted()
+        nonConsumables = Set(
+            ledger.transactions.values.filter {
+                $0.info.type == .nonConsumable && $0.info.revocationDate == nil
+            }.map(\.info.productId)
+        ).sorted()
         let latest = EntitlementEngine.latestPerSubscription(Array(ledger.transactions.values))
         subscriptions = latest.sorted { $0.key < $1.key }.map { original, transaction in
             let subscription = ledger.subscriptions[LedgerKey(state.environment, original)]

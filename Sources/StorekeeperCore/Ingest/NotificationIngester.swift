@@ -111,7 +111,8 @@ package struct NotificationIngester: Sendable {
         } catch {
             metrics.verificationFailure(code: error.code.rawValue)
             let misdirected = [VerificationError.Code.bundleIDMismatch, .appAppleIDMismatch, .environmentMismatch].contains(error.code)
-            throw NotificationRefusal(misdirected ? .misdirected : .unverifiable, code: error.code.rawValue, message: error.description, payload: payload)
+            throw NotificationRefusal(
+                misdirected ? .misdirected : .unverifiable, code: error.code.rawValue, message: error.description, payload: payload)
         }
     }
 

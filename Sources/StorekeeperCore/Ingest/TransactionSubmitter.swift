@@ -56,7 +56,8 @@ package struct TransactionSubmitter: Sendable {
             )
             return .refused(conflict)
         case .linked:
-            logger.info("transaction submitted", metadata: ["transaction.id": .string(verified.payload.transactionId), "customer.id": .string(customerId)])
+            logger.info(
+                "transaction submitted", metadata: ["transaction.id": .string(verified.payload.transactionId), "customer.id": .string(customerId)])
             return .linked(verified)
         }
     }

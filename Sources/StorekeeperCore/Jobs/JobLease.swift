@@ -1,11 +1,11 @@
 import Foundation
+import Logging
 
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Logging
 
 /// A scheduled job's lease in the ledger's database, so that with several instances on one database the job runs on
 /// one of them at a time, and another takes over within the lease's duration when that one dies (its lease runs out;
@@ -36,7 +36,8 @@ package struct JobLease: Sendable {
 
     static let hostName: String = {
         var buffer = [CChar](repeating: 0, count: 256)
-        return gethostname(&buffer, buffer.count) == 0 ? String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "host"
+        return gethostname(&buffer, buffer.count) == 0
+            ? String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "host"
     }()
 
     /// Where this process's ID means this process: the boot and the PID namespace (Linux), so that a holder whose
@@ -45,7 +46,8 @@ package struct JobLease: Sendable {
     static let processScope: String = {
         #if os(Linux)
         let boot = (try? String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8))?.prefix(8) ?? "boot"
-        let namespace = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/ns/pid"))?
+        let namespace =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/ns/pid"))?
             .filter(\.isNumber) ?? "ns"
         return "\(boot)-\(namespace)"
         #else

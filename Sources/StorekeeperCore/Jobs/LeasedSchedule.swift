@@ -25,13 +25,15 @@ package struct LeasedSchedule: Sendable {
             do {
                 held = try await lease.acquire()
             } catch {
-                logger.warning("cannot take or renew a job's lease; trying again", metadata: metadata.merging(["error": .string(error.message)]) { $1 })
+                logger.warning(
+                    "cannot take or renew a job's lease; trying again", metadata: metadata.merging(["error": .string(error.message)]) { $1 })
                 held = false
                 failed = true
             }
             if held != holding {
                 // Not renewed because the database could not be asked is not the same as another instance holding it.
-                let lost: Logger.Message = failed
+                let lost: Logger.Message =
+                    failed
                     ? "job lease dropped: it could not be renewed; the job stops here until it can be taken again"
                     : "job lease lost: another instance runs the job"
                 logger.info(held ? "job lease taken: this instance runs the job" : lost, metadata: metadata)

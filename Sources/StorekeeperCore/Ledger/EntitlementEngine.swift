@@ -13,7 +13,9 @@ package struct EntitlementEngine: Sendable {
     /// configured) with the highest level per group, purchased or family-shared; non-consumables not revoked;
     /// non-renewing subscriptions within their configured duration. Consumables count as balances.
     package func state(of customerId: String, in ledger: Ledger, environment: AppStoreEnvironment, at now: Date) -> CustomerState {
-        state(of: customerId, transactions: ledger.transactions(of: customerId, environment: environment), in: ledger, environment: environment, at: now)
+        state(
+            of: customerId, transactions: ledger.transactions(of: customerId, environment: environment), in: ledger, environment: environment, at: now
+        )
     }
 
     /// The state and, from the same look-up of the customer's transactions, the next change after `now`.
@@ -39,17 +41,21 @@ package struct EntitlementEngine: Sendable {
             let subscription = ledger.subscriptions[LedgerKey(environment, original)]
             let renewal = subscription?.renewalInfo
             let active = (latest.info.expiresDate ?? .distantPast) > now
-            let inGrace = !active && (renewal?.gracePeriodExpiresDate ?? .distantPast) > now
+            let inGrace =
+                !active && (renewal?.gracePeriodExpiresDate ?? .distantPast) > now
                 && (renewal?.isInBillingRetryPeriod ?? false) && subscription?.status != .expired
-            let inRetry = !active && !inGrace && (renewal?.isInBillingRetryPeriod ?? false)
+            let inRetry =
+                !active && !inGrace && (renewal?.isInBillingRetryPeriod ?? false)
                 && subscription?.status == .billingRetry
             guard active || inGrace || (inRetry && configuration.billingRetryGrantsAccess) else { continue }
-            products.append((
-                configuration.subscriptionLevels[latest.info.productId] ?? Int.max,
-                latest.info.subscriptionGroupIdentifier,
-                entitlement(for: latest, expires: latest.info.expiresDate, willRenew: renewal.map { $0.autoRenewStatus == .on },
-                            grace: inGrace, retry: inRetry)
-            ))
+            products.append(
+                (
+                    configuration.subscriptionLevels[latest.info.productId] ?? Int.max,
+                    latest.info.subscriptionGroupIdentifier,
+                    entitlement(
+                        for: latest, expires: latest.info.expiresDate, willRenew: renewal.map { $0.autoRenewStatus == .on },
+                        grace: inGrace, retry: inRetry)
+                ))
         }
         for transaction in transactions where transaction.info.revocationDate == nil {
             let info = transaction.info
@@ -80,8 +86,10 @@ package struct EntitlementEngine: Sendable {
                 if !others.contains(where: { $0.productId == entitlement.productId }) { others.append(entitlement) }
                 continue
             }
-            if let current = best[group], current.level < level
-                || (current.level == level && (current.entitlement.ownership == .purchased || current.entitlement.transactionId > entitlement.transactionId))
+            if let current = best[group],
+                current.level < level
+                    || (current.level == level
+                        && (current.entitlement.ownership == .purchased || current.entitlement.transactionId > entitlement.transactionId))
             {
                 continue
             }

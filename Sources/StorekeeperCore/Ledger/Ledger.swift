@@ -145,7 +145,8 @@ package struct Ledger: Codable, Hashable, Sendable {
         where transaction.info.originalTransactionId == info.originalTransactionId && transaction.info.environment == environment {
             if let owner = customer(of: transaction), owner != customerId { return refused }
         }
-        let familyTokens = omittedTransactionTokens[family, default: []].union([subscriptions[family]?.renewalInfo?.appAccountToken].compactMap { $0 })
+        let familyTokens = omittedTransactionTokens[family, default: []].union(
+            [subscriptions[family]?.renewalInfo?.appAccountToken].compactMap { $0 })
         for token in familyTokens {
             if let owner = tokenOwners[AppAccountTokenKey(bundleId: info.bundleId, environment: environment, token: token)], owner != customerId {
                 return refused
@@ -172,8 +173,10 @@ package struct Ledger: Codable, Hashable, Sendable {
             token.flatMap { tokenOwners[AppAccountTokenKey(bundleId: info.bundleId, environment: environment, token: $0)] }
         }
         if let owner = owner(info.appAccountToken) { return owner }
-        for other in transactions.values where other.info.originalTransactionId == info.originalTransactionId
-            && other.info.environment == info.environment {
+        for other in transactions.values
+        where other.info.originalTransactionId == info.originalTransactionId
+            && other.info.environment == info.environment
+        {
             if let owner = owner(other.info.appAccountToken) { return owner }
         }
         for token in omittedTransactionTokens[original, default: []].sorted(by: { $0.description < $1.description }) {

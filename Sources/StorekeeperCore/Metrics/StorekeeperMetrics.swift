@@ -86,11 +86,14 @@ package struct StorekeeperMetrics: Sendable {
             recovered: "Notifications fetched from Get Notification History by the recovery job, by app, environment and outcome.",
             recoveryLastSuccess: "When the recovery job last finished a run without error, by app and environment (UNIX seconds).",
             recoveryLag: "How far behind the recovery job's watermark is, by app and environment (seconds).",
-            databaseBatches: "PostgreSQL: batches run, by kind (notifications: transactions of live notifications; customer_reads: statements of customer reads for answers; a batch run again one by one after a failure counts once).",
+            databaseBatches:
+                "PostgreSQL: batches run, by kind (notifications: transactions of live notifications; customer_reads: statements of customer reads for answers; a batch run again one by one after a failure counts once).",
             databaseBatchedRequests: "PostgreSQL: requests in those batches, by kind (divided by the batches: the mean batch size).",
             databaseRetries: "PostgreSQL: writes run again after a transient failure (deadlock, serialization failure, lost connection).",
-            recoveryRuns: "Recovery runs, by app, environment and outcome (complete; incomplete: part of its window is no longer in the App Store's history; failed).",
-            credentialsRefused: "1 when the App Store refused the app's App Store Server API credentials (HTTP 401) at its last authenticated call, 0 when it accepted them, by app and environment.",
+            recoveryRuns:
+                "Recovery runs, by app, environment and outcome (complete; incomplete: part of its window is no longer in the App Store's history; failed).",
+            credentialsRefused:
+                "1 when the App Store refused the app's App Store Server API credentials (HTTP 401) at its last authenticated call, 0 when it accepted them, by app and environment.",
         ]
     }
 

@@ -54,7 +54,10 @@ package final class JWSHeaderCache: Sendable {
             memo.ids[HeaderText(text)] = id
             memo.texts[id] = text
         } else {
-            committed.withLock { $0.ids[HeaderText(text)] = id; $0.texts[id] = text }
+            committed.withLock {
+                $0.ids[HeaderText(text)] = id
+                $0.texts[id] = text
+            }
         }
     }
 

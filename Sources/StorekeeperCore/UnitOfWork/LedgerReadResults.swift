@@ -43,8 +43,12 @@ package indirect enum LedgerStep<Result> {
         while true {
             switch step {
             case .read(let reads, let resume): step = resume(try transaction.read(reads))
-            case .write(let changes, let rest): try transaction.write(changes); step = rest
-            case .setWatermark(let watermark, let rest): try transaction.setRecoveryWatermark(watermark); step = rest
+            case .write(let changes, let rest):
+                try transaction.write(changes)
+                step = rest
+            case .setWatermark(let watermark, let rest):
+                try transaction.setRecoveryWatermark(watermark)
+                step = rest
             case .done(let result): return result
             }
         }
@@ -56,8 +60,12 @@ package indirect enum LedgerStep<Result> {
         while true {
             switch step {
             case .read(let reads, let resume): step = resume(try await transaction.read(reads))
-            case .write(let changes, let rest): try await transaction.write(changes); step = rest
-            case .setWatermark(let watermark, let rest): try await transaction.setRecoveryWatermark(watermark); step = rest
+            case .write(let changes, let rest):
+                try await transaction.write(changes)
+                step = rest
+            case .setWatermark(let watermark, let rest):
+                try await transaction.setRecoveryWatermark(watermark)
+                step = rest
             case .done(let result): return result
             }
         }

@@ -28,13 +28,15 @@ package enum LedgerUnitOfWork {
         return .read(reads) { loaded in
             let new = distinct.filter { !loaded.existingNotifications.contains($0.payload.notificationUUID) }
             guard !new.isEmpty else { return .done((notifications.map { _ in .duplicate }, [])) }
-            return applyingToLoaded(loaded, tokensRead: reads.tokens, { ledger in for notification in new { ledger.apply(notification) } }) { before, after in
+            return applyingToLoaded(loaded, tokensRead: reads.tokens, { ledger in for notification in new { ledger.apply(notification) } }) {
+                before, after in
                 let records = new.map { after.notifications[$0.payload.notificationUUID]! }
                 var outcomes: [String: ApplyOutcome] = [:]
                 for record in records { outcomes[record.notificationUUID] = record.outcome }
                 // Each UUID's outcome goes to its first occurrence; a repeat is a duplicate.
                 let answers = notifications.map { notification in outcomes.removeValue(forKey: notification.payload.notificationUUID) ?? .duplicate }
-                return .write(LedgerChanges(from: before, to: after, notifications: records), then: .done((answers, after.customersAffected(since: before))))
+                return .write(
+                    LedgerChanges(from: before, to: after, notifications: records), then: .done((answers, after.customersAffected(since: before))))
             }
         }
     }

@@ -52,7 +52,8 @@ package struct HTTPLimits: Codable, Sendable, Equatable {
             ("idleTimeoutSeconds", idleTimeout), ("headerReadTimeoutSeconds", headerReadTimeout),
             ("bodyReadTimeoutSeconds", bodyReadTimeout), ("responseTimeoutSeconds", responseTimeout),
         ] where !(value > 0 && value <= 3_600) {
-            throw ConfigurationError("http.\(name) must be more than 0 and at most 3600, not \(ConfigurationError.number(value))", setting: "http.\(name)")
+            throw ConfigurationError(
+                "http.\(name) must be more than 0 and at most 3600, not \(ConfigurationError.number(value))", setting: "http.\(name)")
         }
         guard (1...1_000_000).contains(maxConnections) else {
             throw ConfigurationError("http.maxConnections must be 1 to 1000000, not \(maxConnections)", setting: "http.maxConnections")

@@ -67,7 +67,8 @@ extension ServerConfiguration {
         switch CertificateFile.load(path) {
         case .success(let certificate): return certificate
         case .failure(.missing):
-            throw ConfigurationError("app '\(app)': the trusted root \(UntrustedText.quoted(path, limit: 256)) does not exist (\"apple\" means Apple Root CA - G3)")
+            throw ConfigurationError(
+                "app '\(app)': the trusted root \(UntrustedText.quoted(path, limit: 256)) does not exist (\"apple\" means Apple Root CA - G3)")
         case .failure(let problem):
             throw ConfigurationError("app '\(app)': the trusted root \(CertificateFile.describe(problem, UntrustedText.quoted(path, limit: 256)))")
         }
@@ -81,7 +82,8 @@ extension ServerConfiguration {
     package func makeServerAPIClients(logger: Logger, share: Double = 0.95) throws(ConfigurationError) -> [VerifierKey: AppStoreServerAPIClient] {
         var clients: [VerifierKey: AppStoreServerAPIClient] = [:]
         for (which, credentials) in try makeServerAPIKeys() {
-            var configuration = AppStoreServerAPIClient.Configuration(key: credentials.key, endpoint: Self.endpoint(credentials.baseURL, which.environment))
+            var configuration = AppStoreServerAPIClient.Configuration(
+                key: credentials.key, endpoint: Self.endpoint(credentials.baseURL, which.environment))
             configuration.rateLimiting = .appleShare(share)
             clients[which] = AppStoreServerAPIClient(configuration: configuration, logger: logger)
         }
@@ -104,7 +106,9 @@ extension ServerConfiguration {
                 let environment = AppStoreEnvironment(rawValue: name)
                 let which = "app '\(app.bundleId)' (\(UntrustedText.escaped(name, limit: 64)))"
                 guard app.environments.contains(environment) else {
-                    throw ConfigurationError("app '\(app.bundleId)': serverAPI credentials for '\(UntrustedText.escaped(name, limit: 64))', an environment the app does not accept")
+                    throw ConfigurationError(
+                        "app '\(app.bundleId)': serverAPI credentials for '\(UntrustedText.escaped(name, limit: 64))', an environment the app does not accept"
+                    )
                 }
                 guard UUID(uuidString: credentials.issuerId) != nil else {
                     throw ConfigurationError("\(which): serverAPI issuerId must be a UUID (App Store Connect → Users and Access → Integrations)")

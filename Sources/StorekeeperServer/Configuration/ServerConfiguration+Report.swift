@@ -79,7 +79,8 @@ extension ServerConfiguration {
     private static func meaningOfNull(path: String, node: StrictJSON.Node) -> String? {
         guard case .null = node.value else { return nil }
         if path.hasSuffix(".baseURL") {
-            return path.contains(".Production.") ? "Apple's production: https://api.storekit.apple.com" : "Apple's sandbox: https://api.storekit-sandbox.apple.com"
+            return path.contains(".Production.")
+                ? "Apple's production: https://api.storekit.apple.com" : "Apple's sandbox: https://api.storekit-sandbox.apple.com"
         }
         if path == "retention.rawPayloadDays" { return "raw payloads kept for ever" }
         if path.hasSuffix(".appAppleId") { return "none: Production data refused" }

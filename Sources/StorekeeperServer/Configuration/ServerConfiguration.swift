@@ -67,10 +67,12 @@ package struct ServerConfiguration: Codable, Sendable {
             package init(from decoder: any Decoder) throws {
                 let text = try decoder.singleValueContainer().decode(String.self)
                 guard let scope = Scope(rawValue: text) else {
-                    throw DecodingError.dataCorrupted(.init(
-                        codingPath: decoder.codingPath,
-                        debugDescription: "\(UntrustedText.quoted(text, limit: 64)) is not a scope: give \"app\" (one app's customers) or \"admin\" (any)"
-                    ))
+                    throw DecodingError.dataCorrupted(
+                        .init(
+                            codingPath: decoder.codingPath,
+                            debugDescription:
+                                "\(UntrustedText.quoted(text, limit: 64)) is not a scope: give \"app\" (one app's customers) or \"admin\" (any)"
+                        ))
                 }
                 self = scope
             }
@@ -184,7 +186,8 @@ package struct ServerConfiguration: Codable, Sendable {
                 enabled: try container.decodeIfPresent(Bool.self, forKey: .enabled) ?? defaults.enabled,
                 intervalSeconds: try container.decodeIfPresent(Double.self, forKey: .intervalSeconds) ?? defaults.intervalSeconds,
                 overlapSeconds: try container.decodeIfPresent(Double.self, forKey: .overlapSeconds) ?? defaults.overlapSeconds,
-                failuresIntervalSeconds: try container.decodeIfPresent(Double.self, forKey: .failuresIntervalSeconds) ?? defaults.failuresIntervalSeconds
+                failuresIntervalSeconds: try container.decodeIfPresent(Double.self, forKey: .failuresIntervalSeconds)
+                    ?? defaults.failuresIntervalSeconds
             )
         }
 
@@ -325,7 +328,8 @@ package struct ServerConfiguration: Codable, Sendable {
             let name = "apps[\(index)]"
             guard !app.bundleId.isEmpty else { throw ConfigurationError("\(name).bundleId is empty", setting: "\(name).bundleId") }
             // Apple's bundle IDs: letters, digits, '-' and '.'.
-            guard app.bundleId.utf8.count <= 155, app.bundleId.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == ".") }) else {
+            guard app.bundleId.utf8.count <= 155, app.bundleId.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == ".") })
+            else {
                 throw ConfigurationError(
                     "\(name).bundleId \(UntrustedText.quoted(app.bundleId, limit: 160)) is not a bundle ID: letters, digits, '-' and '.' only (no spaces)",
                     setting: "\(name).bundleId"
@@ -334,8 +338,12 @@ package struct ServerConfiguration: Codable, Sendable {
             guard Set(app.environments).count == app.environments.count else {
                 throw ConfigurationError("app '\(app.bundleId)' lists an environment twice (\(name).environments)", setting: "\(name).environments")
             }
-            guard seen.insert(app.bundleId).inserted else { throw ConfigurationError("app '\(app.bundleId)' is configured twice", setting: "\(name).bundleId") }
-            guard !app.environments.isEmpty else { throw ConfigurationError("app '\(app.bundleId)' accepts no environment (\(name).environments is empty)") }
+            guard seen.insert(app.bundleId).inserted else {
+                throw ConfigurationError("app '\(app.bundleId)' is configured twice", setting: "\(name).bundleId")
+            }
+            guard !app.environments.isEmpty else {
+                throw ConfigurationError("app '\(app.bundleId)' accepts no environment (\(name).environments is empty)")
+            }
             for environment in app.environments where ![.sandbox, .production].contains(environment) {
                 throw ConfigurationError(
                     "app '\(app.bundleId)': environment \(UntrustedText.quoted(environment.rawValue, limit: 64)) is not \"Sandbox\" or \"Production\""
@@ -370,7 +378,8 @@ package struct ServerConfiguration: Codable, Sendable {
             }
         }
         if customerCache.capacity < 0 {
-            throw ConfigurationError("customerCache.capacity must be 0 (off) or more, not \(customerCache.capacity)", setting: "customerCache.capacity")
+            throw ConfigurationError(
+                "customerCache.capacity must be 0 (off) or more, not \(customerCache.capacity)", setting: "customerCache.capacity")
         }
         if !(customerCache.maxAgeSeconds > 0 && customerCache.maxAgeSeconds <= 86_400) {
             throw ConfigurationError(
@@ -381,26 +390,31 @@ package struct ServerConfiguration: Codable, Sendable {
         try http.validate()
         if !(0...10_000_000).contains(retention.refusedNotifications) {
             throw ConfigurationError(
-                "retention.refusedNotifications must be 0 to 10000000, not \(retention.refusedNotifications)", setting: "retention.refusedNotifications"
+                "retention.refusedNotifications must be 0 to 10000000, not \(retention.refusedNotifications)",
+                setting: "retention.refusedNotifications"
             )
         }
         if let days = retention.rawPayloadDays, !(days > 0 && days <= 36_500) {
             throw ConfigurationError(
-                "retention.rawPayloadDays must be more than 0 and at most 36500, not \(ConfigurationError.number(days))", setting: "retention.rawPayloadDays"
+                "retention.rawPayloadDays must be more than 0 and at most 36500, not \(ConfigurationError.number(days))",
+                setting: "retention.rawPayloadDays"
             )
         }
         for (name, value) in [
             ("intervalSeconds", recovery.intervalSeconds), ("overlapSeconds", recovery.overlapSeconds),
             ("failuresIntervalSeconds", recovery.failuresIntervalSeconds),
         ] where !(value > 0 && value <= 86_400) {
-            throw ConfigurationError("recovery.\(name) must be more than 0 and at most 86400, not \(ConfigurationError.number(value))", setting: "recovery.\(name)")
+            throw ConfigurationError(
+                "recovery.\(name) must be more than 0 and at most 86400, not \(ConfigurationError.number(value))", setting: "recovery.\(name)")
         }
         if !(jobs.leaseSeconds >= 3 && jobs.leaseSeconds <= 3_600) {
-            throw ConfigurationError("jobs.leaseSeconds must be 3 to 3600, not \(ConfigurationError.number(jobs.leaseSeconds))", setting: "jobs.leaseSeconds")
+            throw ConfigurationError(
+                "jobs.leaseSeconds must be 3 to 3600, not \(ConfigurationError.number(jobs.leaseSeconds))", setting: "jobs.leaseSeconds")
         }
         for (product, level) in entitlements.subscriptionLevels.sorted(by: { $0.key < $1.key }) where !(1...1_000).contains(level) {
             throw ConfigurationError(
-                "entitlements.subscriptionLevels[\"\(product)\"] must be 1 (the highest) to 1000, not \(level)", setting: "entitlements.subscriptionLevels[\"\(product)\"]"
+                "entitlements.subscriptionLevels[\"\(product)\"] must be 1 (the highest) to 1000, not \(level)",
+                setting: "entitlements.subscriptionLevels[\"\(product)\"]"
             )
         }
         for (product, seconds) in entitlements.nonRenewingDurations.sorted(by: { $0.key < $1.key }) where !(seconds > 0) {
@@ -416,7 +430,8 @@ package struct ServerConfiguration: Codable, Sendable {
         for (index, key) in apiKeys.enumerated() {
             guard key.sha256.count == 64, key.sha256.allSatisfy(\.isHexDigit) else {
                 throw ConfigurationError(
-                    "API key '\(key.name)' (apiKeys[\(index)]): sha256 must be 64 hex digits (what `storekeeper api-key` prints)", setting: "apiKeys[\(index)].sha256"
+                    "API key '\(key.name)' (apiKeys[\(index)]): sha256 must be 64 hex digits (what `storekeeper api-key` prints)",
+                    setting: "apiKeys[\(index)].sha256"
                 )
             }
             guard names.insert(key.name).inserted else {
@@ -431,7 +446,8 @@ package struct ServerConfiguration: Codable, Sendable {
                 }
             case .admin:
                 if key.bundleId != nil {
-                    throw ConfigurationError("API key '\(key.name)' (apiKeys[\(index)]): an admin key acts for every app; remove its bundleId, or make it scope \"app\"")
+                    throw ConfigurationError(
+                        "API key '\(key.name)' (apiKeys[\(index)]): an admin key acts for every app; remove its bundleId, or make it scope \"app\"")
                 }
             }
         }

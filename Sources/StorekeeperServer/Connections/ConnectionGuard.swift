@@ -133,11 +133,12 @@ final class ConnectionGuard {
             break
         case .arm(let deadline):
             scheduled?.cancel()
-            let delay: Double = switch deadline {
-            case .head: limits.headerReadTimeout
-            case .body: limits.bodyReadTimeout
-            case .response: limits.responseTimeout
-            }
+            let delay: Double =
+                switch deadline {
+                case .head: limits.headerReadTimeout
+                case .body: limits.bodyReadTimeout
+                case .response: limits.responseTimeout
+                }
             let loop = context.eventLoop
             scheduled = loop.assumeIsolatedUnsafeUnchecked().scheduleTask(in: .nanoseconds(Int64(delay * 1e9))) { [self] in
                 self.scheduled = nil
@@ -149,8 +150,10 @@ final class ConnectionGuard {
         case .refuseSlowHead:
             logger.debug("connection closed: request head not complete in time", metadata: ["http.timeout_seconds": "\(limits.headerReadTimeout)"])
             guard let raw = rawContext else { return context.close(promise: nil) }
-            let body = #"{"error":{"code":"header-timeout","message":"the request head was not complete within \#(limits.headerReadTimeout) seconds"}}"#
-            let head = "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n"
+            let body =
+                #"{"error":{"code":"header-timeout","message":"the request head was not complete within \#(limits.headerReadTimeout) seconds"}}"#
+            let head =
+                "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n"
             raw.writeAndFlush(NIOAny(ByteBuffer(string: head + body))).assumeIsolated().whenComplete { _ in raw.close(promise: nil) }
         case .failSlowBody:
             logger.debug("request body not complete in time", metadata: ["http.timeout_seconds": "\(limits.bodyReadTimeout)"])

@@ -28,9 +28,11 @@ struct AdminAPI: Sendable {
                 let report = try await reconciler.reconcile(.customer(customerId), dryRun: dryRun)
                 return StorekeeperApplication.jsonResponse(report)
             } catch is Reconciler.UnknownCustomer {
-                throw APIError(.notFound, .unknownCustomer, "no customer '\(customerId)' for \(reconciler.app.bundleId) in \(reconciler.app.environment)")
+                throw APIError(
+                    .notFound, .unknownCustomer, "no customer '\(customerId)' for \(reconciler.app.bundleId) in \(reconciler.app.environment)")
             } catch let error as StorageError {
-                throw APIError(.serviceUnavailable, .storageUnavailable, "the ledger could not be read: \(UntrustedText.escaped(error.message, limit: 300))")
+                throw APIError(
+                    .serviceUnavailable, .storageUnavailable, "the ledger could not be read: \(UntrustedText.escaped(error.message, limit: 300))")
             } catch let stopped as Reconciler.Stopped {
                 throw APIError(
                     .badGateway, .reconcileFailed,
@@ -45,7 +47,9 @@ struct AdminAPI: Sendable {
     func pick(_ query: QueryParameters) throws(APIError) -> Reconciler {
         let bundleId = query.string("bundleId")
         let environment = try query.environment()
-        let matching = reconcilers.filter { (bundleId == nil || $0.key.bundleId == bundleId) && (environment == nil || $0.key.environment == environment) }
+        let matching = reconcilers.filter {
+            (bundleId == nil || $0.key.bundleId == bundleId) && (environment == nil || $0.key.environment == environment)
+        }
         guard !reconcilers.isEmpty else {
             throw APIError(.notFound, .noCredentials, "no app has App Store Server API credentials (serverAPI in the configuration)")
         }
@@ -59,7 +63,8 @@ struct AdminAPI: Sendable {
             let known = reconcilers.keys.map(\.description).sorted().joined(separator: ", ")
             throw APIError(
                 .badRequest, .ambiguousApp,
-                matching.isEmpty ? "no app with credentials matches; known: \(known)" : "give bundleId and environment; apps with credentials: \(known)"
+                matching.isEmpty
+                    ? "no app with credentials matches; known: \(known)" : "give bundleId and environment; apps with credentials: \(known)"
             )
         }
         return reconciler

@@ -47,13 +47,14 @@ struct CustomerAPI: Sendable {
 
     static func validCustomerId(_ id: String) -> Bool {
         // Byte by byte: this runs on every request, cache hits included.
-        (1...128).contains(id.utf8.count) && id.utf8.allSatisfy { byte in
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
-            case UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "@"), UInt8(ascii: ":"): true
-            default: false
+        (1...128).contains(id.utf8.count)
+            && id.utf8.allSatisfy { byte in
+                switch byte {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+                case UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "@"), UInt8(ascii: ":"): true
+                default: false
+                }
             }
-        }
     }
 
     func submit(_ request: Request, customerId: String, identity: APIKeyIdentity) async throws -> Response {
@@ -89,7 +90,8 @@ struct CustomerAPI: Sendable {
         let environment = requested ?? (app.environments.contains(.production) ? .production : .sandbox)
         guard app.environments.contains(environment) else {
             throw APIError(
-                .badRequest, .unknownEnvironment, "app '\(bundleId)' does not accept environment \(UntrustedText.quoted(environment.rawValue, limit: 64))"
+                .badRequest, .unknownEnvironment,
+                "app '\(bundleId)' does not accept environment \(UntrustedText.quoted(environment.rawValue, limit: 64))"
             )
         }
         return try await answer(customerId, bundleId: bundleId, environment: environment)

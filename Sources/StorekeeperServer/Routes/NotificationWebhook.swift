@@ -13,7 +13,10 @@ import StorekeeperHTTP
 struct NotificationWebhook: Sendable {
     let ingester: NotificationIngester
 
-    struct Outcome: Encodable { var outcome: String; var notificationUUID: String }
+    struct Outcome: Encodable {
+        var outcome: String
+        var notificationUUID: String
+    }
 
     func addRoutes(to router: Router<StorekeeperRequestContext>) {
         router.post("/appstore/notifications") { request, _ in try await receive(request) }
@@ -25,7 +28,8 @@ struct NotificationWebhook: Sendable {
             body = try await StorekeeperApplication.readBody(request)
         } catch {
             // Not kept: nothing was read whole (too large, too slow, or not HTTP).
-            await ingester.refuse(NotificationRefusal(.unreadable(status: Int(error.status.code)), code: error.code.rawValue, message: error.message), input: nil)
+            await ingester.refuse(
+                NotificationRefusal(.unreadable(status: Int(error.status.code)), code: error.code.rawValue, message: error.message), input: nil)
             throw error
         }
         let bytes = Array(body.readableBytesView)

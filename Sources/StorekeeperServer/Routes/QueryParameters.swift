@@ -15,7 +15,8 @@ struct QueryParameters {
         for (name, _) in parameters {
             guard allowed.contains(where: { $0 == name }) else {
                 let shown = UntrustedText.quoted(String(name), limit: 64)
-                let hint = DidYouMean.nearest(to: String(name), among: allowed).map { ": did you mean \"\($0)\"?" }
+                let hint =
+                    DidYouMean.nearest(to: String(name), among: allowed).map { ": did you mean \"\($0)\"?" }
                     ?? (allowed.isEmpty ? ": this route takes none" : " (this route takes \(allowed.joined(separator: ", ")))")
                 throw APIError(.badRequest, .unknownParameter, "unknown query parameter \(shown)\(hint)")
             }

@@ -56,7 +56,9 @@ package final class CredentialCheckService: Service, Sendable {
                 metadata: metadata
             )
         case .unreachable:
-            logger.warning("App Store Server API credentials not checked: the App Store could not be reached; recovery tries again at its next run", metadata: metadata)
+            logger.warning(
+                "App Store Server API credentials not checked: the App Store could not be reached; recovery tries again at its next run",
+                metadata: metadata)
         }
     }
 }

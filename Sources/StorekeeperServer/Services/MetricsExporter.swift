@@ -53,7 +53,8 @@ package final class MetricsExporter: Sendable {
         }
 
         func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> any RecorderHandler {
-            aggregate ? plain.makeRecorder(label: label, dimensions: dimensions, aggregate: true)
+            aggregate
+                ? plain.makeRecorder(label: label, dimensions: dimensions, aggregate: true)
                 : registry.makeGauge(descriptor: descriptor(label), labels: dimensions)
         }
 
@@ -92,6 +93,7 @@ struct RequestMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 
     private func record(_ request: Request, _ context: Context, status: Int, since start: ContinuousClock.Instant) {
-        metrics.request(route: context.endpointPath ?? "unmatched", method: request.method.rawValue, status: status, duration: ContinuousClock.now - start)
+        metrics.request(
+            route: context.endpointPath ?? "unmatched", method: request.method.rawValue, status: status, duration: ContinuousClock.now - start)
     }
 }

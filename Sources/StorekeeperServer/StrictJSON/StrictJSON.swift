@@ -108,7 +108,7 @@ struct StrictJSON: Sendable {
                 switch bytes[index] {
                 case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\n"), UInt8(ascii: "\r"): advance()
                 case UInt8(ascii: "/") where index + 1 < bytes.count && [UInt8(ascii: "/"), UInt8(ascii: "*")].contains(bytes[index + 1]):
-                    return // Reported by the caller as an unexpected '/': JSON has no comments.
+                    return  // Reported by the caller as an unexpected '/': JSON has no comments.
                 default: return
                 }
             }
@@ -161,7 +161,7 @@ struct StrictJSON: Sendable {
         }
 
         mutating func object(depth: Int) throws(SyntaxError) -> [Member] {
-            advance() // {
+            advance()  // {
             var members: [Member] = []
             var seen: [String: Position] = [:]
             skipWhitespace()
@@ -205,7 +205,7 @@ struct StrictJSON: Sendable {
         }
 
         mutating func array(depth: Int) throws(SyntaxError) -> [Node] {
-            advance() // [
+            advance()  // [
             var elements: [Node] = []
             skipWhitespace()
             if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
@@ -234,7 +234,7 @@ struct StrictJSON: Sendable {
 
         mutating func string() throws(SyntaxError) -> String {
             let start = position
-            advance() // "
+            advance()  // "
             var utf8: [UInt8] = []
             while true {
                 guard index < bytes.count else { throw error("unexpected end of file: a string is not closed with '\"'", at: start) }
@@ -277,7 +277,8 @@ struct StrictJSON: Sendable {
                         throw error("an unknown escape '\\\(Character(UnicodeScalar(escape)))' in a string (write a backslash as \\\\)")
                     }
                 case 0..<0x20:
-                    throw error(byte == 0x0A ? "a line break inside a string (the string is not closed with '\"'?)" : "a control character inside a string")
+                    throw error(
+                        byte == 0x0A ? "a line break inside a string (the string is not closed with '\"'?)" : "a control character inside a string")
                 default:
                     utf8.append(byte)
                     advance()
