@@ -3,7 +3,7 @@ import Foundation
 package import Hummingbird
 
 /// An App Store Server API error as Apple answers it: the HTTP status is the code's first three digits and the
-/// body is `{"errorCode": …, "errorMessage": …}`. A handler throws it; Hummingbird answers with ``response(from:context:)``.
+/// body is `{"errorCode": …, "errorMessage": …}`. A handler throws it; Hummingbird answers with `response(from:context:)`.
 package struct AppStoreAPIError: HTTPResponseError, Hashable, Sendable {
     package var errorCode: Int
     package var errorMessage: String
