@@ -7,7 +7,7 @@ package import Hummingbird
 /// and cut (`UntrustedText`).
 package struct APIError: HTTPResponseError, Sendable, CustomStringConvertible {
     /// A stable, machine-readable reason (`invalid-customer-id`, `unknown-customer`, …).
-    /// Each route's codes are constants (``Code/storageUnavailable``, …), so that one code is spelled once.
+    /// Each route's codes are constants (the server's are in `StorekeeperServer`'s `APIErrorCodes.swift`), so that one code is spelled once.
     package struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
         package var rawValue: String
         package init(rawValue: String) { self.rawValue = rawValue }
