@@ -67,6 +67,8 @@ let package = Package(
         .target(
             name: "AppStoreSimulator",
             dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 "AppStoreModels",
                 "AppStoreSigning",
                 "StorekeeperHTTP",
@@ -123,6 +125,7 @@ let package = Package(
         .target(
             name: "StorekeeperPostgres",
             dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
                 "AppStoreModels",
                 "AppStoreSigning",
                 "StorekeeperCore",
@@ -201,6 +204,7 @@ let package = Package(
         .executableTarget(
             name: "storekeeper",
             dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
                 "AppStoreModels",
                 "AppStoreSigning",
                 "StorekeeperBenchmarks",
@@ -294,6 +298,8 @@ let package = Package(
         .testTarget(
             name: "StorekeeperCoreTests",
             dependencies: [
+                "StorekeeperSQLite",
+                "StorekeeperPostgres",
                 "AppStoreModels", "AppStoreSigning", "AppStoreSimulator", "StorekeeperCore", "StorekeeperTesting",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -315,6 +321,7 @@ let package = Package(
         .testTarget(
             name: "StorekeeperPostgresTests",
             dependencies: [
+                "StorekeeperSQLite",
                 "AppStoreModels", "AppStoreSigning", "AppStoreSimulator", "StorekeeperCore", "StorekeeperPostgres", "StorekeeperTesting",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -329,6 +336,7 @@ let package = Package(
         .testTarget(
             name: "StorekeeperServerTests",
             dependencies: [
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 "AppStoreModels",
                 "AppStoreSigning",
                 "AppStoreSimulator",

@@ -1,4 +1,4 @@
-package import Synchronization
+import Synchronization
 
 /// Values collected from any thread, in the order they came.
 package final class Collected<Value: Sendable>: Sendable {

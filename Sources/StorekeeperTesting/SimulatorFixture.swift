@@ -54,6 +54,12 @@ package struct SimulatorFixture {
         return fixture
     }
 
+    /// The set-up many API tests start from: customer `alice` buys the monthly plan (transaction 2000000000000001).
+    package static func aliceSubscribes(_ engine: inout LifecycleEngine) throws {
+        try engine.createCustomer(id: "alice")
+        _ = try engine.purchase(.init(customerId: "alice", productId: "pro.monthly"))
+    }
+
     // MARK: - Acting as customers and as time
 
     package mutating func customer(_ id: String, storefront: String = "USA") throws {

@@ -12,14 +12,9 @@ import Testing
 struct ClientResilienceTests {
     typealias L = LiveSimulator
 
-    static func oneCustomer(_ engine: inout LifecycleEngine) throws {
-        try engine.createCustomer(id: "alice")
-        _ = try engine.purchase(.init(customerId: "alice", productId: "pro.monthly"))
-    }
-
     @Test("5xx with Apple's retryable code is retried until it succeeds")
     func retriesServerErrors() async throws {
-        let live = try L(setUp: Self.oneCustomer)
+        let live = try L(setUp: SimulatorFixture.aliceSubscribes)
         try await live.setFaults { $0.failNextAPIRequests = 3 }
         try await live.serve { url in
             let info = try await live.client(url).transactionInfo("2000000000000001")
@@ -30,7 +25,7 @@ struct ClientResilienceTests {
 
     @Test("retries stop at the attempt limit, reporting the last error and the attempts")
     func attemptLimit() async throws {
-        let live = try L(setUp: Self.oneCustomer)
+        let live = try L(setUp: SimulatorFixture.aliceSubscribes)
         try await live.setFaults { $0.failNextAPIRequests = 10 }
         try await live.serve { url in
             let client = live.client(
@@ -45,7 +40,7 @@ struct ClientResilienceTests {
 
     @Test("429 is retried after the Retry-After time (a UNIX time in milliseconds)")
     func retryAfterHonoured() async throws {
-        let live = try L(setUp: Self.oneCustomer)
+        let live = try L(setUp: SimulatorFixture.aliceSubscribes)
         try await live.setFaults { $0.rateLimitNextAPIRequests = 1 }
         try await live.serve { url in
             let client = live.client(url, retry: RetryPolicy(initialBackoff: .milliseconds(1), maximumBackoff: .milliseconds(1)))
@@ -61,7 +56,7 @@ struct ClientResilienceTests {
 
     @Test("a Retry-After beyond the deadline ends the call at once with the 429")
     func retryAfterBeyondDeadline() async throws {
-        let live = try L(setUp: Self.oneCustomer)
+        let live = try L(setUp: SimulatorFixture.aliceSubscribes)
         // Retry-After a minute away, a deadline of 15 s: far enough apart that a loaded machine (the whole suite in
         // parallel) cannot make the first answer itself outlast the deadline.
         try await live.setFaults {
@@ -81,7 +76,7 @@ struct ClientResilienceTests {
 
     @Test("timeouts are retried; when every attempt times out the error says transport")
     func timeouts() async throws {
-        let live = try L(setUp: Self.oneCustomer)
+        let live = try L(setUp: SimulatorFixture.aliceSubscribes)
         try await live.setFaults { $0.apiLatencyMilliseconds = 600 }
         try await live.serve { url in
             let client = live.client(
@@ -108,7 +103,7 @@ struct ClientResilienceTests {
 
     @Test("the rate limiter keeps a burst of 500 history calls under Apple's limit: not one 429")
     func burstUnderLimit() async throws {
-        let live = try L(environment: .production, setUp: Self.oneCustomer)
+        let live = try L(environment: .production, setUp: SimulatorFixture.aliceSubscribes)
         try await live.setFaults { $0.rateLimitsEnabled = true }
         try await live.serve { url in
             // No retries: a single 429 would fail the call.
@@ -130,7 +125,7 @@ struct ClientResilienceTests {
     /// calls at 13/s, under production's limit, and none was refused.
     @Test("without the limiter, the same burst does hit Apple's limit (so the test above can fail)")
     func burstWithoutLimiter() async throws {
-        let live = try L(environment: .sandbox, setUp: Self.oneCustomer)
+        let live = try L(environment: .sandbox, setUp: SimulatorFixture.aliceSubscribes)
         try await live.setFaults { $0.rateLimitsEnabled = true }
         try await live.serve { url in
             let client = live.client(url, retry: .none, rateLimiting: .disabled)
@@ -155,7 +150,7 @@ struct ClientResilienceTests {
 
     @Test("tokens and keys never appear in logs or errors")
     func secrets() async throws {
-        let live = try L(setUp: Self.oneCustomer)
+        let live = try L(setUp: SimulatorFixture.aliceSubscribes)
         let handler = CollectingLogHandler()
         try await live.setFaults { $0.failNextAPIRequests = 2 }
         try await live.serve { url in

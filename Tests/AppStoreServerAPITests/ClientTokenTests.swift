@@ -20,7 +20,7 @@ struct ClientTokenTests {
         "tokens are issued a minute in the past, so a server clock a little ahead of Apple's is not refused; a simulator as strict as Apple refuses a token issued ahead of its clock"
     )
     func clockSkew() async throws {
-        let live = try L(setUp: ClientResilienceTests.oneCustomer)
+        let live = try L(setUp: SimulatorFixture.aliceSubscribes)
         try await live.serve { url in
             let client = live.client(url)
             let token = try client.authToken()

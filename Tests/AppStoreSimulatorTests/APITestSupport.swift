@@ -54,9 +54,9 @@ extension TestClientProtocol {
         headers[.contentType] = "application/json"
         return try await execute(uri: path, method: method, headers: headers, body: body.map { ByteBuffer(string: $0) }) { response in
             let text = String(buffer: response.body)
-            let object = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? [:]
+            let object = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: any Sendable] ?? [:]
             return APIResult(
-                status: Int(response.status.code), json: object.mapValues { $0 as! (any Sendable) }, text: text,
+                status: Int(response.status.code), json: object, text: text,
                 retryAfter: response.headers[.retryAfter]
             )
         }

@@ -47,7 +47,7 @@ struct ControlAPITests {
 
     @Test("malformed or refused control requests get clear 4xx errors and change nothing")
     func badRequests() async throws {
-        let testbed = try APITestbed(setUp: SimulatorAPITests.setUpAlice)
+        let testbed = try APITestbed(setUp: SimulatorFixture.aliceSubscribes)
         let before = await testbed.simulator.state
         try await testbed.withClient { client in
             for (method, path, body, status, code, fragment) in [

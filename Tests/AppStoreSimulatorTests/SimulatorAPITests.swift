@@ -14,14 +14,9 @@ import Testing
 struct SimulatorAPITests {
     typealias H = SimulatorFixture
 
-    static func setUpAlice(_ engine: inout LifecycleEngine) throws {
-        try engine.createCustomer(id: "alice")
-        _ = try engine.purchase(.init(customerId: "alice", productId: "pro.monthly"))
-    }
-
     @Test("tokens are checked like Apple: anything wrong is a 401 with no error code")
     func authentication() async throws {
-        let testbed = try APITestbed(setUp: Self.setUpAlice)
+        let testbed = try APITestbed(setUp: SimulatorFixture.aliceSubscribes)
         let other = P256KeyToken.make()
         try await testbed.withClient { client in
             let good = try await client.call(.get, "/inApps/v1/transactions/2000000000000001")
@@ -44,7 +39,7 @@ struct SimulatorAPITests {
 
     @Test("Get Transaction Info: signed data, and Apple's errors")
     func transactionInfo() async throws {
-        let testbed = try APITestbed(setUp: Self.setUpAlice)
+        let testbed = try APITestbed(setUp: SimulatorFixture.aliceSubscribes)
         let appTransactionId = try #require(await testbed.simulator.state.customers["alice"]?.appTransactionIds[TestAppStore.bundleID])
         try await testbed.withClient { client in
             let ok = try await client.call(.get, "/inApps/v1/transactions/2000000000000001")
@@ -137,7 +132,7 @@ struct SimulatorAPITests {
 
     @Test("Extend a Subscription Renewal Date: success and every documented error")
     func extend() async throws {
-        let testbed = try APITestbed(setUp: Self.setUpAlice)
+        let testbed = try APITestbed(setUp: SimulatorFixture.aliceSubscribes)
         try await testbed.withClient { client in
             let path = "/inApps/v1/subscriptions/extend/2000000000000001"
             let ok = try await client.call(.put, path, body: #"{"extendByDays":7,"extendReasonCode":3,"requestIdentifier":"r1"}"#)
@@ -164,7 +159,7 @@ struct SimulatorAPITests {
 
     @Test("mass extension runs, reports status, and refuses bad requests")
     func massExtension() async throws {
-        let testbed = try APITestbed(setUp: Self.setUpAlice)
+        let testbed = try APITestbed(setUp: SimulatorFixture.aliceSubscribes)
         try await testbed.withClient { client in
             let body = #"{"requestIdentifier":"m1","extendByDays":3,"extendReasonCode":1,"productId":"pro.monthly","storefrontCountryCodes":["USA"]}"#
             #expect(try await client.call(.post, "/inApps/v1/subscriptions/extend/mass", body: body).json["requestIdentifier"] as? String == "m1")
@@ -338,7 +333,7 @@ struct SimulatorAPITests {
 
     @Test("fault injection: 500 5000001, 429 4290000 with Retry-After, and Apple's rate limits")
     func faults() async throws {
-        let testbed = try APITestbed(setUp: Self.setUpAlice)
+        let testbed = try APITestbed(setUp: SimulatorFixture.aliceSubscribes)
         _ = try await testbed.simulator.perform { engine in
             engine.state.faults.failNextAPIRequests = 1
             engine.state.faults.rateLimitNextAPIRequests = 1

@@ -81,7 +81,7 @@ struct LeaseCoordinationTests {
             #expect(recover.status == 1, "\(recover.stdout)")
             #expect(
                 recover.stderr.contains(
-                    "job-running: a server on this ledger is running com.example.storekeeper (Sandbox)'s notification recovery now (")
+                    "job-running: a server on this ledger runs com.example.storekeeper (Sandbox)'s notification recovery job (")
                     && recover.stderr.contains("/\(server.process.processIdentifier)/"), "\(recover.stderr)")
             // A dry run changes nothing: it looks beside the server's job, more slowly, and says so.
             let look = try await CLI.runDetached(["recover", "--config", missed.config, "--database", database, "--dry-run"])

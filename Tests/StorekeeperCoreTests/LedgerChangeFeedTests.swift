@@ -128,7 +128,7 @@ struct LedgerChangeFeedTests {
         "every change a write makes to a customer's ledger is announced (shipped scenarios, both orders)", arguments: Backend.available,
         ShippedScenarios.all.map(\.name))
     func scenarios(backend: Backend, name: String) async throws {
-        var harness = try H()
+        var harness = H()
         try await harness.play(name)
         let (notifications, submissions) = try await Self.writes(of: harness)
         let customers = harness.engine.groundTruth().map(\.customerId) + ["nobody"]
@@ -141,7 +141,7 @@ struct LedgerChangeFeedTests {
 
     @Test("customers linked only by an app account token are announced, and both owners when a token changes hands", arguments: Backend.available)
     func tokens(backend: Backend) async throws {
-        var harness = try H()
+        var harness = H()
         let token = LowercaseUUID(UUID())
         for customer in ["tina", "ursula"] { try harness.engine.createCustomer(id: customer) }
         let coins = try harness.engine.purchase(.init(customerId: "tina", productId: "coins.100", appAccountToken: token))
@@ -163,7 +163,7 @@ struct LedgerChangeFeedTests {
 
     @Test("a notification carrying only renewal info announces the customer of its subscription", arguments: Backend.available)
     func renewalInfoOnly(backend: Backend) async throws {
-        var harness = try H()
+        var harness = H()
         try harness.engine.createCustomer(id: "alice")
         let purchase = try harness.engine.purchase(.init(customerId: "alice", productId: "pro.monthly"))
         try harness.engine.setAutoRenew(originalTransactionId: purchase.originalTransactionId, enabled: false)
@@ -182,7 +182,7 @@ struct LedgerChangeFeedTests {
 
     @Test("a subscription whose latest transaction no longer carries the customer's token stays theirs", arguments: Backend.available)
     func tokenOnOlderTransactionsOnly(backend: Backend) async throws {
-        var harness = try H()
+        var harness = H()
         let token = LowercaseUUID(UUID())
         try harness.engine.createCustomer(id: "tina")
         let coins = try harness.engine.purchase(.init(customerId: "tina", productId: "coins.100", appAccountToken: token))

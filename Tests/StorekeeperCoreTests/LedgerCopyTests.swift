@@ -15,7 +15,7 @@ struct LedgerCopyTests {
 
     @Test("a ledger built by a shipped scenario, copied, gives every customer byte-identical answers", arguments: ShippedScenarios.all.map(\.name))
     func copyAnswersTheSame(name: String) async throws {
-        var harness = try H()
+        var harness = H()
         try await harness.play(name)
         let source = try SQLiteLedgerStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("ledger-\(UUID()).sqlite").path)
         try await harness.submitAll(to: source)

@@ -18,7 +18,7 @@ struct LedgerStoreContractTests {
         "shipped scenarios through the store end with the simulator's ground truth", arguments: Backend.available,
         ["subscriber-lifecycle", "refunds", "family-sharing", "plan-changes"])
     func scenarios(backend: Backend, name: String) async throws {
-        var harness = try H()
+        var harness = H()
         try await harness.play(name)
         let store = try await backend.makeStore()
         try await harness.submitAll(to: store)
@@ -34,7 +34,7 @@ struct LedgerStoreContractTests {
 
     @Test("any order of the same notifications, each twice, leaves the same customer ledger", arguments: Backend.available)
     func orderIndependence(backend: Backend) async throws {
-        var harness = try H()
+        var harness = H()
         try await harness.play("subscriber-lifecycle")
         let notifications = try await harness.verifiedNotifications()
         let submissions = try await harness.appSubmissions()
@@ -58,7 +58,7 @@ struct LedgerStoreContractTests {
 
     @Test("duplicates are acknowledged and change nothing; refused notifications are kept for audit", arguments: Backend.available)
     func duplicatesAndAudit(backend: Backend) async throws {
-        var harness = try H()
+        var harness = H()
         try harness.engine.createCustomer(id: "alice")
         _ = try harness.engine.purchase(.init(customerId: "alice", productId: "coins.100"))
         _ = try harness.engine.requestTestNotification(bundleId: "com.example.storekeeper")

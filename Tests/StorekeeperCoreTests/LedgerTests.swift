@@ -13,7 +13,7 @@ struct LedgerTests {
 
     @Test("every shipped scenario: the ledger's entitlements equal the simulator's ground truth", arguments: ShippedScenarios.all.map(\.name))
     func scenarios(name: String) async throws {
-        var harness = try H()
+        var harness = H()
         try await harness.play(name)
         var ledger = Ledger()
         try harness.linkCustomers(in: &ledger)
@@ -28,7 +28,7 @@ struct LedgerTests {
 
     @Test("every permutation of a 6-notification history, each delivered twice, gives the same ledger")
     func permutations() async throws {
-        var harness = try H()
+        var harness = H()
         try harness.engine.createCustomer(id: "alice")
         let purchase = try harness.engine.purchase(.init(customerId: "alice", productId: "pro.monthly"))
         try harness.engine.advance(by: 31 * 86_400)
@@ -59,7 +59,7 @@ struct LedgerTests {
 
     @Test("a duplicate notification is acknowledged and changes nothing; sandbox never grants production")
     func duplicatesAndEnvironments() async throws {
-        var harness = try H()
+        var harness = H()
         try harness.engine.createCustomer(id: "alice")
         _ = try harness.engine.purchase(.init(customerId: "alice", productId: "unlock.lifetime"))
         let notification = try #require(try await harness.verifiedNotifications().first)
@@ -78,7 +78,7 @@ struct LedgerTests {
 
     @Test("an older version never replaces a newer one: a late REFUND after REFUND_REVERSED keeps the reversal")
     func olderNeverOverwrites() async throws {
-        var harness = try H()
+        var harness = H()
         try harness.engine.createCustomer(id: "alice")
         let purchase = try harness.engine.purchase(.init(customerId: "alice", productId: "unlock.lifetime"))
         try harness.engine.advance(by: 60)
@@ -100,7 +100,7 @@ struct LedgerTests {
 
     @Test("entitlement names come from the product mapping, with the transaction and notification behind each")
     func mapping() async throws {
-        var harness = try H()
+        var harness = H()
         try harness.engine.createCustomer(id: "alice")
         _ = try harness.engine.purchase(.init(customerId: "alice", productId: "pro.monthly"))
         var ledger = Ledger()

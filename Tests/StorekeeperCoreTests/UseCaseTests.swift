@@ -24,7 +24,7 @@ struct UseCaseTests {
         "the ingester applies a verified notification, acknowledges its duplicate, and refuses (keeping a record of) forged, misdirected and malformed ones"
     )
     func ingester() async throws {
-        var harness = try H()
+        var harness = H()
         try harness.engine.createCustomer(id: "alice")
         _ = try harness.engine.purchase(.init(customerId: "alice", productId: "pro.monthly"))
         let genuine = harness.engine.state.notifications[0].signedPayload
@@ -61,7 +61,7 @@ struct UseCaseTests {
 
     @Test("the submitter links a customer's transaction, refuses one whose token is another's, and rejects another app's")
     func submitter() async throws {
-        var harness = try H()
+        var harness = H()
         let token = LowercaseUUID(UUID())
         for customer in ["alice", "eve"] { try harness.engine.createCustomer(id: customer) }
         let alices = try harness.engine.purchase(.init(customerId: "alice", productId: "pro.monthly", appAccountToken: token))
@@ -87,7 +87,7 @@ struct UseCaseTests {
 
     /// alice's subscription submitted to a new store, and a reader over it counting the answers it renders.
     static func aliceAndReader() async throws -> (H, LifecycleEngine.PurchaseResult, SQLiteLedgerStore, CustomerReader<CustomerAnswer>, Counter) {
-        var harness = try H()
+        var harness = H()
         try harness.engine.createCustomer(id: "alice")
         let purchase = try harness.engine.purchase(.init(customerId: "alice", productId: "pro.monthly"))
         let store = try Self.store()
@@ -151,7 +151,7 @@ struct UseCaseTests {
 
     @Test("reconciliation never overwrites newer ledger data with an older App Store answer, and finds no drift in it")
     func olderSnapshotChangesNothing() async throws {
-        var harness = try H()
+        var harness = H()
         try harness.engine.createCustomer(id: "bob")
         let purchase = try harness.engine.purchase(.init(customerId: "bob", productId: "unlock.lifetime"))
         // What the API said an hour after the purchase, before the refund.
@@ -180,7 +180,7 @@ struct UseCaseTests {
 
     @Test("the ledger's unit of work runs on any backend: an in-memory one ends where the reference model does")
     func unitOfWorkInMemory() async throws {
-        var harness = try H()
+        var harness = H()
         try await harness.play("subscriber-lifecycle")
         var reference = Ledger()
         let memory = InMemoryTransaction()
@@ -204,7 +204,7 @@ struct UseCaseTests {
 extension UseCaseTests {
     @Test("notifications applied together, with repeats and ones already held, end where applying them one by one does")
     func applyingTogether() async throws {
-        var harness = try H()
+        var harness = H()
         try await harness.play("subscriber-lifecycle")
         let notifications = try await harness.verifiedNotifications()
         var reference = Ledger()

@@ -75,7 +75,7 @@ struct PostgresStoreTests {
 
     @Test("the same notifications applied by three instances at once, in random orders with duplicates, end as one writer in order")
     func concurrentWritersAgreeWithOneWriter() async throws {
-        var harness = try H()
+        var harness = H()
         try await harness.play("subscriber-lifecycle")
         for index in 0..<20 {
             let customer = "customer-\(index)"
@@ -131,7 +131,7 @@ struct PostgresStoreTests {
 
     @Test("notifications arriving together are applied in batches, each once, as one writer in order; one the database refuses fails alone")
     func batchedNotifications() async throws {
-        var harness = try H()
+        var harness = H()
         for index in 0..<15 {
             try harness.engine.createCustomer(id: "b\(index)")
             _ = try harness.engine.purchase(.init(customerId: "b\(index)", productId: index % 3 == 0 ? "coins.100" : "pro.monthly"))
@@ -186,7 +186,7 @@ struct PostgresStoreTests {
         "customer reads arriving together are read in batches, each the reader's own customer's ledger; one whose read fails fails alone; a batch failing outside the database fails at once"
     )
     func batchedReads() async throws {
-        var harness = try H()
+        var harness = H()
         for index in 0..<12 {
             let customer = "r\(index)"
             try harness.engine.createCustomer(id: customer)
@@ -306,7 +306,7 @@ struct PostgresStoreTests {
 
     @Test("pages of recovered notifications in opposite orders on two instances wait for each other: none deadlocks, none is lost")
     func oppositePagesDoNotDeadlock() async throws {
-        var harness = try H()
+        var harness = H()
         for index in 0..<12 {
             try harness.engine.createCustomer(id: "c\(index)")
             _ = try harness.engine.purchase(.init(customerId: "c\(index)", productId: "pro.monthly"))
@@ -370,7 +370,7 @@ struct PostgresStoreTests {
 
     @Test("two customers submitting purchases with one token on two instances at once: one gets it, the other is refused")
     func concurrentTokenClaims() async throws {
-        var harness = try H()
+        var harness = H()
         var pairs: [(VerifiedSignedData<TransactionInfo>, VerifiedSignedData<TransactionInfo>)] = []
         for customer in ["alice", "eve"] { try harness.engine.createCustomer(id: customer) }
         for _ in 0..<10 {
@@ -396,7 +396,7 @@ struct PostgresStoreTests {
 
     @Test("a commit on one instance reaches the others' change feeds (their read caches)")
     func changesReachOtherInstances() async throws {
-        var harness = try H()
+        var harness = H()
         try harness.engine.createCustomer(id: "alice")
         _ = try harness.engine.purchase(.init(customerId: "alice", productId: "pro.monthly"))
         let notification = try #require(try await harness.verifiedNotifications().first)

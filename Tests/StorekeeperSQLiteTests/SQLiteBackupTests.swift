@@ -16,7 +16,7 @@ struct SQLiteBackupTests {
 
     @Test("a backup taken while notifications are being applied is a consistent ledger; after the writes it equals the source")
     func whileWriting() async throws {
-        var harness = try SimulatorFixture()
+        var harness = SimulatorFixture()
         try await harness.play("subscriber-lifecycle")
         let notifications = try await harness.verifiedNotifications()
         let path = Self.temporaryPath("source")

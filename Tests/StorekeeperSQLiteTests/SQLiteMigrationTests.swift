@@ -13,7 +13,7 @@ import Testing
 struct SQLiteMigrationTests {
     @Test("a database of the first schema is migrated at open: the columns later migrations add are filled from the stored JSON")
     func fromFirstSchema() async throws {
-        var harness = try SimulatorFixture()
+        var harness = SimulatorFixture()
         try harness.engine.createCustomer(id: "alice")
         let purchase = try harness.engine.purchase(.init(customerId: "alice", productId: "pro.monthly"))
         let transaction = try await harness.verifier.verifyTransaction(purchase.signedTransaction)
@@ -64,7 +64,7 @@ struct SQLiteMigrationTests {
         "a ledger of schema v4 (raw JWS, global token owners, whole refused payloads) migrates: every JWS comes back byte for byte, tokens are per app, refusals are bounded records, the file shrinks"
     )
     func fromRawSignedData() async throws {
-        var harness = try SimulatorFixture()
+        var harness = SimulatorFixture()
         let token = LowercaseUUID(UUID())
         try harness.engine.createCustomer(id: "tina")
         _ = try harness.engine.purchase(.init(customerId: "tina", productId: "pro.monthly", appAccountToken: token))

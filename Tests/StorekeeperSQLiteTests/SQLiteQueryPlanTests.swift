@@ -44,7 +44,7 @@ struct SQLiteQueryPlanTests {
     func everyStatement() async throws {
         let log = StatementLog()
         for name in ShippedScenarios.all.map(\.name) + ["tokens"] {
-            var harness = try SimulatorFixture()
+            var harness = SimulatorFixture()
             if name == "tokens" {
                 let token = LowercaseUUID(UUID())
                 for customer in ["tina", "ursula"] { try harness.engine.createCustomer(id: customer) }

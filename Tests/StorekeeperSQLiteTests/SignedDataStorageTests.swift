@@ -59,7 +59,7 @@ struct SignedDataStorageTests {
     @Test("every notification's raw payload and every transaction's and renewal info's JWS come back byte for byte from the store")
     func storeRoundTrip() async throws {
         for name in ["subscriber-lifecycle", "family-sharing", "refunds"] {
-            var harness = try H()
+            var harness = H()
             try await harness.play(name)
             let store = try SQLiteLedgerStore(path: Self.temporaryPath())
             // The reference model gets what the store gets: the apps' submissions, then the notifications.
@@ -93,7 +93,7 @@ struct SignedDataStorageTests {
 
     @Test("a ledger holds under 6 KB per notification of the ingest benchmark's kind (purchases of coins and of a monthly plan)")
     func bytesPerNotification() async throws {
-        var harness = try H()
+        var harness = H()
         var index = 0
         while harness.engine.state.notifications.count < 400 {
             try harness.engine.createCustomer(id: "customer-\(index)")
@@ -111,7 +111,7 @@ struct SignedDataStorageTests {
 
     @Test("raw payloads past retention are dropped; the decoded facts and every answer stay")
     func pruning() async throws {
-        var harness = try H()
+        var harness = H()
         try await harness.play("subscriber-lifecycle")
         let store = try SQLiteLedgerStore(path: Self.temporaryPath())
         try await harness.submitAll(to: store)

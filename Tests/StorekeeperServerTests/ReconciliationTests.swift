@@ -63,6 +63,8 @@ struct ReconciliationTests {
                     ("?dryRun=1", "invalid-parameter", "dryRun must be true or false, not '1'"),
                     ("?dryRun=true&dryRun=false", "repeated-parameter", "dryRun"),
                     ("?environment=sandbox", "invalid-parameter", "environment must be Production or Sandbox, not 'sandbox'"),
+                    ("?environment=Production", "unknown-app", "no app with credentials matches"),
+                    ("?bundleId=com.nope", "unknown-app", "no app with credentials matches"),
                 ] {
                     let refused = try await T.call(.POST, reconcile + query, key: T.adminKey)
                     let error = refused.json["error"] as? [String: Any]

@@ -91,8 +91,8 @@ extension TestClientProtocol {
         var headers: HTTPFields = [.contentType: "application/json"]
         if let key { headers[.authorization] = "Bearer " + key }
         return try await execute(uri: path, method: method, headers: headers, body: body.map { ByteBuffer(string: $0) }) { response in
-            let object = (try? JSONSerialization.jsonObject(with: Data(String(buffer: response.body).utf8))) as? [String: Any] ?? [:]
-            return Answer(status: Int(response.status.code), json: object.mapValues { $0 as! (any Sendable) }, allow: response.headers[.allow])
+            let object = (try? JSONSerialization.jsonObject(with: Data(String(buffer: response.body).utf8))) as? [String: any Sendable] ?? [:]
+            return Answer(status: Int(response.status.code), json: object, allow: response.headers[.allow])
         }
     }
 }

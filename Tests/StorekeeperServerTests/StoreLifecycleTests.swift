@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import ServiceLifecycle
 import StorekeeperCore
+import StorekeeperSQLite
 import StorekeeperServer
 import StorekeeperTesting
 import Testing
@@ -35,6 +36,9 @@ struct StoreLifecycleTests {
             return port
         }
         #expect(events.values == ["store closed", "group ended"])
+        // SQLite: every commit is in the file itself; the write-ahead log is gone or empty.
+        let wal = (try? FileManager.default.attributesOfItem(atPath: testbed.store.path + "-wal")[.size] as? Int) ?? 0
+        #expect(wal == 0, "a closed ledger left \(wal) bytes in its write-ahead log")
         // Stopped: nothing listens on the port any more.
         #expect(throws: (any Error).self) { try RawConnection(port: port) }
     }

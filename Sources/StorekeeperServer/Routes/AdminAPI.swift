@@ -59,13 +59,13 @@ struct AdminAPI: Sendable {
                 "app \(UntrustedText.quoted(bundleId, limit: 128))\(environment.map { " (\($0.rawValue))" } ?? "") has no App Store Server API credentials (serverAPI in the configuration)"
             )
         }
+        let known = reconcilers.keys.map(\.description).sorted().joined(separator: ", ")
+        guard !matching.isEmpty else {
+            // An app or environment this server does not serve, as the customer routes say it.
+            throw APIError(.badRequest, .unknownApp, "no app with credentials matches; apps with credentials: \(known)")
+        }
         guard matching.count == 1, let reconciler = matching.first?.value else {
-            let known = reconcilers.keys.map(\.description).sorted().joined(separator: ", ")
-            throw APIError(
-                .badRequest, .ambiguousApp,
-                matching.isEmpty
-                    ? "no app with credentials matches; known: \(known)" : "give bundleId and environment; apps with credentials: \(known)"
-            )
+            throw APIError(.badRequest, .ambiguousApp, "give bundleId and environment; apps with credentials: \(known)")
         }
         return reconciler
     }

@@ -35,7 +35,8 @@ struct NotificationWebhook: Sendable {
         let bytes = Array(body.readableBytesView)
         guard let envelope = try? NotificationRequestBody(json: bytes), !envelope.signedPayload.isEmpty else {
             let refusal = NotificationRefusal(
-                .malformed, code: "malformed-body", message: #"the body must be JSON {"signedPayload": "<JWS>"} with a non-empty JWS"#
+                .malformed, code: APIError.Code.malformedBody.rawValue,
+                message: #"the body must be JSON {"signedPayload": "<JWS>"} with a non-empty JWS"#
             )
             await ingester.refuse(refusal, input: bytes)
             throw Self.error(refusal)

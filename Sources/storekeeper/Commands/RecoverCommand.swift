@@ -74,8 +74,8 @@ struct RecoverCommand: AsyncParsableCommand {
                             let holder = await lease.holderNow().map { " (\($0))" } ?? ""
                             throw CLIError(
                                 code: "job-running",
-                                message: "a server on this ledger is running \(app)'s notification recovery now\(holder): it needs no help; "
-                                    + "its log says what each run found, or stop it to run this one"
+                                message: "a server on this ledger runs \(app)'s notification recovery job\(holder) and holds its lease between runs: "
+                                    + "it needs no help; its log says what each run found, or stop it to run this one"
                             )
                         }
                         let dryRun = self.dryRun

@@ -97,6 +97,7 @@ struct ServeCommand: AsyncParsableCommand {
                 // The store is the application's first service: closed (and the SQLite lock given back) after the server
                 // and every job have stopped.
                 try await app.runService()
+                logger.info("stopped: every request answered, every job ended, the ledger closed")
             } catch {
                 await ledger.close()
                 throw error
