@@ -136,6 +136,49 @@ package final class PostgresLedgerStore: LedgerStore {
 
     // MARK: - Writes
 
+    package func appAccountToken(
+        for customerId: String, bundleId: String, environment: AppStoreEnvironment, renew: Bool
+    ) async throws(StorageError)
+        -> LowercaseUUID
+    {
+        try await write { transaction in
+            let connection = transaction.connection
+            // The customer's row locked first: two instances issuing at once take turns, and the second finds the
+            // first's token.
+            try await connection.execute("SELECT pg_advisory_xact_lock(hashtext(\(bundleId + "|" + environment.rawValue + "|" + customerId)))")
+            if !renew {
+                var issued: String?
+                for try await token in try await connection.run(
+                    """
+                    SELECT token FROM issued_tokens WHERE bundle_id = \(bundleId) AND environment = \(environment.rawValue) AND customer_id = \(customerId)
+                    """
+                ).decode(String.self) { issued = token }
+                if let issued, let token = LowercaseUUID(uuidString: issued) { return (token, []) }
+            }
+            while true {
+                // A random UUID another customer already owns is as good as impossible; drawn again all the same.
+                let token = LowercaseUUID(UUID())
+                var inserted = false
+                for try await _ in try await connection.run(
+                    """
+                    INSERT INTO token_owners (bundle_id, environment, token, customer_id)
+                    VALUES (\(bundleId), \(environment.rawValue), \(token.description), \(customerId))
+                    ON CONFLICT DO NOTHING RETURNING 1
+                    """
+                ).decode(Int32.self) { inserted = true }
+                guard inserted else { continue }
+                try await connection.execute(
+                    """
+                    INSERT INTO issued_tokens (bundle_id, environment, customer_id, token)
+                    VALUES (\(bundleId), \(environment.rawValue), \(customerId), \(token.description))
+                    ON CONFLICT (bundle_id, environment, customer_id) DO UPDATE SET token = excluded.token, issued_at = now()
+                    """)
+                // The customer is known from now on (a cached "unknown customer" answer is stale, on every instance).
+                return (token, [customerId])
+            }
+        }
+    }
+
     /// Notifications arriving together are applied together (``Batcher``): one that arrives while no writer is
     /// busy is applied at once, alone; under load, the next free writer applies all that wait in one transaction
     /// (``LedgerUnitOfWork/applyingTogether(_:)``), which costs about what one notification alone costs, and another

@@ -75,6 +75,16 @@ enum PostgresSchema {
             CREATE INDEX subscriptions_of_app ON subscriptions (bundle_id, environment, original_transaction_id);
             """
         ),
+        // The token the server last issued to each customer of an app and environment (the token itself is also in
+        // `token_owners`, which attributes purchases).
+        (
+            "v4: app account tokens the server issued",
+            """
+            CREATE TABLE issued_tokens (
+                bundle_id TEXT NOT NULL, environment TEXT NOT NULL, customer_id TEXT NOT NULL, token TEXT NOT NULL,
+                issued_at TIMESTAMPTZ NOT NULL DEFAULT now(), PRIMARY KEY (bundle_id, environment, customer_id));
+            """
+        ),
     ]
 
     /// Brings the database's schema up to date on `connection`, under the migration lock; returns the migrations

@@ -90,6 +90,41 @@ package final class SQLiteLedgerStore: LedgerStore {
 
     // MARK: - Writes
 
+    package func appAccountToken(
+        for customerId: String, bundleId: String, environment: AppStoreEnvironment, renew: Bool
+    ) async throws(StorageError)
+        -> LowercaseUUID
+    {
+        try await writeAnnouncing { db, _ in
+            if !renew,
+                let issued = try String.fetchOne(
+                    db, sql: "SELECT token FROM issued_tokens WHERE bundle_id = ? AND environment = ? AND customer_id = ?",
+                    arguments: [bundleId, environment.rawValue, customerId]), let token = LowercaseUUID(uuidString: issued)
+            {
+                return (token, [])
+            }
+            var token = LowercaseUUID(UUID())
+            // A random UUID another customer already owns is as good as impossible; drawn again all the same.
+            while try Row.fetchOne(
+                db, sql: "SELECT 1 FROM token_owners WHERE bundle_id = ? AND environment = ? AND token = ?",
+                arguments: [bundleId, environment.rawValue, token.description]) != nil
+            {
+                token = LowercaseUUID(UUID())
+            }
+            try db.execute(
+                sql: "INSERT INTO token_owners (bundle_id, environment, token, customer_id) VALUES (?, ?, ?, ?)",
+                arguments: [bundleId, environment.rawValue, token.description, customerId])
+            try db.execute(
+                sql: """
+                    INSERT INTO issued_tokens (bundle_id, environment, customer_id, token, issued_at) VALUES (?, ?, ?, ?, ?)
+                    ON CONFLICT (bundle_id, environment, customer_id) DO UPDATE SET token = excluded.token, issued_at = excluded.issued_at
+                    """,
+                arguments: [bundleId, environment.rawValue, customerId, token.description, Date().epochMilliseconds])
+            // The customer is known from now on (a cached "unknown customer" answer is stale).
+            return (token, [customerId])
+        }
+    }
+
     package func apply(_ notification: VerifiedNotification) async throws(StorageError) -> ApplyOutcome {
         try await writeAnnouncing { db, memo in
             try LedgerUnitOfWork.apply(notification, in: SQLiteWriteTransaction(store: self, db: db, memo: memo))

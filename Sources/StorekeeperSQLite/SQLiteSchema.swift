@@ -141,6 +141,16 @@ extension SQLiteLedgerStore {
             // process on one SQLite file shares.
             try db.execute(sql: "CREATE TABLE job_leases (name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at INTEGER NOT NULL)")
         }
+        migrator.registerMigration("v10: app account tokens the server issued") { db in
+            // The token the server last issued to each customer of an app and environment (the token itself is also
+            // in `token_owners`, which attributes purchases). Epoch milliseconds.
+            try db.execute(
+                sql: """
+                    CREATE TABLE issued_tokens (
+                        bundle_id TEXT NOT NULL, environment TEXT NOT NULL, customer_id TEXT NOT NULL, token TEXT NOT NULL,
+                        issued_at INTEGER NOT NULL, PRIMARY KEY (bundle_id, environment, customer_id));
+                    """)
+        }
         return migrator
     }
 

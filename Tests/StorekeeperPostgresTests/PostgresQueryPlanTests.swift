@@ -60,7 +60,9 @@ struct PostgresQueryPlanTests {
             }
         }
         let store = try await PostgresLedgerStore.open(url)
-        #expect(store.migrationsApplied == ["v3: subscriptions by app, app first"])
+        // v3, and every migration after it.
+        #expect(store.migrationsApplied == PostgresSchema.migrations.dropFirst(2).map(\.id))
+        #expect(store.migrationsApplied.first == "v3: subscriptions by app, app first")
         #expect(try await store.subscriptionFamilies(bundleId: "com.example.storekeeper", environment: .sandbox) == ["2000000000000001"])
         await store.close()
         let indexes = try await PostgresTestDatabase.withClient(url) { client in

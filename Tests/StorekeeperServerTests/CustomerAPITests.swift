@@ -4,7 +4,9 @@ import AppStoreSimulator
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import StorekeeperCore
 import StorekeeperDemo
+import StorekeeperSQLite
 import StorekeeperTesting
 import Synchronization
 import Testing
@@ -20,6 +22,45 @@ struct CustomerAPITests {
         var testbed = try T()
         try testbed.engine.createCustomer(id: "alice")
         return (testbed, try testbed.engine.purchase(.init(customerId: "alice", productId: "pro.monthly")))
+    }
+
+    @Test("the server issues a customer's app account token; a purchase made with it is the customer's by its notification alone")
+    func issuedToken() async throws {
+        var testbed = try T()
+        let path = "/v1/customers/user-7/app-account-token"
+        try await testbed.withClient { client in
+            let issued = try await client.send(.post, path, key: T.appKey)
+            #expect(issued.status == 200, "\(issued.json)")
+            let token = try #require(issued.json["appAccountToken"] as? String)
+            #expect(LowercaseUUID(uuidString: token)?.description == token)
+            #expect(issued.json["bundleId"] as? String == "com.example.storekeeper" && issued.json["environment"] as? String == "Sandbox")
+            #expect(try await client.send(.post, path, key: T.appKey).json["appAccountToken"] as? String == token, "the same until renewed")
+            let renewed = try await client.send(.post, path + "?renew=true", key: T.appKey)
+            #expect(renewed.status == 200 && renewed.json["appAccountToken"] as? String != token)
+            // Another app's key gets its own app's token for the same customer ID.
+            let other = try await client.send(.post, path, key: T.otherAppKey)
+            #expect(other.json["bundleId"] as? String == "com.example.other" && other.json["appAccountToken"] as? String != token)
+            // Refused, by name: no key, a body, an unknown or repeated parameter, a bad customer ID.
+            #expect(try await client.send(.post, path).status == 401)
+            for (call, code) in [
+                (try await client.send(.post, path, body: "{}", key: T.appKey), "malformed-body"),
+                (try await client.send(.post, path + "?renw=true", key: T.appKey), "unknown-parameter"),
+                (try await client.send(.post, path + "?renew=yes", key: T.appKey), "invalid-parameter"),
+                (try await client.send(.post, "/v1/customers/a%20b/app-account-token", key: T.appKey), "invalid-customer-id"),
+            ] {
+                #expect(call.status == 400 && (call.json["error"] as? [String: Any])?["code"] as? String == code, "\(call.json)")
+            }
+        }
+        // The app passes the renewed token to StoreKit; the purchase reaches the server only as a notification.
+        let current = try await testbed.store.appAccountToken(for: "user-7", bundleId: "com.example.storekeeper", environment: .sandbox, renew: false)
+        try testbed.engine.createCustomer(id: "apple-account")
+        _ = try testbed.engine.purchase(.init(customerId: "apple-account", productId: "pro.monthly", appAccountToken: current))
+        let jws = try #require(testbed.engine.state.notifications.last).signedPayload
+        try await testbed.withClient { client in
+            #expect(try await client.send(.post, "/appstore/notifications", body: WebhookTests.body(jws)).status == 200)
+            let read = try await client.send(.get, "/v1/customers/user-7", key: T.appKey)
+            #expect((read.json["entitlements"] as? [[String: Any]])?.map { $0["entitlement"] as? String } == ["pro"], "\(read.json)")
+        }
     }
 
     @Test("an app submits a transaction, reads the customer's state; submission is idempotent")

@@ -1,4 +1,4 @@
-package import Crypto
+import Crypto
 import Foundation
 
 /// A Standard Webhooks signing secret (standardwebhooks.com): `whsec_` followed by the base64 of 24 to 64 random
@@ -13,7 +13,7 @@ package struct WebhookSecret: Sendable, CustomStringConvertible {
     /// The key sizes the specification allows, in bytes.
     package static let keySizes = 24...64
 
-    package let key: SymmetricKey
+    let key: SymmetricKey
 
     /// Reads `text`, `whsec_` + base64 (padded or not) of 24-64 bytes.
     package init(_ text: String) throws(Invalid) {

@@ -1,5 +1,5 @@
-package import AppStoreModels
-package import Foundation
+import AppStoreModels
+import Foundation
 
 /// A backend a ledger can be copied into.
 package protocol LedgerImporting: LedgerStore {

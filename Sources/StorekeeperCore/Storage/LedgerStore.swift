@@ -64,6 +64,16 @@ package protocol LedgerStore: Sendable {
     /// The original transaction IDs of every auto-renewable subscription of an app in an environment, sorted.
     func subscriptionFamilies(bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> [String]
 
+    /// The app account token the server issued to a customer in an app and environment, issued now when there is
+    /// none (or when `renew`): a new random UUID, recorded as the customer's in the token owners, so a purchase made
+    /// with it is the customer's however it reaches the ledger (a notification alone is enough). The same token on
+    /// every call and every instance until renewed (two instances issuing at once agree on one); a renewed token
+    /// leaves the earlier ones the customer's.
+    func appAccountToken(
+        for customerId: String, bundleId: String, environment: AppStoreEnvironment, renew: Bool
+    ) async throws(StorageError)
+        -> LowercaseUUID
+
     /// Stops the store's background work (PostgreSQL: its change listener, its checkout watch, its connections). The
     /// store is unusable afterwards. Run by ``LedgerStoreService`` at the end of an application's graceful shutdown.
     func close() async

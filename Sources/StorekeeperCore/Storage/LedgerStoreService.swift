@@ -1,4 +1,4 @@
-package import ServiceLifecycle
+import ServiceLifecycle
 
 /// A ledger store as a service of the application's `ServiceGroup`: the store's background work (PostgreSQL's
 /// connections, change listener and checkout watch) runs from the store's opening until the group's graceful shutdown

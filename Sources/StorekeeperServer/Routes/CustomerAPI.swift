@@ -24,6 +24,9 @@ struct CustomerAPI: Sendable {
         group.post("/customers/:customerId/transactions") { request, context in
             try await submit(request, customerId: try Self.customerId(context), identity: try context.requireIdentity())
         }
+        group.post("/customers/:customerId/app-account-token") { request, context in
+            try await issueToken(request, customerId: try Self.customerId(context), identity: try context.requireIdentity())
+        }
         group.get("/customers/:customerId") { request, context in
             try await read(request, customerId: try Self.customerId(context), identity: try context.requireIdentity())
         }
@@ -80,6 +83,46 @@ struct CustomerAPI: Sendable {
         case .storageFailure:
             throw APIError(.serviceUnavailable, .storageUnavailable, "the transaction could not be stored; retry")
         }
+    }
+
+    /// `POST /v1/customers/{id}/app-account-token[?renew=true]`: the token the app passes to StoreKit for this
+    /// customer, issued by the server and the same on every call until renewed.
+    func issueToken(_ request: Request, customerId: String, identity: APIKeyIdentity) async throws -> Response {
+        let query = try QueryParameters(request, allowed: ["environment", "bundleId", "renew"])
+        let body = try await StorekeeperApplication.readBody(request)
+        guard body.readableBytes == 0 else {
+            throw APIError(.badRequest, .malformedBody, "this route takes no body (its options are query parameters: renew, bundleId, environment)")
+        }
+        let (bundleId, environment) = try scope(of: query, identity: identity)
+        let renew = try query.bool("renew") ?? false
+        let token: LowercaseUUID
+        do {
+            token = try await reader.store.appAccountToken(for: customerId, bundleId: bundleId, environment: environment, renew: renew)
+        } catch {
+            throw APIError(.serviceUnavailable, .storageUnavailable, "the token could not be issued; retry")
+        }
+        struct Issued: Encodable {
+            var customerId: String
+            var bundleId: String
+            var environment: String
+            var appAccountToken: String
+        }
+        return StorekeeperApplication.jsonResponse(
+            Issued(customerId: customerId, bundleId: bundleId, environment: environment.rawValue, appAccountToken: token.description))
+    }
+
+    /// The app and environment a request is for (``app(for:asked:_:)``; the environment given, or production when the
+    /// app accepts it, else sandbox), or the error naming what is wrong.
+    func scope(of query: QueryParameters, identity: APIKeyIdentity) throws -> (bundleId: String, environment: AppStoreEnvironment) {
+        let app = try Self.app(for: identity, asked: query.string("bundleId"), configuration.apps)
+        let environment = try query.environment() ?? (app.environments.contains(.production) ? .production : .sandbox)
+        guard app.environments.contains(environment) else {
+            throw APIError(
+                .badRequest, .unknownEnvironment,
+                "app '\(app.bundleId)' does not accept environment \(UntrustedText.quoted(environment.rawValue, limit: 64))"
+            )
+        }
+        return (app.bundleId, environment)
     }
 
     func read(_ request: Request, customerId: String, identity: APIKeyIdentity) async throws -> Response {
