@@ -39,6 +39,14 @@ extension PostgresLedgerStore: LedgerImporting {
             }
             for refusal in page.refused { try await self.insertRefused(refusal, on: connection) }
             for watermark in page.watermarks { try await transaction.setRecoveryWatermark(watermark) }
+            for issued in page.issuedTokens {
+                try await connection.execute(
+                    """
+                    INSERT INTO issued_tokens (bundle_id, environment, customer_id, token, issued_at)
+                    VALUES (\(issued.bundleId), \(issued.environment.rawValue), \(issued.customerId), \(issued.token.description), \(issued.issuedAt))
+                    ON CONFLICT (bundle_id, environment, customer_id) DO UPDATE SET token = excluded.token, issued_at = excluded.issued_at
+                    """)
+            }
             return (0, [])
         }
     }

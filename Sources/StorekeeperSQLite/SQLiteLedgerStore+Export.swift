@@ -62,6 +62,15 @@ extension SQLiteLedgerStore: LedgerExporting {
             }
             return owners
         }
+        page.issuedTokens = try await readPage { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM issued_tokens").compactMap { row in
+                LowercaseUUID(uuidString: row["token"]).map { token in
+                    IssuedToken(
+                        bundleId: row["bundle_id"], environment: AppStoreEnvironment(rawValue: row["environment"]), customerId: row["customer_id"],
+                        token: token, issuedAt: Date(epochMilliseconds: row["issued_at"]))
+                }
+            }
+        }
         page.refused = try await refusedNotifications()
         page.watermarks = try await readPage { db in
             try Row.fetchAll(db, sql: "SELECT * FROM recovery_watermarks").map { row in

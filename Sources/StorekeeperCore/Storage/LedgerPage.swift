@@ -11,12 +11,14 @@ package struct LedgerPage: Sendable {
     package var notifications: [KeptNotification] = []
     package var refused: [RefusedNotification] = []
     package var watermarks: [RecoveryWatermark] = []
+    package var issuedTokens: [IssuedToken] = []
 
     package init() {}
 
     /// Records in the page.
     package var count: Int {
         transactions.count + subscriptions.count + links.count + tokenOwners.count + notifications.count + refused.count + watermarks.count
+            + issuedTokens.count
     }
 }
 
@@ -43,5 +45,23 @@ package struct KeptNotification: Sendable, Hashable {
         self.outcome = outcome
         self.receivedAt = receivedAt
         self.signedPayload = signedPayload
+    }
+}
+
+/// The app account token the server last issued to a customer of an app and environment
+/// (``LedgerStore/appAccountToken(for:bundleId:environment:renew:)``).
+package struct IssuedToken: Sendable, Hashable {
+    package var bundleId: String
+    package var environment: AppStoreEnvironment
+    package var customerId: String
+    package var token: LowercaseUUID
+    package var issuedAt: Date
+
+    package init(bundleId: String, environment: AppStoreEnvironment, customerId: String, token: LowercaseUUID, issuedAt: Date) {
+        self.bundleId = bundleId
+        self.environment = environment
+        self.customerId = customerId
+        self.token = token
+        self.issuedAt = issuedAt
     }
 }
