@@ -49,7 +49,7 @@ package struct KeptNotification: Sendable, Hashable {
 }
 
 /// The app account token the server last issued to a customer of an app and environment
-/// (``LedgerStore/appAccountToken(for:bundleId:environment:renew:)``).
+/// (`LedgerStore.appAccountToken(for:bundleId:environment:renew:)`).
 package struct IssuedToken: Sendable, Hashable {
     package var bundleId: String
     package var environment: AppStoreEnvironment
