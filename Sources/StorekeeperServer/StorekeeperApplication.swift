@@ -57,13 +57,13 @@ package enum StorekeeperApplication {
             reconcilers[app] = Reconciler(app: app, client: client, verifier: verifier, store: store, logger: logger)
         }
         AdminAPI(reconcilers: reconcilers, apps: configuration.apps.map(\.bundleId)).addRoutes(to: v1)
-        router.get("/metrics") { _, _ -> Response in
+        let metricsAnswer: @Sendable () -> Response = {
             Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                 body: .init(byteBuffer: ByteBuffer(string: exporter.render()))
             )
         }
-        router.get("/health") { _, _ -> Response in
+        let healthAnswer: @Sendable () async -> Response = {
             do {
                 try await store.checkHealth()
                 // A cache that may miss other instances' writes is off until it hears them again (PostgreSQL).
@@ -79,7 +79,19 @@ package enum StorekeeperApplication {
                 )
             }
         }
+        router.get("/metrics") { _, _ in metricsAnswer() }
+        router.get("/health") { _, _ in await healthAnswer() }
+        // HEAD, as some monitoring probes ask: the same status and headers, no body.
+        router.head("/metrics") { _, _ in withoutBody(metricsAnswer()) }
+        router.head("/health") { _, _ in withoutBody(await healthAnswer()) }
         return router
+    }
+
+    /// A HEAD request's answer: the GET answer's status and headers, without its body.
+    static func withoutBody(_ response: Response) -> Response {
+        var headers = response.headers
+        headers[.contentLength] = nil
+        return Response(status: response.status, headers: headers)
     }
 
     /// The application on `host:port` (port 0: any free port): every route, the connection limits and timeouts of

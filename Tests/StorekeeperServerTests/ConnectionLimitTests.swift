@@ -197,6 +197,24 @@ struct ConnectionLimitTests {
         }
     }
 
+    @Test("HEAD on /health and /metrics answers the GET's status and headers without a body, and the connection goes on")
+    func headProbes() async throws {
+        try await Self.withServer(HTTPLimits(idleTimeout: 30, headerReadTimeout: 30)) { port in
+            let connection = try RawConnection(port: port)
+            connection.send("HEAD /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            connection.send("HEAD /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            connection.send(Self.health)
+            let text = await connection.receive(until: #""status":"ok""#, within: 30)
+            let answers = text.components(separatedBy: "HTTP/1.1 ").dropFirst()
+            #expect(answers.count == 3, "\(text)")
+            let heads = Array(answers.prefix(2))
+            #expect(heads.allSatisfy { $0.hasPrefix("200 OK") && $0.hasSuffix("\r\n\r\n") }, "no body after a HEAD answer: \(text)")
+            #expect(heads[0].lowercased().contains("content-type: application/json"), "\(heads[0])")
+            #expect(heads[1].lowercased().contains("content-type: text/plain"), "\(heads[1])")
+            #expect(answers.last?.hasPrefix("200 OK") == true && answers.last?.contains(#""status":"ok""#) == true, "\(text)")
+        }
+    }
+
     @Test("at the connection cap a new connection waits, and is served as soon as another closes")
     func connectionCap() async throws {
         try await Self.withServer(HTTPLimits(idleTimeout: 30, headerReadTimeout: 30, maxConnections: 3)) { port in

@@ -112,7 +112,7 @@ package struct NotificationIngester: Sendable {
             metrics.verificationFailure(code: error.code.rawValue)
             let misdirected = [VerificationError.Code.bundleIDMismatch, .appAppleIDMismatch, .environmentMismatch].contains(error.code)
             throw NotificationRefusal(
-                misdirected ? .misdirected : .unverifiable, code: error.code.rawValue, message: error.description, payload: payload)
+                misdirected ? .misdirected : .unverifiable, code: error.code.rawValue, message: error.detail, payload: payload)
         }
     }
 

@@ -30,3 +30,9 @@ package struct NotificationRefusal: Error, Sendable {
         self.payload = payload
     }
 }
+
+extension VerificationError {
+    /// What failed, where, for people: the nested location and the message, without the code (an answer or a kept
+    /// refusal carries the code in a field of its own).
+    var detail: String { location.map { "\($0): \(message)" } ?? message }
+}

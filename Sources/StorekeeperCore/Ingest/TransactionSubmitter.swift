@@ -71,7 +71,7 @@ package struct TransactionSubmitter: Sendable {
         do {
             unverified = try UnverifiedJWS.unsafeDecode(jws, as: TransactionInfo.self)
         } catch {
-            throw SubmissionRejection(.malformed, code: error.code.rawValue, message: error.description)
+            throw SubmissionRejection(.malformed, code: error.code.rawValue, message: error.detail)
         }
         let claims = unverified.payload.appClaims
         let bundleId = claims.bundleId ?? ""
@@ -100,7 +100,7 @@ package struct TransactionSubmitter: Sendable {
             return try await verifier.verifyTransaction(unverified)
         } catch {
             let forbidden = [.bundleIDMismatch, .environmentMismatch, .appAppleIDMismatch].contains(error.code)
-            throw SubmissionRejection(forbidden ? .forbidden : .malformed, code: error.code.rawValue, message: error.description)
+            throw SubmissionRejection(forbidden ? .forbidden : .malformed, code: error.code.rawValue, message: error.detail)
         }
     }
 }
