@@ -124,6 +124,30 @@ struct OperatorTests {
         #expect(!again.stderr.contains("creating a new"), "\(again.stderr)")
     }
 
+    @Test(
+        "Ctrl-C stops serve at once while the App Store does not answer (credential check and recovery retrying); the ledger is left whole in its file"
+    )
+    func stopWhileAppStoreUnreachable() async throws {
+        let directory = try CLI.temporaryDirectory("stop-unreachable")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let sim = directory.appendingPathComponent("sim").path
+        // The configuration's App Store is a port nothing listens on.
+        #expect(try await CLI.runDetached(["simulator", "init", sim, "--port", String(try CLI.freePort())]).status == 0)
+        let database = directory.appendingPathComponent("ledger.sqlite").path
+        let server = try RunningCommand(["serve", "--config", sim + "/storekeeper.json", "--database", database, "--port", "0"], in: directory)
+        defer { server.stop() }
+        _ = try await server.port()
+        // The credential check and the recovery job are calling the App Store now, and retrying.
+        try await Task.sleep(for: .seconds(2))
+        let interrupted = ContinuousClock.now
+        server.signal(SIGINT)
+        #expect(try await server.finish(within: 60) == 0, "\(server.stderr)")
+        #expect(ContinuousClock.now - interrupted < .seconds(15), "took \(ContinuousClock.now - interrupted) to stop")
+        #expect(server.stderr.contains("stopped: every request answered, every job ended, the ledger closed"), "\(server.stderr)")
+        let wal = (try? FileManager.default.attributesOfItem(atPath: database + "-wal")[.size] as? Int) ?? 0
+        #expect(wal == 0, "\(wal) bytes left in the write-ahead log")
+    }
+
     @Test("simulator run --dir on a directory a running simulator serves is refused naming its PID, and changes nothing")
     func oneSimulatorPerDirectory() async throws {
         let directory = try CLI.temporaryDirectory("one-simulator")

@@ -42,6 +42,8 @@ struct CustomerAPITests {
             #expect(other.json["bundleId"] as? String == "com.example.other" && other.json["appAccountToken"] as? String != token)
             // Refused, by name: no key, a body, an unknown or repeated parameter, a bad customer ID.
             #expect(try await client.send(.post, path).status == 401)
+            let get = try await client.send(.get, path, key: T.appKey)
+            #expect(get.status == 405 && get.allow == "POST", "\(get.json)")
             for (call, code) in [
                 (try await client.send(.post, path, body: "{}", key: T.appKey), "malformed-body"),
                 (try await client.send(.post, path + "?renw=true", key: T.appKey), "unknown-parameter"),

@@ -13,6 +13,7 @@ struct UnmatchedRouteMiddleware<Context: RequestContext>: RouterMiddleware {
         case (1, "metrics", _, _), (1, "health", _, _): return .get
         case (3, "v1", "customers", let id?) where !id.isEmpty: return .get
         case (4, "v1", "customers", "transactions") where !parts.dropFirst(2).first!.isEmpty: return .post
+        case (4, "v1", "customers", "app-account-token") where !parts.dropFirst(2).first!.isEmpty: return .post
         case (5, "v1", "admin", "reconcile"): return .post
         default: return nil
         }

@@ -30,9 +30,13 @@ package final class CredentialCheckService: Service, Sendable {
     }
 
     package func run() async throws {
-        await withTaskGroup(of: Void.self) { group in
-            for (app, client) in clients {
-                group.addTask { await self.check(app, client) }
+        // A shutdown while the App Store does not answer (the client retrying) ends the checks at once: they are
+        // informative, and must not hold the server's stop.
+        await cancelWhenGracefulShutdown {
+            await withTaskGroup(of: Void.self) { group in
+                for (app, client) in self.clients {
+                    group.addTask { await self.check(app, client) }
+                }
             }
         }
         // Stays until shutdown: a service that returns ends the application's service group.
