@@ -32,6 +32,7 @@ extension PostgresLedgerStore {
                 }
                 headers.commit(memo)
                 changes.publish(affected)
+                eventsAppended.signal()
                 return result
             } catch {
                 let cause = Self.cause(of: error)

@@ -22,6 +22,10 @@ package final class PostgresLedgerStore: LedgerStore {
     let pool: PostgresPool
     let listener: PostgresChangeListener
     package let changes: LedgerChangeFeed
+    package let outbox = OutboxSettings()
+    package let eventsAppended = EventSignal()
+    /// Gives events their IDs (sortable; monotonic within this process).
+    let eventIDs = EventIDGenerator()
     package var databaseKind: String { "postgresql" }
     /// The schema migrations this open applied, oldest first (empty when the database was up to date).
     package let migrationsApplied: [String]

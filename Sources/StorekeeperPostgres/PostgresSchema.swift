@@ -85,6 +85,40 @@ enum PostgresSchema {
                 issued_at TIMESTAMPTZ NOT NULL DEFAULT now(), PRIMARY KEY (bundle_id, environment, customer_id));
             """
         ),
+        // The outbox (as SQLite's v11). `position` is commit order: a transaction appending events takes the next
+        // positions from `outbox_position`, whose row lock it holds until it commits, so positions are handed out in
+        // the order the transactions commit and a reader that has seen a position has seen every earlier one.
+        // Epoch milliseconds, as in SQLite.
+        (
+            "v5: outbox of events, customers' states, webhook deliveries",
+            """
+            CREATE TABLE outbox_position (id INTEGER PRIMARY KEY CHECK (id = 1), last BIGINT NOT NULL);
+            INSERT INTO outbox_position (id, last) VALUES (1, 0);
+            CREATE TABLE events (
+                position BIGINT PRIMARY KEY, id TEXT NOT NULL UNIQUE,
+                bundle_id TEXT NOT NULL, environment TEXT NOT NULL, customer_id TEXT NOT NULL, sequence BIGINT NOT NULL,
+                type TEXT NOT NULL, occurred_at BIGINT NOT NULL, cause TEXT NOT NULL, changes TEXT NOT NULL, state TEXT NOT NULL,
+                UNIQUE (bundle_id, environment, customer_id, sequence));
+            CREATE INDEX events_by_time ON events (occurred_at);
+            CREATE TABLE customer_states (
+                bundle_id TEXT NOT NULL, environment TEXT NOT NULL, customer_id TEXT NOT NULL, sequence BIGINT NOT NULL,
+                state TEXT NOT NULL, valid_until BIGINT, PRIMARY KEY (bundle_id, environment, customer_id));
+            CREATE INDEX customer_states_due ON customer_states (valid_until) WHERE valid_until IS NOT NULL;
+            CREATE TABLE webhook_endpoints (
+                name TEXT PRIMARY KEY, cursor BIGINT NOT NULL, failing_since BIGINT, failing_reason TEXT);
+            CREATE TABLE deliveries (
+                endpoint TEXT NOT NULL, position BIGINT NOT NULL, bundle_id TEXT NOT NULL, environment TEXT NOT NULL,
+                customer_id TEXT NOT NULL, sequence BIGINT NOT NULL, status TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
+                next_attempt_at BIGINT NOT NULL, claimed_by TEXT, claimed_until BIGINT, created_at BIGINT NOT NULL,
+                finished_at BIGINT, PRIMARY KEY (endpoint, position));
+            CREATE INDEX deliveries_due ON deliveries (endpoint, next_attempt_at) WHERE status = 'pending';
+            CREATE INDEX deliveries_by_customer ON deliveries (endpoint, bundle_id, environment, customer_id, sequence) WHERE status = 'pending';
+            CREATE TABLE delivery_attempts (
+                id BIGSERIAL PRIMARY KEY, endpoint TEXT NOT NULL, position BIGINT NOT NULL, attempted_at BIGINT NOT NULL,
+                status_code INTEGER, latency_ms BIGINT NOT NULL, error TEXT, response_excerpt TEXT);
+            CREATE INDEX delivery_attempts_by_delivery ON delivery_attempts (endpoint, position);
+            """
+        ),
     ]
 
     /// Brings the database's schema up to date on `connection`, under the migration lock; returns the migrations

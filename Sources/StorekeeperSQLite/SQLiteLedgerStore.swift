@@ -20,6 +20,10 @@ package final class SQLiteLedgerStore: LedgerStore {
     /// A test seam that runs inside write transactions at named points; throwing from it rolls the write back.
     let unsafeFaultInjection: (@Sendable (String) throws -> Void)?
     package let changes = LedgerChangeFeed()
+    package let outbox = OutboxSettings()
+    package let eventsAppended = EventSignal()
+    /// Gives events their IDs (sortable; monotonic within this process).
+    let eventIDs = EventIDGenerator()
     package var databaseKind: String { "sqlite" }
     /// The schema migrations this open applied, oldest first (empty when the database was up to date).
     package let migrationsApplied: [String]
@@ -372,7 +376,7 @@ package final class SQLiteLedgerStore: LedgerStore {
     /// commit, and also when the write fails after the body finished (it may have committed: a cancellation or an
     /// I/O error can surface after the commit), since dropping a cached answer needlessly is harmless and keeping
     /// a stale one is not.
-    private func writeAnnouncing<T: Sendable>(
+    func writeAnnouncing<T: Sendable>(
         _ body: @escaping @Sendable (Database, HeaderReferences.Memo) throws -> (T, Set<String>)
     ) async throws(StorageError) -> T {
         let computed = Mutex<Set<String>>([])
@@ -383,6 +387,7 @@ package final class SQLiteLedgerStore: LedgerStore {
                 return (result, affected)
             }
             changes.publish(affected)
+            eventsAppended.signal()
             return result
         } catch {
             changes.publish(computed.withLock { $0 })
@@ -391,7 +396,7 @@ package final class SQLiteLedgerStore: LedgerStore {
     }
 
     /// One write transaction; what it learned of JWS headers is remembered once it has committed.
-    private func write<T: Sendable>(_ body: @escaping @Sendable (Database, HeaderReferences.Memo) throws -> T) async throws(StorageError) -> T {
+    func write<T: Sendable>(_ body: @escaping @Sendable (Database, HeaderReferences.Memo) throws -> T) async throws(StorageError) -> T {
         let headers = self.headers
         do {
             let (result, memo) = try await pool.write { db in
@@ -412,7 +417,7 @@ package final class SQLiteLedgerStore: LedgerStore {
     /// customer read under concurrent clients (Benchmarks/History.md, "Entitlement reads"). In WAL mode a read never
     /// waits for the writer, and writes keep GRDB's asynchronous API so that they never hold these threads through an
     /// fsync.
-    private func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(StorageError) -> T {
+    func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(StorageError) -> T {
         let pool = self.pool
         do {
             return try await NIOThreadPool.singleton.runIfActive { try pool.read(body) }

@@ -151,8 +151,42 @@ extension SQLiteLedgerStore {
                         issued_at INTEGER NOT NULL, PRIMARY KEY (bundle_id, environment, customer_id));
                     """)
         }
+        migrator.registerMigration("v11: outbox of events, customers' states, webhook deliveries") { db in
+            try db.execute(sql: outboxSchema)
+        }
         return migrator
     }
+
+    /// The outbox (DESIGN: events flow out of the ledger): `events` in commit order (`position`, the rowid: SQLite has
+    /// one writer, so rowid order is commit order), each customer's `sequence` without gaps; `customer_states` the
+    /// last state each customer's events were judged against, with when it changes by itself (`valid_until`, for the
+    /// expiry job); `webhook_endpoints` each configured endpoint's fan-out cursor and failing mark; `deliveries` one
+    /// row per event and endpoint; `delivery_attempts` every attempt. Epoch milliseconds.
+    static let outboxSchema = """
+        CREATE TABLE events (
+            position INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,
+            bundle_id TEXT NOT NULL, environment TEXT NOT NULL, customer_id TEXT NOT NULL, sequence INTEGER NOT NULL,
+            type TEXT NOT NULL, occurred_at INTEGER NOT NULL, cause TEXT NOT NULL, changes TEXT NOT NULL, state TEXT NOT NULL,
+            UNIQUE (bundle_id, environment, customer_id, sequence));
+        CREATE INDEX events_by_time ON events (occurred_at);
+        CREATE TABLE customer_states (
+            bundle_id TEXT NOT NULL, environment TEXT NOT NULL, customer_id TEXT NOT NULL, sequence INTEGER NOT NULL,
+            state TEXT NOT NULL, valid_until INTEGER, PRIMARY KEY (bundle_id, environment, customer_id));
+        CREATE INDEX customer_states_due ON customer_states (valid_until) WHERE valid_until IS NOT NULL;
+        CREATE TABLE webhook_endpoints (
+            name TEXT PRIMARY KEY, cursor INTEGER NOT NULL, failing_since INTEGER, failing_reason TEXT);
+        CREATE TABLE deliveries (
+            endpoint TEXT NOT NULL, position INTEGER NOT NULL, bundle_id TEXT NOT NULL, environment TEXT NOT NULL,
+            customer_id TEXT NOT NULL, sequence INTEGER NOT NULL, status TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at INTEGER NOT NULL, claimed_by TEXT, claimed_until INTEGER, created_at INTEGER NOT NULL,
+            finished_at INTEGER, PRIMARY KEY (endpoint, position));
+        CREATE INDEX deliveries_due ON deliveries (endpoint, next_attempt_at) WHERE status = 'pending';
+        CREATE INDEX deliveries_by_customer ON deliveries (endpoint, bundle_id, environment, customer_id, sequence) WHERE status = 'pending';
+        CREATE TABLE delivery_attempts (
+            id INTEGER PRIMARY KEY, endpoint TEXT NOT NULL, position INTEGER NOT NULL, attempted_at INTEGER NOT NULL,
+            status_code INTEGER, latency_ms INTEGER NOT NULL, error TEXT, response_excerpt TEXT);
+        CREATE INDEX delivery_attempts_by_delivery ON delivery_attempts (endpoint, position);
+        """
 
     /// Migration v7: each raw JWS (notifications' payloads, transactions, renewal infos) becomes a ``StoredJWS``
     /// (header by reference in `jws_headers`, payload decoded, signature as bytes), or is kept as text in the

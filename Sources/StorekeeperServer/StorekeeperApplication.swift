@@ -33,6 +33,8 @@ package enum StorekeeperApplication {
         ingester: NotificationIngester? = nil
     ) -> Router<StorekeeperRequestContext> {
         let metrics = exporter.metrics
+        // The outbox decides customers' states with the server's rules and clock.
+        store.outbox.configure(entitlements: configuration.entitlements, clock: now)
         let router = Router(context: StorekeeperRequestContext.self)
         router.add(middleware: RequestMetricsMiddleware(metrics: metrics))
         router.add(middleware: UnmatchedRouteMiddleware())
@@ -51,6 +53,7 @@ package enum StorekeeperApplication {
             configuration: configuration, submitter: TransactionSubmitter(store: store, verifiers: verifiers, logger: logger, metrics: metrics),
             reader: reader, now: now
         ).addRoutes(to: v1)
+        EventsAPI(configuration: configuration, store: store).addRoutes(to: v1)
         var reconcilers: [VerifierKey: Reconciler] = [:]
         for (app, client) in apiClients {
             guard let verifier = verifiers[app] else { continue }
@@ -129,6 +132,13 @@ package enum StorekeeperApplication {
         if let credentialCheck { services.append(credentialCheck) }
         if let days = configuration.retention.rawPayloadDays {
             services.append(RetentionService(store: store, rawPayloadDays: days, leaseDuration: configuration.jobLeaseDuration, logger: logger))
+        }
+        services.append(
+            OutboxService(
+                store: store, settings: configuration.events, leaseDuration: configuration.jobLeaseDuration, logger: logger, metrics: exporter.metrics
+            ))
+        if !configuration.webhooks.isEmpty {
+            services.append(WebhookDeliveryService(store: store, endpoints: configuration.webhooks, logger: logger, metrics: exporter.metrics))
         }
         if configuration.recovery.enabled, !apiClients.isEmpty {
             let settings = configuration.recovery.settings

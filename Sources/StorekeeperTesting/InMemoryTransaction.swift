@@ -5,6 +5,10 @@ package import Synchronization
 /// A ledger held in memory, through the row operations a backend implements.
 package final class InMemoryTransaction: LedgerWriteTransaction, Sendable {
     package let ledger = Mutex(Ledger())
+    /// The outbox: events appended, and each customer's recorded state.
+    package let events = Mutex<[EventDraft]>([])
+    package let states = Mutex<[CustomerKey: CustomerStateRecord]>([:])
+    package let outbox = OutboxSettings()
 
     package init() {}
 
@@ -36,4 +40,22 @@ package final class InMemoryTransaction: LedgerWriteTransaction, Sendable {
     }
 
     package func setRecoveryWatermark(_ watermark: RecoveryWatermark) throws {}
+
+    package func readCustomers(_ keys: [CustomerKey]) throws -> OutboxReadResults {
+        var results = OutboxReadResults()
+        results.configuration = outbox.entitlements
+        results.now = outbox.now
+        let held = ledger.withLock { $0 }
+        let stored = states.withLock { $0 }
+        for key in keys {
+            results.ledgers[key] = held
+            results.stored[key] = stored[key]
+        }
+        return results
+    }
+
+    package func appendEvents(_ append: OutboxAppend) throws {
+        events.withLock { $0 += append.drafts }
+        states.withLock { states in for record in append.records { states[record.customer] = record } }
+    }
 }

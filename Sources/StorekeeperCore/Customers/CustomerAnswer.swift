@@ -4,9 +4,9 @@ package import Foundation
 /// What a read of one customer of one app in one environment answers: their entitlements (each with the transaction
 /// and notification behind it), subscriptions, non-consumables and consumable balances, and until when that holds
 /// with no new data. A plain value; the server writes it as JSON (its `Encodable` form is the reference layout).
-package struct CustomerAnswer: Encodable, Hashable, Sendable {
+package struct CustomerAnswer: Codable, Hashable, Sendable {
     /// One auto-renewable subscription: its latest transaction, status and renewal info.
-    package struct Subscription: Encodable, Hashable, Sendable {
+    package struct Subscription: Codable, Hashable, Sendable {
         package var originalTransactionId: String
         package var productId: String
         package var status: Int?
@@ -35,6 +35,19 @@ package struct CustomerAnswer: Encodable, Hashable, Sendable {
 
     private enum CodingKeys: String, CodingKey {
         case customerId, bundleId, environment, entitlements, subscriptions, nonConsumables, consumableBalance
+    }
+
+    /// An answer read back from its JSON (an event's state): ``validUntil`` is not part of it and reads as `nil`.
+    package init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        customerId = try container.decode(String.self, forKey: .customerId)
+        bundleId = try container.decode(String.self, forKey: .bundleId)
+        environment = try container.decode(String.self, forKey: .environment)
+        entitlements = try container.decode([Entitlement].self, forKey: .entitlements)
+        subscriptions = try container.decode([Subscription].self, forKey: .subscriptions)
+        nonConsumables = try container.decode([String].self, forKey: .nonConsumables)
+        consumableBalance = try container.decode([String: Int].self, forKey: .consumableBalance)
+        validUntil = nil
     }
 
     /// The answer for `customerId` from their ledger, narrowed to one app, at `now`.

@@ -77,8 +77,18 @@ package struct StorekeeperMetrics: Sendable {
         package static let databaseRetries = "storekeeper_database_retries_total"
         package static let recoveryRuns = "storekeeper_recovery_runs_total"
         package static let credentialsRefused = "storekeeper_app_store_credentials_refused"
+        package static let webhookAttempts = "storekeeper_webhook_attempts_total"
+        package static let webhookBacklog = "storekeeper_webhook_backlog"
+        package static let webhookOldest = "storekeeper_webhook_oldest_undelivered_seconds"
+        package static let webhookDeadLetters = "storekeeper_webhook_dead_letters"
+        package static let events = "storekeeper_events_total"
 
         package static let help: [String: String] = [
+            webhookAttempts: "Webhook delivery attempts, by endpoint and outcome (delivered, failed: tried again later, dead_lettered).",
+            webhookBacklog: "Webhook deliveries waiting, by endpoint.",
+            webhookOldest: "Age of the oldest webhook delivery waiting, by endpoint (seconds; 0 when none waits).",
+            webhookDeadLetters: "Webhook deliveries dead-lettered and not redelivered, by endpoint.",
+            events: "Events the expiry job emitted (expiries nobody announced).",
             notifications: "App Store Server Notifications received, by type and outcome.",
             verificationFailures: "Signed data refused by the verifier, by error code.",
             customerCache: "Customer reads answered from the cache (hit) or the ledger (miss).",
@@ -147,6 +157,20 @@ package struct StorekeeperMetrics: Sendable {
     }
 
     /// A recovery run that finished: when, and how far behind its watermark is.
+    package func webhookAttempt(endpoint: String, outcome: String) {
+        counter(Name.webhookAttempts, [("endpoint", endpoint), ("outcome", outcome)]).increment()
+    }
+
+    package func webhookStanding(endpoint: String, backlog: Int, oldestSeconds: Double, deadLetters: Int) {
+        gauge(Name.webhookBacklog, [("endpoint", endpoint)]).record(backlog)
+        gauge(Name.webhookOldest, [("endpoint", endpoint)]).record(oldestSeconds)
+        gauge(Name.webhookDeadLetters, [("endpoint", endpoint)]).record(deadLetters)
+    }
+
+    package func expiryEvents(_ count: Int) {
+        counter(Name.events, [("source", "expiry_job")]).increment(by: count)
+    }
+
     package func recoveryRun(bundleId: String, environment: String, finishedAt: Date, lagSeconds: Double) {
         let dimensions = [("bundle_id", bundleId), ("environment", environment)]
         gauge(Name.recoveryLastSuccess, dimensions).record(finishedAt.timeIntervalSince1970)

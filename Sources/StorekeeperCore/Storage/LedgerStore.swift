@@ -4,7 +4,7 @@ package import Foundation
 
 /// Where the ledger lives, shaped by the domain (not a SQL facade): SQLite embedded by default, PostgreSQL to scale
 /// out. Every method is one atomic unit: it commits completely or not at all.
-package protocol LedgerStore: Sendable {
+package protocol LedgerStore: DeliveryStore, Sendable {
     /// Where the store announces, after each commit, the customers a write may have changed (for read caches).
     var changes: LedgerChangeFeed { get }
 
@@ -93,6 +93,33 @@ package protocol LedgerStore: Sendable {
 
     /// Which database holds the ledger (`sqlite`, `postgresql`), for `/health` and logs.
     var databaseKind: String { get }
+
+    // MARK: The outbox
+
+    /// The rules and clock the outbox decides customers' states with (``OutboxSettings``).
+    var outbox: OutboxSettings { get }
+
+    /// Signalled after each of this store's write commits (long polling wakes on it).
+    var eventsAppended: EventSignal { get }
+
+    /// The events after `position` in commit order that match `filter`, at most `limit`, oldest first.
+    func events(after position: Int64, limit: Int, filter: EventFilter) async throws(StorageError) -> [LedgerEvent]
+
+    /// One event by its ID.
+    func event(_ id: EventID) async throws(StorageError) -> LedgerEvent?
+
+    /// The position of the last event committed (0 when none was).
+    func lastEventPosition() async throws(StorageError) -> Int64
+
+    /// Customers whose recorded state changes by itself at or before `date` (an expiry due), at most `limit`.
+    func customersDue(at date: Date, limit: Int) async throws(StorageError) -> [CustomerKey]
+
+    /// Re-evaluates customers at the outbox's clock and appends the events of what changed by itself since their
+    /// state was recorded (``LedgerUnitOfWork/reevaluating(_:)``), in one transaction; returns how many events.
+    func reevaluate(_ customers: [CustomerKey]) async throws(StorageError) -> Int
+
+    /// Drops the events that occurred before `date` and that no delivery still waits for; returns how many.
+    func pruneEvents(occurredBefore date: Date) async throws(StorageError) -> Int
 }
 
 extension LedgerStore {

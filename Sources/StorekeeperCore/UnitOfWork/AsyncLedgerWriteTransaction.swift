@@ -9,4 +9,9 @@ package protocol AsyncLedgerWriteTransaction {
     func write(_ changes: LedgerChanges) async throws
     /// Moves an app's notification-recovery watermark.
     func setRecoveryWatermark(_ watermark: RecoveryWatermark) async throws
+    /// Reads customers' ledgers (every purchase of theirs in the key's environment) and their outbox states, with the
+    /// outbox's settings; a backend with concurrent writers locks the states (creating them when missing), in order.
+    func readCustomers(_ keys: [CustomerKey]) async throws -> OutboxReadResults
+    /// Appends events (giving each its ID and its position in commit order) and records customers' states.
+    func appendEvents(_ append: OutboxAppend) async throws
 }

@@ -35,8 +35,23 @@ package enum LedgerUnitOfWork {
                 for record in records { outcomes[record.notificationUUID] = record.outcome }
                 // Each UUID's outcome goes to its first occurrence; a repeat is a duplicate.
                 let answers = notifications.map { notification in outcomes.removeValue(forKey: notification.payload.notificationUUID) ?? .duplicate }
+                // The ledger after each notification, for the outbox to tell each one's changes apart.
+                var snapshots = [before]
+                var causes: [EventCause] = []
+                if new.count == 1 {
+                    snapshots.append(after)
+                } else {
+                    var ledger = before
+                    for notification in new {
+                        ledger.apply(notification)
+                        snapshots.append(ledger)
+                    }
+                }
+                causes = new.map { EventCause.notification($0.payload) }
                 return .write(
-                    LedgerChanges(from: before, to: after, notifications: records), then: .done((answers, after.customersAffected(since: before))))
+                    LedgerChanges(from: before, to: after, notifications: records),
+                    then: emittingEvents(
+                        snapshots: snapshots, causes: causes, families: Set(reads.families), then: (answers, after.customersAffected(since: before))))
             }
         }
     }
@@ -60,7 +75,10 @@ package enum LedgerUnitOfWork {
             let changes = LedgerChanges(from: before, to: after)
             guard !changes.isEmpty else { return .done((0, [])) }
             return .write(
-                changes, then: .done((changes.transactions.count + changes.subscriptions.count, after.customersAffected(since: before)))
+                changes,
+                then: emittingEvents(
+                    snapshots: [before, after], causes: [EventCause(.reconciliation)], families: snapshot.families,
+                    then: (changes.transactions.count + changes.subscriptions.count, after.customersAffected(since: before)))
             )
         }
     }
@@ -88,7 +106,11 @@ package enum LedgerUnitOfWork {
                 } catch {
                     return .done((.refused(error), []))
                 }
-                return .write(LedgerChanges(from: before, to: ledger), then: .done((.linked, ledger.customersAffected(since: before))))
+                return .write(
+                    LedgerChanges(from: before, to: ledger),
+                    then: emittingEvents(
+                        snapshots: [before, ledger], causes: [EventCause(.submission, id: info.transactionId)], families: Set(first.families),
+                        then: (.linked, ledger.customersAffected(since: before))))
             }
         }
     }

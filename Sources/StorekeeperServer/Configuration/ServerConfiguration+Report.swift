@@ -52,6 +52,10 @@ extension ServerConfiguration {
             let inFile = StrictJSONDecoder.walk(codingPath, in: file).complete
             var value = render(node)
             var note = meaningOfNull(path: path, node: node)
+            if path.hasSuffix(".secret") || path.contains(".previousSecrets[") {
+                value = "\"whsec_…\""
+                note = "masked"
+            }
             if path.hasSuffix(".sha256"), case .string(let hash) = node.value {
                 value = "\"\(hash.prefix(8))…\""
                 note = "masked"

@@ -113,10 +113,15 @@ package struct ServerConfiguration: Codable, Sendable {
     package var retention: RetentionSettings
     package var recovery: RecoverySettings
     package var jobs: JobSettings
+    /// The outbox's retention and expiry job.
+    package var events: EventSettings
+    /// Where events are delivered.
+    package var webhooks: [WebhookEndpoint]
 
     package init(
         apps: [App], entitlements: EntitlementConfiguration, apiKeys: [APIKey], customerCache: CustomerCacheSettings = .init(),
-        http: HTTPLimits = HTTPLimits(), retention: RetentionSettings = .init(), recovery: RecoverySettings = .init(), jobs: JobSettings = .init()
+        http: HTTPLimits = HTTPLimits(), retention: RetentionSettings = .init(), recovery: RecoverySettings = .init(), jobs: JobSettings = .init(),
+        events: EventSettings = .init(), webhooks: [WebhookEndpoint] = []
     ) {
         self.apps = apps
         self.entitlements = entitlements
@@ -126,9 +131,11 @@ package struct ServerConfiguration: Codable, Sendable {
         self.retention = retention
         self.recovery = recovery
         self.jobs = jobs
+        self.events = events
+        self.webhooks = webhooks
     }
 
-    private enum CodingKeys: String, CodingKey { case apps, entitlements, apiKeys, customerCache, http, retention, recovery, jobs }
+    private enum CodingKeys: String, CodingKey { case apps, entitlements, apiKeys, customerCache, http, retention, recovery, jobs, events, webhooks }
 
     /// `apps` is required; `entitlements` (each product grants an entitlement named after it), `apiKeys` (none: the
     /// app API refuses every request), `customerCache`, `http`, `retention`, `recovery` and `jobs` take their defaults
@@ -143,7 +150,9 @@ package struct ServerConfiguration: Codable, Sendable {
             http: try container.decodeIfPresent(HTTPLimits.self, forKey: .http) ?? HTTPLimits(),
             retention: try container.decodeIfPresent(RetentionSettings.self, forKey: .retention) ?? .init(),
             recovery: try container.decodeIfPresent(RecoverySettings.self, forKey: .recovery) ?? .init(),
-            jobs: try container.decodeIfPresent(JobSettings.self, forKey: .jobs) ?? .init()
+            jobs: try container.decodeIfPresent(JobSettings.self, forKey: .jobs) ?? .init(),
+            events: try container.decodeIfPresent(EventSettings.self, forKey: .events) ?? .init(),
+            webhooks: try container.decodeIfPresent([WebhookEndpoint].self, forKey: .webhooks) ?? []
         )
     }
 
@@ -291,6 +300,7 @@ package struct ServerConfiguration: Codable, Sendable {
             throw ConfigurationError(
                 "recovery.\(name) must be more than 0 and at most 86400, not \(ConfigurationError.number(value))", setting: "recovery.\(name)")
         }
+        try validateEvents()
         if !(jobs.leaseSeconds >= 3 && jobs.leaseSeconds <= 3_600) {
             throw ConfigurationError(
                 "jobs.leaseSeconds must be 3 to 3600, not \(ConfigurationError.number(jobs.leaseSeconds))", setting: "jobs.leaseSeconds")

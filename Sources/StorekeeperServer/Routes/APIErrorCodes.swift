@@ -39,6 +39,12 @@ extension APIError.Code {
     package static let methodNotAllowed = Self(rawValue: "method-not-allowed")
     /// The ledger could not be read or written; retry (503).
     package static let storageUnavailable = Self(rawValue: "storage-unavailable")
+    /// An events cursor this server did not give (400).
+    package static let invalidCursor = Self(rawValue: "invalid-cursor")
+    /// No event with this ID (404).
+    package static let unknownEvent = Self(rawValue: "unknown-event")
+    /// No webhook endpoint with this name (404).
+    package static let unknownEndpoint = Self(rawValue: "unknown-endpoint")
     /// Reconciliation stopped: the App Store or the ledger could not be read (502).
     package static let reconcileFailed = Self(rawValue: "reconcile-failed")
 }

@@ -1,7 +1,6 @@
 import AppStoreModels
 import Foundation
-package import Hummingbird
-package import StorekeeperCore
+package import NIOCore
 
 extension CustomerAnswer {
     /// The answer's JSON (what `GET /v1/customers/{id}` answers), written field by field: byte for byte what
@@ -57,12 +56,15 @@ extension CustomerAnswer {
         }
         return out.buffer
     }
+
+    /// ``json()`` as text (an event's state).
+    package var jsonText: String { String(buffer: json()) }
 }
 
 /// Compact JSON into a byte buffer, written as `JSONEncoder` writes it: strings escaped as it escapes them (`"`,
 /// `\\`, `/`, and control characters), integers in decimal, `nil` fields left out. The caller writes an object's keys
 /// in sorted order.
-struct JSONWriter {
+package struct JSONWriter {
     private(set) var buffer = ByteBuffer()
     private var afterValue = false
 
@@ -135,6 +137,13 @@ struct JSONWriter {
         }
         buffer.writeBytes(value.utf8[plainFrom...])
         buffer.writeInteger(UInt8(ascii: "\""))
+        afterValue = true
+    }
+
+    /// Writes JSON already encoded as the next value.
+    mutating func rawValue(_ json: String) {
+        separate()
+        buffer.writeString(json)
         afterValue = true
     }
 

@@ -1,0 +1,281 @@
+package import AppStoreModels
+package import Foundation
+import NIOCore
+
+/// The events of one customer's changes, decided from what the customer was and became, never from what a
+/// notification claims alone: a change that did not happen to the ledger (a duplicate, an older version, a
+/// notification about another customer's purchase) has no event. Pure; the unit of work runs it inside the write's
+/// transaction, with the customer's ledger as the transaction sees it.
+package enum EventDerivation {
+    /// One customer's part of a write.
+    package struct Input: Sendable {
+        package var customer: CustomerKey
+        /// What the outbox last recorded for them (`nil` before anything was).
+        package var stored: CustomerStateRecord?
+        /// Their ledger in the app (its transactions only): before the write's first change, then after each change.
+        package var ledgers: [Ledger]
+        /// What caused each change (one fewer than `ledgers`).
+        package var causes: [EventCause]
+
+        package init(customer: CustomerKey, stored: CustomerStateRecord?, ledgers: [Ledger], causes: [EventCause]) {
+            self.customer = customer
+            self.stored = stored
+            self.ledgers = ledgers
+            self.causes = causes
+        }
+    }
+
+    /// The events, numbered on from the stored sequence, and the state to record (`nil`: nothing to record, the
+    /// customer being unknown to the app before and after). Time-driven changes since the stored state (an expiry
+    /// nobody announced) come first, caused by ``EventCause/Kind/expiry``; then each change's.
+    package static func derive(
+        _ input: Input, configuration: EntitlementConfiguration, at now: Date
+    ) -> (drafts: [EventDraft], record: CustomerStateRecord?) {
+        let key = input.customer
+        let answers = input.ledgers.map {
+            CustomerAnswer(for: key.customerId, in: $0, bundleId: key.bundleId, environment: key.environment, configuration: configuration, at: now)
+        }
+        let known = input.ledgers.map { isKnown(key.customerId, in: $0) }
+        guard input.stored != nil || known.contains(true) else { return ([], nil) }
+        let rendered = answers.map(\.jsonText)
+        var drafts: [EventDraft] = []
+        var sequence = input.stored?.sequence ?? 0
+        func emit(_ changes: [(EventType, [String: JSONValue])], cause: EventCause, state: String) {
+            for (type, details) in changes {
+                sequence += 1
+                drafts.append(
+                    EventDraft(customer: key, sequence: sequence, type: type, occurredAt: now, cause: cause, changes: details, state: state))
+            }
+        }
+        if let stored = input.stored, stored.state != rendered[0] {
+            let previous = decode(stored.state)
+            emit(
+                changes(from: previous, to: answers[0], ledgers: nil, context: input.ledgers[0], cause: EventCause(.expiry), stateDiffers: true),
+                cause: EventCause(.expiry), state: rendered[0])
+        }
+        for index in input.causes.indices {
+            let cause = input.causes[index]
+            let found = changes(
+                from: answers[index], to: answers[index + 1], ledgers: (input.ledgers[index], input.ledgers[index + 1]),
+                context: input.ledgers[index + 1], cause: cause,
+                stateDiffers: rendered[index] != rendered[index + 1])
+            emit(found, cause: cause, state: rendered[index + 1])
+        }
+        let last = answers.count - 1
+        return (drafts, CustomerStateRecord(customer: key, sequence: sequence, state: rendered[last], validUntil: answers[last].validUntil))
+    }
+
+    /// Whether the ledger (one app's, one environment's) has anything of the customer's: a purchase or a token.
+    static func isKnown(_ customerId: String, in ledger: Ledger) -> Bool {
+        !ledger.consumableTotals.isEmpty || ledger.tokenOwners.values.contains(customerId)
+            || ledger.transactions.values.contains { ledger.customer(of: $0) == customerId }
+    }
+
+    /// A recorded state read back; an unreadable one (which only a hand-edited ledger holds) as an empty answer.
+    static func decode(_ state: String) -> CustomerAnswer? {
+        try? AppStoreJSON.makeDecoder().decode(CustomerAnswer.self, from: Data(state.utf8))
+    }
+
+    /// The typed changes between two answers, with the ledgers they came from when the change is a write (their
+    /// transactions say what a state cannot: a refund, an offer, a consumable, a price-increase consent); `context` is
+    /// the ledger the new answer came from (its renewal infos say why a subscription expired).
+    static func changes(
+        from previous: CustomerAnswer?, to current: CustomerAnswer, ledgers: (before: Ledger, after: Ledger)?, context: Ledger,
+        cause: EventCause, stateDiffers: Bool
+    ) -> [(EventType, [String: JSONValue])] {
+        var found: [(EventType, [String: JSONValue])] = []
+        let before = previous?.subscriptions ?? []
+        let beforeSubscriptions = Dictionary(before.map { ($0.originalTransactionId, $0) }, uniquingKeysWith: { $1 })
+        let afterSubscriptions = Dictionary(current.subscriptions.map { ($0.originalTransactionId, $0) }, uniquingKeysWith: { $1 })
+        let beforeEntitled = Dictionary((previous?.entitlements ?? []).map { ($0.originalTransactionId, $0) }, uniquingKeysWith: { $1 })
+        let afterEntitled = Dictionary(current.entitlements.map { ($0.originalTransactionId, $0) }, uniquingKeysWith: { $1 })
+        let type = cause.notificationType
+        let subtype = cause.subtype
+
+        for id in Set(beforeSubscriptions.keys).union(afterSubscriptions.keys).sorted() {
+            let old = beforeSubscriptions[id]
+            let new = afterSubscriptions[id]
+            var details: [String: JSONValue] = ["originalTransactionId": .string(id), "productId": .string(new?.productId ?? old?.productId ?? "")]
+            let latestAfter = ledgers.flatMap { latestTransaction(of: id, in: $0.after) }
+            let latestBefore = ledgers.flatMap { latestTransaction(of: id, in: $0.before) }
+            guard let new else {
+                found.append((cause.kind == .api ? .customerTransferredOut : .customerUpdated, details))
+                continue
+            }
+            guard let old else {
+                if let latestAfter { details["transactionId"] = .string(latestAfter.transactionId) }
+                found.append((.subscriptionStarted, details))
+                if let offer = offerDetails(latestAfter) { found.append((.subscriptionOfferRedeemed, details.merging(offer) { $1 })) }
+                continue
+            }
+            var named = false
+            let wasEntitled = beforeEntitled[id]
+            let isEntitled = afterEntitled[id]
+            let newTransaction = latestAfter != nil && latestAfter?.transactionId != latestBefore?.transactionId
+            if old.productId != new.productId {
+                details["previousProductId"] = .string(old.productId)
+                details["direction"] = .string(
+                    subtype == NotificationSubtype.upgrade.rawValue
+                        ? "upgrade" : subtype == NotificationSubtype.downgrade.rawValue ? "downgrade" : "crossgrade")
+                found.append((.subscriptionProductChanged, details))
+                named = true
+            } else if let was = old.expiresDate, let now = new.expiresDate, now > was {
+                details["previousExpiresDate"] = .integer(was.epochMilliseconds)
+                details["expiresDate"] = .integer(now.epochMilliseconds)
+                if type == NotificationType.renewalExtended.rawValue || type == NotificationType.renewalExtension.rawValue
+                    || !newTransaction && latestAfter != nil
+                {
+                    found.append((.subscriptionRenewalExtended, details))
+                } else if old.isInBillingRetryPeriod == true || wasEntitled?.inGracePeriod == true || wasEntitled?.inBillingRetry == true {
+                    found.append((.subscriptionBillingRecovered, details))
+                } else {
+                    found.append((.subscriptionRenewed, details))
+                }
+                named = true
+            }
+            if newTransaction, let offer = offerDetails(latestAfter) {
+                found.append((.subscriptionOfferRedeemed, details.merging(offer) { $1 }))
+            }
+            if wasEntitled != nil, isEntitled == nil {
+                if let latestAfter, latestAfter.revocationDate != nil {
+                    let revoked = latestAfter.inAppOwnershipType == .familyShared || type == NotificationType.revoke.rawValue
+                    found.append((revoked ? .purchaseRevoked : .purchaseRefunded, details.merging(revocationDetails(latestAfter)) { $1 }))
+                } else {
+                    details["reason"] = .string(
+                        expiryReason(cause: cause, renewal: context.subscriptions[LedgerKey(current.environmentValue, id)]?.renewalInfo))
+                    found.append((.subscriptionExpired, details))
+                }
+                named = true
+            } else if wasEntitled == nil, isEntitled != nil, !named {
+                if let latestBefore, latestBefore.revocationDate != nil, latestAfter?.revocationDate == nil {
+                    found.append((.purchaseRefundReversed, details))
+                } else {
+                    found.append((.subscriptionRenewed, details))
+                }
+                named = true
+            }
+            if new.isInBillingRetryPeriod == true, old.isInBillingRetryPeriod != true {
+                found.append((isEntitled?.inGracePeriod == true ? .subscriptionGracePeriodStarted : .subscriptionBillingIssue, details))
+                named = true
+            }
+            if let autoRenew = new.autoRenew, autoRenew != old.autoRenew {
+                found.append((autoRenew ? .subscriptionAutoRenewEnabled : .subscriptionAutoRenewDisabled, details))
+                named = true
+            }
+            if let renewTo = new.autoRenewProductId, renewTo != old.autoRenewProductId, old.autoRenewProductId != nil,
+                renewTo != new.productId || old.productId == new.productId
+            {
+                var renewal = details
+                renewal["autoRenewProductId"] = .string(renewTo)
+                if let from = old.autoRenewProductId { renewal["previousAutoRenewProductId"] = .string(from) }
+                found.append((.subscriptionRenewalProductChanged, renewal))
+                named = true
+            }
+            if let ledgers {
+                let key = LedgerKey(current.environmentValue, id)
+                let was = ledgers.before.subscriptions[key]?.renewalInfo?.priceIncreaseStatus
+                if let status = ledgers.after.subscriptions[key]?.renewalInfo?.priceIncreaseStatus, status != was {
+                    found.append(
+                        (
+                            .subscriptionPriceIncrease,
+                            details.merging(["priceIncreaseStatus": .string(status == .accepted ? "accepted" : "pending")]) { $1 }
+                        ))
+                    named = true
+                }
+            }
+            if !named, old != new || wasEntitled != isEntitled {
+                if let status = new.status { details["status"] = .integer(Int64(status)) }
+                found.append((.subscriptionStatusChanged, details))
+            }
+        }
+
+        // One-time purchases: what their transactions say (a write), or their entitlements (time).
+        if let ledgers {
+            let customerId = current.customerId
+            let environment = current.environmentValue
+            for (key, transaction) in ledgers.after.transactions.sorted(by: { $0.key < $1.key }) where transaction.info.type != .autoRenewable {
+                guard ledgers.after.customer(of: transaction) == customerId, transaction.info.environment == environment else { continue }
+                let info = transaction.info
+                let earlier = ledgers.before.transactions[key].flatMap { ledgers.before.customer(of: $0) == customerId ? $0.info : nil }
+                var details: [String: JSONValue] = [
+                    "transactionId": .string(info.transactionId), "originalTransactionId": .string(info.originalTransactionId),
+                    "productId": .string(info.productId),
+                ]
+                let consumable = info.type == .consumable
+                if consumable { details["quantity"] = .integer(Int64(info.quantity ?? 1)) }
+                if earlier == nil {
+                    if info.revocationDate == nil { found.append((consumable ? .consumableGranted : .purchaseCompleted, details)) }
+                } else if let earlier, earlier.revocationDate == nil, info.revocationDate != nil {
+                    let revoked = info.inAppOwnershipType == .familyShared || type == NotificationType.revoke.rawValue
+                    found.append(
+                        (
+                            consumable ? .consumableRefunded : revoked ? .purchaseRevoked : .purchaseRefunded,
+                            details.merging(revocationDetails(info)) { $1 }
+                        ))
+                } else if let earlier, earlier.revocationDate != nil, info.revocationDate == nil {
+                    found.append((.purchaseRefundReversed, details))
+                }
+            }
+        } else {
+            for (id, entitlement) in beforeEntitled.sorted(by: { $0.key < $1.key })
+            where entitlement.productType == .nonRenewing && afterEntitled[id] == nil {
+                found.append(
+                    (
+                        .purchaseExpired,
+                        [
+                            "originalTransactionId": .string(id), "productId": .string(entitlement.productId),
+                            "transactionId": .string(entitlement.transactionId),
+                        ]
+                    ))
+            }
+        }
+        if found.isEmpty, stateDiffers { found.append((.customerUpdated, [:])) }
+        return found
+    }
+
+    static func latestTransaction(of originalTransactionId: String, in ledger: Ledger) -> TransactionInfo? {
+        ledger.transactions.values.filter { $0.info.originalTransactionId == originalTransactionId && $0.info.type == .autoRenewable }
+            .max { ($0.info.purchaseDate, $0.info.transactionId) < ($1.info.purchaseDate, $1.info.transactionId) }?.info
+    }
+
+    static func offerDetails(_ info: TransactionInfo?) -> [String: JSONValue]? {
+        guard let info, let offerType = info.offerType else { return nil }
+        var details: [String: JSONValue] = ["offerType": .integer(Int64(offerType.rawValue)), "transactionId": .string(info.transactionId)]
+        if let identifier = info.offerIdentifier { details["offerIdentifier"] = .string(identifier) }
+        return details
+    }
+
+    static func revocationDetails(_ info: TransactionInfo) -> [String: JSONValue] {
+        var details: [String: JSONValue] = ["transactionId": .string(info.transactionId)]
+        if let date = info.revocationDate { details["revocationDate"] = .integer(date.epochMilliseconds) }
+        if let reason = info.revocationReason { details["revocationReason"] = .integer(Int64(reason.rawValue)) }
+        return details
+    }
+
+    /// Why access ended: the notification's subtype, else the renewal info's expiration intent, else time.
+    static func expiryReason(cause: EventCause, renewal: RenewalInfo?) -> String {
+        if cause.notificationType == NotificationType.gracePeriodExpired.rawValue { return "grace_period_ended" }
+        switch cause.subtype {
+        case NotificationSubtype.voluntary.rawValue: return "voluntary"
+        case NotificationSubtype.billingRetry.rawValue: return "billing_error"
+        case NotificationSubtype.priceIncrease.rawValue: return "price_increase"
+        case NotificationSubtype.productNotForSale.rawValue: return "product_not_for_sale"
+        default: break
+        }
+        switch renewal?.expirationIntent {
+        case .customerCancelled?: return "voluntary"
+        case .billingError?: return "billing_error"
+        case .didNotConsentToPriceIncrease?: return "price_increase"
+        case .productUnavailable?: return "product_not_for_sale"
+        case .some: return "unknown"
+        case nil: break
+        }
+        if renewal?.autoRenewStatus == .off { return "voluntary" }
+        return cause.kind == .expiry ? "time" : "unknown"
+    }
+}
+
+extension CustomerAnswer {
+    /// The environment of the answer, typed.
+    var environmentValue: AppStoreEnvironment { AppStoreEnvironment(rawValue: environment) }
+}

@@ -1,0 +1,77 @@
+package import AppStoreModels
+package import Foundation
+package import NIOCore
+
+/// Which events a reader asks for.
+package struct EventFilter: Hashable, Sendable {
+    /// The apps whose events to read; `nil`: every app's.
+    package var bundleIds: Set<String>?
+    package var environment: AppStoreEnvironment?
+    package var customerId: String?
+    /// Only events that occurred at or after this date.
+    package var since: Date?
+    package var types: Set<EventType>?
+
+    package init(
+        bundleIds: Set<String>? = nil, environment: AppStoreEnvironment? = nil, customerId: String? = nil, since: Date? = nil,
+        types: Set<EventType>? = nil
+    ) {
+        self.bundleIds = bundleIds
+        self.environment = environment
+        self.customerId = customerId
+        self.since = since
+        self.types = types
+    }
+
+    package func matches(_ event: LedgerEvent) -> Bool {
+        (bundleIds?.contains(event.customer.bundleId) ?? true) && (environment.map { $0 == event.customer.environment } ?? true)
+            && (customerId.map { $0 == event.customer.customerId } ?? true) && (since.map { event.draft.occurredAt >= $0 } ?? true)
+            && (types?.contains(event.type) ?? true)
+    }
+}
+
+extension LedgerEvent {
+    /// The event as webhooks carry it and `GET /v1/events` lists it, the Standard Webhooks body: `type`, `timestamp`
+    /// (RFC 3339, when the change happened) and `data` (the event's ID, app, environment, customer, sequence, cause,
+    /// changes, and the customer's whole new state, as `GET /v1/customers/{id}` answers it). Keys sorted.
+    package func json() -> ByteBuffer {
+        var out = JSONWriter()
+        out.object { out in
+            out.key("data")
+            out.object { out in
+                out.field("bundleId", customer.bundleId)
+                out.key("cause")
+                out.raw(Self.encode(draft.cause))
+                out.key("changes")
+                out.raw(Self.encode(draft.changes))
+                out.field("customerId", customer.customerId)
+                out.field("environment", customer.environment.rawValue)
+                out.field("id", id.description)
+                out.field("occurredAt", draft.occurredAt)
+                out.field("sequence", Int(draft.sequence))
+                out.key("state")
+                out.raw(draft.state)
+            }
+            out.field("timestamp", Self.timestamp(draft.occurredAt))
+            out.field("type", type.rawValue)
+        }
+        return out.buffer
+    }
+
+    /// RFC 3339 in UTC with milliseconds, as Standard Webhooks' examples write it.
+    package static func timestamp(_ date: Date) -> String {
+        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+    }
+
+    /// Compact JSON of a stored part (`cause`, `changes`), keys sorted.
+    package static func encode(_ value: some Encodable) -> String {
+        (try? AppStoreJSON.makeEncoder().encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+    }
+}
+
+extension JSONWriter {
+    /// Writes JSON already encoded (a stored state) as the next value.
+    package mutating func raw(_ json: String) {
+        rawValue(json)
+    }
+}

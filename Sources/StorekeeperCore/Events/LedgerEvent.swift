@@ -1,0 +1,119 @@
+package import AppStoreModels
+package import Foundation
+
+/// One customer of one app in one environment: the subject of events, with its own sequence.
+package struct CustomerKey: Hashable, Comparable, Sendable, CustomStringConvertible {
+    package var bundleId: String
+    package var environment: AppStoreEnvironment
+    package var customerId: String
+
+    package init(bundleId: String, environment: AppStoreEnvironment, customerId: String) {
+        self.bundleId = bundleId
+        self.environment = environment
+        self.customerId = customerId
+    }
+
+    package var description: String { "\(bundleId) \(environment.rawValue) \(customerId)" }
+
+    package static func < (lhs: CustomerKey, rhs: CustomerKey) -> Bool {
+        (lhs.bundleId, lhs.environment.rawValue, lhs.customerId) < (rhs.bundleId, rhs.environment.rawValue, rhs.customerId)
+    }
+}
+
+/// What made an event happen.
+package struct EventCause: Codable, Hashable, Sendable {
+    package enum Kind: String, Codable, Hashable, Sendable {
+        /// An App Store Server Notification (`id`: its `notificationUUID`).
+        case notification
+        /// A transaction the app submitted (`id`: its transaction ID).
+        case submission
+        /// Data pulled from the App Store Server API by reconciliation (`id`: nil).
+        case reconciliation
+        /// Time passed: an expiry with no notification (`id`: nil).
+        case expiry
+        /// A call to Storekeeper's API (`id`: what it acted on).
+        case api
+    }
+
+    package var kind: Kind
+    package var id: String?
+    /// For a notification: its type and subtype (`DID_RENEW`, `BILLING_RECOVERY`).
+    package var notificationType: String?
+    package var subtype: String?
+
+    package init(_ kind: Kind, id: String? = nil, notificationType: String? = nil, subtype: String? = nil) {
+        self.kind = kind
+        self.id = id
+        self.notificationType = notificationType
+        self.subtype = subtype
+    }
+
+    /// The cause of applying a notification.
+    package static func notification(_ payload: NotificationPayload) -> EventCause {
+        EventCause(
+            .notification, id: payload.notificationUUID, notificationType: payload.notificationType.rawValue, subtype: payload.subtype?.rawValue)
+    }
+}
+
+/// An event before the ledger stores it: the store gives it its ID and its position.
+package struct EventDraft: Hashable, Sendable {
+    package var customer: CustomerKey
+    /// The customer's sequence number: 1 for their first event, then one more for each, without gaps.
+    package var sequence: Int64
+    package var type: EventType
+    package var occurredAt: Date
+    package var cause: EventCause
+    /// What changed (the subject's `originalTransactionId` and `productId`, and what the type needs: a reason, a
+    /// direction, the previous value).
+    package var changes: [String: JSONValue]
+    /// The customer's whole state after the change: exactly the JSON `GET /v1/customers/{id}` answered then.
+    package var state: String
+
+    package init(
+        customer: CustomerKey, sequence: Int64, type: EventType, occurredAt: Date, cause: EventCause, changes: [String: JSONValue], state: String
+    ) {
+        self.customer = customer
+        self.sequence = sequence
+        self.type = type
+        self.occurredAt = occurredAt
+        self.cause = cause
+        self.changes = changes
+        self.state = state
+    }
+}
+
+/// An event as the ledger keeps it.
+package struct LedgerEvent: Hashable, Sendable {
+    /// Its place in the ledger's commit order: a consumer that has read up to a position has seen every event
+    /// committed before it (the polling cursor).
+    package var position: Int64
+    package var id: EventID
+    package var draft: EventDraft
+
+    package init(position: Int64, id: EventID, draft: EventDraft) {
+        self.position = position
+        self.id = id
+        self.draft = draft
+    }
+
+    package var customer: CustomerKey { draft.customer }
+    package var type: EventType { draft.type }
+}
+
+/// The last state the outbox recorded for a customer: what the next event's changes are judged against.
+package struct CustomerStateRecord: Hashable, Sendable {
+    package var customer: CustomerKey
+    /// The sequence number of their last event (0 before the first).
+    package var sequence: Int64
+    /// The JSON of their answer after that event (or when it was first recorded).
+    package var state: String
+    /// When that state changes by itself (an expiry): the expiry job looks at the customer then.
+    package var validUntil: Date?
+
+    package init(customer: CustomerKey, sequence: Int64, state: String, validUntil: Date?) {
+        self.customer = customer
+        self.sequence = sequence
+        self.state = state
+        self.validUntil = validUntil
+    }
+}

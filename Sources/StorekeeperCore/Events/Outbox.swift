@@ -1,0 +1,147 @@
+package import AppStoreModels
+package import Foundation
+import Synchronization
+
+/// What the ledger's outbox needs to decide a customer's state inside a write: the entitlement rules and the clock
+/// (the server's, so tests and the demo can move it). A store holds one; the server sets it from its configuration
+/// before it serves. Until then, the default rules and the machine's clock.
+package final class OutboxSettings: Sendable {
+    private let state = Mutex<(EntitlementConfiguration, @Sendable () -> Date)>((EntitlementConfiguration(), { Date() }))
+
+    package init() {}
+
+    package func configure(entitlements: EntitlementConfiguration, clock: @escaping @Sendable () -> Date) {
+        state.withLock { $0 = (entitlements, clock) }
+    }
+
+    package var entitlements: EntitlementConfiguration { state.withLock { $0.0 } }
+    package var now: Date { state.withLock { $0.1 }() }
+}
+
+/// The answers to a unit of work's read of customers for the outbox.
+package struct OutboxReadResults: Sendable {
+    /// Each customer's ledger as the transaction sees it (after the write's changes), every app's purchases of theirs.
+    package var ledgers: [CustomerKey: Ledger] = [:]
+    /// What the outbox last recorded of each (missing: nothing yet).
+    package var stored: [CustomerKey: CustomerStateRecord] = [:]
+    package var configuration = EntitlementConfiguration()
+    package var now = Date()
+
+    package init() {}
+}
+
+/// What the outbox appends in a write's transaction.
+package struct OutboxAppend: Sendable {
+    package var drafts: [EventDraft] = []
+    /// The customers' new recorded states.
+    package var records: [CustomerStateRecord] = []
+
+    package init() {}
+
+    package var isEmpty: Bool { drafts.isEmpty && records.isEmpty }
+}
+
+extension LedgerUnitOfWork {
+    /// The outbox's part of a write, after its changes are written: reads the customers the change may concern (each
+    /// affected customer in each app and environment the change touched), decides their events
+    /// (``EventDerivation``) and appends them with their new states, in the same transaction.
+    ///
+    /// `snapshots` are the ledger of the write's families before its first change and after each change, `causes`
+    /// what made each change; `families` the families they hold (the rest of each customer's ledger is read).
+    static func emittingEvents<Result>(
+        snapshots: [Ledger], causes: [EventCause], families: Set<LedgerKey>, then result: Result
+    ) -> LedgerStep<Result> {
+        guard let first = snapshots.first, let last = snapshots.last else { return .done(result) }
+        var customers = Set<String>()
+        for (earlier, later) in zip(snapshots, snapshots.dropFirst()) { customers.formUnion(later.customersAffected(since: earlier)) }
+        guard !customers.isEmpty else { return .done(result) }
+        var apps = Set<AppScope>()
+        for snapshot in [first, last] {
+            for transaction in snapshot.transactions.values {
+                guard let environment = transaction.info.environment,
+                    families.contains(LedgerKey(environment, transaction.info.originalTransactionId))
+                else { continue }
+                apps.insert(AppScope(bundleId: transaction.info.bundleId, environment: environment))
+            }
+            for (key, subscription) in snapshot.subscriptions where families.contains(key) && !subscription.bundleId.isEmpty {
+                apps.insert(AppScope(bundleId: subscription.bundleId, environment: key.environment))
+            }
+        }
+        let keys = customers.flatMap { customer in
+            apps.map { CustomerKey(bundleId: $0.bundleId, environment: $0.environment, customerId: customer) }
+        }.sorted()
+        guard !keys.isEmpty else { return .done(result) }
+        return .readCustomers(keys) { read in
+            var append = OutboxAppend()
+            let tokens = Set(snapshots.flatMap(\.tokenOwners.keys))
+            for key in keys {
+                let current = read.ledgers[key] ?? Ledger()
+                let ledgers = snapshots.map { replacing(families, tokens: tokens, of: current, with: $0, bundleId: key.bundleId) }
+                let (drafts, record) = EventDerivation.derive(
+                    .init(customer: key, stored: read.stored[key], ledgers: ledgers, causes: causes), configuration: read.configuration, at: read.now)
+                append.drafts += drafts
+                if let record, record != read.stored[key] { append.records.append(record) }
+            }
+            guard !append.isEmpty else { return .done(result) }
+            return .appendEvents(append, then: .done(result))
+        }
+    }
+
+    /// Re-evaluates customers whose recorded state may have changed by itself (an expiry due): their events, caused by
+    /// time. `keys` sorted.
+    package static func reevaluating(_ keys: [CustomerKey]) -> LedgerStep<Int> {
+        guard !keys.isEmpty else { return .done(0) }
+        return .readCustomers(keys) { read in
+            var append = OutboxAppend()
+            for key in keys {
+                guard let stored = read.stored[key] else { continue }
+                let ledger = onlyApp(read.ledgers[key] ?? Ledger(), bundleId: key.bundleId)
+                let (drafts, record) = EventDerivation.derive(
+                    .init(customer: key, stored: stored, ledgers: [ledger], causes: []), configuration: read.configuration, at: read.now)
+                append.drafts += drafts
+                if let record, record != stored { append.records.append(record) }
+            }
+            guard !append.isEmpty else { return .done(0) }
+            return .appendEvents(append, then: .done(append.drafts.count))
+        }
+    }
+
+    /// A customer's ledger with the write's families (and the owners of `tokens`) as `snapshot` holds them, one app's
+    /// transactions only.
+    static func replacing(
+        _ families: Set<LedgerKey>, tokens: Set<AppAccountTokenKey>, of current: Ledger, with snapshot: Ledger, bundleId: String
+    ) -> Ledger {
+        var ledger = current
+        ledger.transactions = ledger.transactions.filter { _, transaction in
+            guard let environment = transaction.info.environment else { return false }
+            return !families.contains(LedgerKey(environment, transaction.info.originalTransactionId))
+        }
+        for (key, transaction) in snapshot.transactions {
+            guard let environment = transaction.info.environment, families.contains(LedgerKey(environment, transaction.info.originalTransactionId))
+            else {
+                continue
+            }
+            ledger.transactions[key] = transaction
+        }
+        for family in families {
+            ledger.subscriptions[family] = snapshot.subscriptions[family]
+            ledger.explicitLinks[family] = snapshot.explicitLinks[family]
+            ledger.omittedTransactionTokens[family] = nil
+        }
+        for token in tokens { ledger.tokenOwners[token] = snapshot.tokenOwners[token] }
+        return onlyApp(ledger, bundleId: bundleId)
+    }
+
+    static func onlyApp(_ ledger: Ledger, bundleId: String) -> Ledger {
+        var ledger = ledger
+        ledger.transactions = ledger.transactions.filter { $0.value.info.bundleId == bundleId }
+        ledger.consumableTotals = ledger.consumableTotals.filter { $0.key.bundleId == bundleId }
+        return ledger
+    }
+}
+
+/// An app in an environment.
+struct AppScope: Hashable {
+    var bundleId: String
+    var environment: AppStoreEnvironment
+}

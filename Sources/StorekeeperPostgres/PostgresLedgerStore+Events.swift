@@ -1,0 +1,173 @@
+import AppStoreModels
+package import Foundation
+import PostgresNIO
+package import StorekeeperCore
+
+extension PostgresWriteTransaction {
+    /// The advisory lock key of a customer's outbox state.
+    static func lockKey(customer: CustomerKey) -> String {
+        "customer \(customer.bundleId) \(customer.environment.rawValue) \(customer.customerId)"
+    }
+
+    /// Locks the customers' states (after every family lock of the unit of work, so two writers never wait for
+    /// each other's families while holding a customer), then reads their ledgers (one statement, begun after the
+    /// locks: it sees what the writers before committed) and their states.
+    func readCustomers(_ keys: [CustomerKey]) async throws -> OutboxReadResults {
+        try await flush()
+        var results = OutboxReadResults()
+        results.configuration = store.outbox.entitlements
+        results.now = store.outbox.now
+        var locks = PostgresBindings(capacity: 1)
+        locks.append(keys.map(Self.lockKey(customer:)))
+        for try await _ in try await connection.run(LockStatement.self, locks) {}
+        let scopes = keys.map { CustomerScope(customerId: $0.customerId, bundleId: $0.bundleId, environment: $0.environment) }
+        let ledgers = try await store.loadCustomers(connection, scopes, entitlementsOnly: false)
+        for (key, ledger) in zip(keys, ledgers) { results.ledgers[key] = ledger }
+        let rows = try await connection.run(
+            """
+            SELECT s.bundle_id, s.environment, s.customer_id, s.sequence, s.state, s.valid_until FROM customer_states s
+            JOIN unnest(\(keys.map(\.bundleId))::text[], \(keys.map(\.environment.rawValue))::text[], \(keys.map(\.customerId))::text[]) AS k(b, e, c)
+            ON s.bundle_id = k.b AND s.environment = k.e AND s.customer_id = k.c
+            """)
+        for try await (bundleId, environment, customerId, sequence, state, validUntil) in rows.decode(
+            (String, String, String, Int64, String, Int64?).self)
+        {
+            let key = CustomerKey(bundleId: bundleId, environment: AppStoreEnvironment(rawValue: environment), customerId: customerId)
+            results.stored[key] = CustomerStateRecord(
+                customer: key, sequence: sequence, state: state, validUntil: validUntil.map(Date.init(epochMilliseconds:)))
+        }
+        return results
+    }
+
+    /// Appends the events at the next positions (the position row stays locked until the commit: positions follow
+    /// commit order) and records the states.
+    func appendEvents(_ append: OutboxAppend) async throws {
+        try await flush()
+        let drafts = append.drafts
+        if !drafts.isEmpty {
+            let ids = drafts.map { _ in store.eventIDs.next().description }
+            try await connection.execute(
+                """
+                WITH p AS (UPDATE outbox_position SET last = last + \(Int64(drafts.count)) WHERE id = 1 RETURNING last)
+                INSERT INTO events (position, id, bundle_id, environment, customer_id, sequence, type, occurred_at, cause, changes, state)
+                SELECT p.last - \(Int64(drafts.count)) + e.n, e.id, e.b, e.env, e.c, e.s, e.t, e.o, e.cause, e.changes, e.state
+                FROM p, unnest(
+                    \(ids)::text[], \(drafts.map(\.customer.bundleId))::text[], \(drafts.map(\.customer.environment.rawValue))::text[],
+                    \(drafts.map(\.customer.customerId))::text[], \(drafts.map(\.sequence))::bigint[], \(drafts.map(\.type.rawValue))::text[],
+                    \(drafts.map(\.occurredAt.epochMilliseconds))::bigint[], \(drafts.map { LedgerEvent.encode($0.cause) })::text[],
+                    \(drafts.map { LedgerEvent.encode($0.changes) })::text[], \(drafts.map(\.state))::text[]
+                ) WITH ORDINALITY AS e(id, b, env, c, s, t, o, cause, changes, state, n)
+                """)
+        }
+        let records = append.records
+        if !records.isEmpty {
+            try await connection.execute(
+                """
+                INSERT INTO customer_states (bundle_id, environment, customer_id, sequence, state, valid_until)
+                SELECT b, e, c, s, st, NULLIF(v, -1) FROM unnest(
+                    \(records.map(\.customer.bundleId))::text[], \(records.map(\.customer.environment.rawValue))::text[],
+                    \(records.map(\.customer.customerId))::text[], \(records.map(\.sequence))::bigint[], \(records.map(\.state))::text[],
+                    \(records.map { $0.validUntil?.epochMilliseconds ?? -1 })::bigint[]) AS r(b, e, c, s, st, v)
+                ON CONFLICT (bundle_id, environment, customer_id) DO UPDATE
+                SET sequence = excluded.sequence, state = excluded.state, valid_until = excluded.valid_until
+                """)
+        }
+    }
+}
+
+extension PostgresLedgerStore {
+    static let eventColumns = "position, id, bundle_id, environment, customer_id, sequence, type, occurred_at, cause, changes, state"
+
+    static func events(_ rows: PostgresRowSequence) async throws -> [LedgerEvent] {
+        var events: [LedgerEvent] = []
+        let decoder = AppStoreJSON.makeDecoder()
+        for try await row in rows {
+            let (position, id, bundleId, environment, customerId, sequence, type, occurredAt, cause, changes, state) = try row.decode(
+                (Int64, String, String, String, String, Int64, String, Int64, String, String, String).self)
+            guard let id = EventID(id), let type = EventType(rawValue: type) else { continue }
+            events.append(
+                LedgerEvent(
+                    position: position, id: id,
+                    draft: EventDraft(
+                        customer: CustomerKey(bundleId: bundleId, environment: AppStoreEnvironment(rawValue: environment), customerId: customerId),
+                        sequence: sequence, type: type, occurredAt: Date(epochMilliseconds: occurredAt),
+                        cause: (try? decoder.decode(EventCause.self, from: Data(cause.utf8))) ?? EventCause(.api),
+                        changes: (try? decoder.decode([String: JSONValue].self, from: Data(changes.utf8))) ?? [:], state: state)))
+        }
+        return events
+    }
+
+    package func events(after position: Int64, limit: Int, filter: EventFilter) async throws(StorageError) -> [LedgerEvent] {
+        if filter.bundleIds?.isEmpty == true || filter.types?.isEmpty == true { return [] }
+        let bundleIds = filter.bundleIds.map { Array($0).sorted() }
+        let types = filter.types.map { $0.map(\.rawValue).sorted() }
+        return try await read { connection in
+            try await Self.events(
+                connection.run(
+                    """
+                    SELECT \(unescaped: Self.eventColumns) FROM events
+                    WHERE position > \(position)
+                    AND (\(bundleIds)::text[] IS NULL OR bundle_id = ANY(\(bundleIds)::text[]))
+                    AND (\(filter.environment?.rawValue)::text IS NULL OR environment = \(filter.environment?.rawValue)::text)
+                    AND (\(filter.customerId)::text IS NULL OR customer_id = \(filter.customerId)::text)
+                    AND (\(filter.since?.epochMilliseconds)::bigint IS NULL OR occurred_at >= \(filter.since?.epochMilliseconds)::bigint)
+                    AND (\(types)::text[] IS NULL OR type = ANY(\(types)::text[]))
+                    ORDER BY position LIMIT \(Int64(max(0, limit)))
+                    """))
+        }
+    }
+
+    package func event(_ id: EventID) async throws(StorageError) -> LedgerEvent? {
+        try await read { connection in
+            try await Self.events(connection.run("SELECT \(unescaped: Self.eventColumns) FROM events WHERE id = \(id.description)")).first
+        }
+    }
+
+    package func lastEventPosition() async throws(StorageError) -> Int64 {
+        try await read { connection in
+            var last: Int64 = 0
+            for try await value in try await connection.run("SELECT last FROM outbox_position WHERE id = 1").decode(Int64.self) { last = value }
+            return last
+        }
+    }
+
+    package func customersDue(at date: Date, limit: Int) async throws(StorageError) -> [CustomerKey] {
+        try await read { connection in
+            var keys: [CustomerKey] = []
+            let rows = try await connection.run(
+                """
+                SELECT bundle_id, environment, customer_id FROM customer_states
+                WHERE valid_until IS NOT NULL AND valid_until <= \(date.epochMilliseconds) ORDER BY valid_until LIMIT \(Int64(limit))
+                """)
+            for try await (bundleId, environment, customerId) in rows.decode((String, String, String).self) {
+                keys.append(CustomerKey(bundleId: bundleId, environment: AppStoreEnvironment(rawValue: environment), customerId: customerId))
+            }
+            return keys
+        }
+    }
+
+    package func reevaluate(_ customers: [CustomerKey]) async throws(StorageError) -> Int {
+        let keys = Array(Set(customers)).sorted()
+        return try await write { transaction in
+            (try await LedgerUnitOfWork.reevaluating(keys).run(in: transaction), Set(keys.map(\.customerId)))
+        }
+    }
+
+    package func pruneEvents(occurredBefore date: Date) async throws(StorageError) -> Int {
+        try await write { transaction in
+            let connection = transaction.connection
+            var count = 0
+            for try await _ in try await connection.run(
+                """
+                DELETE FROM events WHERE occurred_at < \(date.epochMilliseconds)
+                AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.position = events.position AND d.status = 'pending') RETURNING 1
+                """
+            ) { count += 1 }
+            try await connection.execute(
+                "DELETE FROM deliveries WHERE status <> 'pending' AND NOT EXISTS (SELECT 1 FROM events e WHERE e.position = deliveries.position)")
+            try await connection.execute(
+                "DELETE FROM delivery_attempts WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.position = delivery_attempts.position)")
+            return (count, [])
+        }
+    }
+}

@@ -1,0 +1,160 @@
+import AppStoreModels
+package import Foundation
+import GRDB
+package import StorekeeperCore
+
+extension SQLiteWriteTransaction {
+    func readCustomers(_ keys: [CustomerKey]) throws -> OutboxReadResults {
+        var results = OutboxReadResults()
+        results.configuration = store.outbox.entitlements
+        results.now = store.outbox.now
+        for key in keys {
+            var ledger = Ledger()
+            let (tokens, originals) = try store.customerFamilies(db, key.customerId, key.bundleId, key.environment)
+            for token in tokens { ledger.tokenOwners[token] = key.customerId }
+            for original in originals.sorted() {
+                try store.loadSubscriptionFamily(db, memo, LedgerKey(key.environment, original), into: &ledger)
+            }
+            results.ledgers[key] = ledger
+            if let row = try Row.fetchOne(
+                db.cachedStatement(
+                    sql: "SELECT sequence, state, valid_until FROM customer_states WHERE bundle_id = ? AND environment = ? AND customer_id = ?"),
+                arguments: [key.bundleId, key.environment.rawValue, key.customerId])
+            {
+                results.stored[key] = CustomerStateRecord(
+                    customer: key, sequence: row["sequence"], state: row["state"],
+                    validUntil: (row["valid_until"] as Int64?).map(Date.init(epochMilliseconds:)))
+            }
+        }
+        return results
+    }
+
+    func appendEvents(_ append: OutboxAppend) throws {
+        for draft in append.drafts {
+            try db.cachedStatement(
+                sql: """
+                    INSERT INTO events (id, bundle_id, environment, customer_id, sequence, type, occurred_at, cause, changes, state)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """
+            ).execute(arguments: [
+                store.eventIDs.next().description, draft.customer.bundleId, draft.customer.environment.rawValue, draft.customer.customerId,
+                draft.sequence, draft.type.rawValue, draft.occurredAt.epochMilliseconds, LedgerEvent.encode(draft.cause),
+                LedgerEvent.encode(draft.changes), draft.state,
+            ])
+        }
+        for record in append.records {
+            try db.cachedStatement(
+                sql: """
+                    INSERT INTO customer_states (bundle_id, environment, customer_id, sequence, state, valid_until) VALUES (?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (bundle_id, environment, customer_id) DO UPDATE
+                    SET sequence = excluded.sequence, state = excluded.state, valid_until = excluded.valid_until
+                    """
+            ).execute(arguments: [
+                record.customer.bundleId, record.customer.environment.rawValue, record.customer.customerId, record.sequence, record.state,
+                record.validUntil?.epochMilliseconds,
+            ])
+        }
+    }
+}
+
+extension SQLiteLedgerStore {
+    static let eventColumns = "position, id, bundle_id, environment, customer_id, sequence, type, occurred_at, cause, changes, state"
+
+    static func event(_ row: Row) -> LedgerEvent? {
+        guard let id = EventID(row["id"]), let type = EventType(rawValue: row["type"]) else { return nil }
+        let decoder = AppStoreJSON.makeDecoder()
+        let cause = (try? decoder.decode(EventCause.self, from: Data((row["cause"] as String).utf8))) ?? EventCause(.api)
+        let changes = (try? decoder.decode([String: JSONValue].self, from: Data((row["changes"] as String).utf8))) ?? [:]
+        let customer = CustomerKey(
+            bundleId: row["bundle_id"], environment: AppStoreEnvironment(rawValue: row["environment"]), customerId: row["customer_id"])
+        return LedgerEvent(
+            position: row["position"], id: id,
+            draft: EventDraft(
+                customer: customer, sequence: row["sequence"], type: type, occurredAt: Date(epochMilliseconds: row["occurred_at"]), cause: cause,
+                changes: changes, state: row["state"]))
+    }
+
+    package func events(after position: Int64, limit: Int, filter: EventFilter) async throws(StorageError) -> [LedgerEvent] {
+        try await read { db in
+            var conditions = ["position > ?"]
+            var arguments: StatementArguments = [position]
+            if let bundleIds = filter.bundleIds {
+                conditions.append("bundle_id IN (\(bundleIds.map { _ in "?" }.joined(separator: ", ")))")
+                for bundleId in bundleIds.sorted() { arguments += [bundleId] }
+                if bundleIds.isEmpty { return [] }
+            }
+            if let environment = filter.environment {
+                conditions.append("environment = ?")
+                arguments += [environment.rawValue]
+            }
+            if let customerId = filter.customerId {
+                conditions.append("customer_id = ?")
+                arguments += [customerId]
+            }
+            if let since = filter.since {
+                conditions.append("occurred_at >= ?")
+                arguments += [since.epochMilliseconds]
+            }
+            if let types = filter.types {
+                if types.isEmpty { return [] }
+                conditions.append("type IN (\(types.map { _ in "?" }.joined(separator: ", ")))")
+                for type in types.sorted() { arguments += [type.rawValue] }
+            }
+            arguments += [max(0, limit)]
+            return try Row.fetchAll(
+                db, sql: "SELECT \(Self.eventColumns) FROM events WHERE \(conditions.joined(separator: " AND ")) ORDER BY position LIMIT ?",
+                arguments: arguments
+            ).compactMap(Self.event)
+        }
+    }
+
+    package func event(_ id: EventID) async throws(StorageError) -> LedgerEvent? {
+        try await read { db in
+            try Row.fetchOne(db, sql: "SELECT \(Self.eventColumns) FROM events WHERE id = ?", arguments: [id.description]).flatMap(Self.event)
+        }
+    }
+
+    package func lastEventPosition() async throws(StorageError) -> Int64 {
+        try await read { db in try Int64.fetchOne(db, sql: "SELECT max(position) FROM events") ?? 0 }
+    }
+
+    package func customersDue(at date: Date, limit: Int) async throws(StorageError) -> [CustomerKey] {
+        try await read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT bundle_id, environment, customer_id FROM customer_states
+                    WHERE valid_until IS NOT NULL AND valid_until <= ? ORDER BY valid_until LIMIT ?
+                    """, arguments: [date.epochMilliseconds, limit]
+            ).map {
+                CustomerKey(bundleId: $0["bundle_id"], environment: AppStoreEnvironment(rawValue: $0["environment"]), customerId: $0["customer_id"])
+            }
+        }
+    }
+
+    package func reevaluate(_ customers: [CustomerKey]) async throws(StorageError) -> Int {
+        let keys = Array(Set(customers)).sorted()
+        return try await writeAnnouncing { db, memo in
+            let count = try LedgerUnitOfWork.reevaluating(keys).run(in: SQLiteWriteTransaction(store: self, db: db, memo: memo))
+            return (count, [])
+        }
+    }
+
+    package func pruneEvents(occurredBefore date: Date) async throws(StorageError) -> Int {
+        try await write { db, _ in
+            try db.execute(
+                sql: """
+                    DELETE FROM events WHERE occurred_at < ?
+                    AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.position = events.position AND d.status = 'pending')
+                    """, arguments: [date.epochMilliseconds])
+            let count = db.changesCount
+            try db.execute(
+                sql: """
+                    DELETE FROM deliveries WHERE status != 'pending' AND NOT EXISTS (SELECT 1 FROM events e WHERE e.position = deliveries.position)
+                    """)
+            try db.execute(
+                sql: "DELETE FROM delivery_attempts WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.position = delivery_attempts.position)")
+            return count
+        }
+    }
+}

@@ -1,0 +1,179 @@
+import AppStoreModels
+import Foundation
+package import StorekeeperCore
+
+extension ServerConfiguration {
+    /// The outbox: how long events are kept, and how often the expiry job looks for states that change by themselves.
+    package struct EventSettings: Codable, Sendable, Equatable {
+        /// Days an event is kept for polling and redelivery after it happened (an event a delivery still waits for
+        /// stays). Default 30.
+        package var retentionDays: Double
+        /// Seconds between the expiry job's looks for customers whose access ends by time (the event is emitted
+        /// within this of the expiry). Default 10.
+        package var expiryCheckSeconds: Double
+
+        package init(retentionDays: Double = 30, expiryCheckSeconds: Double = 10) {
+            self.retentionDays = retentionDays
+            self.expiryCheckSeconds = expiryCheckSeconds
+        }
+
+        private enum CodingKeys: String, CodingKey { case retentionDays, expiryCheckSeconds }
+
+        package init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            let defaults = Self()
+            self.init(
+                retentionDays: try container.decodeIfPresent(Double.self, forKey: .retentionDays) ?? defaults.retentionDays,
+                expiryCheckSeconds: try container.decodeIfPresent(Double.self, forKey: .expiryCheckSeconds) ?? defaults.expiryCheckSeconds)
+        }
+    }
+
+    /// One webhook endpoint: where events go, signed with its secret (Standard Webhooks).
+    package struct WebhookEndpoint: Codable, Sendable, Equatable {
+        /// Names the endpoint in the ledger (its deliveries), logs, metrics and commands: 1-64 letters, digits, `-_.`.
+        package var name: String
+        /// `http://` or `https://`.
+        package var url: String
+        /// The signing secret, `whsec_` and base64 of 24-64 bytes (`storekeeper events secret` makes one).
+        package var secret: String
+        /// Secrets still signed with during a rotation (the receiver accepts any of the signatures).
+        package var previousSecrets: [String]
+        /// The apps whose events it receives; `nil`: every app's.
+        package var apps: [String]?
+        /// `Sandbox`, `Production`; `nil`: both.
+        package var environments: [String]?
+        /// The event types it receives (``EventType``); `nil`: all.
+        package var eventTypes: [String]?
+        /// Seconds an attempt may take, connecting to the end of the answer. Default 10.
+        package var timeoutSeconds: Double
+        /// Deliveries in flight at once (different customers; one customer's go one by one). Default 8.
+        package var maxConcurrency: Int
+        /// Seconds to wait after each failed attempt before the next; after the last, the event is dead-lettered. Each
+        /// wait gets ±20 % jitter. Default Standard Webhooks' schedule: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h
+        /// (27 h 35 min of retries in all).
+        package var retryScheduleSeconds: [Double]
+
+        package static let standardSchedule: [Double] = [5, 300, 1_800, 7_200, 18_000, 36_000, 36_000]
+
+        package init(
+            name: String, url: String, secret: String, previousSecrets: [String] = [], apps: [String]? = nil, environments: [String]? = nil,
+            eventTypes: [String]? = nil, timeoutSeconds: Double = 10, maxConcurrency: Int = 8, retryScheduleSeconds: [Double] = standardSchedule
+        ) {
+            self.name = name
+            self.url = url
+            self.secret = secret
+            self.previousSecrets = previousSecrets
+            self.apps = apps
+            self.environments = environments
+            self.eventTypes = eventTypes
+            self.timeoutSeconds = timeoutSeconds
+            self.maxConcurrency = maxConcurrency
+            self.retryScheduleSeconds = retryScheduleSeconds
+        }
+
+        private enum CodingKeys: String, CodingKey {
+            case name, url, secret, previousSecrets, apps, environments, eventTypes, timeoutSeconds, maxConcurrency, retryScheduleSeconds
+        }
+
+        package init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            self.init(
+                name: try container.decode(String.self, forKey: .name), url: try container.decode(String.self, forKey: .url),
+                secret: try container.decode(String.self, forKey: .secret),
+                previousSecrets: try container.decodeIfPresent([String].self, forKey: .previousSecrets) ?? [],
+                apps: try container.decodeIfPresent([String].self, forKey: .apps),
+                environments: try container.decodeIfPresent([String].self, forKey: .environments),
+                eventTypes: try container.decodeIfPresent([String].self, forKey: .eventTypes),
+                timeoutSeconds: try container.decodeIfPresent(Double.self, forKey: .timeoutSeconds) ?? 10,
+                maxConcurrency: try container.decodeIfPresent(Int.self, forKey: .maxConcurrency) ?? 8,
+                retryScheduleSeconds: try container.decodeIfPresent([Double].self, forKey: .retryScheduleSeconds) ?? Self.standardSchedule)
+        }
+
+        /// Which events it receives, for the ledger.
+        package var route: WebhookRoute {
+            WebhookRoute(
+                name: name, bundleIds: apps.map(Set.init), environments: environments.map { Set($0.map(AppStoreEnvironment.init(rawValue:))) },
+                types: eventTypes.map { Set($0.compactMap(EventType.init(rawValue:))) })
+        }
+
+        /// Its secrets, current first (checked by ``validateWebhooks()``).
+        package var secrets: [WebhookSecret] { ([secret] + previousSecrets).compactMap { try? WebhookSecret($0) } }
+    }
+
+    /// Checks the `webhooks` and `events` settings, naming the one at fault.
+    func validateEvents() throws(ConfigurationError) {
+        if !(events.retentionDays > 0 && events.retentionDays <= 3_650) {
+            throw ConfigurationError(
+                "events.retentionDays must be more than 0 and at most 3650, not \(ConfigurationError.number(events.retentionDays))",
+                setting: "events.retentionDays")
+        }
+        if !(events.expiryCheckSeconds >= 1 && events.expiryCheckSeconds <= 3_600) {
+            throw ConfigurationError(
+                "events.expiryCheckSeconds must be 1 to 3600, not \(ConfigurationError.number(events.expiryCheckSeconds))",
+                setting: "events.expiryCheckSeconds")
+        }
+        var names = Set<String>()
+        var urls = Set<String>()
+        for (index, endpoint) in webhooks.enumerated() {
+            let at = "webhooks[\(index)]"
+            guard (1...64).contains(endpoint.name.utf8.count),
+                endpoint.name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == ".") })
+            else {
+                throw ConfigurationError(
+                    "\(at).name \(UntrustedText.quoted(endpoint.name, limit: 80)) is not a name: 1-64 letters, digits, '-', '_' and '.'",
+                    setting: "\(at).name")
+            }
+            guard names.insert(endpoint.name).inserted else {
+                throw ConfigurationError("webhook endpoint '\(endpoint.name)' is configured twice (\(at).name)", setting: "\(at).name")
+            }
+            guard let url = URL(string: endpoint.url), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
+                let host = url.host, !host.isEmpty, url.user == nil, url.password == nil
+            else {
+                throw ConfigurationError(
+                    "\(at).url \(UntrustedText.quoted(endpoint.url, limit: 200)) is not an http:// or https:// URL with a host (and no user or password)",
+                    setting: "\(at).url")
+            }
+            guard urls.insert(endpoint.url).inserted else {
+                throw ConfigurationError("\(at).url repeats another endpoint's URL: one endpoint per URL", setting: "\(at).url")
+            }
+            for (offset, text) in ([endpoint.secret] + endpoint.previousSecrets).enumerated() {
+                let setting = offset == 0 ? "\(at).secret" : "\(at).previousSecrets[\(offset - 1)]"
+                do {
+                    _ = try WebhookSecret(text)
+                } catch {
+                    throw ConfigurationError("\(setting): \(error.description)", setting: setting)
+                }
+            }
+            for (offset, app) in (endpoint.apps ?? []).enumerated() where !apps.contains(where: { $0.bundleId == app }) {
+                throw ConfigurationError(
+                    "\(at).apps[\(offset)] \(UntrustedText.quoted(app, limit: 160)) is not a configured app (\(apps.map(\.bundleId).joined(separator: ", ")))",
+                    setting: "\(at).apps[\(offset)]")
+            }
+            for (offset, environment) in (endpoint.environments ?? []).enumerated() where !["Sandbox", "Production"].contains(environment) {
+                throw ConfigurationError(
+                    "\(at).environments[\(offset)] \(UntrustedText.quoted(environment, limit: 64)) is not \"Sandbox\" or \"Production\"",
+                    setting: "\(at).environments[\(offset)]")
+            }
+            for (offset, type) in (endpoint.eventTypes ?? []).enumerated() where EventType(rawValue: type) == nil {
+                let hint = DidYouMean.nearest(to: type, among: EventType.allCases.map(\.rawValue)).map { ": did you mean \"\($0)\"?" } ?? ""
+                throw ConfigurationError(
+                    "\(at).eventTypes[\(offset)] \(UntrustedText.quoted(type, limit: 64)) is not an event type\(hint)",
+                    setting: "\(at).eventTypes[\(offset)]")
+            }
+            if !(endpoint.timeoutSeconds >= 1 && endpoint.timeoutSeconds <= 120) {
+                throw ConfigurationError(
+                    "\(at).timeoutSeconds must be 1 to 120, not \(ConfigurationError.number(endpoint.timeoutSeconds))",
+                    setting: "\(at).timeoutSeconds")
+            }
+            if !(1...256).contains(endpoint.maxConcurrency) {
+                throw ConfigurationError("\(at).maxConcurrency must be 1 to 256, not \(endpoint.maxConcurrency)", setting: "\(at).maxConcurrency")
+            }
+            if endpoint.retryScheduleSeconds.isEmpty || endpoint.retryScheduleSeconds.count > 50
+                || !endpoint.retryScheduleSeconds.allSatisfy({ $0 >= 0.1 && $0 <= 172_800 })
+            {
+                throw ConfigurationError(
+                    "\(at).retryScheduleSeconds must list 1 to 50 waits, each 0.1 to 172800 seconds", setting: "\(at).retryScheduleSeconds")
+            }
+        }
+    }
+}

@@ -1,0 +1,124 @@
+import AppStoreModels
+import Foundation
+import Hummingbird
+import HummingbirdAuth
+import NIOCore
+import StorekeeperCore
+import StorekeeperHTTP
+
+/// Polling for consumers that cannot receive webhooks: `GET /v1/events?after=CURSOR&limit=N[&customer=ID]
+/// [&environment=…][&bundleId=…][&type=…][&wait=SECONDS]`, behind ``APIKeyAuthenticator``. An app key reads its own
+/// app's events only; an admin key every app's (or the one `bundleId` names). `GET /v1/events/{id}` reads one.
+///
+/// The answer: `{"events": [...], "next": CURSOR, "hasMore": Bool}`, each event as webhooks carry it
+/// (``LedgerEvent/json()``). `next` is opaque and stable: given as `after`, it answers the events committed after
+/// the last one returned, however many instances write the ledger. With `wait`, a request that finds no event
+/// waits up to that many seconds (at most 60) for one.
+struct EventsAPI: Sendable {
+    let configuration: ServerConfiguration
+    let store: any LedgerStore
+
+    static let defaultLimit = 100
+    static let maximumLimit = 1000
+    static let maximumWait = 60
+
+    func addRoutes(to group: RouterGroup<StorekeeperRequestContext>) {
+        group.get("/events") { request, context in
+            try await list(request, identity: try context.requireIdentity())
+        }
+        group.get("/events/:eventId") { request, context in
+            try await show(request, id: context.parameters.get("eventId") ?? "", identity: try context.requireIdentity())
+        }
+    }
+
+    /// An opaque cursor: `c1.` and the position in base 36 (what it holds is not part of the API).
+    static func cursor(_ position: Int64) -> String { "c1." + String(position, radix: 36) }
+
+    static func position(of cursor: String) throws(APIError) -> Int64 {
+        guard cursor.hasPrefix("c1."), let position = Int64(cursor.dropFirst(3), radix: 36), position >= 0 else {
+            throw APIError(
+                .badRequest, .invalidCursor, "after must be a cursor this server gave (\"next\"), not \(UntrustedText.quoted(cursor, limit: 64))")
+        }
+        return position
+    }
+
+    /// The apps a key reads events of: its own, or (admin) every configured app or the one asked for.
+    func apps(for identity: APIKeyIdentity, asked: String?) throws(APIError) -> Set<String> {
+        if identity.bundleId != nil || asked != nil {
+            return [try CustomerAPI.app(for: identity, asked: asked, configuration.apps).bundleId]
+        }
+        return Set(configuration.apps.map(\.bundleId))
+    }
+
+    func list(_ request: Request, identity: APIKeyIdentity) async throws -> Response {
+        let query = try QueryParameters(request, allowed: ["after", "limit", "customer", "environment", "bundleId", "type", "wait"])
+        var filter = EventFilter(bundleIds: try apps(for: identity, asked: query.string("bundleId")), environment: try query.environment())
+        if let customer = query.string("customer") {
+            guard CustomerAPI.validCustomerId(customer) else {
+                throw APIError(.badRequest, .invalidCustomerId, "customer must be a customer ID (1-128 ASCII letters, digits and -_.@:)")
+            }
+            filter.customerId = customer
+        }
+        if let type = query.string("type") {
+            guard let known = EventType(rawValue: type) else {
+                let hint = DidYouMean.nearest(to: type, among: EventType.allCases.map(\.rawValue)).map { ": did you mean \"\($0)\"?" } ?? ""
+                throw APIError(.badRequest, .invalidParameter, "type \(UntrustedText.quoted(type, limit: 64)) is not an event type\(hint)")
+            }
+            filter.types = [known]
+        }
+        let after = try query.string("after").map(Self.position(of:)) ?? 0
+        let limit = try Self.integer(query, "limit", in: 1...Self.maximumLimit) ?? Self.defaultLimit
+        let wait = try Self.integer(query, "wait", in: 0...Self.maximumWait) ?? 0
+        let deadline = ContinuousClock.now.advanced(by: .seconds(wait))
+        var events: [LedgerEvent]
+        while true {
+            let seen = store.eventsAppended.current
+            do {
+                events = try await store.events(after: after, limit: limit + 1, filter: filter)
+            } catch {
+                throw APIError(.serviceUnavailable, .storageUnavailable, "the events could not be read")
+            }
+            guard events.isEmpty, ContinuousClock.now < deadline, !Task.isCancelled else { break }
+            let left = ContinuousClock.now.duration(to: deadline)
+            await store.eventsAppended.wait(after: seen, timeout: min(left, EventSignal.recheckInterval))
+        }
+        let hasMore = events.count > limit
+        if hasMore { events.removeLast() }
+        var out = ByteBuffer()
+        out.writeString("{\"events\":[")
+        for (index, event) in events.enumerated() {
+            if index > 0 { out.writeString(",") }
+            var json = event.json()
+            out.writeBuffer(&json)
+        }
+        out.writeString("],\"hasMore\":\(hasMore),\"next\":\"\(Self.cursor(events.last?.position ?? after))\"}")
+        return StorekeeperApplication.jsonResponse(encoded: out)
+    }
+
+    func show(_ request: Request, id: String, identity: APIKeyIdentity) async throws -> Response {
+        _ = try QueryParameters(request, allowed: [])
+        let apps = try apps(for: identity, asked: nil)
+        guard let eventId = EventID(id) else {
+            throw APIError(.badRequest, .invalidParameter, "\(UntrustedText.quoted(id, limit: 64)) is not an event ID (evt_ and 26 characters)")
+        }
+        let event: LedgerEvent?
+        do {
+            event = try await store.event(eventId)
+        } catch {
+            throw APIError(.serviceUnavailable, .storageUnavailable, "the event could not be read")
+        }
+        // Another app's event is as unknown to an app key as one that does not exist.
+        guard let event, apps.contains(event.customer.bundleId) else { throw APIError(.notFound, .unknownEvent, "no event \(eventId)") }
+        return StorekeeperApplication.jsonResponse(encoded: event.json())
+    }
+
+    static func integer(_ query: QueryParameters, _ name: String, in range: ClosedRange<Int>) throws(APIError) -> Int? {
+        guard let text = query.string(name) else { return nil }
+        guard let value = Int(text), range.contains(value) else {
+            throw APIError(
+                .badRequest, .invalidParameter,
+                "\(name) must be an integer from \(range.lowerBound) to \(range.upperBound), not \(UntrustedText.quoted(text, limit: 64))")
+        }
+        return value
+    }
+}

@@ -1,0 +1,204 @@
+import AppStoreModels
+import AsyncHTTPClient
+import Foundation
+package import Logging
+import NIOCore
+import NIOHTTP1
+package import ServiceLifecycle
+package import StorekeeperCore
+import StorekeeperHTTP
+
+/// Delivers the outbox's events to the configured webhook endpoints, as Standard Webhooks says: a `POST` of the
+/// event's JSON with `webhook-id` (the event's ID: the receiver's deduplication key), `webhook-timestamp` (UNIX
+/// seconds of the attempt) and `webhook-signature` (`v1,` and the HMAC-SHA256 of `id.timestamp.body` with each of the
+/// endpoint's secrets); a 2xx within the timeout is success, anything else is tried again on the endpoint's schedule
+/// with jitter, then dead-lettered.
+///
+/// Each endpoint has one loop per instance: it turns new events into deliveries (``DeliveryStore/fanOut(_:limit:now:)``),
+/// claims due ones through the database (at most `maxConcurrency`, each its customer's earliest pending one, never one
+/// another instance holds), sends them concurrently, and records every attempt. A claim lasts the timeout and a
+/// margin; a killed instance's claims lapse and another instance takes them. So every event arrives at least once
+/// (exactly once after deduplication by `webhook-id`), and a customer's events arrive in sequence order.
+package struct WebhookDeliveryService: Service {
+    let store: any LedgerStore
+    let endpoints: [ServerConfiguration.WebhookEndpoint]
+    let logger: Logger
+    let metrics: StorekeeperMetrics
+    /// Who claims (unique per process).
+    let holder = "\(ProcessInfo.processInfo.hostName)-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString.prefix(8))"
+    /// How long a loop with nothing to do sleeps before it looks again (it wakes sooner when this instance commits).
+    var idle: Duration = .milliseconds(500)
+    /// How often a failing endpoint is tried (one delivery) while it stays failing.
+    var failingProbe: Duration = .seconds(60)
+
+    package init(store: any LedgerStore, endpoints: [ServerConfiguration.WebhookEndpoint], logger: Logger, metrics: StorekeeperMetrics) {
+        self.store = store
+        self.endpoints = endpoints
+        self.logger = logger
+        self.metrics = metrics
+    }
+
+    package func run() async throws {
+        guard !endpoints.isEmpty else { return }
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
+        await cancelWhenGracefulShutdown {
+            await withTaskGroup(of: Void.self) { group in
+                for endpoint in endpoints {
+                    group.addTask { await deliverForever(to: endpoint, client: client) }
+                }
+            }
+        }
+        try? await client.shutdown()
+    }
+
+    func deliverForever(to endpoint: ServerConfiguration.WebhookEndpoint, client: HTTPClient) async {
+        let route = endpoint.route
+        let secrets = endpoint.secrets
+        let timeout = Duration.milliseconds(Int64(endpoint.timeoutSeconds * 1_000))
+        var lastStanding = ContinuousClock.now.advanced(by: .seconds(-60))
+        var lastProbe = ContinuousClock.now.advanced(by: .seconds(-3_600))
+        var loggedFailure = false
+        while !Task.isCancelled {
+            let seen = store.eventsAppended.current
+            var claimed: [ClaimedDelivery] = []
+            do {
+                while try await store.fanOut(route, limit: 500, now: Date()) > 0 {}
+                var limit = endpoint.maxConcurrency
+                if ContinuousClock.now - lastStanding > .seconds(5) {
+                    let standing = try await store.endpointStatus(endpoint.name)
+                    lastStanding = .now
+                    metrics.webhookStanding(
+                        endpoint: endpoint.name, backlog: standing.backlog,
+                        oldestSeconds: standing.oldestPending.map { max(0, Date().timeIntervalSince($0)) } ?? 0, deadLetters: standing.deadLettered)
+                    if standing.failingSince != nil {
+                        // A failing endpoint gets one delivery now and then, until one succeeds (or an operator resumes it).
+                        limit = ContinuousClock.now - lastProbe >= failingProbe ? 1 : 0
+                        if limit == 1 { lastProbe = .now }
+                    }
+                }
+                if limit > 0 {
+                    claimed = try await store.claimDeliveries(
+                        endpoint: endpoint.name, holder: holder, limit: limit, now: Date(), lease: timeout + .seconds(30))
+                }
+                loggedFailure = false
+            } catch {
+                if !loggedFailure {
+                    logger.error(
+                        "webhook deliveries could not be read or claimed; trying again",
+                        metadata: ["webhook.endpoint": .string(endpoint.name), "error": .string(error.message)])
+                    loggedFailure = true
+                }
+            }
+            if claimed.isEmpty {
+                await store.eventsAppended.wait(after: seen, timeout: idle)
+                continue
+            }
+            await withTaskGroup(of: Void.self) { group in
+                for delivery in claimed {
+                    group.addTask { await deliver(delivery, to: endpoint, secrets: secrets, timeout: timeout, client: client) }
+                }
+            }
+            lastStanding = ContinuousClock.now.advanced(by: .seconds(-60))
+        }
+    }
+
+    /// One attempt, recorded with what becomes of the delivery.
+    func deliver(
+        _ delivery: ClaimedDelivery, to endpoint: ServerConfiguration.WebhookEndpoint, secrets: [WebhookSecret], timeout: Duration, client: HTTPClient
+    ) async {
+        let event = delivery.event
+        let attempt = await Self.send(event, to: endpoint.url, secrets: secrets, timeout: timeout, client: client)
+        let outcome: DeliveryOutcome
+        let attemptNumber = delivery.attempts + 1
+        if attempt.succeeded {
+            outcome = .delivered
+        } else if attemptNumber > endpoint.retryScheduleSeconds.count {
+            outcome = .deadLettered
+        } else {
+            let wait = endpoint.retryScheduleSeconds[attemptNumber - 1] * Double.random(in: 0.8...1.2)
+            outcome = .retry(at: Date().addingTimeInterval(wait))
+        }
+        let label: String
+        switch outcome {
+        case .delivered: label = "delivered"
+        case .retry: label = "failed"
+        case .deadLettered: label = "dead_lettered"
+        }
+        metrics.webhookAttempt(endpoint: endpoint.name, outcome: label)
+        var metadata: Logger.Metadata = [
+            "webhook.endpoint": .string(endpoint.name), "event.id": .string(event.id.description), "event.type": .string(event.type.rawValue),
+            "webhook.attempt": .stringConvertible(attemptNumber), "webhook.latency_ms": .stringConvertible(attempt.latencyMilliseconds),
+        ]
+        if let status = attempt.statusCode { metadata["http.response.status_code"] = .stringConvertible(status) }
+        if let error = attempt.error { metadata["error"] = .string(error) }
+        switch outcome {
+        case .delivered: logger.debug("event delivered", metadata: metadata)
+        case .retry(let at):
+            metadata["webhook.next_attempt"] = .string(LedgerEvent.timestamp(at))
+            logger.info("event delivery failed; it is tried again", metadata: metadata)
+        case .deadLettered:
+            logger.error("event delivery failed for the last time: dead-lettered, and the endpoint marked failing", metadata: metadata)
+        }
+        do {
+            try await store.finishAttempt(endpoint: endpoint.name, position: event.position, holder: holder, attempt: attempt, outcome: outcome)
+        } catch {
+            // The claim lapses and the delivery is tried again (at least once, never lost).
+            logger.error("a delivery attempt could not be recorded", metadata: metadata.merging(["error": .string(error.message)]) { $1 })
+        }
+    }
+
+    /// Sends an event once: the signed `POST`, what came of it.
+    static func send(_ event: LedgerEvent, to url: String, secrets: [WebhookSecret], timeout: Duration, client: HTTPClient) async -> DeliveryAttempt {
+        let body = event.json()
+        let started = ContinuousClock.now
+        let attemptedAt = Date()
+        let timestamp = Int64(attemptedAt.timeIntervalSince1970)
+        let id = event.id.description
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        request.headers.add(name: "content-type", value: "application/json")
+        request.headers.add(name: "user-agent", value: "Storekeeper-Webhooks/1")
+        for header in WebhookSignature(id: id, timestamp: timestamp, body: Array(body.readableBytesView), secrets: secrets).headers {
+            request.headers.add(name: header.name, value: header.value)
+        }
+        request.body = .bytes(body)
+        func elapsed() -> Int64 { Int64((ContinuousClock.now - started) / .milliseconds(1)) }
+        do {
+            let response = try await client.execute(request, timeout: .nanoseconds(timeout.nanosecondsClamped))
+            var excerpt = try await response.body.collect(upTo: 1 << 20)
+            let head = excerpt.readString(length: min(excerpt.readableBytes, DeliveryAttempt.maximumExcerpt)) ?? ""
+            let status = Int(response.status.code)
+            let shown = head.isEmpty ? nil : UntrustedText.escaped(head, limit: DeliveryAttempt.maximumExcerpt)
+            return DeliveryAttempt(
+                attemptedAt: attemptedAt, statusCode: status, latencyMilliseconds: elapsed(),
+                error: (200..<300).contains(status) ? nil : "HTTP \(status)", responseExcerpt: shown)
+        } catch {
+            return DeliveryAttempt(
+                attemptedAt: attemptedAt, statusCode: nil, latencyMilliseconds: elapsed(), error: Self.describe(error), responseExcerpt: nil)
+        }
+    }
+
+    /// A transport failure in a few words (never the URL's secrets: the URL has no user or password).
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? HTTPClientError {
+            switch error {
+            case .deadlineExceeded, .readTimeout, .connectTimeout: return "timed out"
+            case .remoteConnectionClosed: return "the connection was closed before the answer ended"
+            default: break
+            }
+        }
+        let text = String(describing: error)
+        if text.contains("connectionRefused") || text.contains("Connection refused") { return "connection refused" }
+        if text.contains("ResponseTooBig") || text.contains("tooManyBytes") { return "the answer was over 1 MiB" }
+        return UntrustedText.escaped(String(text.prefix(200)), limit: 200)
+    }
+}
+
+extension Duration {
+    /// Whole nanoseconds, saturating.
+    var nanosecondsClamped: Int64 {
+        let (seconds, attoseconds) = components
+        let (product, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        return overflow ? .max : product + attoseconds / 1_000_000_000
+    }
+}

@@ -1,0 +1,195 @@
+import AppStoreModels
+import AppStoreSigning
+import AppStoreSimulator
+import Foundation
+import StorekeeperCore
+import StorekeeperTesting
+import Testing
+
+@Suite("The outbox: every change of a customer's state is an event, in order, once", .dropsTestDatabases)
+struct OutboxTests {
+    static let app = "com.example.storekeeper"
+
+    /// Every event of the store, oldest first.
+    static func allEvents(_ store: any LedgerStore, filter: EventFilter = EventFilter()) async throws -> [LedgerEvent] {
+        var events: [LedgerEvent] = []
+        var position: Int64 = 0
+        while true {
+            let page = try await store.events(after: position, limit: 100, filter: filter)
+            guard let last = page.last else { return events }
+            events += page
+            position = last.position
+        }
+    }
+
+    /// The customer's answer JSON as `GET /v1/customers/{id}` gives it at the store's outbox clock.
+    static func currentState(_ store: any LedgerStore, _ customerId: String, environment: AppStoreEnvironment = .sandbox) async throws -> String {
+        var ledger = try await store.ledger(for: customerId, bundleId: app, environment: environment)
+        ledger.transactions = ledger.transactions.filter { $0.value.info.bundleId == app }
+        let answer = CustomerAnswer(
+            for: customerId, in: ledger, bundleId: app, environment: environment, configuration: store.outbox.entitlements, at: store.outbox.now)
+        return answer.jsonText
+    }
+
+    @Test(
+        "a subscription's life, by notifications alone, is a sequence of typed events, numbered without gaps, each with the state the customer read answers",
+        arguments: Backend.available)
+    func subscriptionLife(backend: Backend) async throws {
+        let store = try await backend.makeStore()
+        var fixture = SimulatorFixture()
+        let now = MutableDate(TestAppStore.start)
+        store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { now.value })
+        let token = try await store.appAccountToken(for: "alice", bundleId: Self.app, environment: .sandbox, renew: false)
+        try fixture.customer("apple-1")
+        let bought = try fixture.engine.purchase(.init(customerId: "apple-1", productId: "pro.monthly", appAccountToken: token))
+        let original = bought.originalTransactionId
+        func deliver() async throws {
+            now.value = fixture.engine.state.now
+            for notification in try await fixture.verifiedNotifications() { _ = try await store.apply(notification) }
+        }
+        try await deliver()
+        try fixture.advance(days: 31)
+        try await deliver()
+        try fixture.engine.setAutoRenew(originalTransactionId: original, enabled: false)
+        try await deliver()
+        try fixture.engine.setAutoRenew(originalTransactionId: original, enabled: true)
+        try await deliver()
+        try fixture.engine.setBilling(customerId: "apple-1", works: false)
+        try fixture.advance(days: 31)
+        try await deliver()
+        try fixture.engine.setBilling(customerId: "apple-1", works: true)
+        try fixture.advance(days: 2)
+        try await deliver()
+
+        let events = try await Self.allEvents(store)
+        #expect(events.map(\.customer.customerId).allSatisfy { $0 == "alice" })
+        #expect(events.map(\.draft.sequence) == Array(1...Int64(events.count)), "one sequence without gaps")
+        #expect(events.map(\.position) == events.map(\.position).sorted())
+        let types = events.map(\.type)
+        #expect(types.first == .subscriptionStarted)
+        #expect(types.contains(.subscriptionRenewed))
+        #expect(types.contains(.subscriptionAutoRenewDisabled))
+        #expect(types.contains(.subscriptionAutoRenewEnabled))
+        #expect(types.contains(.subscriptionBillingIssue) || types.contains(.subscriptionGracePeriodStarted))
+        #expect(types.contains(.subscriptionBillingRecovered))
+        // Each notification arrives when the App Store's clock has moved on: an access that lapsed before it is an
+        // expiry by time, told first; everything else is the notification's.
+        for event in events where event.draft.cause.kind != .notification {
+            #expect(event.draft.cause.kind == .expiry && event.type == .subscriptionExpired, "\(event.type) caused by \(event.draft.cause)")
+        }
+        #expect(events.last?.draft.state == (try await Self.currentState(store, "alice")), "the last event carries the state a read answers")
+        // Applying everything again changes nothing, so it emits nothing.
+        let last = try await store.lastEventPosition()
+        for notification in try await fixture.verifiedNotifications() { _ = try await store.apply(notification) }
+        #expect(try await store.lastEventPosition() == last)
+        await store.close()
+    }
+
+    @Test("an expiry nobody announces is an event when the expiry job looks, once, whoever looks", arguments: Backend.available)
+    func expiryByTime(backend: Backend) async throws {
+        let store = try await backend.makeStore()
+        var fixture = SimulatorFixture()
+        let now = MutableDate(TestAppStore.start)
+        store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { now.value })
+        let token = try await store.appAccountToken(for: "alice", bundleId: Self.app, environment: .sandbox, renew: false)
+        try fixture.customer("apple-1")
+        let bought = try fixture.engine.purchase(.init(customerId: "apple-1", productId: "pro.monthly", appAccountToken: token))
+        try fixture.engine.setAutoRenew(originalTransactionId: bought.originalTransactionId, enabled: false)
+        for notification in try await fixture.verifiedNotifications() { _ = try await store.apply(notification) }
+        #expect(try await store.customersDue(at: now.value, limit: 10).isEmpty)
+        // A month later, with no notification (the App Store's clock has not moved).
+        now.value = TestAppStore.start.addingTimeInterval(40 * 86_400)
+        let due = try await store.customersDue(at: now.value, limit: 10)
+        #expect(due == [CustomerKey(bundleId: Self.app, environment: .sandbox, customerId: "alice")])
+        // Two instances looking at once: one event.
+        async let first = store.reevaluate(due)
+        async let second = store.reevaluate(due)
+        #expect(try await first + second == 1)
+        #expect(try await store.customersDue(at: now.value, limit: 10).isEmpty)
+        let events = try await Self.allEvents(store)
+        let expired = try #require(events.last)
+        #expect(expired.type == .subscriptionExpired)
+        #expect(expired.draft.cause.kind == .expiry)
+        #expect(expired.draft.changes["reason"] == .string("voluntary"))
+        #expect(expired.draft.state == (try await Self.currentState(store, "alice")))
+        #expect(!expired.draft.state.contains("\"entitlement\""), "no entitlement left")
+        await store.close()
+    }
+
+    @Test(
+        "every shipped scenario: events folded per customer end in the state a read answers; any order with duplicates ends in the same states and emits nothing for a change that did not happen",
+        arguments: ShippedScenarios.all.map(\.name))
+    func scenarios(name: String) async throws {
+        var fixture = SimulatorFixture()
+        try await fixture.play(name)
+        let notifications = try await fixture.verifiedNotifications()
+        // What the apps submit: each purchase's first transaction, as its first notification carried it.
+        let customers = Dictionary(fixture.engine.state.transactions.values.map { ($0.info.transactionId, $0.customerId) }, uniquingKeysWith: { $1 })
+        var submissions: [(VerifiedSignedData<TransactionInfo>, String)] = []
+        var families = Set<String>()
+        for notification in notifications {
+            guard let transaction = notification.transaction, families.insert(transaction.payload.originalTransactionId).inserted,
+                let customer = customers[transaction.payload.transactionId]
+            else { continue }
+            submissions.append((transaction, customer))
+        }
+        let truth = fixture.engine.groundTruth()
+        let end = fixture.engine.state.now
+        var finals: [[String: String]] = []
+        for (round, backend) in (Backend.available + Backend.available).enumerated() {
+            let store = try await backend.makeStore()
+            store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { end })
+            for (transaction, customer) in submissions { _ = try await store.submit(transaction, customerId: customer) }
+            // The first round in the App Store's order; the next, shuffled with every notification twice.
+            var order = notifications
+            if round >= Backend.available.count {
+                var generator = SeededGenerator(seed: UInt64(name.utf8.reduce(0) { $0 &* 31 &+ UInt64($1) }))
+                order = (notifications + notifications).shuffled(using: &generator)
+            }
+            for notification in order { _ = try await store.apply(notification) }
+            let events = try await Self.allEvents(store)
+            var folded: [String: String] = [:]
+            var sequences: [String: Int64] = [:]
+            for event in events {
+                let customer = event.customer.customerId
+                #expect(event.draft.sequence == sequences[customer, default: 0] + 1, "\(name): \(customer)'s sequence has no gap")
+                sequences[customer] = event.draft.sequence
+                folded[customer] = event.draft.state
+            }
+            for customer in truth.map(\.customerId) where folded[customer] != nil {
+                #expect(folded[customer] == (try await Self.currentState(store, customer)), "\(name): \(customer)'s last event is their state")
+            }
+            finals.append(folded)
+            // Everything again: nothing changes, nothing is emitted.
+            let last = try await store.lastEventPosition()
+            for notification in notifications { _ = try await store.apply(notification) }
+            #expect(try await store.lastEventPosition() == last, "\(name): duplicates emit nothing")
+            await store.close()
+        }
+        for other in finals.dropFirst() { #expect(other == finals[0], "\(name): the same final states in any order") }
+    }
+}
+
+/// A date a test moves (the outbox's clock).
+final class MutableDate: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: Date
+    init(_ date: Date) { stored = date }
+    var value: Date {
+        get { lock.withLock { stored } }
+        set { lock.withLock { stored = newValue } }
+    }
+}
+
+/// A deterministic shuffle (SplitMix64).
+struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

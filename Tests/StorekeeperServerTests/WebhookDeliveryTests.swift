@@ -1,0 +1,249 @@
+import AppStoreModels
+import AppStoreSigning
+import AppStoreSimulator
+import Foundation
+import Logging
+import ServiceLifecycle
+import StorekeeperCore
+import StorekeeperPostgres
+import StorekeeperSQLite
+import StorekeeperServer
+import StorekeeperTesting
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The `standardwebhooks` package from PyPI, which the test receiver verifies with.
+let pythonReceiverAvailable: Bool = {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = ["python3", "-c", "import standardwebhooks"]
+    process.standardError = FileHandle.nullDevice
+    guard (try? process.run()) != nil else { return false }
+    process.waitUntilExit()
+    return process.terminationStatus == 0
+}()
+
+/// The Python receiver (`Receiver/receiver.py`), started on a free port.
+final class PythonReceiver: @unchecked Sendable {
+    let process = Process()
+    let port: Int
+    let log: URL
+
+    init(secret: String, plan: [String]) throws {
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Receiver/receiver.py")
+        log = FileManager.default.temporaryDirectory.appendingPathComponent("receiver-\(UUID()).jsonl")
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        let output = Pipe()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        // The secret by the environment, not the command line (which `ps` shows).
+        process.arguments = ["python3", script.path, log.path, plan.joined(separator: ",")]
+        process.environment = ProcessInfo.processInfo.environment.merging(["RECEIVER_SECRET": secret]) { $1 }
+        process.standardOutput = output
+        try process.run()
+        var line = Data()
+        while let byte = try output.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) { line += byte }
+        guard let port = Int(String(decoding: line, as: UTF8.self)) else { throw CancellationError() }
+        self.port = port
+    }
+
+    struct Record: Decodable {
+        var id: String?
+        var behaviour: String
+        var verified: Bool
+        var type: String?
+        var customer: String?
+        var sequence: Int?
+    }
+
+    var records: [Record] {
+        let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").compactMap { try? JSONDecoder().decode(Record.self, from: Data($0.utf8)) }
+    }
+
+    /// Stops the receiver (SIGKILL: it holds no state worth a clean exit; waiting for it from a deinit could hang).
+    func stop() {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        try? FileManager.default.removeItem(at: log)
+    }
+
+    deinit { stop() }
+}
+
+@Suite("Webhooks: every event delivered, signed as Standard Webhooks says, in order per customer, through failures")
+struct WebhookDeliveryTests {
+    @Test(
+        "a receiver that fails for a while (5xx, a timeout, a dropped connection) then recovers gets every event at least once, exactly once after deduplication, in sequence per customer, every signature verified by the standardwebhooks package",
+        .enabled(
+            if: pythonReceiverAvailable, "python3 with the standardwebhooks package is not installed (pip install standardwebhooks; .ci/run does)"))
+    func deliveredThroughFailures() async throws {
+        var testbed = try ServerTestbed()
+        let secret = WebhookSecret.generate()
+        let receiver = try PythonReceiver(secret: secret, plan: ["500", "500", "slow", "close", "500", "ok", "500"])
+        var configuration = testbed.configuration
+        configuration.webhooks = [
+            .init(
+                name: "backend", url: "http://127.0.0.1:\(receiver.port)/hooks", secret: secret, timeoutSeconds: 1, maxConcurrency: 4,
+                retryScheduleSeconds: [0.2, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2])
+        ]
+        let store = testbed.store
+        // The endpoint exists before the first event (an endpoint starts after the events committed before it).
+        _ = try await store.fanOut(configuration.webhooks[0].route, limit: 1, now: Date())
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let clock = TestClock(ServerTestbed.start)
+        let app = StorekeeperApplication.buildApplication(
+            store: store, configuration: configuration, verifiers: try configuration.makeVerifiers(), port: 0, logger: logger, now: { clock.now })
+        let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            // Three customers buy; alice renews twice and turns auto-renew off.
+            for customer in ["alice", "bob", "carol"] {
+                let token = try await store.appAccountToken(for: customer, bundleId: "com.example.storekeeper", environment: .sandbox, renew: false)
+                try testbed.engine.createCustomer(id: "apple-\(customer)")
+                _ = try testbed.engine.purchase(.init(customerId: "apple-\(customer)", productId: "pro.monthly", appAccountToken: token))
+            }
+            try testbed.engine.advance(by: 31 * 86_400)
+            try testbed.engine.advance(by: 31 * 86_400)
+            clock.set(testbed.engine.state.now)
+            let verifier = try #require(try configuration.makeVerifiers().first { $0.key.bundleId == "com.example.storekeeper" }?.value)
+            for record in testbed.engine.state.notifications {
+                _ = try await store.apply(try await verifier.verifyNotification(record.signedPayload))
+            }
+            let events = try await store.events(after: 0, limit: 1_000, filter: EventFilter())
+            #expect(events.count >= 6)
+            let deadline = ContinuousClock.now.advanced(by: .seconds(60))
+            while Set(receiver.records.filter { $0.behaviour == "ok" && $0.verified }.compactMap(\.id)).isSuperset(of: events.map(\.id.description))
+                == false,
+                ContinuousClock.now < deadline
+            {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            let records = receiver.records
+            #expect(records.allSatisfy { $0.verified }, "every signature verifies with the standardwebhooks package")
+            // A slow answer that still came within the timeout is a delivery too.
+            let accepted = records.filter { $0.behaviour == "ok" || $0.behaviour == "slow" }
+            #expect(Set(accepted.compactMap(\.id)) == Set(events.map(\.id.description)), "every event arrived")
+            #expect(records.count > events.count, "the failures were retried")
+            // Exactly once after deduplication, and per customer in sequence order.
+            var seen = Set<String>()
+            var last: [String: Int] = [:]
+            for record in accepted {
+                guard let id = record.id, seen.insert(id).inserted, let customer = record.customer, let sequence = record.sequence else { continue }
+                #expect(
+                    sequence == last[customer, default: 0] + 1,
+                    "\(customer): \(sequence) after \(last[customer, default: 0]); received: \(records.map { "\($0.behaviour) \($0.customer ?? "-") \($0.sequence ?? -1)" })"
+                )
+                last[customer] = sequence
+            }
+            let status = try await store.endpointStatus("backend")
+            #expect(status.backlog == 0 && status.deadLettered == 0 && status.failingSince == nil)
+            let history = try await store.deliveries(of: try #require(events.first).position)
+            #expect(history.first?.status == "delivered")
+            #expect(history.first.map { $0.history.count >= 1 && $0.history.last?.statusCode == 204 } == true)
+            await group.triggerGracefulShutdown()
+            try await tasks.next()
+        }
+    }
+
+    @Test(
+        "after its last retry an event is dead-lettered and the endpoint marked failing; a success clears the mark; redelivery sends it again",
+        .enabled(if: pythonReceiverAvailable, "python3 with the standardwebhooks package is not installed"))
+    func deadLetter() async throws {
+        var testbed = try ServerTestbed()
+        let secret = WebhookSecret.generate()
+        let receiver = try PythonReceiver(secret: secret, plan: ["500", "500", "500"])
+        let endpoint = ServerConfiguration.WebhookEndpoint(
+            name: "backend", url: "http://127.0.0.1:\(receiver.port)/", secret: secret, timeoutSeconds: 1, retryScheduleSeconds: [0.1, 0.1])
+        var configuration = testbed.configuration
+        configuration.webhooks = [endpoint]
+        let store = testbed.store
+        _ = try await store.fanOut(endpoint.route, limit: 1, now: Date())
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let token = try await store.appAccountToken(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox, renew: false)
+        try testbed.engine.createCustomer(id: "apple-alice")
+        _ = try testbed.engine.purchase(.init(customerId: "apple-alice", productId: "pro.monthly", appAccountToken: token))
+        let verifier = try #require(try configuration.makeVerifiers().first { $0.key.bundleId == "com.example.storekeeper" }?.value)
+        store.outbox.configure(entitlements: configuration.entitlements, clock: { ServerTestbed.start })
+        for record in testbed.engine.state.notifications { _ = try await store.apply(try await verifier.verifyNotification(record.signedPayload)) }
+        let service = WebhookDeliveryService(store: store, endpoints: [endpoint], logger: logger, metrics: StorekeeperMetrics.discarded)
+        let task = Task { try await service.run() }
+        defer { task.cancel() }
+        var status = try await store.endpointStatus("backend")
+        let deadline = ContinuousClock.now.advanced(by: .seconds(30))
+        while status.deadLettered == 0, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(100))
+            status = try await store.endpointStatus("backend")
+        }
+        #expect(status.deadLettered == 1 && status.failingSince != nil && status.failingReason == "HTTP 500")
+        #expect(receiver.records.count == 3, "the first attempt and two retries")
+        // An operator redelivers it: it arrives (the receiver accepts now), and the endpoint is no longer failing.
+        try await store.resumeEndpoint("backend", now: Date())
+        let redelivered = try await store.redeliver(endpoint.route, filter: EventFilter(), now: Date())
+        #expect(redelivered == 1)
+        status = try await store.endpointStatus("backend")
+        while status.backlog > 0, ContinuousClock.now < deadline.advanced(by: .seconds(30)) {
+            try await Task.sleep(for: .milliseconds(100))
+            status = try await store.endpointStatus("backend")
+        }
+        #expect(status.failingSince == nil && status.deadLettered == 0 && status.backlog == 0)
+        #expect(receiver.records.last?.behaviour == "ok")
+    }
+
+    @Test(
+        "two and three instances on PostgreSQL deliver one outbox: no event sent twice, each customer's in order, a stopped instance's deliveries taken over",
+        .needsPostgres, .enabled(if: pythonReceiverAvailable, "python3 with the standardwebhooks package is not installed"))
+    func instancesShareOneOutbox() async throws {
+        let secret = WebhookSecret.generate()
+        let receiver = try PythonReceiver(secret: secret, plan: [])
+        let endpoint = ServerConfiguration.WebhookEndpoint(
+            name: "backend", url: "http://127.0.0.1:\(receiver.port)/", secret: secret, timeoutSeconds: 5, maxConcurrency: 3,
+            retryScheduleSeconds: [0.2, 0.2, 0.2])
+        let first = try await PostgresTestDatabase.openStore()
+        let url = first.url
+        let others = [try await PostgresLedgerStore.open(url), try await PostgresLedgerStore.open(url)]
+        let stores = [first] + others
+        _ = try await first.fanOut(endpoint.route, limit: 1, now: Date())
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        var fixture = SimulatorFixture()
+        for store in stores { store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { TestAppStore.start }) }
+        // Twenty customers buy, each through a server-issued token, on one instance or another.
+        for index in 0..<20 {
+            let store = stores[index % stores.count]
+            let token = try await store.appAccountToken(
+                for: "user-\(index)", bundleId: "com.example.storekeeper", environment: .sandbox, renew: false)
+            try fixture.customer("apple-\(index)")
+            _ = try fixture.engine.purchase(.init(customerId: "apple-\(index)", productId: "pro.monthly", appAccountToken: token))
+            _ = try fixture.engine.purchase(.init(customerId: "apple-\(index)", productId: "unlock.lifetime", appAccountToken: token))
+        }
+        let services = stores.map { WebhookDeliveryService(store: $0, endpoints: [endpoint], logger: logger, metrics: StorekeeperMetrics.discarded) }
+        let tasks = services.map { service in Task { try await service.run() } }
+        for (index, notification) in try await fixture.verifiedNotifications().enumerated() {
+            _ = try await stores[index % stores.count].apply(notification)
+            // One instance stops half-way: its claims lapse or finish, the others carry on.
+            if index == 20 { tasks[2].cancel() }
+        }
+        let events = try await first.events(after: 0, limit: 1_000, filter: EventFilter())
+        #expect(events.count == 40)
+        let deadline = ContinuousClock.now.advanced(by: .seconds(90))
+        while Set(receiver.records.compactMap(\.id)).count < events.count, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        let records = receiver.records
+        #expect(Set(records.compactMap(\.id)) == Set(events.map(\.id.description)))
+        #expect(records.count == events.count, "no event sent twice: \(records.count) requests for \(events.count) events")
+        #expect(records.allSatisfy { $0.verified })
+        var last: [String: Int] = [:]
+        for record in records {
+            guard let customer = record.customer, let sequence = record.sequence else { continue }
+            #expect(sequence == last[customer, default: 0] + 1, "\(customer): \(sequence) after \(last[customer, default: 0])")
+            last[customer] = sequence
+        }
+        for task in tasks { task.cancel() }
+        for store in stores { await store.close() }
+    }
+}
