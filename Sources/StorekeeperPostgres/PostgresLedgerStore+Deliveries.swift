@@ -152,21 +152,11 @@ extension PostgresLedgerStore {
         }
     }
 
-    package func redeliver(_ route: WebhookRoute, filter: EventFilter, now: Date) async throws(StorageError) -> Int {
-        var position: Int64 = 0
-        var count = 0
-        while true {
-            let page = try await events(after: position, limit: 500, filter: filter)
-            guard let last = page.last else { return count }
-            position = last.position
-            let matching = page.filter(route.matches)
-            if !matching.isEmpty {
-                try await write { transaction in
-                    try await Self.insertDeliveries(transaction.connection, endpoint: route.name, events: matching, now: now)
-                    return ((), [])
-                }
-            }
-            count += matching.count
+    package func enqueue(_ events: [LedgerEvent], endpoint: String, now: Date) async throws(StorageError) {
+        guard !events.isEmpty else { return }
+        try await write { transaction in
+            try await Self.insertDeliveries(transaction.connection, endpoint: endpoint, events: events, now: now)
+            return ((), [])
         }
     }
 

@@ -141,18 +141,9 @@ extension SQLiteLedgerStore {
         }
     }
 
-    package func redeliver(_ route: WebhookRoute, filter: EventFilter, now: Date) async throws(StorageError) -> Int {
-        var position: Int64 = 0
-        var count = 0
-        while true {
-            let page = try await events(after: position, limit: 500, filter: filter)
-            guard let last = page.last else { return count }
-            position = last.position
-            let matching = page.filter(route.matches)
-            try await write { db, _ in
-                for event in matching { try Self.insertDelivery(db, endpoint: route.name, event: event, now: now) }
-            }
-            count += matching.count
+    package func enqueue(_ events: [LedgerEvent], endpoint: String, now: Date) async throws(StorageError) {
+        try await write { db, _ in
+            for event in events { try Self.insertDelivery(db, endpoint: endpoint, event: event, now: now) }
         }
     }
 

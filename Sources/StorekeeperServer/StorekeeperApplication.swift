@@ -54,6 +54,7 @@ package enum StorekeeperApplication {
             reader: reader, now: now
         ).addRoutes(to: v1)
         EventsAPI(configuration: configuration, store: store).addRoutes(to: v1)
+        WebhookAdminAPI(configuration: configuration, store: store).addRoutes(to: v1)
         var reconcilers: [VerifierKey: Reconciler] = [:]
         for (app, client) in apiClients {
             guard let verifier = verifiers[app] else { continue }

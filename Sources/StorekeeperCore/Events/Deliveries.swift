@@ -137,10 +137,26 @@ package protocol DeliveryStore: Sendable {
     /// Clears the endpoint's failing mark and makes its pending deliveries due now (an operator's command).
     func resumeEndpoint(_ endpoint: String, now: Date) async throws(StorageError)
 
-    /// Delivers again, from now, the events matching `filter` and `route` (dead-lettered, delivered, or never
-    /// created for it, such as events before the endpoint existed); returns how many deliveries were made due.
-    func redeliver(_ route: WebhookRoute, filter: EventFilter, now: Date) async throws(StorageError) -> Int
+    /// Makes these events due at the endpoint from `now` (a delivery created, or made pending again whatever its state).
+    func enqueue(_ events: [LedgerEvent], endpoint: String, now: Date) async throws(StorageError)
 
     /// The deliveries of one event, with every attempt.
     func deliveries(of position: Int64) async throws(StorageError) -> [DeliveryRecord]
+}
+
+extension LedgerStore {
+    /// Delivers again, from now, the events matching `filter` and `route` (dead-lettered, delivered, or never
+    /// created for it, such as events before the endpoint existed); returns how many deliveries were made due.
+    package func redeliver(_ route: WebhookRoute, filter: EventFilter, now: Date) async throws(StorageError) -> Int {
+        var position: Int64 = 0
+        var count = 0
+        while true {
+            let page = try await events(after: position, limit: 500, filter: filter)
+            guard let last = page.last else { return count }
+            position = last.position
+            let matching = page.filter(route.matches)
+            if !matching.isEmpty { try await enqueue(matching, endpoint: route.name, now: now) }
+            count += matching.count
+        }
+    }
 }

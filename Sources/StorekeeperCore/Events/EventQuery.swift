@@ -58,6 +58,9 @@ extension LedgerEvent {
         return out.buffer
     }
 
+    /// ``json()`` as text.
+    package var jsonText: String { String(buffer: json()) }
+
     /// RFC 3339 in UTC with milliseconds, as Standard Webhooks' examples write it.
     package static func timestamp(_ date: Date) -> String {
         date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))

@@ -54,7 +54,8 @@ struct OutboxService: Service {
 
     @discardableResult
     func prune() async -> Int {
-        let cutoff = Date().addingTimeInterval(-settings.retentionDays * 86_400)
+        // The outbox's clock, the one events are dated by.
+        let cutoff = store.outbox.now.addingTimeInterval(-settings.retentionDays * 86_400)
         do {
             let dropped = try await store.pruneEvents(occurredBefore: cutoff)
             if dropped > 0 {

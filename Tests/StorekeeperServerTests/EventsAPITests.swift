@@ -1,0 +1,97 @@
+import AppStoreModels
+import AppStoreSimulator
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import StorekeeperCore
+import StorekeeperSQLite
+import StorekeeperTesting
+import Testing
+
+@Suite("Storekeeper server: polling events")
+struct EventsAPITests {
+    typealias T = ServerTestbed
+
+    /// alice (through a server-issued token) buys the monthly plan; dave buys the other app's unlock.
+    static func twoAppsWithEvents() async throws -> T {
+        var testbed = try T(catalog: T.twoApps)
+        let token = try await testbed.store.appAccountToken(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox, renew: false)
+        let other = try await testbed.store.appAccountToken(for: "dave", bundleId: "com.example.other", environment: .sandbox, renew: false)
+        try testbed.engine.createCustomer(id: "apple-1")
+        _ = try testbed.engine.purchase(.init(customerId: "apple-1", productId: "pro.monthly", appAccountToken: token))
+        _ = try testbed.engine.purchase(.init(customerId: "apple-1", productId: "other.unlock", appAccountToken: other))
+        return testbed
+    }
+
+    static func events(_ answer: Answer) -> [[String: Any]] { answer.json["events"] as? [[String: Any]] ?? [] }
+
+    @Test("an app key lists its own app's events only, an admin key every app's; the cursor pages without loss or repeat; one event by ID")
+    func listAndPage() async throws {
+        let testbed = try await Self.twoAppsWithEvents()
+        let notifications = testbed.engine.state.notifications.map(\.signedPayload)
+        try await testbed.withClient { client in
+            for jws in notifications { #expect(try await client.send(.post, "/appstore/notifications", body: WebhookTests.body(jws)).status == 200) }
+            let own = try await client.send(.get, "/v1/events", key: T.appKey)
+            #expect(own.status == 200, "\(own.json)")
+            let ownEvents = Self.events(own)
+            #expect(ownEvents.count == 1)
+            let first = try #require(ownEvents.first)
+            #expect(first["type"] as? String == "subscription.started")
+            let data = try #require(first["data"] as? [String: Any])
+            #expect(
+                data["customerId"] as? String == "alice" && data["bundleId"] as? String == "com.example.storekeeper" && data["sequence"] as? Int == 1)
+            #expect((data["state"] as? [String: Any])?["customerId"] as? String == "alice", "the customer's whole state")
+            #expect((data["cause"] as? [String: Any])?["kind"] as? String == "notification")
+            // The state is what a read answers.
+            let read = try await client.send(.get, "/v1/customers/alice", key: T.appKey)
+            #expect(NSDictionary(dictionary: read.json) == NSDictionary(dictionary: try #require(data["state"] as? [String: Any])))
+            let other = Self.events(try await client.send(.get, "/v1/events", key: T.otherAppKey))
+            #expect(other.map { ($0["data"] as? [String: Any])?["customerId"] as? String } == ["dave"])
+            let all = try await client.send(.get, "/v1/events?limit=1", key: T.adminKey)
+            #expect(Self.events(all).count == 1 && all.json["hasMore"] as? Bool == true)
+            let next = try #require(all.json["next"] as? String)
+            let rest = try await client.send(.get, "/v1/events?after=\(next)", key: T.adminKey)
+            #expect(Self.events(rest).count == 1 && rest.json["hasMore"] as? Bool == false)
+            #expect(rest.json["next"] as? String != next)
+            let none = try await client.send(.get, "/v1/events?after=\(try #require(rest.json["next"] as? String))", key: T.adminKey)
+            #expect(Self.events(none).isEmpty && none.json["next"] as? String == rest.json["next"] as? String, "an empty page keeps the cursor")
+            // One by ID: another app's event is unknown to an app key.
+            let id = try #require(data["id"] as? String)
+            #expect(try await client.send(.get, "/v1/events/\(id)", key: T.appKey).status == 200)
+            #expect(try await client.send(.get, "/v1/events/\(id)", key: T.otherAppKey).errorCode == "unknown-event")
+            // A customer filter, a type filter.
+            #expect(Self.events(try await client.send(.get, "/v1/events?customer=dave", key: T.adminKey)).count == 1)
+            #expect(Self.events(try await client.send(.get, "/v1/events?type=purchase.completed", key: T.adminKey)).count == 1)
+            // Refused, by name.
+            for (path, code) in [
+                ("/v1/events?after=12", "invalid-cursor"), ("/v1/events?limit=0", "invalid-parameter"), ("/v1/events?wait=61", "invalid-parameter"),
+                ("/v1/events?type=subscription.renewd", "invalid-parameter"), ("/v1/events?afer=c1.1", "unknown-parameter"),
+                ("/v1/events?customer=a%20b", "invalid-customer-id"), ("/v1/events/evt_nope", "invalid-parameter"),
+            ] {
+                let answer = try await client.send(.get, path, key: T.appKey)
+                #expect(answer.status == 400 && answer.errorCode == code, "\(path): \(answer.json)")
+            }
+            #expect(try await client.send(.get, "/v1/events").status == 401)
+            #expect(try await client.send(.get, "/v1/admin/webhooks", key: T.appKey).errorCode == "admin-only")
+            #expect(try await client.send(.get, "/v1/admin/webhooks", key: T.adminKey).status == 200)
+        }
+    }
+
+    @Test("a long poll answers as soon as an event is committed, and an empty page when the wait ends")
+    func longPoll() async throws {
+        let testbed = try await Self.twoAppsWithEvents()
+        let jws = try #require(testbed.engine.state.notifications.first).signedPayload
+        try await testbed.withClient { client in
+            let started = ContinuousClock.now
+            let empty = try await client.send(.get, "/v1/events?wait=1", key: T.appKey)
+            #expect(Self.events(empty).isEmpty && ContinuousClock.now - started >= .milliseconds(900))
+            async let polled = client.send(.get, "/v1/events?wait=20", key: T.appKey)
+            try await Task.sleep(for: .milliseconds(300))
+            let sent = ContinuousClock.now
+            #expect(try await client.send(.post, "/appstore/notifications", body: WebhookTests.body(jws)).status == 200)
+            let answer = try await polled
+            #expect(Self.events(answer).count == 1)
+            #expect(ContinuousClock.now - sent < .seconds(5), "answered when the event was committed, not at the end of the wait")
+        }
+    }
+}

@@ -1,0 +1,66 @@
+import Foundation
+import StorekeeperCore
+import StorekeeperServer
+import Testing
+
+@Suite("Storekeeper server: webhook endpoints and events settings read strictly")
+struct WebhookConfigurationTests {
+    static let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+    static func load(webhooks: String, extra: String = "") throws(ConfigurationError) -> ServerConfiguration {
+        try StrictConfigurationTests.load(#"{"apps": [\#(StrictConfigurationTests.app)], "webhooks": [\#(webhooks)]\#(extra)}"#)
+    }
+
+    /// An endpoint; `fields` replace or add to its name, url and secret.
+    static func endpoint(_ fields: String) -> String {
+        var base = [#""name": "backend""#, #""url": "https://hooks.example.com/storekeeper""#, #""secret": "\#(secret)""#]
+        for (index, key) in ["\"name\"", "\"url\"", "\"secret\""].enumerated() where fields.contains(key) { base[index] = "" }
+        return "{" + (base.filter { !$0.isEmpty } + [String(fields.dropFirst(2))]).filter { !$0.isEmpty }.joined(separator: ", ") + "}"
+    }
+
+    @Test("an endpoint takes its defaults: every app, environment and type; 10 s timeout; 8 at once; Standard Webhooks' retry schedule (over 24 h)")
+    func defaults() throws {
+        let configuration = try Self.load(webhooks: Self.endpoint(""))
+        let endpoint = try #require(configuration.webhooks.first)
+        #expect(endpoint.timeoutSeconds == 10 && endpoint.maxConcurrency == 8 && endpoint.apps == nil && endpoint.eventTypes == nil)
+        #expect(endpoint.retryScheduleSeconds.reduce(0, +) >= 24 * 3_600)
+        #expect(endpoint.route == WebhookRoute(name: "backend"))
+        #expect(configuration.events == .init(retentionDays: 30, expiryCheckSeconds: 10))
+    }
+
+    @Test(
+        "every mistake is refused at load, with the setting named",
+        arguments: [
+            (endpoint(#", "url": "ftp://hooks.example.com/""#), "webhooks[0].url", "not an http:// or https:// URL"),
+            (endpoint(#", "url": "hooks.example.com/x""#), "webhooks[0].url", "not an http:// or https:// URL"),
+            (endpoint(#", "url": "https://user:pw@hooks.example.com/""#), "webhooks[0].url", "no user or password"),
+            (endpoint(#", "secret": "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw""#), "webhooks[0].secret", "whsec_"),
+            (endpoint(#", "secret": "whsec_c2hvcnQ=""#), "webhooks[0].secret", "bytes"),
+            (endpoint(#", "previousSecrets": ["whsec_!!!"]"#), "webhooks[0].previousSecrets[0]", "whsec_"),
+            (endpoint(#", "eventTypes": ["subscription.renewd"]"#), "webhooks[0].eventTypes[0]", "did you mean \"subscription.renewed\""),
+            (endpoint(#", "apps": ["com.example.nope"]"#), "webhooks[0].apps[0]", "not a configured app"),
+            (endpoint(#", "environments": ["sandbox"]"#), "webhooks[0].environments[0]", "\"Sandbox\" or \"Production\""),
+            (endpoint(#", "timeoutSeconds": 0"#), "webhooks[0].timeoutSeconds", "1 to 120"),
+            (endpoint(#", "maxConcurrency": 0"#), "webhooks[0].maxConcurrency", "1 to 256"),
+            (endpoint(#", "retryScheduleSeconds": []"#), "webhooks[0].retryScheduleSeconds", "1 to 50 waits"),
+            (endpoint(#", "name": "a b""#), "webhooks[0].name", "not a name"),
+            (endpoint("") + ", " + endpoint(""), "webhooks[1].name", "configured twice"),
+            (endpoint("") + ", " + endpoint(#", "name": "other""#), "webhooks[1].url", "repeats another endpoint's URL"),
+        ])
+    func mistakes(webhooks: String, setting: String, message: String) throws {
+        let error = #expect(throws: ConfigurationError.self) { try Self.load(webhooks: webhooks) }
+        #expect(error?.setting == setting, "\(error?.message ?? "")")
+        #expect(error?.message.contains(message) == true, "\(error?.message ?? "")")
+        #expect(error?.message.contains("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw") == false, "a secret is never repeated in an error")
+    }
+
+    @Test("a mistyped key of an endpoint or of events is refused with the key meant; events settings are checked")
+    func mistypedKeys() throws {
+        let typo = #expect(throws: ConfigurationError.self) { try Self.load(webhooks: Self.endpoint(#", "eventType": ["subscription.renewed"]"#)) }
+        #expect(typo?.message.contains("eventTypes") == true, "\(typo?.message ?? "")")
+        let events = #expect(throws: ConfigurationError.self) { try Self.load(webhooks: "", extra: #", "events": {"retentionDay": 3}"#) }
+        #expect(events?.message.contains("retentionDays") == true, "\(events?.message ?? "")")
+        let range = #expect(throws: ConfigurationError.self) { try Self.load(webhooks: "", extra: #", "events": {"retentionDays": 0}"#) }
+        #expect(range?.setting == "events.retentionDays")
+    }
+}
