@@ -55,12 +55,27 @@ package struct DemoRunner: Sendable {
         let simulatorDirectory = try SimulatorDirectory.initialize(at: directory.appendingPathComponent("simulator"))
         let simulator = try Simulator(directory: simulatorDirectory)
         let apiKey = UUID().uuidString
-        let configuration = Self.configuration(root: simulatorDirectory.rootCertificateFile.path, apiKey: apiKey)
+        // The developer's backend: a receiver of the server's events, on a port of its own.
+        let secret = WebhookSecret.generate()
+        let receiver = DemoReceiver(secret: try WebhookSecret(secret))
+        let receiverPorts = AsyncStream<Int>.makeStream()
+        let receiverApp = Application(
+            router: receiver.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { channel in receiverPorts.continuation.yield(channel.localAddress?.port ?? 0) })
+        var configuration = Self.configuration(root: simulatorDirectory.rootCertificateFile.path, apiKey: apiKey)
         let store = try SQLiteLedgerStore(path: directory.appendingPathComponent("storekeeper.sqlite").path)
         let clock = DemoClock(await simulator.state.now)
         var logger = Logger(label: "storekeeper")
         logger.logLevel = .critical
         let ports = AsyncStream<Int>.makeStream()
+        let receiverTask = Task { try await receiverApp.runService(gracefulShutdownSignals: []) }
+        defer { receiverTask.cancel() }
+        var receiverIterator = receiverPorts.stream.makeAsyncIterator()
+        guard let receiverPort = await receiverIterator.next() else { throw DemoError(message: "the demo receiver did not start") }
+        configuration.webhooks = [
+            .init(name: "demo-backend", url: "http://127.0.0.1:\(receiverPort)/events", secret: secret, retryScheduleSeconds: [0.5, 1, 2])
+        ]
+        try await WebhookDeliveryService.register(configuration.webhooks, in: store)
         let app = StorekeeperApplication.buildApplication(
             store: store, configuration: configuration, verifiers: try configuration.makeVerifiers(), port: 0, logger: logger,
             now: { clock.now }, onServerRunning: { port in ports.continuation.yield(port) }
@@ -83,10 +98,34 @@ package struct DemoRunner: Sendable {
                 try await session.play(scenario, faults: faults)
             }
             let rows = try await session.table()
+            try await Self.reportEvents(receiver: receiver, store: store, rows: rows, print: print)
             group.cancelAll()
             return rows
         }
         return rows
+    }
+
+    /// Waits for every event to reach the receiver, then says what it received.
+    static func reportEvents(receiver: DemoReceiver, store: SQLiteLedgerStore, rows: [Row], print: @Sendable (String) -> Void) async throws {
+        // What the expiry job does every events.expiryCheckSeconds: access that ended by time, with no notification.
+        let expiries = try await store.reevaluate(try await store.customersDue(at: store.outbox.now, limit: 10_000))
+        let events = try await store.lastEventPosition()
+        let deadline = ContinuousClock.now.advanced(by: .seconds(30))
+        while receiver.summary.events.count < events, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        let received = receiver.summary
+        var types: [String: Int] = [:]
+        for event in received.events.values { types[event.type, default: 0] += 1 }
+        print("── events at the demo's webhook receiver (Standard Webhooks, signatures checked)")
+        print("  \(received.events.count) of \(events) events received in \(received.requests) requests, \(received.refused) signatures refused")
+        if expiries > 0 { print("  (\(expiries) of them expiries nobody announced, emitted by the expiry job)") }
+        for (type, count) in types.sorted(by: { $0.key < $1.key }) { print("      \(type) ×\(count)") }
+        let agree = rows.filter { row in
+            (received.states[row.customerId]?.entitled ?? []) == row.storekeeper.filter { !$0.contains("×") }
+        }.count
+        print("  each customer's last event gives their entitlements: \(agree) of \(rows.count) customers; out of order: \(received.outOfOrder)\n")
+        guard received.events.count == events, received.refused == 0, received.outOfOrder == 0, agree == rows.count else {
+            throw DemoError(message: "the receiver did not get every event once, in order, signed")
+        }
     }
 
     /// Storekeeper's configuration for the simulator's sample catalog.

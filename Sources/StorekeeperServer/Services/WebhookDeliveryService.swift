@@ -38,6 +38,12 @@ package struct WebhookDeliveryService: Service {
         self.metrics = metrics
     }
 
+    /// Gives each endpoint new to the ledger its place in the outbox (after the last event committed), so that the
+    /// events committed from now on reach it; run before the server takes requests.
+    package static func register(_ endpoints: [ServerConfiguration.WebhookEndpoint], in store: any LedgerStore) async throws(StorageError) {
+        for endpoint in endpoints { _ = try await store.fanOut(endpoint.route, limit: 0, now: Date()) }
+    }
+
     package func run() async throws {
         guard !endpoints.isEmpty else { return }
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))

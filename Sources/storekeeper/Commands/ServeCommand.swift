@@ -81,6 +81,12 @@ struct ServeCommand: AsyncParsableCommand {
                     "database": .string(ledger.description), "database.migrations_applied": .array(ledger.migrationsApplied.map { .string($0) }),
                 ]
             )
+            // Each webhook endpoint's place in the outbox, before the first request: an endpoint new to the ledger
+            // receives the events committed from now on (earlier ones by `storekeeper events replay`).
+            try await WebhookDeliveryService.register(configuration.webhooks, in: store)
+            if !configuration.webhooks.isEmpty {
+                logger.info("webhook endpoints", metadata: ["webhook.endpoints": .array(configuration.webhooks.map { .string($0.name) })])
+            }
             let app = StorekeeperApplication.buildApplication(
                 store: store, configuration: configuration, verifiers: verifiers,
                 host: host, port: port, logger: logger, exporter: exporter, apiClients: apiClients,
