@@ -144,6 +144,7 @@ package enum ServerBenchmark {
     /// API key and the first one's store, and the storage's description for the result.
     static func withServer<T: Sendable>(
         storage: Storage = .sqlite, apiKey: String? = nil, cacheCapacity: Int = 10_000, exporter: MetricsExporter = MetricsExporter(),
+        webhooks: [ServerConfiguration.WebhookEndpoint] = [], outbox: Bool = true,
         _ body: @Sendable @escaping (_ ports: [Int], _ apiKey: String, _ store: any LedgerStore, _ description: String) async throws -> T
     ) async throws -> T {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("storekeeper-bench-\(UUID().uuidString.prefix(8))")
@@ -156,7 +157,7 @@ package enum ServerBenchmark {
             apps: [.init(bundleId: "com.example.storekeeper", appAppleId: 6_450_000_001, environments: [.sandbox], trustedRoots: [rootFile.path])],
             entitlements: entitlementConfiguration,
             apiKeys: [.init(name: "bench", sha256: ServerConfiguration.hash(apiKey: key), scope: .app, bundleId: "com.example.storekeeper")],
-            customerCache: .init(capacity: cacheCapacity)
+            customerCache: .init(capacity: cacheCapacity), webhooks: webhooks
         )
         var logger = Logger(label: "bench")
         logger.logLevel = .critical
@@ -173,6 +174,8 @@ package enum ServerBenchmark {
         } else {
             stores = [try SQLiteLedgerStore(path: directory.appendingPathComponent("bench.sqlite").path)]
         }
+        for store in stores { store.outbox.isEnabled = outbox }
+        try await WebhookDeliveryService.register(webhooks, in: stores[0])
         let ports = AsyncStream<Int>.makeStream()
         let apps = try stores.map { store in
             StorekeeperApplication.buildApplication(

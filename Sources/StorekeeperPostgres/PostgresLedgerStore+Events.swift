@@ -12,9 +12,14 @@ extension PostgresWriteTransaction {
     /// Locks the customers' states (after every family lock of the unit of work, so two writers never wait for
     /// each other's families while holding a customer), then reads their ledgers (one statement, begun after the
     /// locks: it sees what the writers before committed) and their states.
-    func readCustomers(_ keys: [CustomerKey]) async throws -> OutboxReadResults {
+    func readCustomers(_ reads: OutboxReads) async throws -> OutboxReadResults {
+        let keys = reads.customers
         try await flush()
         var results = OutboxReadResults()
+        guard store.outbox.isEnabled else {
+            results.enabled = false
+            return results
+        }
         results.configuration = store.outbox.entitlements
         results.now = store.outbox.now
         var locks = PostgresBindings(capacity: 1)
@@ -54,8 +59,8 @@ extension PostgresWriteTransaction {
                 FROM p, unnest(
                     \(ids)::text[], \(drafts.map(\.customer.bundleId))::text[], \(drafts.map(\.customer.environment.rawValue))::text[],
                     \(drafts.map(\.customer.customerId))::text[], \(drafts.map(\.sequence))::bigint[], \(drafts.map(\.type.rawValue))::text[],
-                    \(drafts.map(\.occurredAt.epochMilliseconds))::bigint[], \(drafts.map { LedgerEvent.encode($0.cause) })::text[],
-                    \(drafts.map { LedgerEvent.encode($0.changes) })::text[], \(drafts.map(\.state))::text[]
+                    \(drafts.map(\.occurredAt.epochMilliseconds))::bigint[], \(drafts.map(\.causeJSON))::text[],
+                    \(drafts.map(\.changesJSON))::text[], \(drafts.map(\.state))::text[]
                 ) WITH ORDINALITY AS e(id, b, env, c, s, t, o, cause, changes, state, n)
                 """)
         }
@@ -159,7 +164,7 @@ extension PostgresLedgerStore {
             var count = 0
             for try await _ in try await connection.run(
                 """
-                DELETE FROM events WHERE occurred_at < \(date.epochMilliseconds)
+                DELETE FROM events WHERE id < \(EventID.first(at: date).description)
                 AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.position = events.position AND d.status = 'pending') RETURNING 1
                 """
             ) { count += 1 }

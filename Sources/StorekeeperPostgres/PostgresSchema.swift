@@ -99,7 +99,6 @@ enum PostgresSchema {
                 bundle_id TEXT NOT NULL, environment TEXT NOT NULL, customer_id TEXT NOT NULL, sequence BIGINT NOT NULL,
                 type TEXT NOT NULL, occurred_at BIGINT NOT NULL, cause TEXT NOT NULL, changes TEXT NOT NULL, state TEXT NOT NULL,
                 UNIQUE (bundle_id, environment, customer_id, sequence));
-            CREATE INDEX events_by_time ON events (occurred_at);
             CREATE TABLE customer_states (
                 bundle_id TEXT NOT NULL, environment TEXT NOT NULL, customer_id TEXT NOT NULL, sequence BIGINT NOT NULL,
                 state TEXT NOT NULL, valid_until BIGINT, PRIMARY KEY (bundle_id, environment, customer_id));

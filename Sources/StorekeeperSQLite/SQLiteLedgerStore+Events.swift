@@ -4,15 +4,21 @@ import GRDB
 package import StorekeeperCore
 
 extension SQLiteWriteTransaction {
-    func readCustomers(_ keys: [CustomerKey]) throws -> OutboxReadResults {
+    func readCustomers(_ reads: OutboxReads) throws -> OutboxReadResults {
+        let keys = reads.customers
         var results = OutboxReadResults()
+        guard store.outbox.isEnabled else {
+            results.enabled = false
+            return results
+        }
         results.configuration = store.outbox.entitlements
         results.now = store.outbox.now
         for key in keys {
             var ledger = Ledger()
             let (tokens, originals) = try store.customerFamilies(db, key.customerId, key.bundleId, key.environment)
             for token in tokens { ledger.tokenOwners[token] = key.customerId }
-            for original in originals.sorted() {
+            // The families the unit of work holds are taken from its snapshots: not loaded (nor decoded) again.
+            for original in originals.sorted() where !reads.known.contains(LedgerKey(key.environment, original)) {
                 try store.loadSubscriptionFamily(db, memo, LedgerKey(key.environment, original), into: &ledger)
             }
             results.ledgers[key] = ledger
@@ -38,8 +44,7 @@ extension SQLiteWriteTransaction {
                     """
             ).execute(arguments: [
                 store.eventIDs.next().description, draft.customer.bundleId, draft.customer.environment.rawValue, draft.customer.customerId,
-                draft.sequence, draft.type.rawValue, draft.occurredAt.epochMilliseconds, LedgerEvent.encode(draft.cause),
-                LedgerEvent.encode(draft.changes), draft.state,
+                draft.sequence, draft.type.rawValue, draft.occurredAt.epochMilliseconds, draft.causeJSON, draft.changesJSON, draft.state,
             ])
         }
         for record in append.records {
@@ -144,9 +149,9 @@ extension SQLiteLedgerStore {
         try await write { db, _ in
             try db.execute(
                 sql: """
-                    DELETE FROM events WHERE occurred_at < ?
+                    DELETE FROM events WHERE id < ?
                     AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.position = events.position AND d.status = 'pending')
-                    """, arguments: [date.epochMilliseconds])
+                    """, arguments: [EventID.first(at: date).description])
             let count = db.changesCount
             try db.execute(
                 sql: """

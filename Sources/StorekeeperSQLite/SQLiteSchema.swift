@@ -168,10 +168,9 @@ extension SQLiteLedgerStore {
             bundle_id TEXT NOT NULL, environment TEXT NOT NULL, customer_id TEXT NOT NULL, sequence INTEGER NOT NULL,
             type TEXT NOT NULL, occurred_at INTEGER NOT NULL, cause TEXT NOT NULL, changes TEXT NOT NULL, state TEXT NOT NULL,
             UNIQUE (bundle_id, environment, customer_id, sequence));
-        CREATE INDEX events_by_time ON events (occurred_at);
         CREATE TABLE customer_states (
             bundle_id TEXT NOT NULL, environment TEXT NOT NULL, customer_id TEXT NOT NULL, sequence INTEGER NOT NULL,
-            state TEXT NOT NULL, valid_until INTEGER, PRIMARY KEY (bundle_id, environment, customer_id));
+            state TEXT NOT NULL, valid_until INTEGER, PRIMARY KEY (bundle_id, environment, customer_id)) WITHOUT ROWID;
         CREATE INDEX customer_states_due ON customer_states (valid_until) WHERE valid_until IS NOT NULL;
         CREATE TABLE webhook_endpoints (
             name TEXT PRIMARY KEY, cursor INTEGER NOT NULL, failing_since INTEGER, failing_reason TEXT);

@@ -41,7 +41,8 @@ package final class InMemoryTransaction: LedgerWriteTransaction, Sendable {
 
     package func setRecoveryWatermark(_ watermark: RecoveryWatermark) throws {}
 
-    package func readCustomers(_ keys: [CustomerKey]) throws -> OutboxReadResults {
+    package func readCustomers(_ reads: OutboxReads) throws -> OutboxReadResults {
+        let keys = reads.customers
         var results = OutboxReadResults()
         results.configuration = outbox.entitlements
         results.now = outbox.now

@@ -65,7 +65,8 @@ extension CustomerAnswer {
 /// `\\`, `/`, and control characters), integers in decimal, `nil` fields left out. The caller writes an object's keys
 /// in sorted order.
 package struct JSONWriter {
-    private(set) var buffer = ByteBuffer()
+    /// Room for a typical answer from the start: growing a buffer byte by byte reallocates it several times.
+    private(set) var buffer = ByteBufferAllocator().buffer(capacity: 1_024)
     private var afterValue = false
 
     mutating func object(_ body: (inout JSONWriter) -> Void) {

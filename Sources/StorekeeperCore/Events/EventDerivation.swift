@@ -37,7 +37,8 @@ package enum EventDerivation {
         }
         let known = input.ledgers.map { isKnown(key.customerId, in: $0) }
         guard input.stored != nil || known.contains(true) else { return ([], nil) }
-        let rendered = answers.map(\.jsonText)
+        // The state before the write is rendered only to compare it with the recorded one (a time-driven change).
+        let rendered = answers.indices.map { index in index == 0 && input.stored == nil && answers.count > 1 ? "" : answers[index].jsonText }
         var drafts: [EventDraft] = []
         var sequence = input.stored?.sequence ?? 0
         func emit(_ changes: [(EventType, [String: JSONValue])], cause: EventCause, state: String) {
@@ -58,11 +59,18 @@ package enum EventDerivation {
             let found = changes(
                 from: answers[index], to: answers[index + 1], ledgers: (input.ledgers[index], input.ledgers[index + 1]),
                 context: input.ledgers[index + 1], cause: cause,
-                stateDiffers: rendered[index] != rendered[index + 1])
+                stateDiffers: rendered[index].isEmpty ? !sameState(answers[index], answers[index + 1]) : rendered[index] != rendered[index + 1])
             emit(found, cause: cause, state: rendered[index + 1])
         }
         let last = answers.count - 1
         return (drafts, CustomerStateRecord(customer: key, sequence: sequence, state: rendered[last], validUntil: answers[last].validUntil))
+    }
+
+    /// Whether two answers say the same (what their JSON says: ``CustomerAnswer/validUntil`` aside).
+    static func sameState(_ one: CustomerAnswer, _ other: CustomerAnswer) -> Bool {
+        var one = one
+        one.validUntil = other.validUntil
+        return one == other
     }
 
     /// Whether the ledger (one app's, one environment's) has anything of the customer's: a purchase or a token.

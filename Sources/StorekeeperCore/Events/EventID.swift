@@ -1,3 +1,4 @@
+import AppStoreModels
 package import Foundation
 import Synchronization
 
@@ -38,6 +39,12 @@ package struct EventID: Hashable, Comparable, Sendable, CustomStringConvertible 
     }
 
     /// When it was made.
+    /// The smallest ID made at `date`: every ID made before it sorts lower (retention deletes by ID, which the
+    /// unique index on IDs serves, instead of keeping an index on dates).
+    package static func first(at date: Date) -> EventID {
+        EventID(milliseconds: UInt64(max(0, date.epochMilliseconds)), random: (0, 0))
+    }
+
     package var date: Date { Date(timeIntervalSince1970: Double(high >> 16) / 1000) }
 
     package var description: String {

@@ -41,9 +41,9 @@ extension LedgerEvent {
             out.object { out in
                 out.field("bundleId", customer.bundleId)
                 out.key("cause")
-                out.raw(Self.encode(draft.cause))
+                out.raw(draft.causeJSON)
                 out.key("changes")
-                out.raw(Self.encode(draft.changes))
+                out.raw(draft.changesJSON)
                 out.field("customerId", customer.customerId)
                 out.field("environment", customer.environment.rawValue)
                 out.field("id", id.description)
@@ -76,5 +76,44 @@ extension JSONWriter {
     /// Writes JSON already encoded (a stored state) as the next value.
     package mutating func raw(_ json: String) {
         rawValue(json)
+    }
+
+    /// Writes a JSON value, objects' keys sorted by their UTF-8 bytes (as `JSONEncoder` with `.sortedKeys`).
+    mutating func value(_ value: JSONValue) {
+        switch value {
+        case .null: rawValue("null")
+        case .bool(let flag): rawValue(flag ? "true" : "false")
+        case .integer(let number): rawValue(String(number))
+        case .number(let number): rawValue(number.isFinite ? "\(number)" : "null")
+        case .string(let text): string(text)
+        case .array(let elements): array(elements) { out, element in out.value(element) }
+        case .object(let members):
+            object { out in
+                for (key, member) in members.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) {
+                    out.key(key)
+                    out.value(member)
+                }
+            }
+        }
+    }
+}
+
+extension EventDraft {
+    /// The stored JSON of ``cause`` and ``changes``, written without `JSONEncoder` (a write's hot path).
+    package var causeJSON: String {
+        var out = JSONWriter()
+        out.object { out in
+            out.field("id", cause.id)
+            out.field("kind", cause.kind.rawValue)
+            out.field("notificationType", cause.notificationType)
+            out.field("subtype", cause.subtype)
+        }
+        return String(buffer: out.buffer)
+    }
+
+    package var changesJSON: String {
+        var out = JSONWriter()
+        out.value(.object(changes))
+        return String(buffer: out.buffer)
     }
 }

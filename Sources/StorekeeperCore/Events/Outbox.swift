@@ -16,16 +16,40 @@ package final class OutboxSettings: Sendable {
 
     package var entitlements: EntitlementConfiguration { state.withLock { $0.0 } }
     package var now: Date { state.withLock { $0.1 }() }
+
+    private let enabled = Atomic<Bool>(true)
+
+    /// Whether writes append events. Off only for `storekeeper bench events`, which measures what the outbox costs
+    /// ingestion: a ledger whose outbox was off has states and sequences that miss those writes.
+    package var isEnabled: Bool {
+        get { enabled.load(ordering: .relaxed) }
+        set { enabled.store(newValue, ordering: .relaxed) }
+    }
+}
+
+/// What the outbox reads in a write's transaction: customers' ledgers and recorded states.
+package struct OutboxReads: Sendable {
+    package var customers: [CustomerKey]
+    /// Families the unit of work holds already (its snapshots): a backend need not load them for the customers.
+    package var known: Set<LedgerKey>
+
+    package init(customers: [CustomerKey], known: Set<LedgerKey> = []) {
+        self.customers = customers
+        self.known = known
+    }
 }
 
 /// The answers to a unit of work's read of customers for the outbox.
 package struct OutboxReadResults: Sendable {
-    /// Each customer's ledger as the transaction sees it (after the write's changes), every app's purchases of theirs.
+    /// Each customer's ledger as the transaction sees it (after the write's changes), every app's purchases of theirs
+    /// (the families of ``OutboxReads/known`` may be left out).
     package var ledgers: [CustomerKey: Ledger] = [:]
     /// What the outbox last recorded of each (missing: nothing yet).
     package var stored: [CustomerKey: CustomerStateRecord] = [:]
     package var configuration = EntitlementConfiguration()
     package var now = Date()
+    /// False when the store's outbox is off (``OutboxSettings/isEnabled``): nothing was read, nothing is appended.
+    package var enabled = true
 
     package init() {}
 }
@@ -49,11 +73,14 @@ extension LedgerUnitOfWork {
     /// `snapshots` are the ledger of the write's families before its first change and after each change, `causes`
     /// what made each change; `families` the families they hold (the rest of each customer's ledger is read).
     static func emittingEvents<Result>(
-        snapshots: [Ledger], causes: [EventCause], families: Set<LedgerKey>, then result: Result
+        snapshots: [Ledger], causes: [EventCause], families: Set<LedgerKey>, affected: Set<String>? = nil, then result: Result
     ) -> LedgerStep<Result> {
         guard let first = snapshots.first, let last = snapshots.last else { return .done(result) }
-        var customers = Set<String>()
-        for (earlier, later) in zip(snapshots, snapshots.dropFirst()) { customers.formUnion(later.customersAffected(since: earlier)) }
+        // The customers each change may concern (`affected`, when the caller has them for a single change).
+        var customers = snapshots.count == 2 ? affected ?? [] : []
+        if customers.isEmpty {
+            for (earlier, later) in zip(snapshots, snapshots.dropFirst()) { customers.formUnion(later.customersAffected(since: earlier)) }
+        }
         guard !customers.isEmpty else { return .done(result) }
         var apps = Set<AppScope>()
         for snapshot in [first, last] {
@@ -71,7 +98,8 @@ extension LedgerUnitOfWork {
             apps.map { CustomerKey(bundleId: $0.bundleId, environment: $0.environment, customerId: customer) }
         }.sorted()
         guard !keys.isEmpty else { return .done(result) }
-        return .readCustomers(keys) { read in
+        return .readCustomers(OutboxReads(customers: keys, known: families)) { read in
+            guard read.enabled else { return .done(result) }
             var append = OutboxAppend()
             let tokens = Set(snapshots.flatMap(\.tokenOwners.keys))
             for key in keys {
@@ -91,7 +119,8 @@ extension LedgerUnitOfWork {
     /// time. `keys` sorted.
     package static func reevaluating(_ keys: [CustomerKey]) -> LedgerStep<Int> {
         guard !keys.isEmpty else { return .done(0) }
-        return .readCustomers(keys) { read in
+        return .readCustomers(OutboxReads(customers: keys)) { read in
+            guard read.enabled else { return .done(0) }
             var append = OutboxAppend()
             for key in keys {
                 guard let stored = read.stored[key] else { continue }

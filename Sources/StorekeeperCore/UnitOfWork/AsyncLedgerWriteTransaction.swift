@@ -11,7 +11,7 @@ package protocol AsyncLedgerWriteTransaction {
     func setRecoveryWatermark(_ watermark: RecoveryWatermark) async throws
     /// Reads customers' ledgers (every purchase of theirs in the key's environment) and their outbox states, with the
     /// outbox's settings; a backend with concurrent writers locks the states (creating them when missing), in order.
-    func readCustomers(_ keys: [CustomerKey]) async throws -> OutboxReadResults
+    func readCustomers(_ reads: OutboxReads) async throws -> OutboxReadResults
     /// Appends events (giving each its ID and its position in commit order) and records customers' states.
     func appendEvents(_ append: OutboxAppend) async throws
 }

@@ -26,7 +26,7 @@ package indirect enum LedgerStep<Result> {
     case setWatermark(RecoveryWatermark, then: LedgerStep<Result>)
     /// Read these customers' ledgers and outbox states (a backend with concurrent writers locks the states, in this
     /// order), then go on.
-    case readCustomers([CustomerKey], (OutboxReadResults) -> LedgerStep<Result>)
+    case readCustomers(OutboxReads, (OutboxReadResults) -> LedgerStep<Result>)
     /// Append these events and record these states, then go on.
     case appendEvents(OutboxAppend, then: LedgerStep<Result>)
     /// Done.
@@ -38,7 +38,7 @@ package indirect enum LedgerStep<Result> {
         case .read(let reads, let resume): .read(reads) { resume($0).flatMap(next) }
         case .write(let changes, let rest): .write(changes, then: rest.flatMap(next))
         case .setWatermark(let watermark, let rest): .setWatermark(watermark, then: rest.flatMap(next))
-        case .readCustomers(let keys, let resume): .readCustomers(keys) { resume($0).flatMap(next) }
+        case .readCustomers(let reads, let resume): .readCustomers(reads) { resume($0).flatMap(next) }
         case .appendEvents(let append, let rest): .appendEvents(append, then: rest.flatMap(next))
         case .done(let result): next(result)
         }
@@ -56,7 +56,7 @@ package indirect enum LedgerStep<Result> {
             case .setWatermark(let watermark, let rest):
                 try transaction.setRecoveryWatermark(watermark)
                 step = rest
-            case .readCustomers(let keys, let resume): step = resume(try transaction.readCustomers(keys))
+            case .readCustomers(let reads, let resume): step = resume(try transaction.readCustomers(reads))
             case .appendEvents(let append, let rest):
                 try transaction.appendEvents(append)
                 step = rest
@@ -77,7 +77,7 @@ package indirect enum LedgerStep<Result> {
             case .setWatermark(let watermark, let rest):
                 try await transaction.setRecoveryWatermark(watermark)
                 step = rest
-            case .readCustomers(let keys, let resume): step = resume(try await transaction.readCustomers(keys))
+            case .readCustomers(let reads, let resume): step = resume(try await transaction.readCustomers(reads))
             case .appendEvents(let append, let rest):
                 try await transaction.appendEvents(append)
                 step = rest

@@ -48,10 +48,11 @@ package enum LedgerUnitOfWork {
                     }
                 }
                 causes = new.map { EventCause.notification($0.payload) }
+                let affected = after.customersAffected(since: before)
                 return .write(
                     LedgerChanges(from: before, to: after, notifications: records),
                     then: emittingEvents(
-                        snapshots: snapshots, causes: causes, families: Set(reads.families), then: (answers, after.customersAffected(since: before))))
+                        snapshots: snapshots, causes: causes, families: Set(reads.families), affected: affected, then: (answers, affected)))
             }
         }
     }
@@ -106,11 +107,12 @@ package enum LedgerUnitOfWork {
                 } catch {
                     return .done((.refused(error), []))
                 }
+                let affected = ledger.customersAffected(since: before)
                 return .write(
                     LedgerChanges(from: before, to: ledger),
                     then: emittingEvents(
                         snapshots: [before, ledger], causes: [EventCause(.submission, id: info.transactionId)], families: Set(first.families),
-                        then: (.linked, ledger.customersAffected(since: before))))
+                        affected: affected, then: (.linked, affected)))
             }
         }
     }

@@ -17,7 +17,7 @@ package protocol LedgerWriteTransaction {
     func setRecoveryWatermark(_ watermark: RecoveryWatermark) throws
     /// Reads customers' ledgers (every purchase of theirs in the key's environment) and their outbox states, with the
     /// outbox's settings; a backend with concurrent writers locks the states (creating them when missing), in order.
-    func readCustomers(_ keys: [CustomerKey]) throws -> OutboxReadResults
+    func readCustomers(_ reads: OutboxReads) throws -> OutboxReadResults
     /// Appends events (giving each its ID and its position in commit order) and records customers' states.
     func appendEvents(_ append: OutboxAppend) throws
 }

@@ -54,8 +54,9 @@ struct OutboxService: Service {
 
     @discardableResult
     func prune() async -> Int {
-        // The outbox's clock, the one events are dated by.
-        let cutoff = store.outbox.now.addingTimeInterval(-settings.retentionDays * 86_400)
+        // By the machine's clock, which event IDs are made from (`occurredAt` is the server's clock, which tests and the
+        // demo move).
+        let cutoff = Date().addingTimeInterval(-settings.retentionDays * 86_400)
         do {
             let dropped = try await store.pruneEvents(occurredBefore: cutoff)
             if dropped > 0 {

@@ -8,7 +8,9 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Measure Storekeeper's performance on this machine (results as JSON).",
-        subcommands: [VerifyBench.self, IngestBench.self, EntitlementsBench.self, MemoryBench.self, SimulatorBench.self, ReconcileBench.self]
+        subcommands: [
+            VerifyBench.self, IngestBench.self, EventsBench.self, EntitlementsBench.self, MemoryBench.self, SimulatorBench.self, ReconcileBench.self,
+        ]
     )
 
     struct VerifyBench: AsyncParsableCommand {
@@ -43,6 +45,31 @@ struct BenchCommand: AsyncParsableCommand {
 
         func run() async throws {
             try JSONOutput.print(try await ServerBenchmark.ingest(count: count, concurrency: concurrency, storage: storage.storage))
+        }
+    }
+
+    struct EventsBench: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "events",
+            abstract:
+                "The outbox's cost to ingestion (outbox on and off, alternated) and webhook delivery to a local receiver (events per second, commit to delivery)."
+        )
+        @Option(help: "Notifications per round (each from a customer with a server-issued token).") var count: Int = 2000
+        @Option(help: "Concurrent clients.") var concurrency: Int = 16
+        @Option(help: "Rounds of ingestion with the outbox on, then off.") var rounds: Int = 3
+        @Flag(help: "Measure ingestion only.") var noDelivery = false
+        @OptionGroup var storage: BenchStorageOptions
+
+        func validate() throws {
+            try storage.validate()
+            guard (1...20).contains(rounds) else { throw ValidationError("--rounds must be 1 to 20") }
+            guard (10...100_000).contains(count) else { throw ValidationError("--count must be 10 to 100000") }
+        }
+
+        func run() async throws {
+            try JSONOutput.print(
+                try await EventsBenchmark.run(count: count, concurrency: concurrency, rounds: rounds, storage: storage.storage, delivery: !noDelivery)
+            )
         }
     }
 

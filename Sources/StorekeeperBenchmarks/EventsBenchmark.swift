@@ -1,0 +1,151 @@
+import AppStoreModels
+import AppStoreSimulator
+import Foundation
+import Hummingbird
+import NIOCore
+import NIOHTTP1
+import StorekeeperCore
+import StorekeeperServer
+import Synchronization
+
+/// `storekeeper bench events`: what the outbox costs ingestion (the same notifications posted with the outbox on and
+/// off, alternated), and how fast and how soon its events reach a local webhook receiver (events per second, and the
+/// time from an event's commit to its delivery).
+package enum EventsBenchmark {
+    package struct Result: Codable, Sendable {
+        package var benchmark = "events"
+        package var storage: String
+        package var notifications: Int
+        package var concurrency: Int
+        /// Notifications per second of each round, in the order run (on, off, on, off, …).
+        package var ingestOutboxOn: [Double]
+        package var ingestOutboxOff: [Double]
+        /// 1 − median(on) / median(off), in percent: what the outbox costs ingestion.
+        package var outboxCostPercent: Double
+        /// Events the outbox appended per notification (in an outbox-on round).
+        package var eventsPerNotification: Double
+        /// `nil` with `--no-delivery`.
+        package var delivery: Delivery?
+    }
+
+    package struct Delivery: Codable, Sendable {
+        package var instances: Int
+        package var events: Int
+        /// From the first notification posted to the last event delivered.
+        package var seconds: Double
+        package var eventsPerSecond: Double
+        /// From an event's decision in its write transaction to its arrival at the receiver.
+        package var p50Milliseconds: Double
+        package var p99Milliseconds: Double
+        package var maxMilliseconds: Double
+    }
+
+    package static func run(
+        count: Int, concurrency: Int, rounds: Int, storage: ServerBenchmark.Storage, delivery measured: Bool = true
+    ) async throws -> Result {
+        var on: [Double] = []
+        var off: [Double] = []
+        var description = ""
+        var eventsPerNotification = 0.0
+        for _ in 0..<rounds {
+            for outbox in [true, false] {
+                let (throughput, events, storageDescription) = try await ingest(
+                    count: count, concurrency: concurrency, storage: ServerBenchmark.Storage(postgres: storage.postgres), outbox: outbox)
+                description = storageDescription
+                if outbox {
+                    on.append(throughput)
+                    eventsPerNotification = Double(events) / Double(count)
+                } else {
+                    off.append(throughput)
+                }
+            }
+        }
+        let delivery = measured ? try await deliver(count: count, concurrency: concurrency, storage: storage) : nil
+        func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
+        return Result(
+            storage: description, notifications: count, concurrency: concurrency, ingestOutboxOn: on, ingestOutboxOff: off,
+            outboxCostPercent: ((1 - median(on) / median(off)) * 1_000).rounded() / 10, eventsPerNotification: eventsPerNotification,
+            delivery: delivery)
+    }
+
+    /// Customers each with a server-issued token (so every notification concerns a known customer and has events),
+    /// half buying the monthly plan, half coins; their notifications, signed.
+    static func notifications(count: Int, store: any LedgerStore) async throws -> [String] {
+        var engine = try ServerBenchmark.engine()
+        var index = 0
+        while engine.state.notifications.count < count {
+            let customer = "customer-\(index)"
+            let token = try await store.appAccountToken(for: customer, bundleId: "com.example.storekeeper", environment: .sandbox, renew: false)
+            try engine.createCustomer(id: "apple-\(index)")
+            _ = try engine.purchase(
+                .init(customerId: "apple-\(index)", productId: index % 2 == 0 ? "coins.100" : "pro.monthly", appAccountToken: token))
+            index += 1
+        }
+        return engine.state.notifications.prefix(count).map { #"{"signedPayload":"\#($0.signedPayload)"}"# }
+    }
+
+    static let post: @Sendable (LoadConnection, String) async throws -> UInt = { connection, body in
+        try await connection.send(.POST, "/appstore/notifications", headers: [("Content-Type", "application/json")], body: ByteBuffer(string: body))
+    }
+
+    static func ingest(
+        count: Int, concurrency: Int, storage: ServerBenchmark.Storage, outbox: Bool
+    ) async throws -> (throughput: Double, events: Int64, storage: String) {
+        try await ServerBenchmark.withServer(storage: storage, outbox: outbox) { ports, _, store, description in
+            let bodies = try await notifications(count: count, store: store)
+            let run = try await ServerBenchmark.drive(bodies, ports: ports, concurrency: concurrency, rate: nil, post)
+            guard run.failures == 0 else { throw VerifyBenchmark.BenchmarkError(message: "\(run.failures) notifications were refused") }
+            return (run.throughput, try await store.lastEventPosition(), description)
+        }
+    }
+
+    /// The events of `count` notifications delivered to a receiver on this machine, by `storage.instances` servers.
+    static func deliver(count: Int, concurrency: Int, storage: ServerBenchmark.Storage) async throws -> Delivery {
+        let latencies = Mutex<[String: Double]>([:])
+        let router = Router()
+        router.post("/events") { request, _ -> HTTPResponse.Status in
+            let arrived = Date()
+            let body = try await request.body.collect(upTo: 1 << 20)
+            struct Envelope: Decodable {
+                var data: Data
+                struct Data: Decodable {
+                    var id: String
+                    var occurredAt: Int64
+                }
+            }
+            let event = try JSONDecoder().decode(Envelope.self, from: Foundation.Data(body.readableBytesView))
+            let latency = arrived.timeIntervalSince1970 * 1_000 - Double(event.data.occurredAt)
+            latencies.withLock { if $0[event.data.id] == nil { $0[event.data.id] = latency } }
+            return .noContent
+        }
+        let ports = AsyncStream<Int>.makeStream()
+        let receiver = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { channel in ports.continuation.yield(channel.localAddress?.port ?? 0) })
+        let receiverTask = Task { try await receiver.runService(gracefulShutdownSignals: []) }
+        defer { receiverTask.cancel() }
+        var iterator = ports.stream.makeAsyncIterator()
+        guard let port = await iterator.next() else { throw VerifyBenchmark.BenchmarkError(message: "the receiver did not start") }
+        let endpoint = ServerConfiguration.WebhookEndpoint(
+            name: "bench", url: "http://127.0.0.1:\(port)/events", secret: WebhookSecret.generate(), maxConcurrency: 16)
+        return try await ServerBenchmark.withServer(storage: storage, webhooks: [endpoint]) { ports, _, store, _ in
+            let bodies = try await notifications(count: count, store: store)
+            let started = ContinuousClock.now
+            let run = try await ServerBenchmark.drive(bodies, ports: ports, concurrency: concurrency, rate: nil, post)
+            guard run.failures == 0 else { throw VerifyBenchmark.BenchmarkError(message: "\(run.failures) notifications were refused") }
+            let events = Int(try await store.lastEventPosition())
+            let deadline = ContinuousClock.now.advanced(by: .seconds(300))
+            while latencies.withLock({ $0.count }) < events, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+            let seconds = (ContinuousClock.now - started) / .seconds(1)
+            let sorted = latencies.withLock { Array($0.values) }.sorted()
+            guard sorted.count == events, events > 0 else {
+                throw VerifyBenchmark.BenchmarkError(message: "\(sorted.count) of \(events) events were delivered within five minutes")
+            }
+            func percentile(_ p: Double) -> Double { (sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] * 10).rounded() / 10 }
+            return Delivery(
+                instances: storage.instances, events: events, seconds: (seconds * 100).rounded() / 100,
+                eventsPerSecond: (Double(events) / seconds).rounded(), p50Milliseconds: percentile(0.5), p99Milliseconds: percentile(0.99),
+                maxMilliseconds: (sorted.last ?? 0).rounded())
+        }
+    }
+}

@@ -1,0 +1,74 @@
+import AppStoreModels
+import AppStoreSimulator
+import Foundation
+import StorekeeperCore
+import StorekeeperSQLite
+import StorekeeperTesting
+import Testing
+
+@Suite("storekeeper events")
+struct EventsCommandTests {
+    @Test(
+        "list prints events as webhooks carry them; show prints one with its deliveries; replay and resume act on the configured endpoint; mistakes are named"
+    )
+    func listShowReplay() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("events-cli-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let database = directory.appendingPathComponent("ledger.sqlite").path
+        let store = try SQLiteLedgerStore(path: database)
+        store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { TestAppStore.start })
+        var fixture = SimulatorFixture()
+        let token = try await store.appAccountToken(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox, renew: false)
+        try fixture.customer("apple-1")
+        _ = try fixture.engine.purchase(.init(customerId: "apple-1", productId: "pro.monthly", appAccountToken: token))
+        _ = try fixture.engine.purchase(.init(customerId: "apple-1", productId: "unlock.lifetime", appAccountToken: token))
+        for notification in try await fixture.verifiedNotifications() { _ = try await store.apply(notification) }
+        await store.close()
+        let secret = WebhookSecret.generate()
+        let config = directory.appendingPathComponent("config.json")
+        try #"""
+        {"apps": [{"bundleId": "com.example.storekeeper", "environments": ["Sandbox"]}],
+         "webhooks": [{"name": "backend", "url": "http://127.0.0.1:9/hooks", "secret": "\#(secret)"}]}
+        """#.write(to: config, atomically: true, encoding: .utf8)
+
+        let list = try await CLI.runDetached(["events", "list", "--database", database])
+        #expect(list.status == 0, "\(list.stderr)")
+        let lines = list.stdout.split(separator: "\n")
+        #expect(lines.count == 2)
+        let first = try CLI.json(String(try #require(lines.first)))
+        #expect(first["type"] as? String == "subscription.started")
+        let id = try #require((first["data"] as? [String: Any])?["id"] as? String)
+        let typed = try await CLI.runDetached(["events", "list", "--database", database, "--type", "purchase.completed"])
+        #expect(typed.stdout.split(separator: "\n").count == 1)
+
+        let replay = try await CLI.runDetached([
+            "events", "replay", "--database", database, "--config", config.path, "--endpoint", "backend", "--since", "2020-01-01",
+        ])
+        #expect(replay.status == 0, "\(replay.stderr)")
+        #expect(try CLI.json(replay.stdout)["replayed"] as? String == "2")
+        let show = try await CLI.runDetached(["events", "show", "--database", database, id])
+        #expect(show.status == 0, "\(show.stderr)")
+        let shown = try CLI.json(show.stdout)
+        #expect(((shown["deliveries"] as? [[String: Any]])?.first)?["status"] as? String == "pending")
+        let status = try await CLI.runDetached(["events", "status", "--database", database, "--config", config.path])
+        #expect(status.status == 0 && status.stdout.contains("\"backlog\" : 2"), "\(status.stdout)\(status.stderr)")
+        #expect(!status.stdout.contains(secret) && !replay.stdout.contains(secret) && !replay.stderr.contains(secret))
+
+        for (arguments, code) in [
+            (["events", "show", "--database", database, "evt_nope"], "invalid-argument"),
+            (["events", "list", "--database", database, "--type", "subscription.renewd"], "invalid-option"),
+            (
+                ["events", "replay", "--database", database, "--config", config.path, "--endpoint", "front", "--since", "2020-01-01"],
+                "unknown-endpoint"
+            ),
+            (["events", "replay", "--database", database, "--config", config.path, "--endpoint", "backend"], "invalid-option"),
+            (["events", "list", "--database", directory.appendingPathComponent("none.sqlite").path], "no-such-ledger"),
+        ] {
+            let output = try await CLI.runDetached(arguments)
+            #expect(output.status == 1 && output.stderr.hasPrefix("error: \(code): "), "\(arguments): \(output.stderr)")
+        }
+        let secretOutput = try await CLI.runDetached(["events", "secret"])
+        #expect(throws: Never.self) { try WebhookSecret(secretOutput.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) }
+    }
+}
