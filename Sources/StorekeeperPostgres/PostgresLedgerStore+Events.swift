@@ -26,7 +26,7 @@ extension PostgresWriteTransaction {
         locks.append(keys.map(Self.lockKey(customer:)))
         for try await _ in try await connection.run(LockStatement.self, locks) {}
         let scopes = keys.map { CustomerScope(customerId: $0.customerId, bundleId: $0.bundleId, environment: $0.environment) }
-        let ledgers = try await store.loadCustomers(connection, scopes, entitlementsOnly: false)
+        let ledgers = try await store.loadCustomers(connection, scopes, entitlementsOnly: false, memo: memo)
         for (key, ledger) in zip(keys, ledgers) { results.ledgers[key] = ledger }
         let rows = try await connection.run(
             """

@@ -279,7 +279,11 @@ extension PostgresLedgerStore {
     /// Customers' ledgers, each in one app and environment, in one statement (see ``customerSQL(countingConsumables:)``),
     /// in the order of `reads`: one statement reads one committed state, so no transaction is needed for a consistent
     /// answer.
-    func loadCustomers(_ connection: PostgresConnection, _ reads: [CustomerScope], entitlementsOnly: Bool) async throws -> [Ledger] {
+    /// Inside a write transaction, give its `memo`: headers the transaction wrote are not committed yet, and must not
+    /// reach the shared cache until it is.
+    func loadCustomers(
+        _ connection: PostgresConnection, _ reads: [CustomerScope], entitlementsOnly: Bool, memo: PostgresHeaders.Memo? = nil
+    ) async throws -> [Ledger] {
         if let unsafeFaultInjection { for read in reads { try unsafeFaultInjection("read \(read.customerId)") } }
         var binds = PostgresBindings(capacity: 3)
         binds.append(reads.map(\.customerId))
@@ -298,7 +302,7 @@ extension PostgresLedgerStore {
         for (read, rows) in zip(reads, rowsOfRead) {
             var ledger = Ledger()
             try await load(
-                connection, nil, rows, into: &ledger,
+                connection, memo, rows, into: &ledger,
                 latestOnly: entitlementsOnly, signedData: !entitlementsOnly, consumablesOf: entitlementsOnly ? read.customerId : nil
             )
             ledgers.append(ledger)

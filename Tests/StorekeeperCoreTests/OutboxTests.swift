@@ -85,6 +85,24 @@ struct OutboxTests {
         await store.close()
     }
 
+    @Test("notifications applied together (a batch, a recovered page) have the events of each, once", arguments: Backend.available)
+    func together(backend: Backend) async throws {
+        let store = try await backend.makeStore()
+        store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { TestAppStore.start })
+        var fixture = SimulatorFixture()
+        for index in 0..<4 {
+            let token = try await store.appAccountToken(for: "user-\(index)", bundleId: Self.app, environment: .sandbox, renew: false)
+            try fixture.customer("apple-\(index)")
+            _ = try fixture.engine.purchase(.init(customerId: "apple-\(index)", productId: index % 2 == 0 ? "coins.100" : "pro.monthly", appAccountToken: token))
+        }
+        let notifications = try await fixture.verifiedNotifications()
+        _ = try await store.applyRecovered(notifications, watermark: nil)
+        let events = try await Self.allEvents(store)
+        #expect(events.map(\.type) == [.consumableGranted, .subscriptionStarted, .consumableGranted, .subscriptionStarted], "\(events.map { "\($0.customer.customerId) \($0.type)" })")
+        #expect(events.allSatisfy { $0.draft.sequence == 1 })
+        await store.close()
+    }
+
     @Test("an expiry nobody announces is an event when the expiry job looks, once, whoever looks", arguments: Backend.available)
     func expiryByTime(backend: Backend) async throws {
         let store = try await backend.makeStore()

@@ -104,7 +104,9 @@ extension LedgerUnitOfWork {
             let tokens = Set(snapshots.flatMap(\.tokenOwners.keys))
             for key in keys {
                 let current = read.ledgers[key] ?? Ledger()
-                let ledgers = snapshots.map { replacing(families, tokens: tokens, of: current, with: $0, bundleId: key.bundleId) }
+                let ledgers = snapshots.map {
+                    replacing(families, tokens: tokens, of: current, with: $0, customerId: key.customerId, bundleId: key.bundleId)
+                }
                 let (drafts, record) = EventDerivation.derive(
                     .init(customer: key, stored: read.stored[key], ledgers: ledgers, causes: causes), configuration: read.configuration, at: read.now)
                 append.drafts += drafts
@@ -138,23 +140,27 @@ extension LedgerUnitOfWork {
     /// A customer's ledger with the write's families (and the owners of `tokens`) as `snapshot` holds them, one app's
     /// transactions only.
     static func replacing(
-        _ families: Set<LedgerKey>, tokens: Set<AppAccountTokenKey>, of current: Ledger, with snapshot: Ledger, bundleId: String
+        _ families: Set<LedgerKey>, tokens: Set<AppAccountTokenKey>, of current: Ledger, with snapshot: Ledger, customerId: String, bundleId: String
     ) -> Ledger {
         var ledger = current
         ledger.transactions = ledger.transactions.filter { _, transaction in
             guard let environment = transaction.info.environment else { return false }
             return !families.contains(LedgerKey(environment, transaction.info.originalTransactionId))
         }
+        // Only the write's families that are the customer's in this snapshot: a customer's answer is made of their
+        // own purchases (the others of a batch are other customers').
+        var owned: [LedgerKey: Bool] = [:]
         for (key, transaction) in snapshot.transactions {
-            guard let environment = transaction.info.environment, families.contains(LedgerKey(environment, transaction.info.originalTransactionId))
-            else {
-                continue
-            }
-            ledger.transactions[key] = transaction
+            guard let environment = transaction.info.environment else { continue }
+            let family = LedgerKey(environment, transaction.info.originalTransactionId)
+            guard families.contains(family) else { continue }
+            if owned[family] == nil { owned[family] = snapshot.customer(of: transaction) == customerId }
+            if owned[family] == true { ledger.transactions[key] = transaction }
         }
         for family in families {
-            ledger.subscriptions[family] = snapshot.subscriptions[family]
-            ledger.explicitLinks[family] = snapshot.explicitLinks[family]
+            let mine = owned[family] ?? (snapshot.explicitLinks[family] == customerId)
+            ledger.subscriptions[family] = mine ? snapshot.subscriptions[family] : nil
+            ledger.explicitLinks[family] = mine ? snapshot.explicitLinks[family] : nil
             ledger.omittedTransactionTokens[family] = nil
         }
         for token in tokens { ledger.tokenOwners[token] = snapshot.tokenOwners[token] }
