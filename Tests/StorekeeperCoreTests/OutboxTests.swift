@@ -93,12 +93,15 @@ struct OutboxTests {
         for index in 0..<4 {
             let token = try await store.appAccountToken(for: "user-\(index)", bundleId: Self.app, environment: .sandbox, renew: false)
             try fixture.customer("apple-\(index)")
-            _ = try fixture.engine.purchase(.init(customerId: "apple-\(index)", productId: index % 2 == 0 ? "coins.100" : "pro.monthly", appAccountToken: token))
+            _ = try fixture.engine.purchase(
+                .init(customerId: "apple-\(index)", productId: index % 2 == 0 ? "coins.100" : "pro.monthly", appAccountToken: token))
         }
         let notifications = try await fixture.verifiedNotifications()
         _ = try await store.applyRecovered(notifications, watermark: nil)
         let events = try await Self.allEvents(store)
-        #expect(events.map(\.type) == [.consumableGranted, .subscriptionStarted, .consumableGranted, .subscriptionStarted], "\(events.map { "\($0.customer.customerId) \($0.type)" })")
+        #expect(
+            events.map(\.type) == [.consumableGranted, .subscriptionStarted, .consumableGranted, .subscriptionStarted],
+            "\(events.map { "\($0.customer.customerId) \($0.type)" })")
         #expect(events.allSatisfy { $0.draft.sequence == 1 })
         await store.close()
     }
