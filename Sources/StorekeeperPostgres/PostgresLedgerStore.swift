@@ -232,8 +232,10 @@ package final class PostgresLedgerStore: LedgerStore {
         try await write { transaction in try await LedgerUnitOfWork.applyingSnapshot(snapshot).run(in: transaction) }
     }
 
-    package func submit(_ transaction: VerifiedSignedData<TransactionInfo>, customerId: String) async throws(StorageError) -> SubmissionOutcome {
-        try await write { write in try await LedgerUnitOfWork.submitting(transaction, customerId: customerId).run(in: write) }
+    package func submit(
+        _ transaction: VerifiedSignedData<TransactionInfo>, customerId: String, policy: RestorePolicy
+    ) async throws(StorageError) -> SubmissionOutcome {
+        try await write { write in try await LedgerUnitOfWork.submitting(transaction, customerId: customerId, policy: policy).run(in: write) }
     }
 
     package func recordRefused(_ refusal: RefusedNotification, keeping limit: Int) async throws(StorageError) {

@@ -169,9 +169,12 @@ package final class SQLiteLedgerStore: LedgerStore {
         ])
     }
 
-    package func submit(_ transaction: VerifiedSignedData<TransactionInfo>, customerId: String) async throws(StorageError) -> SubmissionOutcome {
+    package func submit(
+        _ transaction: VerifiedSignedData<TransactionInfo>, customerId: String, policy: RestorePolicy
+    ) async throws(StorageError) -> SubmissionOutcome {
         try await writeAnnouncing { db, memo in
-            try LedgerUnitOfWork.submit(transaction, customerId: customerId, in: SQLiteWriteTransaction(store: self, db: db, memo: memo))
+            try LedgerUnitOfWork.submit(
+                transaction, customerId: customerId, policy: policy, in: SQLiteWriteTransaction(store: self, db: db, memo: memo))
         }
     }
 

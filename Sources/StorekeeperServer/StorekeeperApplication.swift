@@ -50,7 +50,12 @@ package enum StorekeeperApplication {
         )
         let v1 = router.group("/v1").add(middleware: APIKeyAuthenticator(configuration: configuration))
         CustomerAPI(
-            configuration: configuration, submitter: TransactionSubmitter(store: store, verifiers: verifiers, logger: logger, metrics: metrics),
+            configuration: configuration,
+            submitter: {
+                var submitter = TransactionSubmitter(store: store, verifiers: verifiers, logger: logger, metrics: metrics)
+                submitter.restorePolicy = configuration.restorePolicy
+                return submitter
+            }(),
             reader: reader, now: now
         ).addRoutes(to: v1)
         EventsAPI(configuration: configuration, store: store).addRoutes(to: v1)

@@ -106,6 +106,64 @@ struct OutboxTests {
         await store.close()
     }
 
+    @Test(
+        "restore policies: keep refuses another customer's purchase; transfer moves it and its renewals, with an event for each side; racing submitters leave one owner",
+        arguments: Backend.available)
+    func restorePolicies(backend: Backend) async throws {
+        let store = try await backend.makeStore()
+        let now = MutableDate(TestAppStore.start)
+        store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { now.value })
+        var fixture = SimulatorFixture()
+        try fixture.customer("apple-1")
+        let bought = try fixture.engine.purchase(.init(customerId: "apple-1", productId: "pro.monthly"))
+        let lifetime = try fixture.engine.purchase(.init(customerId: "apple-1", productId: "unlock.lifetime"))
+        let verify = { (id: String) async throws -> VerifiedSignedData<TransactionInfo> in
+            try await fixture.verifier.verifyTransaction(try fixture.engine.signTransaction(id))
+        }
+        _ = try await store.submit(try await verify(bought.transactionId), customerId: "bob")
+        _ = try await store.submit(try await verify(lifetime.transactionId), customerId: "bob")
+        // keep: refused, nothing changes.
+        let kept = try await store.submit(try await verify(bought.transactionId), customerId: "carol", policy: .keep)
+        guard case .refused = kept else {
+            Issue.record("keep let carol take bob's purchase")
+            return
+        }
+        let before = try await store.lastEventPosition()
+        // transfer: the subscription and the lifetime unlock move to carol.
+        for id in [bought.transactionId, lifetime.transactionId] {
+            let moved = try await store.submit(try await verify(id), customerId: "carol", policy: .transfer)
+            guard case .linked = moved else {
+                Issue.record("transfer refused: \(moved)")
+                return
+            }
+        }
+        let events = try await Self.allEvents(store).filter { $0.position > before }
+        #expect(
+            events.map { "\($0.customer.customerId) \($0.type.rawValue)" } == [
+                "bob customer.transferred_out", "carol customer.transferred_in", "bob customer.transferred_out", "carol customer.transferred_in",
+            ])
+        #expect(events.first?.draft.changes["to"] == .string("carol") && events[1].draft.changes["from"] == .string("bob"))
+        #expect(!(try await Self.currentState(store, "bob")).contains("\"entitlement\""), "bob lost the entitlements at once")
+        #expect((try await Self.currentState(store, "carol")).contains("pro.monthly"))
+        // Its renewal, by notification alone, is carol's.
+        try fixture.advance(days: 31)
+        now.value = fixture.engine.state.now
+        for notification in try await fixture.verifiedNotifications() { _ = try await store.apply(notification) }
+        let renewal = try #require(try await Self.allEvents(store).last)
+        #expect(renewal.customer.customerId == "carol" && renewal.type == .subscriptionRenewed, "\(renewal.type)")
+        // Two customers racing to take it: one owner at the end, and events that agree with it.
+        let latest = try #require(
+            fixture.engine.state.transactions.values.filter { $0.info.originalTransactionId == bought.originalTransactionId }
+                .max { $0.info.purchaseDate < $1.info.purchaseDate })
+        let signed = try await verify(latest.info.transactionId)
+        async let dave = store.submit(signed, customerId: "dave", policy: .transfer)
+        async let erin = store.submit(signed, customerId: "erin", policy: .transfer)
+        _ = try await (dave, erin)
+        let owners = try await ["dave", "erin"].asyncFilter { (try await Self.currentState(store, $0)).contains("pro.monthly") }
+        #expect(owners.count == 1, "one winner: \(owners)")
+        await store.close()
+    }
+
     @Test("an expiry nobody announces is an event when the expiry job looks, once, whoever looks", arguments: Backend.available)
     func expiryByTime(backend: Backend) async throws {
         let store = try await backend.makeStore()
@@ -212,5 +270,13 @@ struct SeededGenerator: RandomNumberGenerator {
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
+    }
+}
+
+extension Array {
+    func asyncFilter(_ isIncluded: (Element) async throws -> Bool) async rethrows -> [Element] {
+        var kept: [Element] = []
+        for element in self where try await isIncluded(element) { kept.append(element) }
+        return kept
     }
 }

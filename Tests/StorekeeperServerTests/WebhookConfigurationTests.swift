@@ -63,4 +63,12 @@ struct WebhookConfigurationTests {
         let range = #expect(throws: ConfigurationError.self) { try Self.load(webhooks: "", extra: #", "events": {"retentionDays": 0}"#) }
         #expect(range?.setting == "events.retentionDays")
     }
+
+    @Test("restorePolicy is keep by default, transfer when asked; anything else is refused, named")
+    func restorePolicy() throws {
+        #expect(try Self.load(webhooks: "").restorePolicy == .keep)
+        #expect(try Self.load(webhooks: "", extra: #", "restorePolicy": "transfer""#).restorePolicy == .transfer)
+        let error = #expect(throws: ConfigurationError.self) { try Self.load(webhooks: "", extra: #", "restorePolicy": "transfers""#) }
+        #expect(error?.message.contains("restorePolicy") == true, "\(error?.message ?? "")")
+    }
 }

@@ -107,11 +107,21 @@ package enum EventDerivation {
             let latestAfter = ledgers.flatMap { latestTransaction(of: id, in: $0.after) }
             let latestBefore = ledgers.flatMap { latestTransaction(of: id, in: $0.before) }
             guard let new else {
-                found.append((cause.kind == .api ? .customerTransferredOut : .customerUpdated, details))
+                if let to = cause.transferredTo {
+                    details["to"] = .string(to)
+                    found.append((.customerTransferredOut, details))
+                } else {
+                    found.append((.customerUpdated, details))
+                }
                 continue
             }
             guard let old else {
                 if let latestAfter { details["transactionId"] = .string(latestAfter.transactionId) }
+                if let from = cause.transferredFrom {
+                    details["from"] = .string(from)
+                    found.append((.customerTransferredIn, details))
+                    continue
+                }
                 found.append((.subscriptionStarted, details))
                 if let offer = offerDetails(latestAfter) { found.append((.subscriptionOfferRedeemed, details.merging(offer) { $1 })) }
                 continue
@@ -166,7 +176,8 @@ package enum EventDerivation {
                 found.append((isEntitled?.inGracePeriod == true ? .subscriptionGracePeriodStarted : .subscriptionBillingIssue, details))
                 named = true
             }
-            if let autoRenew = new.autoRenew, autoRenew != old.autoRenew {
+            // A first renewal info (unknown before: a purchase the app submitted) is not a change of the customer's mind.
+            if let autoRenew = new.autoRenew, let was = old.autoRenew, autoRenew != was {
                 found.append((autoRenew ? .subscriptionAutoRenewEnabled : .subscriptionAutoRenewDisabled, details))
                 named = true
             }
@@ -211,7 +222,9 @@ package enum EventDerivation {
                 ]
                 let consumable = info.type == .consumable
                 if consumable { details["quantity"] = .integer(Int64(info.quantity ?? 1)) }
-                if earlier == nil {
+                if earlier == nil, let from = cause.transferredFrom {
+                    found.append((.customerTransferredIn, details.merging(["from": .string(from)]) { $1 }))
+                } else if earlier == nil {
                     if info.revocationDate == nil { found.append((consumable ? .consumableGranted : .purchaseCompleted, details)) }
                 } else if let earlier, earlier.revocationDate == nil, info.revocationDate != nil {
                     let revoked = info.inAppOwnershipType == .familyShared || type == NotificationType.revoke.rawValue
@@ -222,6 +235,22 @@ package enum EventDerivation {
                         ))
                 } else if let earlier, earlier.revocationDate != nil, info.revocationDate == nil {
                     found.append((.purchaseRefundReversed, details))
+                }
+            }
+            // One-time purchases that moved to another customer.
+            if let to = cause.transferredTo {
+                for (key, transaction) in ledgers.before.transactions.sorted(by: { $0.key < $1.key }) where transaction.info.type != .autoRenewable {
+                    guard ledgers.before.customer(of: transaction) == customerId,
+                        ledgers.after.transactions[key].map({ ledgers.after.customer(of: $0) == customerId }) != true
+                    else { continue }
+                    found.append(
+                        (
+                            .customerTransferredOut,
+                            [
+                                "transactionId": .string(transaction.info.transactionId), "productId": .string(transaction.info.productId),
+                                "originalTransactionId": .string(transaction.info.originalTransactionId), "to": .string(to),
+                            ]
+                        ))
                 }
             }
         } else {

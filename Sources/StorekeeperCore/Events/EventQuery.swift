@@ -107,6 +107,8 @@ extension EventDraft {
             out.field("kind", cause.kind.rawValue)
             out.field("notificationType", cause.notificationType)
             out.field("subtype", cause.subtype)
+            out.field("transferredFrom", cause.transferredFrom)
+            out.field("transferredTo", cause.transferredTo)
         }
         return String(buffer: out.buffer)
     }

@@ -40,12 +40,20 @@ package struct EventCause: Codable, Hashable, Sendable {
     /// For a notification: its type and subtype (`DID_RENEW`, `BILLING_RECOVERY`).
     package var notificationType: String?
     package var subtype: String?
+    /// For a purchase moved by the `transfer` restore policy: its previous owner and its new one.
+    package var transferredFrom: String?
+    package var transferredTo: String?
 
-    package init(_ kind: Kind, id: String? = nil, notificationType: String? = nil, subtype: String? = nil) {
+    package init(
+        _ kind: Kind, id: String? = nil, notificationType: String? = nil, subtype: String? = nil, transferredFrom: String? = nil,
+        transferredTo: String? = nil
+    ) {
         self.kind = kind
         self.id = id
         self.notificationType = notificationType
         self.subtype = subtype
+        self.transferredFrom = transferredFrom
+        self.transferredTo = transferredTo
     }
 
     /// The cause of applying a notification.

@@ -12,6 +12,8 @@ package struct TransactionSubmitter: Sendable {
     package let verifiers: [VerifierKey: SignedDataVerifier]
     let logger: Logger
     let metrics: StorekeeperMetrics
+    /// What a submission of another customer's purchase does (``RestorePolicy``).
+    package var restorePolicy: RestorePolicy = .keep
 
     package init(store: any LedgerStore, verifiers: [VerifierKey: SignedDataVerifier], logger: Logger, metrics: StorekeeperMetrics = .discarded) {
         self.store = store
@@ -43,7 +45,7 @@ package struct TransactionSubmitter: Sendable {
         }
         let outcome: SubmissionOutcome
         do {
-            outcome = try await store.submit(verified, customerId: customerId)
+            outcome = try await store.submit(verified, customerId: customerId, policy: restorePolicy)
         } catch {
             logger.error("transaction not stored", metadata: ["customer.id": .string(customerId), "error": .string(error.message)])
             return .storageFailure(error)

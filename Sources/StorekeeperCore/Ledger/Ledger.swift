@@ -119,6 +119,18 @@ package struct Ledger: Codable, Hashable, Sendable {
         }
     }
 
+    /// Moves a purchase (every transaction of its original transaction ID, and its future renewals) to `customerId`
+    /// by an explicit link, which attribution consults before any token; the tokens stay their owners' (their other
+    /// purchases stay theirs). The ``RestorePolicy/transfer`` policy's move.
+    package mutating func transfer(_ info: TransactionInfo, to customerId: String) {
+        guard let environment = info.environment else { return }
+        explicitLinks[LedgerKey(environment, info.originalTransactionId)] = customerId
+        if let token = info.appAccountToken {
+            let key = AppAccountTokenKey(bundleId: info.bundleId, environment: environment, token: token)
+            if tokenOwners[key] == nil { tokenOwners[key] = customerId }
+        }
+    }
+
     /// Why linking `info` to `customerId` would move something from another customer, or `nil` when it would not:
     /// its app account token belongs to someone else in its app and environment, or its purchase (every transaction
     /// of its original transaction ID, and its renewal info) is already someone else's, by an explicit link or a token.

@@ -19,7 +19,9 @@ package protocol LedgerStore: DeliveryStore, Sendable {
     /// Applies a transaction the app submitted and links it (and its subscription) to the customer, under
     /// ``Ledger/link(_:to:)``'s rule: a submission that would take a token or a purchase from another customer is
     /// refused and changes nothing.
-    func submit(_ transaction: VerifiedSignedData<TransactionInfo>, customerId: String) async throws(StorageError) -> SubmissionOutcome
+    func submit(
+        _ transaction: VerifiedSignedData<TransactionInfo>, customerId: String, policy: RestorePolicy
+    ) async throws(StorageError) -> SubmissionOutcome
 
     /// Whether the customer exists in one app and environment: something of the app is linked to them there, or
     /// they own one of its app account tokens there.
@@ -123,6 +125,11 @@ package protocol LedgerStore: DeliveryStore, Sendable {
 }
 
 extension LedgerStore {
+    /// A submission under the ``RestorePolicy/keep`` policy.
+    package func submit(_ transaction: VerifiedSignedData<TransactionInfo>, customerId: String) async throws(StorageError) -> SubmissionOutcome {
+        try await submit(transaction, customerId: customerId, policy: .keep)
+    }
+
     /// By default, the whole customer ledger (always correct, never faster).
     package func entitlementLedger(for customerId: String, bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> Ledger {
         try await ledger(for: customerId, bundleId: bundleId, environment: environment)

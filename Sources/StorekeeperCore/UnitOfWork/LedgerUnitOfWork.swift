@@ -87,7 +87,7 @@ package enum LedgerUnitOfWork {
     /// Applies a transaction the app submitted and links it to the customer, or refuses it (changing nothing) when
     /// its token or its purchase belongs to another customer.
     package static func submitting(
-        _ submitted: VerifiedSignedData<TransactionInfo>, customerId: String
+        _ submitted: VerifiedSignedData<TransactionInfo>, customerId: String, policy: RestorePolicy = .keep
     ) -> LedgerStep<(outcome: SubmissionOutcome, affected: Set<String>)> {
         let info = submitted.payload
         guard let environment = info.environment else { return .done((.linked, [])) }
@@ -99,7 +99,10 @@ package enum LedgerUnitOfWork {
             if let submittedToken { tokens.insert(submittedToken) }
             return withOwners(of: tokens, read: first.tokens, from: loaded) { owners in
                 ledger.tokenOwners = owners
-                if let conflict = ledger.ownershipConflict(linking: info, to: customerId) { return .done((.refused(conflict), [])) }
+                if let conflict = ledger.ownershipConflict(linking: info, to: customerId) {
+                    guard policy == .transfer else { return .done((.refused(conflict), [])) }
+                    return transferring(submitted, to: customerId, in: ledger, reads: first)
+                }
                 let before = ledger
                 ledger.apply(info, jws: submitted.jws, source: "app")
                 do throws(OwnershipConflict) {
@@ -115,6 +118,29 @@ package enum LedgerUnitOfWork {
                         affected: affected, then: (.linked, affected)))
             }
         }
+    }
+
+    /// The ``RestorePolicy/transfer`` policy's submission: the purchase moves to `customerId` (an explicit link), with
+    /// the submitted transaction applied; both customers' events name the move.
+    static func transferring(
+        _ submitted: VerifiedSignedData<TransactionInfo>, to customerId: String, in ledger: Ledger, reads: LedgerReads
+    ) -> LedgerStep<(outcome: SubmissionOutcome, affected: Set<String>)> {
+        let info = submitted.payload
+        var ledger = ledger
+        let before = ledger
+        let family = before.transactions.values.first {
+            $0.info.originalTransactionId == info.originalTransactionId && $0.info.environment == info.environment
+        }
+        let previous =
+            family.flatMap { before.customer(of: $0) } ?? before.explicitLinks[LedgerKey(info.environment ?? .production, info.originalTransactionId)]
+        ledger.apply(info, jws: submitted.jws, source: "app")
+        ledger.transfer(info, to: customerId)
+        let affected = ledger.customersAffected(since: before)
+        let cause = EventCause(.submission, id: info.transactionId, transferredFrom: previous, transferredTo: customerId)
+        return .write(
+            LedgerChanges(from: before, to: ledger),
+            then: emittingEvents(
+                snapshots: [before, ledger], causes: [cause], families: Set(reads.families), affected: affected, then: (.linked, affected)))
     }
 
     /// Loads `families`, applies `change` to them, and reads the owners of both sides' tokens (applying never
@@ -175,9 +201,10 @@ package enum LedgerUnitOfWork {
     }
 
     package static func submit(
-        _ submitted: VerifiedSignedData<TransactionInfo>, customerId: String, in transaction: some LedgerWriteTransaction
+        _ submitted: VerifiedSignedData<TransactionInfo>, customerId: String, policy: RestorePolicy = .keep,
+        in transaction: some LedgerWriteTransaction
     ) throws -> (outcome: SubmissionOutcome, affected: Set<String>) {
-        try submitting(submitted, customerId: customerId).run(in: transaction)
+        try submitting(submitted, customerId: customerId, policy: policy).run(in: transaction)
     }
 
     /// The subscriptions or purchases a notification's transaction and renewal info belong to: their every

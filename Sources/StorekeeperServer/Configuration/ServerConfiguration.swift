@@ -117,11 +117,14 @@ package struct ServerConfiguration: Codable, Sendable {
     package var events: EventSettings
     /// Where events are delivered.
     package var webhooks: [WebhookEndpoint]
+    /// What a customer's submission of another customer's purchase does: `keep` (refused, 409; the default) or
+    /// `transfer` (the purchase moves to them).
+    package var restorePolicy: RestorePolicy
 
     package init(
         apps: [App], entitlements: EntitlementConfiguration, apiKeys: [APIKey], customerCache: CustomerCacheSettings = .init(),
         http: HTTPLimits = HTTPLimits(), retention: RetentionSettings = .init(), recovery: RecoverySettings = .init(), jobs: JobSettings = .init(),
-        events: EventSettings = .init(), webhooks: [WebhookEndpoint] = []
+        events: EventSettings = .init(), webhooks: [WebhookEndpoint] = [], restorePolicy: RestorePolicy = .keep
     ) {
         self.apps = apps
         self.entitlements = entitlements
@@ -133,9 +136,12 @@ package struct ServerConfiguration: Codable, Sendable {
         self.jobs = jobs
         self.events = events
         self.webhooks = webhooks
+        self.restorePolicy = restorePolicy
     }
 
-    private enum CodingKeys: String, CodingKey { case apps, entitlements, apiKeys, customerCache, http, retention, recovery, jobs, events, webhooks }
+    private enum CodingKeys: String, CodingKey {
+        case apps, entitlements, apiKeys, customerCache, http, retention, recovery, jobs, events, webhooks, restorePolicy
+    }
 
     /// `apps` is required; `entitlements` (each product grants an entitlement named after it), `apiKeys` (none: the
     /// app API refuses every request), `customerCache`, `http`, `retention`, `recovery` and `jobs` take their defaults
@@ -152,7 +158,8 @@ package struct ServerConfiguration: Codable, Sendable {
             recovery: try container.decodeIfPresent(RecoverySettings.self, forKey: .recovery) ?? .init(),
             jobs: try container.decodeIfPresent(JobSettings.self, forKey: .jobs) ?? .init(),
             events: try container.decodeIfPresent(EventSettings.self, forKey: .events) ?? .init(),
-            webhooks: try container.decodeIfPresent([WebhookEndpoint].self, forKey: .webhooks) ?? []
+            webhooks: try container.decodeIfPresent([WebhookEndpoint].self, forKey: .webhooks) ?? [],
+            restorePolicy: try container.decodeIfPresent(RestorePolicy.self, forKey: .restorePolicy) ?? .keep
         )
     }
 
