@@ -176,3 +176,75 @@ extension PostgresLedgerStore {
         }
     }
 }
+
+extension PostgresLedgerStore {
+    package func erase(_ customer: CustomerKey) async throws(StorageError) -> CustomerErasure? {
+        let now = outbox.now
+        let (customerId, bundleId, environment) = (customer.customerId, customer.bundleId, customer.environment.rawValue)
+        return try await write { transaction in
+            let connection = transaction.connection
+            // The customer's outbox lock: no write appends their events meanwhile.
+            var locks = PostgresBindings(capacity: 1)
+            locks.append([PostgresWriteTransaction.lockKey(customer: customer)])
+            for try await _ in try await connection.run(LockStatement.self, locks) {}
+            var known = false
+            for try await value in try await connection.run(
+                """
+                SELECT EXISTS (SELECT 1 FROM token_owners WHERE customer_id = \(customerId) AND bundle_id = \(bundleId) AND environment = \(environment))
+                OR EXISTS (SELECT 1 FROM customer_links l JOIN transactions t
+                    ON t.environment = l.environment AND t.original_transaction_id = l.original_transaction_id
+                    WHERE l.customer_id = \(customerId) AND l.environment = \(environment) AND t.bundle_id = \(bundleId))
+                """
+            ).decode(Bool.self) { known = value }
+            guard known else { return (nil, []) }
+            func count(_ query: PostgresQuery) async throws -> Int {
+                var rows = 0
+                for try await _ in try await connection.run(query) { rows += 1 }
+                return rows
+            }
+            let links = try await count(
+                """
+                DELETE FROM customer_links WHERE customer_id = \(customerId) AND environment = \(environment) AND original_transaction_id IN
+                    (SELECT original_transaction_id FROM transactions WHERE environment = \(environment) AND bundle_id = \(bundleId)) RETURNING 1
+                """)
+            let tokens = try await count(
+                "DELETE FROM token_owners WHERE customer_id = \(customerId) AND bundle_id = \(bundleId) AND environment = \(environment) RETURNING 1")
+            try await connection.execute(
+                "DELETE FROM issued_tokens WHERE customer_id = \(customerId) AND bundle_id = \(bundleId) AND environment = \(environment)")
+            try await connection.execute(
+                """
+                DELETE FROM delivery_attempts WHERE position IN (SELECT position FROM events
+                    WHERE customer_id = \(customerId) AND bundle_id = \(bundleId) AND environment = \(environment))
+                """)
+            try await connection.execute(
+                """
+                DELETE FROM deliveries WHERE position IN (SELECT position FROM events
+                    WHERE customer_id = \(customerId) AND bundle_id = \(bundleId) AND environment = \(environment))
+                """)
+            let events = try await count(
+                "DELETE FROM events WHERE customer_id = \(customerId) AND bundle_id = \(bundleId) AND environment = \(environment) RETURNING 1")
+            var stored: CustomerStateRecord?
+            for try await sequence in try await connection.run(
+                "SELECT sequence FROM customer_states WHERE customer_id = \(customerId) AND bundle_id = \(bundleId) AND environment = \(environment)"
+            ).decode(Int64.self) { stored = CustomerStateRecord(customer: customer, sequence: sequence, state: "", validUntil: nil) }
+            let (draft, record) = CustomerErasure.event(
+                for: customer, after: stored, at: now,
+                removed: ["linksRemoved": .integer(Int64(links)), "tokensRemoved": .integer(Int64(tokens)), "eventsRemoved": .integer(Int64(events))])
+            var append = OutboxAppend()
+            append.drafts = [draft]
+            append.records = [record]
+            try await transaction.appendEvents(append)
+            var id = ""
+            for try await value in try await connection.run(
+                "SELECT id FROM events WHERE customer_id = \(customerId) AND bundle_id = \(bundleId) AND environment = \(environment) ORDER BY position DESC LIMIT 1"
+            ).decode(String.self) { id = value }
+            return (
+                CustomerErasure(
+                    customerId: customerId, bundleId: bundleId, environment: environment, linksRemoved: links, tokensRemoved: tokens,
+                    eventsRemoved: events,
+                    eventId: id),
+                [customerId]
+            )
+        }
+    }
+}

@@ -163,3 +163,53 @@ extension SQLiteLedgerStore {
         }
     }
 }
+
+extension SQLiteLedgerStore {
+    package func erase(_ customer: CustomerKey) async throws(StorageError) -> CustomerErasure? {
+        let now = outbox.now
+        return try await writeAnnouncing { db, _ in
+            let known =
+                try Bool.fetchOne(
+                    db,
+                    sql: """
+                        SELECT EXISTS (SELECT 1 FROM token_owners WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3)
+                        OR EXISTS (SELECT 1 FROM customer_links l JOIN transactions t
+                            ON t.environment = l.environment AND t.original_transaction_id = l.original_transaction_id
+                            WHERE l.customer_id = ?1 AND l.environment = ?3 AND t.bundle_id = ?2)
+                        """, arguments: [customer.customerId, customer.bundleId, customer.environment.rawValue]) ?? false
+            guard known else { return (nil, []) }
+            let arguments: StatementArguments = [customer.customerId, customer.bundleId, customer.environment.rawValue]
+            try db.execute(
+                sql: """
+                    DELETE FROM customer_links WHERE customer_id = ?1 AND environment = ?3 AND original_transaction_id IN
+                        (SELECT original_transaction_id FROM transactions WHERE environment = ?3 AND bundle_id = ?2)
+                    """, arguments: arguments)
+            let links = db.changesCount
+            try db.execute(sql: "DELETE FROM token_owners WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3", arguments: arguments)
+            let tokens = db.changesCount
+            try db.execute(sql: "DELETE FROM issued_tokens WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3", arguments: arguments)
+            let earlier = "SELECT position FROM events WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3"
+            try db.execute(sql: "DELETE FROM delivery_attempts WHERE position IN (\(earlier))", arguments: arguments)
+            try db.execute(sql: "DELETE FROM deliveries WHERE position IN (\(earlier))", arguments: arguments)
+            try db.execute(sql: "DELETE FROM events WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3", arguments: arguments)
+            let events = db.changesCount
+            let stored = try Row.fetchOne(
+                db, sql: "SELECT sequence FROM customer_states WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3", arguments: arguments
+            ).map { CustomerStateRecord(customer: customer, sequence: $0["sequence"], state: "", validUntil: nil) }
+            let (draft, record) = CustomerErasure.event(
+                for: customer, after: stored, at: now,
+                removed: ["linksRemoved": .integer(Int64(links)), "tokensRemoved": .integer(Int64(tokens)), "eventsRemoved": .integer(Int64(events))])
+            var append = OutboxAppend()
+            append.drafts = [draft]
+            append.records = [record]
+            try SQLiteWriteTransaction(store: self, db: db, memo: HeaderReferences.Memo()).appendEvents(append)
+            let id = try String.fetchOne(db, sql: "SELECT id FROM events WHERE position = last_insert_rowid()") ?? ""
+            return (
+                CustomerErasure(
+                    customerId: customer.customerId, bundleId: customer.bundleId, environment: customer.environment.rawValue, linksRemoved: links,
+                    tokensRemoved: tokens, eventsRemoved: events, eventId: id),
+                [customer.customerId]
+            )
+        }
+    }
+}

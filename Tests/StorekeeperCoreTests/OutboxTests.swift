@@ -164,6 +164,37 @@ struct OutboxTests {
         await store.close()
     }
 
+    @Test(
+        "erasure removes the customer's identity and earlier events, keeps the purchases, says so in an event; a later submission starts a new customer",
+        arguments: Backend.available)
+    func erasure(backend: Backend) async throws {
+        let store = try await backend.makeStore()
+        store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { TestAppStore.start })
+        var fixture = SimulatorFixture()
+        let token = try await store.appAccountToken(for: "alice", bundleId: Self.app, environment: .sandbox, renew: false)
+        try fixture.customer("apple-1")
+        let bought = try fixture.engine.purchase(.init(customerId: "apple-1", productId: "pro.monthly", appAccountToken: token))
+        for notification in try await fixture.verifiedNotifications() { _ = try await store.apply(notification) }
+        let alice = CustomerKey(bundleId: Self.app, environment: .sandbox, customerId: "alice")
+        #expect(try await store.erase(CustomerKey(bundleId: Self.app, environment: .sandbox, customerId: "nobody")) == nil)
+        let erased = try #require(try await store.erase(alice))
+        #expect(erased.tokensRemoved == 1 && erased.eventsRemoved == 1)
+        let events = try await Self.allEvents(store)
+        #expect(events.map(\.type) == [.customerErased], "earlier events are gone, the erasure says so")
+        #expect(events.first?.draft.sequence == 2 && events.first?.id.description == erased.eventId)
+        #expect(try await !store.customerExists("alice", bundleId: Self.app, environment: .sandbox))
+        #expect(try await !store.ledger(families: [LedgerKey(.sandbox, bought.originalTransactionId)]).transactions.isEmpty, "the purchase stays")
+        // The same person, signed in anew, restores the purchase: a new customer, no conflict.
+        let signed = try await fixture.verifier.verifyTransaction(try fixture.engine.signTransaction(bought.transactionId))
+        guard case .linked = try await store.submit(signed, customerId: "alice-2") else {
+            Issue.record("the restore was refused")
+            return
+        }
+        #expect((try await Self.currentState(store, "alice-2")).contains("pro.monthly"))
+        #expect(!(try await Self.currentState(store, "alice")).contains("pro.monthly"))
+        await store.close()
+    }
+
     @Test("an expiry nobody announces is an event when the expiry job looks, once, whoever looks", arguments: Backend.available)
     func expiryByTime(backend: Backend) async throws {
         let store = try await backend.makeStore()

@@ -94,4 +94,23 @@ struct EventsAPITests {
             #expect(ContinuousClock.now - sent < .seconds(5), "answered when the event was committed, not at the end of the wait")
         }
     }
+
+    @Test("DELETE /v1/customers/{id}: admin keys only; the customer is unknown afterwards; erasing again is 404")
+    func erase() async throws {
+        let testbed = try await Self.twoAppsWithEvents()
+        let notifications = testbed.engine.state.notifications.map(\.signedPayload)
+        try await testbed.withClient { client in
+            for jws in notifications { #expect(try await client.send(.post, "/appstore/notifications", body: WebhookTests.body(jws)).status == 200) }
+            #expect(try await client.send(.delete, "/v1/customers/alice", key: T.appKey).errorCode == "admin-only")
+            #expect(try await client.send(.delete, "/v1/customers/alice", key: T.adminKey).errorCode == "bundle-id-required")
+            let erased = try await client.send(.delete, "/v1/customers/alice?bundleId=com.example.storekeeper", key: T.adminKey)
+            #expect(erased.status == 200 && erased.json["tokensRemoved"] as? Int == 1, "\(erased.json)")
+            #expect(try await client.send(.get, "/v1/customers/alice", key: T.appKey).status == 404)
+            let events = Self.events(try await client.send(.get, "/v1/events?customer=alice", key: T.appKey))
+            #expect(events.map { $0["type"] as? String } == ["customer.erased"])
+            #expect(try await client.send(.delete, "/v1/customers/alice?bundleId=com.example.storekeeper", key: T.adminKey).status == 404)
+            // The other app's customer is untouched.
+            #expect(try await client.send(.get, "/v1/customers/dave", key: T.otherAppKey).status == 200)
+        }
+    }
 }

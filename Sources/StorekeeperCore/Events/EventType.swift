@@ -49,6 +49,9 @@ package enum EventType: String, CaseIterable, Codable, Hashable, Sendable, Compa
     case customerTransferredIn = "customer.transferred_in"
     /// A purchase moved from this customer to another (`changes.to`): its access ends here at once.
     case customerTransferredOut = "customer.transferred_out"
+    /// The customer's identity was erased (`DELETE /v1/customers/{id}`): their links and tokens are gone, their
+    /// earlier events too; the purchases stay in the ledger for accounting, nobody's until submitted again.
+    case customerErased = "customer.erased"
     /// The customer's state changed in a way no other type names.
     case customerUpdated = "customer.updated"
 

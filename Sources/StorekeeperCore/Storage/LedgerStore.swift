@@ -76,6 +76,10 @@ package protocol LedgerStore: DeliveryStore, Sendable {
     ) async throws(StorageError)
         -> LowercaseUUID
 
+    /// Erases a customer's identity in one app and environment (``CustomerErasure``), with a `customer.erased` event,
+    /// in one transaction; `nil` when the app has no data for the customer there.
+    func erase(_ customer: CustomerKey) async throws(StorageError) -> CustomerErasure?
+
     /// Stops the store's background work (PostgreSQL: its change listener, its checkout watch, its connections). The
     /// store is unusable afterwards. Run by ``LedgerStoreService`` at the end of an application's graceful shutdown.
     func close() async

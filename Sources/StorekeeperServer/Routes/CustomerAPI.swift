@@ -30,6 +30,9 @@ struct CustomerAPI: Sendable {
         group.get("/customers/:customerId") { request, context in
             try await read(request, customerId: try Self.customerId(context), identity: try context.requireIdentity())
         }
+        group.delete("/customers/:customerId") { request, context in
+            try await erase(request, customerId: try Self.customerId(context), identity: try context.requireIdentity())
+        }
     }
 
     /// The path's customer ID, percent-decoded (`a%40b` and `a@b` are the same customer, whichever way a client
@@ -109,6 +112,26 @@ struct CustomerAPI: Sendable {
         }
         return StorekeeperApplication.jsonResponse(
             Issued(customerId: customerId, bundleId: bundleId, environment: environment.rawValue, appAccountToken: token.description))
+    }
+
+    /// `DELETE /v1/customers/{id}[?bundleId=…&environment=…]` (admin keys only): erases the customer's identity in one
+    /// app and environment (``CustomerErasure``), with a `customer.erased` event; 404 when the app has no data for them.
+    func erase(_ request: Request, customerId: String, identity: APIKeyIdentity) async throws -> Response {
+        guard identity.bundleId == nil else { throw APIError(.forbidden, .adminOnly, "erasing a customer takes an admin API key") }
+        let query = try QueryParameters(request, allowed: ["environment", "bundleId"])
+        let body = try await StorekeeperApplication.readBody(request)
+        guard body.readableBytes == 0 else {
+            throw APIError(.badRequest, .malformedBody, "this route takes no body (bundleId and environment are query parameters)")
+        }
+        let (bundleId, environment) = try scope(of: query, identity: identity)
+        let erased: CustomerErasure?
+        do {
+            erased = try await reader.store.erase(CustomerKey(bundleId: bundleId, environment: environment, customerId: customerId))
+        } catch {
+            throw APIError(.serviceUnavailable, .storageUnavailable, "the customer could not be erased; retry")
+        }
+        guard let erased else { throw APIError(.notFound, .unknownCustomer, "no customer '\(customerId)' for \(bundleId) in \(environment)") }
+        return StorekeeperApplication.jsonResponse(erased)
     }
 
     /// The app and environment a request is for (``app(for:asked:_:)``; the environment given, or production when the
