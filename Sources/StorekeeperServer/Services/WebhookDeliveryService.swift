@@ -17,7 +17,7 @@ import StorekeeperHTTP
 /// Each endpoint has one loop per instance: it turns new events into deliveries (``DeliveryStore/fanOut(_:limit:now:)``),
 /// claims due ones through the database (at most `maxConcurrency`, each its customer's earliest pending one, never one
 /// another instance holds), sends them concurrently, and records every attempt. A claim lasts the timeout and a
-/// margin; a killed instance's claims lapse and another instance takes them. So every event arrives at least once
+/// margin (``claimMargin``); a killed instance's claims lapse and another instance takes them. So every event arrives at least once
 /// (exactly once after deduplication by `webhook-id`), and a customer's events arrive in sequence order.
 package struct WebhookDeliveryService: Service {
     let store: any LedgerStore
@@ -28,6 +28,9 @@ package struct WebhookDeliveryService: Service {
     let holder = "\(ProcessInfo.processInfo.hostName)-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString.prefix(8))"
     /// How long a loop with nothing to do sleeps before it looks again (it wakes sooner when this instance commits).
     var idle: Duration = .milliseconds(500)
+    /// How long a claim outlasts the attempt's timeout: an instance killed mid-delivery holds its claims this long after
+    /// the timeout, then another instance (or the same server restarted) takes them.
+    static let claimMargin = Duration.seconds(5)
     /// How often a failing endpoint is tried (one delivery) while it stays failing.
     var failingProbe: Duration = .seconds(60)
 
@@ -84,7 +87,7 @@ package struct WebhookDeliveryService: Service {
                 }
                 if limit > 0 {
                     claimed = try await store.claimDeliveries(
-                        endpoint: endpoint.name, holder: holder, limit: limit, now: Date(), lease: timeout + .seconds(30))
+                        endpoint: endpoint.name, holder: holder, limit: limit, now: Date(), lease: timeout + Self.claimMargin)
                 }
                 loggedFailure = false
             } catch {
