@@ -77,43 +77,46 @@ extension PostgresLedgerStore {
         }
     }
 
-    package func finishAttempt(
-        endpoint: String, position: Int64, holder: String, attempt: DeliveryAttempt, outcome: DeliveryOutcome
-    ) async throws(StorageError) {
+    package func finishAttempts(endpoint: String, holder: String, _ attempts: [FinishedAttempt]) async throws(StorageError) {
+        guard !attempts.isEmpty else { return }
+        let now = Date().epochMilliseconds
+        // What becomes of each delivery: status, and when it is tried next.
+        let statuses = attempts.map { finished -> String in
+            switch finished.outcome {
+            case .delivered: "delivered"
+            case .retry: "pending"
+            case .deadLettered: "dead"
+            }
+        }
+        let next = attempts.map { finished -> Int64 in if case .retry(let at) = finished.outcome { at.epochMilliseconds } else { now } }
+        let dead = attempts.first { $0.outcome == .deadLettered }
+        let delivered = attempts.contains { $0.outcome == .delivered }
         try await write { transaction in
             let connection = transaction.connection
             try await connection.execute(
                 """
                 INSERT INTO delivery_attempts (endpoint, position, attempted_at, status_code, latency_ms, error, response_excerpt)
-                VALUES (\(endpoint), \(position), \(attempt.attemptedAt.epochMilliseconds), \(attempt.statusCode.map(Int32.init)),
-                    \(attempt.latencyMilliseconds), \(attempt.error), \(attempt.responseExcerpt))
+                SELECT \(endpoint), p, a, NULLIF(c, -1), l, NULLIF(e, ''), NULLIF(x, '') FROM unnest(
+                    \(attempts.map(\.position))::bigint[], \(attempts.map(\.attempt.attemptedAt.epochMilliseconds))::bigint[],
+                    \(attempts.map { Int32($0.attempt.statusCode ?? -1) })::integer[], \(attempts.map(\.attempt.latencyMilliseconds))::bigint[],
+                    \(attempts.map { $0.attempt.error ?? "" })::text[], \(attempts.map { $0.attempt.responseExcerpt ?? "" })::text[]) AS t(p, a, c, l, e, x)
                 """)
-            let now = Date().epochMilliseconds
-            switch outcome {
-            case .delivered:
+            try await connection.execute(
+                """
+                UPDATE deliveries d SET status = u.s, attempts = d.attempts + 1, next_attempt_at = u.n,
+                    finished_at = CASE WHEN u.s = 'pending' THEN NULL ELSE \(now)::bigint END, claimed_by = NULL, claimed_until = NULL
+                FROM unnest(\(attempts.map(\.position))::bigint[], \(statuses)::text[], \(next)::bigint[]) AS u(p, s, n)
+                WHERE d.endpoint = \(endpoint) AND d.position = u.p AND d.claimed_by = \(holder) AND d.status = 'pending'
+                """)
+            if let dead {
                 try await connection.execute(
                     """
-                    UPDATE deliveries SET status = 'delivered', attempts = attempts + 1, finished_at = \(now), claimed_by = NULL, claimed_until = NULL
-                    WHERE endpoint = \(endpoint) AND position = \(position) AND claimed_by = \(holder) AND status = 'pending'
+                    UPDATE webhook_endpoints SET failing_since = coalesce(failing_since, \(now)),
+                        failing_reason = \(dead.attempt.error ?? "HTTP \(dead.attempt.statusCode ?? 0)") WHERE name = \(endpoint)
                     """)
+            }
+            if delivered {
                 try await connection.execute("UPDATE webhook_endpoints SET failing_since = NULL, failing_reason = NULL WHERE name = \(endpoint)")
-            case .retry(let at):
-                try await connection.execute(
-                    """
-                    UPDATE deliveries SET attempts = attempts + 1, next_attempt_at = \(at.epochMilliseconds), claimed_by = NULL, claimed_until = NULL
-                    WHERE endpoint = \(endpoint) AND position = \(position) AND claimed_by = \(holder) AND status = 'pending'
-                    """)
-            case .deadLettered:
-                try await connection.execute(
-                    """
-                    UPDATE deliveries SET status = 'dead', attempts = attempts + 1, finished_at = \(now), claimed_by = NULL, claimed_until = NULL
-                    WHERE endpoint = \(endpoint) AND position = \(position) AND claimed_by = \(holder) AND status = 'pending'
-                    """)
-                try await connection.execute(
-                    """
-                    UPDATE webhook_endpoints SET failing_since = coalesce(failing_since, \(now)), failing_reason = \(attempt.error ?? "HTTP \(attempt.statusCode ?? 0)")
-                    WHERE name = \(endpoint)
-                    """)
             }
             return ((), [])
         }

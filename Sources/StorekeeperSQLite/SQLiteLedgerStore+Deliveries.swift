@@ -80,40 +80,46 @@ extension SQLiteLedgerStore {
         }
     }
 
-    package func finishAttempt(
-        endpoint: String, position: Int64, holder: String, attempt: DeliveryAttempt, outcome: DeliveryOutcome
-    ) async throws(StorageError) {
+    package func finishAttempts(endpoint: String, holder: String, _ attempts: [FinishedAttempt]) async throws(StorageError) {
+        guard !attempts.isEmpty else { return }
         try await write { db, _ in
-            try db.execute(
-                sql: """
-                    INSERT INTO delivery_attempts (endpoint, position, attempted_at, status_code, latency_ms, error, response_excerpt)
-                    VALUES (?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [
+            let now = Date().epochMilliseconds
+            let mine = "endpoint = ? AND position = ? AND claimed_by = ? AND status = 'pending'"
+            for finished in attempts {
+                let (position, attempt) = (finished.position, finished.attempt)
+                try db.cachedStatement(
+                    sql: """
+                        INSERT INTO delivery_attempts (endpoint, position, attempted_at, status_code, latency_ms, error, response_excerpt)
+                        VALUES (?, ?, ?, ?, ?, ?, ?)
+                        """
+                ).execute(arguments: [
                     endpoint, position, attempt.attemptedAt.epochMilliseconds, attempt.statusCode, attempt.latencyMilliseconds, attempt.error,
                     attempt.responseExcerpt,
                 ])
-            let now = Date().epochMilliseconds
-            let mine = "endpoint = ? AND position = ? AND claimed_by = ? AND status = 'pending'"
-            switch outcome {
-            case .delivered:
-                try db.execute(
-                    sql:
-                        "UPDATE deliveries SET status = 'delivered', attempts = attempts + 1, finished_at = ?, claimed_by = NULL, claimed_until = NULL WHERE \(mine)",
-                    arguments: [now, endpoint, position, holder])
+                switch finished.outcome {
+                case .delivered:
+                    try db.cachedStatement(
+                        sql:
+                            "UPDATE deliveries SET status = 'delivered', attempts = attempts + 1, finished_at = ?, claimed_by = NULL, claimed_until = NULL WHERE \(mine)"
+                    ).execute(arguments: [now, endpoint, position, holder])
+                case .retry(let at):
+                    try db.cachedStatement(
+                        sql:
+                            "UPDATE deliveries SET attempts = attempts + 1, next_attempt_at = ?, claimed_by = NULL, claimed_until = NULL WHERE \(mine)"
+                    ).execute(arguments: [at.epochMilliseconds, endpoint, position, holder])
+                case .deadLettered:
+                    try db.cachedStatement(
+                        sql:
+                            "UPDATE deliveries SET status = 'dead', attempts = attempts + 1, finished_at = ?, claimed_by = NULL, claimed_until = NULL WHERE \(mine)"
+                    ).execute(arguments: [now, endpoint, position, holder])
+                    try db.execute(
+                        sql: "UPDATE webhook_endpoints SET failing_since = coalesce(failing_since, ?), failing_reason = ? WHERE name = ?",
+                        arguments: [now, attempt.error ?? "HTTP \(attempt.statusCode ?? 0)", endpoint])
+                }
+            }
+            // A success clears the failing mark, after any dead letter of the same batch.
+            if attempts.contains(where: { $0.outcome == .delivered }) {
                 try db.execute(sql: "UPDATE webhook_endpoints SET failing_since = NULL, failing_reason = NULL WHERE name = ?", arguments: [endpoint])
-            case .retry(let at):
-                try db.execute(
-                    sql: "UPDATE deliveries SET attempts = attempts + 1, next_attempt_at = ?, claimed_by = NULL, claimed_until = NULL WHERE \(mine)",
-                    arguments: [at.epochMilliseconds, endpoint, position, holder])
-            case .deadLettered:
-                try db.execute(
-                    sql:
-                        "UPDATE deliveries SET status = 'dead', attempts = attempts + 1, finished_at = ?, claimed_by = NULL, claimed_until = NULL WHERE \(mine)",
-                    arguments: [now, endpoint, position, holder])
-                try db.execute(
-                    sql: "UPDATE webhook_endpoints SET failing_since = coalesce(failing_since, ?), failing_reason = ? WHERE name = ?",
-                    arguments: [now, attempt.error ?? "HTTP \(attempt.statusCode ?? 0)", endpoint])
             }
         }
     }

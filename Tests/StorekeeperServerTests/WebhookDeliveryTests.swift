@@ -195,7 +195,7 @@ struct WebhookDeliveryTests {
     }
 
     @Test(
-        "two and three instances on PostgreSQL deliver one outbox: no event sent twice, each customer's in order, a stopped instance's deliveries taken over",
+        "two and three instances on PostgreSQL deliver one outbox: every event once after deduplication (twice only if in flight at the instance stopped), each customer's in order, a stopped instance's deliveries taken over",
         .needsPostgres, .enabled(if: pythonReceiverAvailable, "python3 with the standardwebhooks package is not installed"))
     func instancesShareOneOutbox() async throws {
         let secret = WebhookSecret.generate()
@@ -236,11 +236,13 @@ struct WebhookDeliveryTests {
         }
         let records = receiver.records
         #expect(Set(records.compactMap(\.id)) == Set(events.map(\.id.description)))
-        #expect(records.count == events.count, "no event sent twice: \(records.count) requests for \(events.count) events")
+        // At least once: only the deliveries in flight at the stopped instance may arrive twice (its claims lapse).
+        #expect(records.count - events.count <= endpoint.maxConcurrency, "\(records.count) requests for \(events.count) events")
         #expect(records.allSatisfy { $0.verified })
         var last: [String: Int] = [:]
+        var seen = Set<String>()
         for record in records {
-            guard let customer = record.customer, let sequence = record.sequence else { continue }
+            guard let id = record.id, seen.insert(id).inserted, let customer = record.customer, let sequence = record.sequence else { continue }
             #expect(sequence == last[customer, default: 0] + 1, "\(customer): \(sequence) after \(last[customer, default: 0])")
             last[customer] = sequence
         }

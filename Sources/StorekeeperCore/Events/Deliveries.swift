@@ -59,6 +59,19 @@ package struct DeliveryAttempt: Hashable, Sendable, Codable {
     package var succeeded: Bool { error == nil && (statusCode.map { (200..<300).contains($0) } ?? false) }
 }
 
+/// One attempt made, to record.
+package struct FinishedAttempt: Sendable {
+    package var position: Int64
+    package var attempt: DeliveryAttempt
+    package var outcome: DeliveryOutcome
+
+    package init(position: Int64, attempt: DeliveryAttempt, outcome: DeliveryOutcome) {
+        self.position = position
+        self.attempt = attempt
+        self.outcome = outcome
+    }
+}
+
 /// What becomes of a delivery after an attempt.
 package enum DeliveryOutcome: Hashable, Sendable {
     case delivered
@@ -125,11 +138,9 @@ package protocol DeliveryStore: Sendable {
         endpoint: String, holder: String, limit: Int, now: Date, lease: Duration
     ) async throws(StorageError) -> [ClaimedDelivery]
 
-    /// Records an attempt and what becomes of the delivery (a claim not `holder`'s any more changes nothing but the
-    /// attempt's record). `deadLettered` marks the endpoint failing; `delivered` clears the mark.
-    func finishAttempt(
-        endpoint: String, position: Int64, holder: String, attempt: DeliveryAttempt, outcome: DeliveryOutcome
-    ) async throws(StorageError)
+    /// Records attempts and what becomes of their deliveries, in one transaction (a claim not `holder`'s any more changes
+    /// nothing but the attempt's record). `deadLettered` marks the endpoint failing; `delivered` clears the mark.
+    func finishAttempts(endpoint: String, holder: String, _ attempts: [FinishedAttempt]) async throws(StorageError)
 
     /// The endpoint's backlog, dead letters and failing mark.
     func endpointStatus(_ endpoint: String) async throws(StorageError) -> EndpointStatus

@@ -102,19 +102,39 @@ package struct WebhookDeliveryService: Service {
                 await store.eventsAppended.wait(after: seen, timeout: idle)
                 continue
             }
-            await withTaskGroup(of: Void.self) { group in
+            let finished = await withTaskGroup(of: FinishedAttempt.self) { group in
                 for delivery in claimed {
                     group.addTask { await deliver(delivery, to: endpoint, secrets: secrets, timeout: timeout, client: client) }
                 }
+                var finished: [FinishedAttempt] = []
+                for await attempt in group { finished.append(attempt) }
+                return finished
+            }
+            // Recorded even when the service is stopping (from a task of its own: a store refuses work for a cancelled
+            // task), so that what was delivered is not sent again by whoever takes the claims over.
+            let (store, holder, name) = (store, holder, endpoint.name)
+            let failure = await Task { () -> StorageError? in
+                do {
+                    try await store.finishAttempts(endpoint: name, holder: holder, finished)
+                    return nil
+                } catch {
+                    return error as? StorageError ?? StorageError("\(error)")
+                }
+            }.value
+            if let failure {
+                // The claims lapse and the deliveries are tried again (at least once, never lost).
+                logger.error(
+                    "delivery attempts could not be recorded; they are tried again when their claims lapse",
+                    metadata: ["webhook.endpoint": .string(name), "error": .string(failure.message)])
             }
             lastStanding = ContinuousClock.now.advanced(by: .seconds(-60))
         }
     }
 
-    /// One attempt, recorded with what becomes of the delivery.
+    /// One attempt, and what becomes of the delivery (recorded with the batch's).
     func deliver(
         _ delivery: ClaimedDelivery, to endpoint: ServerConfiguration.WebhookEndpoint, secrets: [WebhookSecret], timeout: Duration, client: HTTPClient
-    ) async {
+    ) async -> FinishedAttempt {
         let event = delivery.event
         let attempt = await Self.send(event, to: endpoint.url, secrets: secrets, timeout: timeout, client: client)
         let outcome: DeliveryOutcome
@@ -148,12 +168,7 @@ package struct WebhookDeliveryService: Service {
         case .deadLettered:
             logger.error("event delivery failed for the last time: dead-lettered, and the endpoint marked failing", metadata: metadata)
         }
-        do {
-            try await store.finishAttempt(endpoint: endpoint.name, position: event.position, holder: holder, attempt: attempt, outcome: outcome)
-        } catch {
-            // The claim lapses and the delivery is tried again (at least once, never lost).
-            logger.error("a delivery attempt could not be recorded", metadata: metadata.merging(["error": .string(error.message)]) { $1 })
-        }
+        return FinishedAttempt(position: event.position, attempt: attempt, outcome: outcome)
     }
 
     /// Sends an event once: the signed `POST`, what came of it.
