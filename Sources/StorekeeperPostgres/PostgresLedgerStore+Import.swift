@@ -47,7 +47,57 @@ extension PostgresLedgerStore: LedgerImporting {
                     ON CONFLICT (bundle_id, environment, customer_id) DO UPDATE SET token = excluded.token, issued_at = excluded.issued_at
                     """)
             }
+            try await self.importOutbox(page, connection)
             return (0, [])
+        }
+    }
+
+    /// The outbox part of a page: events keep their positions and IDs (the position counter moves past them).
+    func importOutbox(_ page: LedgerPage, _ connection: PostgresConnection) async throws {
+        let events = page.events
+        if !events.isEmpty {
+            try await connection.execute(
+                """
+                INSERT INTO events (position, id, bundle_id, environment, customer_id, sequence, type, occurred_at, cause, changes, state)
+                SELECT * FROM unnest(
+                    \(events.map(\.position))::bigint[], \(events.map(\.id.description))::text[], \(events.map(\.customer.bundleId))::text[],
+                    \(events.map(\.customer.environment.rawValue))::text[], \(events.map(\.customer.customerId))::text[],
+                    \(events.map(\.draft.sequence))::bigint[], \(events.map(\.type.rawValue))::text[],
+                    \(events.map(\.draft.occurredAt.epochMilliseconds))::bigint[], \(events.map(\.draft.causeJSON))::text[],
+                    \(events.map(\.draft.changesJSON))::text[], \(events.map(\.draft.state))::text[])
+                """)
+            try await connection.execute("UPDATE outbox_position SET last = greatest(last, \(events.map(\.position).max() ?? 0)) WHERE id = 1")
+        }
+        let states = page.customerStates
+        if !states.isEmpty {
+            try await connection.execute(
+                """
+                INSERT INTO customer_states (bundle_id, environment, customer_id, sequence, state, valid_until)
+                SELECT b, e, c, s, st, NULLIF(v, -1) FROM unnest(
+                    \(states.map(\.customer.bundleId))::text[], \(states.map(\.customer.environment.rawValue))::text[],
+                    \(states.map(\.customer.customerId))::text[], \(states.map(\.sequence))::bigint[], \(states.map(\.state))::text[],
+                    \(states.map { $0.validUntil?.epochMilliseconds ?? -1 })::bigint[]) AS r(b, e, c, s, st, v)
+                """)
+        }
+        for endpoint in page.endpoints {
+            try await connection.execute(
+                """
+                INSERT INTO webhook_endpoints (name, cursor, failing_since, failing_reason)
+                VALUES (\(endpoint.name), \(endpoint.cursor), \(endpoint.failingSince), \(endpoint.failingReason))
+                """)
+        }
+        let deliveries = page.deliveries
+        if !deliveries.isEmpty {
+            try await connection.execute(
+                """
+                INSERT INTO deliveries (endpoint, position, bundle_id, environment, customer_id, sequence, status, attempts, next_attempt_at, created_at, finished_at)
+                SELECT n, p, b, e, c, s, st, a, na, ca, NULLIF(f, -1) FROM unnest(
+                    \(deliveries.map(\.endpoint))::text[], \(deliveries.map(\.position))::bigint[], \(deliveries.map(\.customer.bundleId))::text[],
+                    \(deliveries.map(\.customer.environment.rawValue))::text[], \(deliveries.map(\.customer.customerId))::text[],
+                    \(deliveries.map(\.sequence))::bigint[], \(deliveries.map(\.status))::text[], \(deliveries.map { Int32($0.attempts) })::integer[],
+                    \(deliveries.map(\.nextAttemptAt))::bigint[], \(deliveries.map(\.createdAt))::bigint[],
+                    \(deliveries.map { $0.finishedAt ?? -1 })::bigint[]) AS d(n, p, b, e, c, s, st, a, na, ca, f)
+                """)
         }
     }
 }

@@ -101,6 +101,41 @@ extension SQLiteLedgerStore: LedgerExporting {
             page.notifications = notifications
             try await body(page)
         }
+        // The outbox: events by position, then customers' states, endpoints and deliveries.
+        var position: Int64 = 0
+        while true {
+            let events = try await self.events(after: position, limit: size, filter: EventFilter())
+            guard let final = events.last else { break }
+            position = final.position
+            var page = LedgerPage()
+            page.events = events
+            try await body(page)
+        }
+        var outbox = LedgerPage()
+        outbox.customerStates = try await readPage { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM customer_states").map { row in
+                CustomerStateRecord(
+                    customer: CustomerKey(
+                        bundleId: row["bundle_id"], environment: AppStoreEnvironment(rawValue: row["environment"]), customerId: row["customer_id"]),
+                    sequence: row["sequence"], state: row["state"], validUntil: (row["valid_until"] as Int64?).map(Date.init(epochMilliseconds:)))
+            }
+        }
+        outbox.endpoints = try await readPage { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM webhook_endpoints").map { row in
+                CopiedEndpoint(name: row["name"], cursor: row["cursor"], failingSince: row["failing_since"], failingReason: row["failing_reason"])
+            }
+        }
+        outbox.deliveries = try await readPage { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM deliveries").map { row in
+                CopiedDelivery(
+                    endpoint: row["endpoint"], position: row["position"],
+                    customer: CustomerKey(
+                        bundleId: row["bundle_id"], environment: AppStoreEnvironment(rawValue: row["environment"]), customerId: row["customer_id"]),
+                    sequence: row["sequence"], status: row["status"], attempts: row["attempts"], nextAttemptAt: row["next_attempt_at"],
+                    createdAt: row["created_at"], finishedAt: row["finished_at"])
+            }
+        }
+        if outbox.count > 0 { try await body(outbox) }
     }
 
     package func customers() async throws(StorageError) -> [CustomerScope] {

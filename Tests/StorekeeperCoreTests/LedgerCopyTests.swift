@@ -57,6 +57,18 @@ struct LedgerCopyTests {
                 "\(customer.customerId): \(String(decoding: answers[0], as: UTF8.self)) vs \(String(decoding: answers[1], as: UTF8.self))")
         }
         #expect(try await target.notificationCounts() == source.notificationCounts())
+        // The outbox moves too: the same events at the same positions, the same customers' sequences, and a position
+        // counter past them (the next event neither repeats a position nor restarts a sequence).
+        let route = WebhookRoute(name: "backend")
+        _ = try await source.fanOut(route, limit: 0, now: Date())
+        let copiedAgain = try await PostgresTestDatabase.openStore()
+        _ = try await LedgerCopy.copy(from: source, to: copiedAgain, pageSize: 7)
+        let sourceEvents = try await source.events(after: 0, limit: 10_000, filter: EventFilter())
+        #expect(!sourceEvents.isEmpty)
+        #expect(try await target.events(after: 0, limit: 10_000, filter: EventFilter()) == sourceEvents)
+        #expect(try await copiedAgain.lastEventPosition() == source.lastEventPosition())
+        #expect(try await copiedAgain.endpointStatus("backend") == source.endpointStatus("backend"))
+        await copiedAgain.close()
         #expect(try await target.recoveryWatermark(app) == source.recoveryWatermark(app))
         for notification in notifications {
             let uuid = notification.payload.notificationUUID

@@ -12,13 +12,62 @@ package struct LedgerPage: Sendable {
     package var refused: [RefusedNotification] = []
     package var watermarks: [RecoveryWatermark] = []
     package var issuedTokens: [IssuedToken] = []
+    /// The outbox: events (with their positions and IDs), customers' recorded states, webhook endpoints' places in
+    /// the outbox and failing marks, and deliveries (so that a move loses no undelivered event and no sequence restarts).
+    package var events: [LedgerEvent] = []
+    package var customerStates: [CustomerStateRecord] = []
+    package var endpoints: [CopiedEndpoint] = []
+    package var deliveries: [CopiedDelivery] = []
 
     package init() {}
 
     /// Records in the page.
     package var count: Int {
         transactions.count + subscriptions.count + links.count + tokenOwners.count + notifications.count + refused.count + watermarks.count
-            + issuedTokens.count
+            + issuedTokens.count + events.count + customerStates.count + endpoints.count + deliveries.count
+    }
+}
+
+/// A webhook endpoint's row, as copied.
+package struct CopiedEndpoint: Sendable, Hashable {
+    package var name: String
+    package var cursor: Int64
+    package var failingSince: Int64?
+    package var failingReason: String?
+
+    package init(name: String, cursor: Int64, failingSince: Int64?, failingReason: String?) {
+        self.name = name
+        self.cursor = cursor
+        self.failingSince = failingSince
+        self.failingReason = failingReason
+    }
+}
+
+/// A delivery's row, as copied (without its attempts' history; a claim is not copied).
+package struct CopiedDelivery: Sendable, Hashable {
+    package var endpoint: String
+    package var position: Int64
+    package var customer: CustomerKey
+    package var sequence: Int64
+    package var status: String
+    package var attempts: Int
+    package var nextAttemptAt: Int64
+    package var createdAt: Int64
+    package var finishedAt: Int64?
+
+    package init(
+        endpoint: String, position: Int64, customer: CustomerKey, sequence: Int64, status: String, attempts: Int, nextAttemptAt: Int64,
+        createdAt: Int64, finishedAt: Int64?
+    ) {
+        self.endpoint = endpoint
+        self.position = position
+        self.customer = customer
+        self.sequence = sequence
+        self.status = status
+        self.attempts = attempts
+        self.nextAttemptAt = nextAttemptAt
+        self.createdAt = createdAt
+        self.finishedAt = finishedAt
     }
 }
 
