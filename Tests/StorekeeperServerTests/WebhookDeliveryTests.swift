@@ -94,8 +94,10 @@ struct WebhookDeliveryTests {
         var logger = Logger(label: "test")
         logger.logLevel = .critical
         let clock = TestClock(ServerTestbed.start)
+        let exporter = MetricsExporter()
         let app = StorekeeperApplication.buildApplication(
-            store: store, configuration: configuration, verifiers: try configuration.makeVerifiers(), port: 0, logger: logger, now: { clock.now })
+            store: store, configuration: configuration, verifiers: try configuration.makeVerifiers(), port: 0, logger: logger, exporter: exporter,
+            now: { clock.now })
         let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
@@ -144,6 +146,11 @@ struct WebhookDeliveryTests {
             let history = try await store.deliveries(of: try #require(events.first).position)
             #expect(history.first?.status == "delivered")
             #expect(history.first.map { $0.history.count >= 1 && $0.history.last?.statusCode == 204 } == true)
+            // The metrics say so: attempts by outcome, and the endpoint's standing (looked at every few seconds).
+            let metrics = exporter.render()
+            #expect(metrics.contains(#"storekeeper_webhook_attempts_total{endpoint="backend",outcome="delivered"}"#), "\(metrics)")
+            #expect(metrics.contains(#"storekeeper_webhook_attempts_total{endpoint="backend",outcome="failed"}"#))
+            #expect(metrics.contains(#"storekeeper_webhook_backlog{endpoint="backend"}"#))
             await group.triggerGracefulShutdown()
             try await tasks.next()
         }

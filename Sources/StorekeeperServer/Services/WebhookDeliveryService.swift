@@ -31,6 +31,9 @@ package struct WebhookDeliveryService: Service {
     /// How long a claim outlasts the attempt's timeout: an instance killed mid-delivery holds its claims this long after
     /// the timeout, then another instance (or the same server restarted) takes them.
     static let claimMargin = Duration.seconds(5)
+    /// A claim takes up to this many rounds of `maxConcurrency` deliveries: fewer transactions per delivery (each
+    /// costs a commit, which on PostgreSQL is most of a round's time).
+    static let roundsPerClaim = 4
     /// How often a failing endpoint is tried (one delivery) while it stays failing.
     var failingProbe: Duration = .seconds(60)
 
@@ -72,7 +75,7 @@ package struct WebhookDeliveryService: Service {
             var claimed: [ClaimedDelivery] = []
             do {
                 while try await store.fanOut(route, limit: 500, now: Date()) > 0 {}
-                var limit = endpoint.maxConcurrency
+                var limit = endpoint.maxConcurrency * Self.roundsPerClaim
                 if ContinuousClock.now - lastStanding > .seconds(5) {
                     let standing = try await store.endpointStatus(endpoint.name)
                     lastStanding = .now
@@ -87,7 +90,8 @@ package struct WebhookDeliveryService: Service {
                 }
                 if limit > 0 {
                     claimed = try await store.claimDeliveries(
-                        endpoint: endpoint.name, holder: holder, limit: limit, now: Date(), lease: timeout + Self.claimMargin)
+                        endpoint: endpoint.name, holder: holder, limit: limit, now: Date(),
+                        lease: timeout * Self.roundsPerClaim + Self.claimMargin)
                 }
                 loggedFailure = false
             } catch {
@@ -102,11 +106,13 @@ package struct WebhookDeliveryService: Service {
                 await store.eventsAppended.wait(after: seen, timeout: idle)
                 continue
             }
+            // At most `maxConcurrency` requests in flight; the claim's deliveries recorded together.
             let finished = await withTaskGroup(of: FinishedAttempt.self) { group in
-                for delivery in claimed {
+                var finished: [FinishedAttempt] = []
+                for (index, delivery) in claimed.enumerated() {
+                    if index >= endpoint.maxConcurrency, let attempt = await group.next() { finished.append(attempt) }
                     group.addTask { await deliver(delivery, to: endpoint, secrets: secrets, timeout: timeout, client: client) }
                 }
-                var finished: [FinishedAttempt] = []
                 for await attempt in group { finished.append(attempt) }
                 return finished
             }
