@@ -57,7 +57,7 @@ extension CustomerAnswer {
         return out.buffer
     }
 
-    /// ``json()`` as text (an event's state).
+    /// `json()` as text (an event's state).
     package var jsonText: String { String(buffer: json()) }
 }
 

@@ -58,7 +58,7 @@ extension LedgerEvent {
         return out.buffer
     }
 
-    /// ``json()`` as text.
+    /// `json()` as text.
     package var jsonText: String { String(buffer: json()) }
 
     /// RFC 3339 in UTC with milliseconds, as Standard Webhooks' examples write it.
@@ -99,7 +99,7 @@ extension JSONWriter {
 }
 
 extension EventDraft {
-    /// The stored JSON of ``cause`` and ``changes``, written without `JSONEncoder` (a write's hot path).
+    /// The stored JSON of `cause` and `changes`, written without `JSONEncoder` (a write's hot path).
     package var causeJSON: String {
         var out = JSONWriter()
         out.object { out in

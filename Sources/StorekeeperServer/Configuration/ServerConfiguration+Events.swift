@@ -42,7 +42,7 @@ extension ServerConfiguration {
         package var apps: [String]?
         /// `Sandbox`, `Production`; `nil`: both.
         package var environments: [String]?
-        /// The event types it receives (``EventType``); `nil`: all.
+        /// The event types it receives (`EventType`); `nil`: all.
         package var eventTypes: [String]?
         /// Seconds an attempt may take, connecting to the end of the answer. Default 10.
         package var timeoutSeconds: Double
@@ -96,7 +96,7 @@ extension ServerConfiguration {
                 types: eventTypes.map { Set($0.compactMap(EventType.init(rawValue:))) })
         }
 
-        /// Its secrets, current first (checked by ``validateWebhooks()``).
+        /// Its secrets, current first (checked by `validateEvents()`).
         package var secrets: [WebhookSecret] { ([secret] + previousSecrets).compactMap { try? WebhookSecret($0) } }
     }
 

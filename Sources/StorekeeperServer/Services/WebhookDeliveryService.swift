@@ -14,10 +14,10 @@ import StorekeeperHTTP
 /// endpoint's secrets); a 2xx within the timeout is success, anything else is tried again on the endpoint's schedule
 /// with jitter, then dead-lettered.
 ///
-/// Each endpoint has one loop per instance: it turns new events into deliveries (``DeliveryStore/fanOut(_:limit:now:)``),
+/// Each endpoint has one loop per instance: it turns new events into deliveries (`DeliveryStore.fanOut(_:limit:now:)`),
 /// claims due ones through the database (at most `maxConcurrency`, each its customer's earliest pending one, never one
 /// another instance holds), sends them concurrently, and records every attempt. A claim lasts the timeout and a
-/// margin (``claimMargin``); a killed instance's claims lapse and another instance takes them. So every event arrives at least once
+/// margin (`claimMargin`); a killed instance's claims lapse and another instance takes them. So every event arrives at least once
 /// (exactly once after deduplication by `webhook-id`), and a customer's events arrive in sequence order.
 package struct WebhookDeliveryService: Service {
     let store: any LedgerStore
