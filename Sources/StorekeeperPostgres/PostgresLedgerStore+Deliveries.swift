@@ -44,7 +44,7 @@ extension PostgresLedgerStore {
                 \(events.map(\.customer.environment.rawValue))::text[], \(events.map(\.customer.customerId))::text[],
                 \(events.map(\.draft.sequence))::bigint[]) AS x(p, b, e, c, s)
             ON CONFLICT (endpoint, position) DO UPDATE SET status = 'pending', next_attempt_at = excluded.next_attempt_at,
-                claimed_by = NULL, claimed_until = NULL, finished_at = NULL
+                attempts = 0, claimed_by = NULL, claimed_until = NULL, finished_at = NULL
             """)
     }
 

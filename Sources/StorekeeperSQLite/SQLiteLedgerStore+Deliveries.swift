@@ -36,7 +36,7 @@ extension SQLiteLedgerStore {
                 INSERT INTO deliveries (endpoint, position, bundle_id, environment, customer_id, sequence, status, next_attempt_at, created_at)
                 VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)
                 ON CONFLICT (endpoint, position) DO UPDATE SET status = 'pending', next_attempt_at = excluded.next_attempt_at,
-                    claimed_by = NULL, claimed_until = NULL, finished_at = NULL
+                    attempts = 0, claimed_by = NULL, claimed_until = NULL, finished_at = NULL
                 """
         ).execute(arguments: [
             endpoint, event.position, event.customer.bundleId, event.customer.environment.rawValue, event.customer.customerId,

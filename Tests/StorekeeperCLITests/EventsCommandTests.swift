@@ -26,10 +26,12 @@ struct EventsCommandTests {
         for notification in try await fixture.verifiedNotifications() { _ = try await store.apply(notification) }
         await store.close()
         let secret = WebhookSecret.generate()
+        let previous = WebhookSecret.generate()
         let config = directory.appendingPathComponent("config.json")
         try #"""
         {"apps": [{"bundleId": "com.example.storekeeper", "environments": ["Sandbox"]}],
-         "webhooks": [{"name": "backend", "url": "http://127.0.0.1:9/hooks", "secret": "\#(secret)"}]}
+         "webhooks": [{"name": "backend", "url": "http://127.0.0.1:9/hooks", "secret": "\#(secret)", "previousSecrets": ["\#(previous)"],
+                       "eventTypes": ["subscription.started"]}]}
         """#.write(to: config, atomically: true, encoding: .utf8)
 
         let list = try await CLI.runDetached(["events", "list", "--database", database])
@@ -46,14 +48,24 @@ struct EventsCommandTests {
             "events", "replay", "--database", database, "--config", config.path, "--endpoint", "backend", "--since", "2020-01-01",
         ])
         #expect(replay.status == 0, "\(replay.stderr)")
-        #expect(try CLI.json(replay.stdout)["replayed"] as? String == "2")
+        #expect(try CLI.json(replay.stdout)["replayed"] as? Int == 1, "the endpoint takes subscription.started only")
         let show = try await CLI.runDetached(["events", "show", "--database", database, id])
         #expect(show.status == 0, "\(show.stderr)")
         let shown = try CLI.json(show.stdout)
         #expect(((shown["deliveries"] as? [[String: Any]])?.first)?["status"] as? String == "pending")
         let status = try await CLI.runDetached(["events", "status", "--database", database, "--config", config.path])
-        #expect(status.status == 0 && status.stdout.contains("\"backlog\" : 2"), "\(status.stdout)\(status.stderr)")
+        #expect(status.status == 0 && status.stdout.contains("\"backlog\" : 1"), "\(status.stdout)\(status.stderr)")
         #expect(!status.stdout.contains(secret) && !replay.stdout.contains(secret) && !replay.stderr.contains(secret))
+        // Secrets, current and previous, are masked when the configuration is printed.
+        let check = try await CLI.runDetached(["config", "check", "--config", config.path])
+        #expect(check.status == 0, "\(check.stderr)")
+        #expect(!check.stdout.contains(secret) && !check.stdout.contains(previous) && check.stdout.contains("masked"))
+        // An event the endpoint does not take is not redelivered to it.
+        let other = try #require((try CLI.json(String(lines[1]))["data"] as? [String: Any])?["id"] as? String)
+        let refused = try await CLI.runDetached([
+            "events", "redeliver", "--database", database, "--config", config.path, "--endpoint", "backend", other,
+        ])
+        #expect(refused.status == 1 && refused.stderr.hasPrefix("error: not-for-endpoint: "), "\(refused.stderr)")
 
         for (arguments, code) in [
             (["events", "show", "--database", database, "evt_nope"], "invalid-argument"),

@@ -72,6 +72,13 @@ struct EventsAPITests {
                 #expect(answer.status == 400 && answer.errorCode == code, "\(path): \(answer.json)")
             }
             #expect(try await client.send(.get, "/v1/events").status == 401)
+            let deleteEvents = try await client.send(.delete, "/v1/events", key: T.adminKey)
+            #expect(deleteEvents.status == 405 && deleteEvents.allow == "GET")
+            #expect(try await client.send(.post, "/v1/admin/webhooks", key: T.adminKey).allow == "GET")
+            #expect(try await client.send(.put, "/v1/customers/alice", key: T.adminKey).allow == "GET, DELETE")
+            #expect(
+                try await client.send(.get, "/v1/events?after=c1.zzzzzz", key: T.appKey).errorCode == "invalid-cursor", "a cursor past the last event"
+            )
             #expect(try await client.send(.get, "/v1/admin/webhooks", key: T.appKey).errorCode == "admin-only")
             #expect(try await client.send(.get, "/v1/admin/webhooks", key: T.adminKey).status == 200)
         }

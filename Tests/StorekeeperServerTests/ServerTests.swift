@@ -186,8 +186,8 @@ struct WebhookTests {
     @Test(
         "our paths with another method get 405 with Allow; unknown paths 404; both as JSON errors",
         arguments: [
-            (HTTPRequest.Method.get, "/appstore/notifications", 405, "POST"), (.put, "/v1/customers/alice", 405, "GET"),
-            (.get, "/v1/customers/alice/transactions", 405, "POST"), (.post, "/health", 405, "GET"), (.delete, "/metrics", 405, "GET"),
+            (HTTPRequest.Method.get, "/appstore/notifications", 405, "POST"), (.put, "/v1/customers/alice", 405, "GET, DELETE"),
+            (.get, "/v1/customers/alice/transactions", 405, "POST"), (.post, "/health", 405, "GET, HEAD"), (.delete, "/metrics", 405, "GET, HEAD"),
             (.get, "/nope", 404, nil), (.get, "/v1/customers/", 404, nil), (.post, "/appstore/notifications/extra", 404, nil),
         ] as [(HTTPRequest.Method, String, Int, String?)])
     func unmatchedRoutes(method: HTTPRequest.Method, path: String, status: Int, allow: String?) async throws {

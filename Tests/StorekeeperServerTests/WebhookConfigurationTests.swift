@@ -33,7 +33,8 @@ struct WebhookConfigurationTests {
         arguments: [
             (endpoint(#", "url": "ftp://hooks.example.com/""#), "webhooks[0].url", "not an http:// or https:// URL"),
             (endpoint(#", "url": "hooks.example.com/x""#), "webhooks[0].url", "not an http:// or https:// URL"),
-            (endpoint(#", "url": "https://user:pw@hooks.example.com/""#), "webhooks[0].url", "no user or password"),
+            (endpoint(#", "url": "https://user:hunter2pw@hooks.example.com/""#), "webhooks[0].url", "carries a user or password"),
+            (endpoint(#", "eventTypes": []"#), "webhooks[0].eventTypes", "would receive nothing"),
             (endpoint(#", "secret": "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw""#), "webhooks[0].secret", "whsec_"),
             (endpoint(#", "secret": "whsec_c2hvcnQ=""#), "webhooks[0].secret", "bytes"),
             (endpoint(#", "previousSecrets": ["whsec_!!!"]"#), "webhooks[0].previousSecrets[0]", "whsec_"),
@@ -46,12 +47,17 @@ struct WebhookConfigurationTests {
             (endpoint(#", "name": "a b""#), "webhooks[0].name", "not a name"),
             (endpoint("") + ", " + endpoint(""), "webhooks[1].name", "configured twice"),
             (endpoint("") + ", " + endpoint(#", "name": "other""#), "webhooks[1].url", "repeats another endpoint's URL"),
+            (
+                endpoint("") + ", " + endpoint(#", "name": "other", "url": "HTTPS://Hooks.example.com/storekeeper/""#), "webhooks[1].url",
+                "repeats another endpoint's URL"
+            ),
         ])
     func mistakes(webhooks: String, setting: String, message: String) throws {
         let error = #expect(throws: ConfigurationError.self) { try Self.load(webhooks: webhooks) }
         #expect(error?.setting == setting, "\(error?.message ?? "")")
         #expect(error?.message.contains(message) == true, "\(error?.message ?? "")")
         #expect(error?.message.contains("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw") == false, "a secret is never repeated in an error")
+        #expect(error?.message.contains("hunter2pw") == false, "a password in a URL is never repeated in an error")
     }
 
     @Test("a mistyped key of an endpoint or of events is refused with the key meant; events settings are checked")

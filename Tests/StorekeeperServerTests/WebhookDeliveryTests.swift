@@ -75,13 +75,13 @@ final class PythonReceiver: @unchecked Sendable {
 @Suite("Webhooks: every event delivered, signed as Standard Webhooks says, in order per customer, through failures")
 struct WebhookDeliveryTests {
     @Test(
-        "a receiver that fails for a while (5xx, a timeout, a dropped connection) then recovers gets every event at least once, exactly once after deduplication, in sequence per customer, every signature verified by the standardwebhooks package",
+        "a receiver that fails for a while (5xx, a timeout, a dropped connection, a body that stalls) then recovers gets every event at least once, exactly once after deduplication, in sequence per customer, every signature verified by the standardwebhooks package",
         .enabled(
             if: pythonReceiverAvailable, "python3 with the standardwebhooks package is not installed (pip install standardwebhooks; .ci/run does)"))
     func deliveredThroughFailures() async throws {
         var testbed = try ServerTestbed()
         let secret = WebhookSecret.generate()
-        let receiver = try PythonReceiver(secret: secret, plan: ["500", "500", "slow", "close", "500", "ok", "500"])
+        let receiver = try PythonReceiver(secret: secret, plan: ["500", "500", "slow", "close", "stall", "500", "ok", "500"])
         var configuration = testbed.configuration
         configuration.webhooks = [
             .init(

@@ -100,6 +100,13 @@ extension ServerConfiguration {
         package var secrets: [WebhookSecret] { ([secret] + previousSecrets).compactMap { try? WebhookSecret($0) } }
     }
 
+    /// A URL as compared for duplicates: scheme and host lowercased, no trailing slash.
+    static func canonical(_ url: URL) -> String {
+        var text = "\(url.scheme?.lowercased() ?? "")://\(url.host?.lowercased() ?? "")\(url.port.map { ":\($0)" } ?? "")\(url.path)"
+        while text.hasSuffix("/") { text.removeLast() }
+        return text + (url.query.map { "?\($0)" } ?? "")
+    }
+
     /// Checks the `webhooks` and `events` settings, naming the one at fault.
     func validateEvents() throws(ConfigurationError) {
         if !(events.retentionDays > 0 && events.retentionDays <= 3_650) {
@@ -127,13 +134,18 @@ extension ServerConfiguration {
                 throw ConfigurationError("webhook endpoint '\(endpoint.name)' is configured twice (\(at).name)", setting: "\(at).name")
             }
             guard let url = URL(string: endpoint.url), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
-                let host = url.host, !host.isEmpty, url.user == nil, url.password == nil
+                let host = url.host, !host.isEmpty, !endpoint.url.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
             else {
                 throw ConfigurationError(
-                    "\(at).url \(UntrustedText.quoted(endpoint.url, limit: 200)) is not an http:// or https:// URL with a host (and no user or password)",
+                    "\(at).url \(UntrustedText.quoted(endpoint.url, limit: 200)) is not an http:// or https:// URL with a host", setting: "\(at).url")
+            }
+            // Credentials in the URL would be sent to the receiver and logged with it; the URL is not repeated here.
+            guard url.user == nil, url.password == nil else {
+                throw ConfigurationError(
+                    "\(at).url carries a user or password: put no credentials in a webhook URL (the signature authenticates the sender)",
                     setting: "\(at).url")
             }
-            guard urls.insert(endpoint.url).inserted else {
+            guard urls.insert(Self.canonical(url)).inserted else {
                 throw ConfigurationError("\(at).url repeats another endpoint's URL: one endpoint per URL", setting: "\(at).url")
             }
             for (offset, text) in ([endpoint.secret] + endpoint.previousSecrets).enumerated() {
@@ -143,6 +155,11 @@ extension ServerConfiguration {
                 } catch {
                     throw ConfigurationError("\(setting): \(error.description)", setting: setting)
                 }
+            }
+            for (name, list) in [("apps", endpoint.apps), ("environments", endpoint.environments), ("eventTypes", endpoint.eventTypes)]
+            where list?.isEmpty == true {
+                throw ConfigurationError(
+                    "\(at).\(name) is empty: the endpoint would receive nothing (leave it out for all)", setting: "\(at).\(name)")
             }
             for (offset, app) in (endpoint.apps ?? []).enumerated() where !apps.contains(where: { $0.bundleId == app }) {
                 throw ConfigurationError(

@@ -52,7 +52,7 @@ extension ServerConfiguration {
             let inFile = StrictJSONDecoder.walk(codingPath, in: file).complete
             var value = render(node)
             var note = meaningOfNull(path: path, node: node)
-            if path.hasSuffix(".secret") || path.contains(".previousSecrets[") {
+            if path.hasSuffix(".secret") || path.hasSuffix(".previousSecrets") || path.contains(".previousSecrets[") {
                 value = "\"whsec_…\""
                 note = "masked"
             }

@@ -69,7 +69,9 @@ struct EventsAPI: Sendable {
         let after = try query.string("after").map(Self.position(of:)) ?? 0
         let limit = try Self.integer(query, "limit", in: 1...Self.maximumLimit) ?? Self.defaultLimit
         let wait = try Self.integer(query, "wait", in: 0...Self.maximumWait) ?? 0
-        let deadline = ContinuousClock.now.advanced(by: .seconds(wait))
+        // Answered before the server's response timeout cuts the request off (an empty page, the same cursor).
+        let longest = max(0, configuration.http.responseTimeout - 2)
+        let deadline = ContinuousClock.now.advanced(by: .milliseconds(Int64(min(Double(wait), longest) * 1_000)))
         var events: [LedgerEvent]
         while true {
             let seen = store.eventsAppended.current
@@ -77,6 +79,10 @@ struct EventsAPI: Sendable {
                 events = try await store.events(after: after, limit: limit + 1, filter: filter)
             } catch {
                 throw APIError(.serviceUnavailable, .storageUnavailable, "the events could not be read")
+            }
+            // A cursor past the last event committed is not one this server gave (a consumer holding it would wait forever).
+            if events.isEmpty, after > 0, let last = try? await store.lastEventPosition(), after > last {
+                throw APIError(.badRequest, .invalidCursor, "after is past the last event: give a cursor this server gave (\"next\")")
             }
             guard events.isEmpty, ContinuousClock.now < deadline, !Task.isCancelled else { break }
             let left = ContinuousClock.now.duration(to: deadline)

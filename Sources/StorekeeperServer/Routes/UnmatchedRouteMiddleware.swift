@@ -5,16 +5,22 @@ import StorekeeperHTTP
 /// A request no route matches gets a JSON error like every other refusal: 405 with `Allow` when the path is one of
 /// ours with another method (a browser's GET on the webhook URL says the URL is right), 404 otherwise.
 struct UnmatchedRouteMiddleware<Context: RequestContext>: RouterMiddleware {
-    /// The method each of our paths takes.
-    static func allowedMethod(for path: String) -> HTTPRequest.Method? {
+    /// The methods each of our paths takes (`Allow`).
+    static func allowedMethods(for path: String) -> String? {
         let parts = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        let third = parts.dropFirst(2).first ?? ""
         switch (parts.count, parts.first, parts.dropFirst().first, parts.last) {
-        case (2, "appstore", "notifications", _): return .post
-        case (1, "metrics", _, _), (1, "health", _, _): return .get
-        case (3, "v1", "customers", let id?) where !id.isEmpty: return .get
-        case (4, "v1", "customers", "transactions") where !parts.dropFirst(2).first!.isEmpty: return .post
-        case (4, "v1", "customers", "app-account-token") where !parts.dropFirst(2).first!.isEmpty: return .post
-        case (5, "v1", "admin", "reconcile"): return .post
+        case (2, "appstore", "notifications", _): return "POST"
+        case (1, "metrics", _, _), (1, "health", _, _): return "GET, HEAD"
+        case (3, "v1", "customers", let id?) where !id.isEmpty: return "GET, DELETE"
+        case (4, "v1", "customers", "transactions") where !third.isEmpty: return "POST"
+        case (4, "v1", "customers", "app-account-token") where !third.isEmpty: return "POST"
+        case (5, "v1", "admin", "reconcile"): return "POST"
+        case (2, "v1", "events", _): return "GET"
+        case (3, "v1", "events", let id?) where !id.isEmpty: return "GET"
+        case (3, "v1", "admin", "webhooks"): return "GET"
+        case (5, "v1", "admin", "resume"), (5, "v1", "admin", "replay"), (5, "v1", "admin", "redeliver"): return third == "webhooks" ? "POST" : nil
+        case (4, "v1", "admin", let id?) where third == "events" && !id.isEmpty: return "GET"
         default: return nil
         }
     }
@@ -25,9 +31,9 @@ struct UnmatchedRouteMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch let error as HTTPError where error.status == .notFound {
             let path = UntrustedText.escaped(request.uri.path, limit: 256)
             let method = UntrustedText.escaped(request.method.rawValue, limit: 32)
-            if let allowed = Self.allowedMethod(for: request.uri.path), allowed != request.method {
-                throw APIError(
-                    .methodNotAllowed, .methodNotAllowed, "\(path) takes \(allowed.rawValue), not \(method)", headers: [.allow: allowed.rawValue])
+            if let allowed = Self.allowedMethods(for: request.uri.path), !allowed.split(separator: ", ").contains(Substring(request.method.rawValue))
+            {
+                throw APIError(.methodNotAllowed, .methodNotAllowed, "\(path) takes \(allowed), not \(method)", headers: [.allow: allowed])
             }
             throw APIError(.notFound, .noSuchRoute, "nothing is served at \(method) \(path)")
         }

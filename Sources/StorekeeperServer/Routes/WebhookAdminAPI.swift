@@ -37,8 +37,12 @@ struct WebhookAdminAPI: Sendable {
             guard let sinceText = query.string("since") else {
                 throw APIError(.badRequest, .invalidParameter, "since is required: the ISO-8601 date from which to replay")
             }
-            guard let since = try? Date(sinceText, strategy: .iso8601) else {
-                throw APIError(.badRequest, .invalidParameter, "since must be an ISO-8601 date, not \(UntrustedText.quoted(sinceText, limit: 64))")
+            guard let since = (try? Date(sinceText, strategy: .iso8601)) ?? (try? Date(sinceText + "T00:00:00Z", strategy: .iso8601)) else {
+                throw APIError(
+                    .badRequest, .invalidParameter, "since must be an ISO-8601 date or day, not \(UntrustedText.quoted(sinceText, limit: 64))")
+            }
+            if let customer = query.string("customer"), !CustomerAPI.validCustomerId(customer) {
+                throw APIError(.badRequest, .invalidCustomerId, "customer must be a customer ID (1-128 ASCII letters, digits and -_.@:)")
             }
             var filter = EventFilter(customerId: query.string("customer"), since: since)
             if let type = query.string("type") {
@@ -48,13 +52,22 @@ struct WebhookAdminAPI: Sendable {
                 filter.types = [known]
             }
             let count = try await storage { try await store.redeliver(endpoint.route, filter: filter, now: Date()) }
-            return StorekeeperApplication.jsonResponse(["endpoint": endpoint.name, "replayed": "\(count)"])
+            struct Replayed: Encodable {
+                var endpoint: String
+                var replayed: Int
+            }
+            return StorekeeperApplication.jsonResponse(Replayed(endpoint: endpoint.name, replayed: count))
         }
         group.post("/admin/webhooks/:name/redeliver") { request, context in
             try Self.requireAdmin(context)
             let query = try QueryParameters(request, allowed: ["event"])
             let endpoint = try self.endpoint(context)
             let event = try await self.event(query.string("event") ?? "")
+            guard endpoint.route.matches(event) else {
+                throw APIError(
+                    .badRequest, .invalidParameter,
+                    "endpoint '\(endpoint.name)' does not take event \(event.id) (its apps, environments or eventTypes leave it out)")
+            }
             try await storage { try await store.enqueue([event], endpoint: endpoint.name, now: Date()) }
             return StorekeeperApplication.jsonResponse(["endpoint": endpoint.name, "redelivered": event.id.description])
         }

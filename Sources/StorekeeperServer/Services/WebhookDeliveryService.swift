@@ -70,23 +70,27 @@ package struct WebhookDeliveryService: Service {
         var lastStanding = ContinuousClock.now.advanced(by: .seconds(-60))
         var lastProbe = ContinuousClock.now.advanced(by: .seconds(-3_600))
         var loggedFailure = false
+        // Whether the endpoint is marked failing: read with its standing, and known at once from this loop's own
+        // attempts (a dead letter marks it, a success clears it).
+        var failing = false
         while !Task.isCancelled {
             let seen = store.eventsAppended.current
             var claimed: [ClaimedDelivery] = []
             do {
                 while try await store.fanOut(route, limit: 500, now: Date()) > 0 {}
-                var limit = endpoint.maxConcurrency * Self.roundsPerClaim
                 if ContinuousClock.now - lastStanding > .seconds(5) {
                     let standing = try await store.endpointStatus(endpoint.name)
                     lastStanding = .now
+                    failing = standing.failingSince != nil
                     metrics.webhookStanding(
                         endpoint: endpoint.name, backlog: standing.backlog,
                         oldestSeconds: standing.oldestPending.map { max(0, Date().timeIntervalSince($0)) } ?? 0, deadLetters: standing.deadLettered)
-                    if standing.failingSince != nil {
-                        // A failing endpoint gets one delivery now and then, until one succeeds (or an operator resumes it).
-                        limit = ContinuousClock.now - lastProbe >= failingProbe ? 1 : 0
-                        if limit == 1 { lastProbe = .now }
-                    }
+                }
+                var limit = endpoint.maxConcurrency * Self.roundsPerClaim
+                if failing {
+                    // A failing endpoint gets one delivery now and then, until one succeeds (or an operator resumes it).
+                    limit = ContinuousClock.now - lastProbe >= failingProbe ? 1 : 0
+                    if limit == 1 { lastProbe = .now }
                 }
                 if limit > 0 {
                     claimed = try await store.claimDeliveries(
@@ -103,7 +107,7 @@ package struct WebhookDeliveryService: Service {
                 }
             }
             if claimed.isEmpty {
-                await store.eventsAppended.wait(after: seen, timeout: idle)
+                await store.eventsAppended.wait(after: seen, timeout: failing ? min(idle * 4, failingProbe) : idle)
                 continue
             }
             // At most `maxConcurrency` requests in flight; the claim's deliveries recorded together.
@@ -127,13 +131,14 @@ package struct WebhookDeliveryService: Service {
                     return error as? StorageError ?? StorageError("\(error)")
                 }
             }.value
+            if finished.contains(where: { $0.outcome == .deadLettered }) { failing = true }
+            if finished.contains(where: { $0.outcome == .delivered }) { failing = false }
             if let failure {
                 // The claims lapse and the deliveries are tried again (at least once, never lost).
                 logger.error(
                     "delivery attempts could not be recorded; they are tried again when their claims lapse",
                     metadata: ["webhook.endpoint": .string(name), "error": .string(failure.message)])
             }
-            lastStanding = ContinuousClock.now.advanced(by: .seconds(-60))
         }
     }
 
@@ -194,8 +199,11 @@ package struct WebhookDeliveryService: Service {
         request.body = .bytes(body)
         func elapsed() -> Int64 { Int64((ContinuousClock.now - started) / .milliseconds(1)) }
         do {
-            let response = try await client.execute(request, timeout: .nanoseconds(timeout.nanosecondsClamped))
-            var excerpt = try await response.body.collect(upTo: 1 << 20)
+            let deadline = NIODeadline.now() + .nanoseconds(timeout.nanosecondsClamped)
+            let response = try await client.execute(request, deadline: deadline)
+            // The whole answer within the timeout, its body too: a receiver that sends its status and then stalls has not
+            // answered.
+            var excerpt = try await Self.within(deadline) { try await response.body.collect(upTo: 1 << 20) }
             let head = excerpt.readString(length: min(excerpt.readableBytes, DeliveryAttempt.maximumExcerpt)) ?? ""
             let status = Int(response.status.code)
             let shown = head.isEmpty ? nil : UntrustedText.escaped(head, limit: DeliveryAttempt.maximumExcerpt)
@@ -205,6 +213,21 @@ package struct WebhookDeliveryService: Service {
         } catch {
             return DeliveryAttempt(
                 attemptedAt: attemptedAt, statusCode: nil, latencyMilliseconds: elapsed(), error: Self.describe(error), responseExcerpt: nil)
+        }
+    }
+
+    /// `body`'s result, or `HTTPClientError.deadlineExceeded` when `deadline` passes first.
+    static func within<T: Sendable>(_ deadline: NIODeadline, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await body() }
+            group.addTask {
+                let left = deadline - NIODeadline.now()
+                if left > .zero { try await Task.sleep(nanoseconds: UInt64(left.nanoseconds)) }
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let value = first else { throw HTTPClientError.deadlineExceeded }
+            return value
         }
     }
 

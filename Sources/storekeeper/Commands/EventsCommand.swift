@@ -147,12 +147,17 @@ struct EventsRedeliver: AsyncParsableCommand {
                     guard let event = try await store.event(id) else {
                         throw CLIError(code: "unknown-event", message: "no event \(id) in the ledger")
                     }
+                    guard endpoint.route.matches(event) else {
+                        throw CLIError(
+                            code: "not-for-endpoint",
+                            message: "endpoint '\(endpoint.name)' does not take event \(id) (its apps, environments or eventTypes leave it out)")
+                    }
                     events.append(event)
                 }
                 try await store.enqueue(events, endpoint: endpoint.name, now: Date())
                 return events.count
             }
-            try JSONOutput.print(["endpoint": endpoint.name, "redelivered": "\(count)"])
+            try JSONOutput.print(Counted(endpoint: endpoint.name, redelivered: count))
         }
     }
 }
@@ -172,7 +177,7 @@ struct EventsReplay: AsyncParsableCommand {
             guard narrowing.since != nil else { throw CLIError(code: "invalid-option", message: "give --since: the date from which to replay") }
             let filter = try narrowing.filter()
             let count = try await ledger.withStore { store in try await store.redeliver(endpoint.route, filter: filter, now: Date()) }
-            try JSONOutput.print(["endpoint": endpoint.name, "replayed": "\(count)"])
+            try JSONOutput.print(Counted(endpoint: endpoint.name, replayed: count))
         }
     }
 }
@@ -217,5 +222,18 @@ struct EventsSecret: AsyncParsableCommand {
 
     func run() async throws {
         print(WebhookSecret.generate())
+    }
+}
+
+/// What `events redeliver` and `events replay` print.
+struct Counted: Encodable {
+    var endpoint: String
+    var redelivered: Int?
+    var replayed: Int?
+
+    init(endpoint: String, redelivered: Int? = nil, replayed: Int? = nil) {
+        self.endpoint = endpoint
+        self.redelivered = redelivered
+        self.replayed = replayed
     }
 }

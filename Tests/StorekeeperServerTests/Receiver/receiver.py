@@ -4,7 +4,8 @@ accepts. Prints its port, then appends one JSON line per request to the log file
 
 usage: RECEIVER_SECRET=whsec_… receiver.py LOGFILE PLAN
 PLAN: comma-separated behaviours for the first requests, in order: 500 (answer 500), slow (answer after 3 s, past
-the sender's timeout), close (drop the connection without answering), ok. Every request after the plan is ok.
+the sender's timeout), stall (answer 200 at once but send the body 3 s later), close (drop the connection without
+answering), ok. Every request after the plan is ok.
 """
 import json
 import os
@@ -50,6 +51,14 @@ class Handler(BaseHTTPRequestHandler):
         if behaviour == "close":
             self.close_connection = True
             self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        if behaviour == "stall":
+            self.send_response(200)
+            self.send_header("content-length", "100")
+            self.end_headers()
+            self.wfile.flush()
+            time.sleep(3)
+            self.wfile.write(b"x" * 100)
             return
         if behaviour == "slow":
             time.sleep(3)
