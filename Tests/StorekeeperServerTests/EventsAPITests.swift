@@ -3,8 +3,11 @@ import AppStoreSimulator
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import Logging
+import ServiceLifecycle
 import StorekeeperCore
 import StorekeeperSQLite
+import StorekeeperServer
 import StorekeeperTesting
 import Testing
 
@@ -118,6 +121,32 @@ struct EventsAPITests {
             #expect(try await client.send(.delete, "/v1/customers/alice?bundleId=com.example.storekeeper", key: T.adminKey).status == 404)
             // The other app's customer is untouched.
             #expect(try await client.send(.get, "/v1/customers/dave", key: T.otherAppKey).status == 200)
+        }
+    }
+
+    @Test("a graceful shutdown answers waiting long polls at once instead of waiting for them")
+    func longPollDuringShutdown() async throws {
+        let testbed = try T()
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let ports = AsyncStream<Int>.makeStream()
+        let configuration = testbed.configuration
+        let app = StorekeeperApplication.buildApplication(
+            store: testbed.store, configuration: configuration, verifiers: try configuration.makeVerifiers(), port: 0, logger: logger,
+            onServerRunning: { ports.continuation.yield($0) })
+        let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            var iterator = ports.stream.makeAsyncIterator()
+            let port = try #require(await iterator.next())
+            let connection = try RawConnection(port: port)
+            connection.send("GET /v1/events?wait=50 HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(T.appKey)\r\n\r\n")
+            try await Task.sleep(for: .milliseconds(500))
+            let started = ContinuousClock.now
+            await group.triggerGracefulShutdown()
+            #expect(await connection.receive(until: "\"next\"", within: 20).contains("200 OK"), "the poll is answered")
+            try await tasks.next()
+            #expect(ContinuousClock.now - started < .seconds(10), "the server stopped without waiting for the poll's 50 s")
         }
     }
 }

@@ -1,3 +1,4 @@
+import ServiceLifecycle
 import Synchronization
 
 /// Tells long-polling readers that events may have been committed: a store signals after each of its write commits.
@@ -22,7 +23,8 @@ package final class EventSignal: Sendable {
     package func wait(after seen: UInt64, timeout: Duration) async {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: timeout)
-        while current == seen, clock.now < deadline, !Task.isCancelled {
+        // A graceful shutdown ends the wait (a long poll answers its empty page instead of holding the stop).
+        while current == seen, clock.now < deadline, !Task.isCancelled, !Task.isShuttingDownGracefully {
             try? await Task.sleep(for: Self.step)
         }
     }

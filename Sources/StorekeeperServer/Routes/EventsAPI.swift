@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import HummingbirdAuth
 import NIOCore
+import ServiceLifecycle
 import StorekeeperCore
 import StorekeeperHTTP
 
@@ -84,7 +85,8 @@ struct EventsAPI: Sendable {
             if events.isEmpty, after > 0, let last = try? await store.lastEventPosition(), after > last {
                 throw APIError(.badRequest, .invalidCursor, "after is past the last event: give a cursor this server gave (\"next\")")
             }
-            guard events.isEmpty, ContinuousClock.now < deadline, !Task.isCancelled else { break }
+            // A server stopping answers at once (its requests run in the server's graceful-shutdown context).
+            guard events.isEmpty, ContinuousClock.now < deadline, !Task.isCancelled, !Task.isShuttingDownGracefully else { break }
             let left = ContinuousClock.now.duration(to: deadline)
             await store.eventsAppended.wait(after: seen, timeout: min(left, EventSignal.recheckInterval))
         }
