@@ -242,6 +242,7 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            exclude: ["Receiver"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -357,7 +358,6 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            exclude: ["Receiver"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -85,19 +85,15 @@ extension PostgresLedgerStore {
 
     static func events(_ rows: PostgresRowSequence) async throws -> [LedgerEvent] {
         var events: [LedgerEvent] = []
-        let decoder = AppStoreJSON.makeDecoder()
         for try await row in rows {
             let (position, id, bundleId, environment, customerId, sequence, type, occurredAt, cause, changes, state) = try row.decode(
                 (Int64, String, String, String, String, Int64, String, Int64, String, String, String).self)
-            guard let id = EventID(id), let type = EventType(rawValue: type) else { continue }
-            events.append(
-                LedgerEvent(
-                    position: position, id: id,
-                    draft: EventDraft(
-                        customer: CustomerKey(bundleId: bundleId, environment: AppStoreEnvironment(rawValue: environment), customerId: customerId),
-                        sequence: sequence, type: type, occurredAt: Date(epochMilliseconds: occurredAt),
-                        cause: (try? decoder.decode(EventCause.self, from: Data(cause.utf8))) ?? EventCause(.api),
-                        changes: (try? decoder.decode([String: JSONValue].self, from: Data(changes.utf8))) ?? [:], state: state)))
+            if let event = LedgerEvent(
+                position: position, id: id, bundleId: bundleId, environment: environment, customerId: customerId, sequence: sequence, type: type,
+                occurredAt: occurredAt, cause: cause, changes: changes, state: state)
+            {
+                events.append(event)
+            }
         }
         return events
     }

@@ -66,17 +66,10 @@ extension SQLiteLedgerStore {
     static let eventColumns = "position, id, bundle_id, environment, customer_id, sequence, type, occurred_at, cause, changes, state"
 
     static func event(_ row: Row) -> LedgerEvent? {
-        guard let id = EventID(row["id"]), let type = EventType(rawValue: row["type"]) else { return nil }
-        let decoder = AppStoreJSON.makeDecoder()
-        let cause = (try? decoder.decode(EventCause.self, from: Data((row["cause"] as String).utf8))) ?? EventCause(.api)
-        let changes = (try? decoder.decode([String: JSONValue].self, from: Data((row["changes"] as String).utf8))) ?? [:]
-        let customer = CustomerKey(
-            bundleId: row["bundle_id"], environment: AppStoreEnvironment(rawValue: row["environment"]), customerId: row["customer_id"])
-        return LedgerEvent(
-            position: row["position"], id: id,
-            draft: EventDraft(
-                customer: customer, sequence: row["sequence"], type: type, occurredAt: Date(epochMilliseconds: row["occurred_at"]), cause: cause,
-                changes: changes, state: row["state"]))
+        LedgerEvent(
+            position: row["position"], id: row["id"], bundleId: row["bundle_id"], environment: row["environment"], customerId: row["customer_id"],
+            sequence: row["sequence"], type: row["type"], occurredAt: row["occurred_at"], cause: row["cause"], changes: row["changes"],
+            state: row["state"])
     }
 
     package func events(after position: Int64, limit: Int, filter: EventFilter) async throws(StorageError) -> [LedgerEvent] {

@@ -5,31 +5,14 @@ import Logging
 import NIOCore
 import StorekeeperCore
 import StorekeeperSQLite
+import StorekeeperTesting
 import Testing
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 @Suite("Crash recovery: webhook deliveries")
 struct WebhookCrashTests {
-    /// The Python receiver of the server tests (`standardwebhooks` from PyPI verifies every request).
-    static let receiverScript = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("StorekeeperServerTests/Receiver/receiver.py")
-
-    static let pythonVerifier: Bool = {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", "import standardwebhooks"]
-        process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return false }
-        process.waitUntilExit()
-        return process.terminationStatus == 0
-    }()
-
     @Test(
         "serve SIGKILLed after committing events its receiver has not taken yet: restarted, it delivers every one (at least once, each verified)",
-        .enabled(if: pythonVerifier, "python3 with the standardwebhooks package is not installed (pip install standardwebhooks; .ci/run does)"))
+        .enabled(if: PythonReceiver.isAvailable, PythonReceiver.missing))
     func killedBetweenCommitAndDelivery() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("webhook-kill-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -37,19 +20,8 @@ struct WebhookCrashTests {
         let (simulator, _, database) = try CrashRecoveryTests.setUp(in: directory)
         // The receiver refuses the first 40 requests: every event is committed before any is delivered.
         let secret = WebhookSecret.generate()
-        let log = directory.appendingPathComponent("received.jsonl")
-        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        let receiver = Process()
-        receiver.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        receiver.arguments = ["python3", Self.receiverScript.path, log.path, Array(repeating: "500", count: 40).joined(separator: ",")]
-        receiver.environment = ProcessInfo.processInfo.environment.merging(["RECEIVER_SECRET": secret]) { $1 }
-        let output = Pipe()
-        receiver.standardOutput = output
-        try receiver.run()
-        defer { kill(receiver.processIdentifier, SIGKILL) }
-        var line = Data()
-        while let byte = try output.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) { line += byte }
-        let receiverPort = try #require(Int(String(decoding: line, as: UTF8.self)))
+        let receiver = try PythonReceiver(secret: secret, plan: Array(repeating: "500", count: 40))
+        let receiverPort = receiver.port
         let root = directory.appendingPathComponent("sim/ca/root.pem").path
         let config = directory.appendingPathComponent("webhooks.json").path
         try """
@@ -89,20 +61,11 @@ struct WebhookCrashTests {
         #expect(events.count == 10)
         let restarted = try await Task.detached { try ServerProcess(config: config, database: database) }.value
         defer { restarted.kill() }
-        func delivered() -> Set<String> {
-            let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-            return Set(
-                text.split(separator: "\n").compactMap { line -> String? in
-                    guard let record = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                        record["behaviour"] as? String == "ok", record["verified"] as? Bool == true
-                    else { return nil }
-                    return record["id"] as? String
-                })
-        }
         let deadline = ContinuousClock.now.advanced(by: .seconds(90))
-        while !delivered().isSuperset(of: events.map(\.id.description)), ContinuousClock.now < deadline {
+        while !receiver.delivered.isSuperset(of: events.map(\.id.description)), ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(200))
         }
-        #expect(delivered().isSuperset(of: events.map(\.id.description)), "every event committed before the kill is delivered after the restart")
+        #expect(
+            receiver.delivered.isSuperset(of: events.map(\.id.description)), "every event committed before the kill is delivered after the restart")
     }
 }

@@ -37,14 +37,14 @@ struct OutboxTests {
     func subscriptionLife(backend: Backend) async throws {
         let store = try await backend.makeStore()
         var fixture = SimulatorFixture()
-        let now = MutableDate(TestAppStore.start)
-        store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { now.value })
+        let now = TestClock(TestAppStore.start)
+        store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { now.now })
         let token = try await store.appAccountToken(for: "alice", bundleId: Self.app, environment: .sandbox, renew: false)
         try fixture.customer("apple-1")
         let bought = try fixture.engine.purchase(.init(customerId: "apple-1", productId: "pro.monthly", appAccountToken: token))
         let original = bought.originalTransactionId
         func deliver() async throws {
-            now.value = fixture.engine.state.now
+            now.set(fixture.engine.state.now)
             for notification in try await fixture.verifiedNotifications() { _ = try await store.apply(notification) }
         }
         try await deliver()
@@ -111,8 +111,8 @@ struct OutboxTests {
         arguments: Backend.available)
     func restorePolicies(backend: Backend) async throws {
         let store = try await backend.makeStore()
-        let now = MutableDate(TestAppStore.start)
-        store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { now.value })
+        let now = TestClock(TestAppStore.start)
+        store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { now.now })
         var fixture = SimulatorFixture()
         try fixture.customer("apple-1")
         let bought = try fixture.engine.purchase(.init(customerId: "apple-1", productId: "pro.monthly"))
@@ -147,7 +147,7 @@ struct OutboxTests {
         #expect((try await Self.currentState(store, "carol")).contains("pro.monthly"))
         // Its renewal, by notification alone, is carol's.
         try fixture.advance(days: 31)
-        now.value = fixture.engine.state.now
+        now.set(fixture.engine.state.now)
         for notification in try await fixture.verifiedNotifications() { _ = try await store.apply(notification) }
         let renewal = try #require(try await Self.allEvents(store).last)
         #expect(renewal.customer.customerId == "carol" && renewal.type == .subscriptionRenewed, "\(renewal.type)")
@@ -199,23 +199,23 @@ struct OutboxTests {
     func expiryByTime(backend: Backend) async throws {
         let store = try await backend.makeStore()
         var fixture = SimulatorFixture()
-        let now = MutableDate(TestAppStore.start)
-        store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { now.value })
+        let now = TestClock(TestAppStore.start)
+        store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { now.now })
         let token = try await store.appAccountToken(for: "alice", bundleId: Self.app, environment: .sandbox, renew: false)
         try fixture.customer("apple-1")
         let bought = try fixture.engine.purchase(.init(customerId: "apple-1", productId: "pro.monthly", appAccountToken: token))
         try fixture.engine.setAutoRenew(originalTransactionId: bought.originalTransactionId, enabled: false)
         for notification in try await fixture.verifiedNotifications() { _ = try await store.apply(notification) }
-        #expect(try await store.customersDue(at: now.value, limit: 10).isEmpty)
+        #expect(try await store.customersDue(at: now.now, limit: 10).isEmpty)
         // A month later, with no notification (the App Store's clock has not moved).
-        now.value = TestAppStore.start.addingTimeInterval(40 * 86_400)
-        let due = try await store.customersDue(at: now.value, limit: 10)
+        now.set(TestAppStore.start.addingTimeInterval(40 * 86_400))
+        let due = try await store.customersDue(at: now.now, limit: 10)
         #expect(due == [CustomerKey(bundleId: Self.app, environment: .sandbox, customerId: "alice")])
         // Two instances looking at once: one event.
         async let first = store.reevaluate(due)
         async let second = store.reevaluate(due)
         #expect(try await first + second == 1)
-        #expect(try await store.customersDue(at: now.value, limit: 10).isEmpty)
+        #expect(try await store.customersDue(at: now.now, limit: 10).isEmpty)
         let events = try await Self.allEvents(store)
         let expired = try #require(events.last)
         #expect(expired.type == .subscriptionExpired)
@@ -277,17 +277,6 @@ struct OutboxTests {
             await store.close()
         }
         for other in finals.dropFirst() { #expect(other == finals[0], "\(name): the same final states in any order") }
-    }
-}
-
-/// A date a test moves (the outbox's clock).
-final class MutableDate: @unchecked Sendable {
-    private let lock = NSLock()
-    private var stored: Date
-    init(_ date: Date) { stored = date }
-    var value: Date {
-        get { lock.withLock { stored } }
-        set { lock.withLock { stored = newValue } }
     }
 }
 

@@ -1,5 +1,6 @@
 import Foundation
 import StorekeeperCore
+import StorekeeperTesting
 import Testing
 
 @Suite("Outgoing events: Standard Webhooks signatures")
@@ -74,21 +75,9 @@ struct WebhookSignatureTests {
         #expect(generated.description == "whsec_… (32 bytes)")
     }
 
-    /// An independent verifier: the `standardwebhooks` package from PyPI (`.ci/run` installs it).
-    static let pythonVerifier: Bool = {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", "import standardwebhooks"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return false }
-        process.waitUntilExit()
-        return process.terminationStatus == 0
-    }()
-
     @Test(
         "signatures verify with the Standard Webhooks reference library (Python), for one secret and during a rotation",
-        .enabled(if: pythonVerifier, "python3 with the standardwebhooks package is not installed (pip install standardwebhooks; .ci/run does)")
+        .enabled(if: PythonReceiver.isAvailable, PythonReceiver.missing)
     )
     func referenceLibrary() throws {
         let secrets = [WebhookSecret.generate(), WebhookSecret.generate()]

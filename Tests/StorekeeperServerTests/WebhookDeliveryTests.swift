@@ -15,69 +15,12 @@ import Testing
 import Glibc
 #endif
 
-/// The `standardwebhooks` package from PyPI, which the test receiver verifies with.
-let pythonReceiverAvailable: Bool = {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["python3", "-c", "import standardwebhooks"]
-    process.standardError = FileHandle.nullDevice
-    guard (try? process.run()) != nil else { return false }
-    process.waitUntilExit()
-    return process.terminationStatus == 0
-}()
-
-/// The Python receiver (`Receiver/receiver.py`), started on a free port.
-final class PythonReceiver: @unchecked Sendable {
-    let process = Process()
-    let port: Int
-    let log: URL
-
-    init(secret: String, plan: [String]) throws {
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Receiver/receiver.py")
-        log = FileManager.default.temporaryDirectory.appendingPathComponent("receiver-\(UUID()).jsonl")
-        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        let output = Pipe()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        // The secret by the environment, not the command line (which `ps` shows).
-        process.arguments = ["python3", script.path, log.path, plan.joined(separator: ",")]
-        process.environment = ProcessInfo.processInfo.environment.merging(["RECEIVER_SECRET": secret]) { $1 }
-        process.standardOutput = output
-        try process.run()
-        var line = Data()
-        while let byte = try output.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) { line += byte }
-        guard let port = Int(String(decoding: line, as: UTF8.self)) else { throw CancellationError() }
-        self.port = port
-    }
-
-    struct Record: Decodable {
-        var id: String?
-        var behaviour: String
-        var verified: Bool
-        var type: String?
-        var customer: String?
-        var sequence: Int?
-    }
-
-    var records: [Record] {
-        let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-        return text.split(separator: "\n").compactMap { try? JSONDecoder().decode(Record.self, from: Data($0.utf8)) }
-    }
-
-    /// Stops the receiver (SIGKILL: it holds no state worth a clean exit; waiting for it from a deinit could hang).
-    func stop() {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        try? FileManager.default.removeItem(at: log)
-    }
-
-    deinit { stop() }
-}
-
 @Suite("Webhooks: every event delivered, signed as Standard Webhooks says, in order per customer, through failures")
 struct WebhookDeliveryTests {
     @Test(
         "a receiver that fails for a while (5xx, a timeout, a dropped connection, a body that stalls) then recovers gets every event at least once, exactly once after deduplication, in sequence per customer, every signature verified by the standardwebhooks package",
         .enabled(
-            if: pythonReceiverAvailable, "python3 with the standardwebhooks package is not installed (pip install standardwebhooks; .ci/run does)"))
+            if: PythonReceiver.isAvailable, PythonReceiver.missing))
     func deliveredThroughFailures() async throws {
         var testbed = try ServerTestbed()
         let secret = WebhookSecret.generate()
@@ -158,7 +101,7 @@ struct WebhookDeliveryTests {
 
     @Test(
         "after its last retry an event is dead-lettered and the endpoint marked failing; a success clears the mark; redelivery sends it again",
-        .enabled(if: pythonReceiverAvailable, "python3 with the standardwebhooks package is not installed"))
+        .enabled(if: PythonReceiver.isAvailable, PythonReceiver.missing))
     func deadLetter() async throws {
         var testbed = try ServerTestbed()
         let secret = WebhookSecret.generate()
@@ -203,7 +146,7 @@ struct WebhookDeliveryTests {
 
     @Test(
         "two and three instances on PostgreSQL deliver one outbox: every event once after deduplication (twice only if in flight at the instance stopped), each customer's in order, a stopped instance's deliveries taken over",
-        .needsPostgres, .enabled(if: pythonReceiverAvailable, "python3 with the standardwebhooks package is not installed"))
+        .needsPostgres, .enabled(if: PythonReceiver.isAvailable, PythonReceiver.missing))
     func instancesShareOneOutbox() async throws {
         let secret = WebhookSecret.generate()
         let receiver = try PythonReceiver(secret: secret, plan: [])

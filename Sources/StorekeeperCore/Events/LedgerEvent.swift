@@ -104,6 +104,23 @@ package struct LedgerEvent: Hashable, Sendable {
         self.draft = draft
     }
 
+    /// An event from its stored columns (both backends store the same ones); `nil` for an ID or a type this version
+    /// does not know.
+    package init?(
+        position: Int64, id: String, bundleId: String, environment: String, customerId: String, sequence: Int64, type: String,
+        occurredAt: Int64, cause: String, changes: String, state: String
+    ) {
+        guard let id = EventID(id), let type = EventType(rawValue: type) else { return nil }
+        let decoder = AppStoreJSON.makeDecoder()
+        self.init(
+            position: position, id: id,
+            draft: EventDraft(
+                customer: CustomerKey(bundleId: bundleId, environment: AppStoreEnvironment(rawValue: environment), customerId: customerId),
+                sequence: sequence, type: type, occurredAt: Date(epochMilliseconds: occurredAt),
+                cause: (try? decoder.decode(EventCause.self, from: Data(cause.utf8))) ?? EventCause(.api),
+                changes: (try? decoder.decode([String: JSONValue].self, from: Data(changes.utf8))) ?? [:], state: state))
+    }
+
     package var customer: CustomerKey { draft.customer }
     package var type: EventType { draft.type }
 }

@@ -4,7 +4,7 @@ import Foundation
 package import Logging
 import NIOCore
 import NIOHTTP1
-package import ServiceLifecycle
+import ServiceLifecycle
 package import StorekeeperCore
 import StorekeeperHTTP
 

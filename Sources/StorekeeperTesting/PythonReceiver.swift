@@ -1,0 +1,83 @@
+package import Foundation
+package import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A webhook receiver in Python (`Receiver/receiver.py`) that verifies every request with the `standardwebhooks`
+/// package from PyPI (an independent implementation of the specification), misbehaves as its plan says, then
+/// accepts; started on a free port.
+package final class PythonReceiver: @unchecked Sendable {
+    // Safety: every property is set in `init` and only read afterwards.
+
+    /// Whether python3 with the `standardwebhooks` package is installed (`.ci/run` installs it).
+    package static let isAvailable: Bool = {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", "import standardwebhooks"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return false }
+        process.waitUntilExit()
+        return process.terminationStatus == 0
+    }()
+
+    /// Why a test that needs it is skipped.
+    package static let missing: Comment = "python3 with the standardwebhooks package is not installed (pip install standardwebhooks; .ci/run does)"
+
+    let process = Process()
+    package let port: Int
+    /// One JSON line per request received (``Record``).
+    package let log: URL
+
+    /// `plan`: what the first requests get (`500`, `slow`, `stall`, `close`, `ok`; see the script); every later one `ok`.
+    package init(secret: String, plan: [String]) throws {
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Receiver/receiver.py")
+        log = FileManager.default.temporaryDirectory.appendingPathComponent("receiver-\(UUID()).jsonl")
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        let output = Pipe()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        // The secret by the environment, not the command line (which `ps` shows).
+        process.arguments = ["python3", script.path, log.path, plan.joined(separator: ",")]
+        process.environment = ProcessInfo.processInfo.environment.merging(["RECEIVER_SECRET": secret]) { $1 }
+        process.standardOutput = output
+        try process.run()
+        var line = Data()
+        while let byte = try output.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) { line += byte }
+        guard let port = Int(String(decoding: line, as: UTF8.self)) else {
+            kill(process.processIdentifier, SIGKILL)
+            throw CancellationError()
+        }
+        self.port = port
+    }
+
+    /// One request as the receiver saw it.
+    package struct Record: Decodable, Sendable {
+        package var id: String?
+        package var behaviour: String
+        package var verified: Bool
+        package var type: String?
+        package var customer: String?
+        package var sequence: Int?
+    }
+
+    /// Every request so far, in arrival order.
+    package var records: [Record] {
+        let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").compactMap { try? JSONDecoder().decode(Record.self, from: Data($0.utf8)) }
+    }
+
+    /// The IDs of the events accepted with a verified signature (`ok` or a `slow` answer in time).
+    package var delivered: Set<String> {
+        Set(records.filter { ($0.behaviour == "ok" || $0.behaviour == "slow") && $0.verified }.compactMap(\.id))
+    }
+
+    /// Stops the receiver (SIGKILL: it holds no state worth a clean exit; waiting for it from a deinit could hang).
+    package func stop() {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        try? FileManager.default.removeItem(at: log)
+    }
+
+    deinit { stop() }
+}
