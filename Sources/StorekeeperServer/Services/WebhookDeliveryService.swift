@@ -73,11 +73,19 @@ package struct WebhookDeliveryService: Service {
         // Whether the endpoint is marked failing: read with its standing, and known at once from this loop's own
         // attempts (a dead letter marks it, a success clears it).
         var failing = false
+        var fannedOut: UInt64? = nil
+        var lastFanOut = ContinuousClock.now
         while !Task.isCancelled {
             let seen = store.eventsAppended.current
             var claimed: [ClaimedDelivery] = []
             do {
-                while try await store.fanOut(route, limit: 500, now: Date()) > 0 {}
+                // Only when this instance committed since the last look, or a second has passed (another instance's
+                // commits): a fan-out is a write, which on SQLite would otherwise take the writer every round for nothing.
+                if seen != fannedOut || ContinuousClock.now - lastFanOut >= .seconds(1) {
+                    while try await store.fanOut(route, limit: 500, now: Date()) > 0 {}
+                    fannedOut = seen
+                    lastFanOut = .now
+                }
                 if ContinuousClock.now - lastStanding > .seconds(5) {
                     let standing = try await store.endpointStatus(endpoint.name)
                     lastStanding = .now
