@@ -30,7 +30,15 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def do_POST(self):
-        body = self.rfile.read(int(self.headers.get("content-length", "0")))
+        length = int(self.headers.get("content-length", "0"))
+        body = self.rfile.read(length)
+        if len(body) < length:
+            # The sender went away mid-body (an instance stopped): nothing to verify, nothing to answer.
+            with lock:
+                with open(log_path, "a") as log:
+                    log.write(json.dumps({"id": self.headers.get("webhook-id"), "behaviour": "truncated", "verified": False}) + "\n")
+            self.close_connection = True
+            return
         with lock:
             index = count[0]
             count[0] += 1
