@@ -22,6 +22,13 @@ package enum EventsBenchmark {
         package var ingestOutboxOff: [Double]
         /// 1 − median(on) / median(off), in percent: what the outbox costs ingestion.
         package var outboxCostPercent: Double
+        /// The process's CPU time (user and system, every thread: server and load alike) per notification posted, in
+        /// microseconds, of each round. Steadier than throughput on a busy machine: with every core saturated,
+        /// throughput follows it.
+        package var cpuMicrosecondsOutboxOn: [Double]
+        package var cpuMicrosecondsOutboxOff: [Double]
+        /// median(on) / median(off) − 1 of the CPU per notification, in percent.
+        package var outboxCPUCostPercent: Double
         /// Events the outbox appended per notification (in an outbox-on round).
         package var eventsPerNotification: Double
         /// `nil` with `--no-delivery`.
@@ -45,18 +52,22 @@ package enum EventsBenchmark {
     ) async throws -> Result {
         var on: [Double] = []
         var off: [Double] = []
+        var cpuOn: [Double] = []
+        var cpuOff: [Double] = []
         var description = ""
         var eventsPerNotification = 0.0
         for _ in 0..<rounds {
             for outbox in [true, false] {
-                let (throughput, events, storageDescription) = try await ingest(
+                let (throughput, cpu, events, storageDescription) = try await ingest(
                     count: count, concurrency: concurrency, storage: ServerBenchmark.Storage(postgres: storage.postgres), outbox: outbox)
                 description = storageDescription
                 if outbox {
                     on.append(throughput)
+                    cpuOn.append(cpu)
                     eventsPerNotification = Double(events) / Double(count)
                 } else {
                     off.append(throughput)
+                    cpuOff.append(cpu)
                 }
             }
         }
@@ -64,7 +75,9 @@ package enum EventsBenchmark {
         func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
         return Result(
             storage: description, notifications: count, concurrency: concurrency, ingestOutboxOn: on, ingestOutboxOff: off,
-            outboxCostPercent: ((1 - median(on) / median(off)) * 1_000).rounded() / 10, eventsPerNotification: eventsPerNotification,
+            outboxCostPercent: ((1 - median(on) / median(off)) * 1_000).rounded() / 10, cpuMicrosecondsOutboxOn: cpuOn,
+            cpuMicrosecondsOutboxOff: cpuOff, outboxCPUCostPercent: ((median(cpuOn) / median(cpuOff) - 1) * 1_000).rounded() / 10,
+            eventsPerNotification: eventsPerNotification,
             delivery: delivery)
     }
 
@@ -84,18 +97,33 @@ package enum EventsBenchmark {
         return engine.state.notifications.prefix(count).map { #"{"signedPayload":"\#($0.signedPayload)"}"# }
     }
 
+    /// The CPU time this process has used so far (user and system, all threads), in microseconds.
+    static func processCPUMicroseconds() -> Double {
+        #if os(Linux)
+        let RUSAGE_SELF_ID = RUSAGE_SELF.rawValue
+        #else
+        let RUSAGE_SELF_ID = RUSAGE_SELF
+        #endif
+        var usage = rusage()
+        getrusage(RUSAGE_SELF_ID, &usage)
+        func microseconds(_ time: timeval) -> Double { Double(time.tv_sec) * 1_000_000 + Double(time.tv_usec) }
+        return microseconds(usage.ru_utime) + microseconds(usage.ru_stime)
+    }
+
     static let post: @Sendable (LoadConnection, String) async throws -> UInt = { connection, body in
         try await connection.send(.POST, "/appstore/notifications", headers: [("Content-Type", "application/json")], body: ByteBuffer(string: body))
     }
 
     static func ingest(
         count: Int, concurrency: Int, storage: ServerBenchmark.Storage, outbox: Bool
-    ) async throws -> (throughput: Double, events: Int64, storage: String) {
+    ) async throws -> (throughput: Double, cpuMicroseconds: Double, events: Int64, storage: String) {
         try await ServerBenchmark.withServer(storage: storage, outbox: outbox) { ports, _, store, description in
             let bodies = try await notifications(count: count, store: store)
+            let before = processCPUMicroseconds()
             let run = try await ServerBenchmark.drive(bodies, ports: ports, concurrency: concurrency, rate: nil, post)
+            let cpu = (processCPUMicroseconds() - before) / Double(count)
             guard run.failures == 0 else { throw VerifyBenchmark.BenchmarkError(message: "\(run.failures) notifications were refused") }
-            return (run.throughput, try await store.lastEventPosition(), description)
+            return (run.throughput, (cpu * 10).rounded() / 10, try await store.lastEventPosition(), description)
         }
     }
 

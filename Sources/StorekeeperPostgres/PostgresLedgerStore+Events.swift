@@ -154,14 +154,17 @@ extension PostgresLedgerStore {
         }
     }
 
-    package func pruneEvents(occurredBefore date: Date) async throws(StorageError) -> Int {
+    package func pruneEvents(occurredBefore date: Date, keepingUnsentTo endpoints: [String]) async throws(StorageError) -> Int {
         try await write { transaction in
             let connection = transaction.connection
             var count = 0
             for try await _ in try await connection.run(
                 """
                 DELETE FROM events WHERE id < \(EventID.first(at: date).description)
-                AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.position = events.position AND d.status = 'pending') RETURNING 1
+                AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.position = events.position AND d.status = 'pending')
+                AND position <= coalesce(
+                    (SELECT min(cursor) FROM webhook_endpoints WHERE name = ANY(\(endpoints))), 9223372036854775807)
+                RETURNING 1
                 """
             ) { count += 1 }
             try await connection.execute(

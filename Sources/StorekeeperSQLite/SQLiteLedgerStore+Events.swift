@@ -138,13 +138,18 @@ extension SQLiteLedgerStore {
         }
     }
 
-    package func pruneEvents(occurredBefore date: Date) async throws(StorageError) -> Int {
+    package func pruneEvents(occurredBefore date: Date, keepingUnsentTo endpoints: [String]) async throws(StorageError) -> Int {
         try await write { db, _ in
+            var arguments: StatementArguments = [EventID.first(at: date).description]
+            for endpoint in endpoints { arguments += [endpoint] }
             try db.execute(
                 sql: """
                     DELETE FROM events WHERE id < ?
                     AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.position = events.position AND d.status = 'pending')
-                    """, arguments: [EventID.first(at: date).description])
+                    AND position <= coalesce(
+                        (SELECT min(cursor) FROM webhook_endpoints WHERE name IN (\(endpoints.map { _ in "?" }.joined(separator: ", ")))),
+                        9223372036854775807)
+                    """, arguments: arguments)
             let count = db.changesCount
             try db.execute(
                 sql: """

@@ -141,7 +141,8 @@ package enum StorekeeperApplication {
         }
         services.append(
             OutboxService(
-                store: store, settings: configuration.events, leaseDuration: configuration.jobLeaseDuration, logger: logger, metrics: exporter.metrics
+                store: store, settings: configuration.events, endpoints: configuration.webhooks.map(\.name),
+                leaseDuration: configuration.jobLeaseDuration, logger: logger, metrics: exporter.metrics
             ))
         if !configuration.webhooks.isEmpty {
             services.append(WebhookDeliveryService(store: store, endpoints: configuration.webhooks, logger: logger, metrics: exporter.metrics))

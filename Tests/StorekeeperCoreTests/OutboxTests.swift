@@ -85,6 +85,54 @@ struct OutboxTests {
         await store.close()
     }
 
+    @Test("the outbox's clock is read a million times (once a write) and stays one call: it once grew by a thunk a read")
+    func clockReadsDoNotAccumulate() {
+        let settings = OutboxSettings()
+        let moment = TestAppStore.start
+        settings.configure(entitlements: SimulatorFixture.entitlements, clock: { moment })
+        var differing = 0
+        // Before the fix, each read wrapped the stored clock once more: this loop overflowed the stack.
+        for _ in 0..<1_000_000 where settings.now != moment { differing += 1 }
+        #expect(differing == 0)
+        #expect(settings.entitlements == SimulatorFixture.entitlements)
+    }
+
+    @Test(
+        "retention drops old events once delivered, keeps those a delivery waits for and those a configured endpoint was not handed yet",
+        arguments: Backend.available)
+    func retention(backend: Backend) async throws {
+        let store = try await backend.makeStore()
+        store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { TestAppStore.start })
+        let route = WebhookRoute(name: "backend")
+        _ = try await store.fanOut(route, limit: 0, now: TestAppStore.start)
+        var fixture = SimulatorFixture()
+        for index in 0..<6 {
+            let token = try await store.appAccountToken(for: "user-\(index)", bundleId: Self.app, environment: .sandbox, renew: false)
+            try fixture.customer("apple-\(index)")
+            _ = try fixture.engine.purchase(.init(customerId: "apple-\(index)", productId: "coins.100", appAccountToken: token))
+        }
+        _ = try await store.applyRecovered(try await fixture.verifiedNotifications(), watermark: nil)
+        let events = try await Self.allEvents(store)
+        try #require(events.count == 6)
+        // The endpoint is handed the first three; the first is delivered, the next two wait.
+        #expect(try await store.fanOut(route, limit: 3, now: TestAppStore.start) == 3)
+        let claimed = try await store.claimDeliveries(endpoint: route.name, holder: "test", limit: 10, now: TestAppStore.start, lease: .seconds(60))
+        try #require(claimed.map(\.event.id) == events.prefix(3).map(\.id))
+        let attempt = DeliveryAttempt(attemptedAt: TestAppStore.start, statusCode: 204, latencyMilliseconds: 1, error: nil, responseExcerpt: nil)
+        try await store.finishAttempts(
+            endpoint: route.name, holder: "test", [FinishedAttempt(position: events[0].position, attempt: attempt, outcome: .delivered)])
+        let later = Date().addingTimeInterval(86_400)
+        // Every event is past the cut-off: only the delivered one goes while the endpoint is configured.
+        #expect(try await store.pruneEvents(occurredBefore: later, keepingUnsentTo: [route.name]) == 1)
+        #expect(try await Self.allEvents(store).map(\.id) == events.dropFirst().map(\.id))
+        // An endpoint removed from the configuration holds back nothing but its waiting deliveries.
+        #expect(try await store.pruneEvents(occurredBefore: later, keepingUnsentTo: []) == 3)
+        #expect(try await Self.allEvents(store).map(\.id) == events[1..<3].map(\.id))
+        // Nothing before the cut-off: nothing dropped.
+        #expect(try await store.pruneEvents(occurredBefore: TestAppStore.start.addingTimeInterval(-86_400 * 3_650), keepingUnsentTo: []) == 0)
+        await store.close()
+    }
+
     @Test("notifications applied together (a batch, a recovered page) have the events of each, once", arguments: Backend.available)
     func together(backend: Backend) async throws {
         let store = try await backend.makeStore()

@@ -6,16 +6,24 @@ import Synchronization
 /// (the server's, so tests and the demo can move it). A store holds one; the server sets it from its configuration
 /// before it serves. Until then, the default rules and the machine's clock.
 package final class OutboxSettings: Sendable {
-    private let state = Mutex<(EntitlementConfiguration, @Sendable () -> Date)>((EntitlementConfiguration(), { Date() }))
+    /// The rules and the clock. The clock is a field of a struct, never a bare function value in the mutex's generic
+    /// storage: read through `withLock`'s `inout`, a function stored there is written back wrapped in one more
+    /// reabstraction thunk on every read, so each write's clock call grew longer until the stack overflowed.
+    private struct Rules: Sendable {
+        var entitlements = EntitlementConfiguration()
+        var clock: @Sendable () -> Date = { Date() }
+    }
+
+    private let state = Mutex(Rules())
 
     package init() {}
 
     package func configure(entitlements: EntitlementConfiguration, clock: @escaping @Sendable () -> Date) {
-        state.withLock { $0 = (entitlements, clock) }
+        state.withLock { $0 = Rules(entitlements: entitlements, clock: clock) }
     }
 
-    package var entitlements: EntitlementConfiguration { state.withLock { $0.0 } }
-    package var now: Date { state.withLock { $0.1 }() }
+    package var entitlements: EntitlementConfiguration { state.withLock { $0.entitlements } }
+    package var now: Date { state.withLock { $0.clock }() }
 
     private let enabled = Atomic<Bool>(true)
 

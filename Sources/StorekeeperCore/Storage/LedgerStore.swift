@@ -124,8 +124,10 @@ package protocol LedgerStore: DeliveryStore, Sendable {
     /// state was recorded (``LedgerUnitOfWork/reevaluating(_:)``), in one transaction; returns how many events.
     func reevaluate(_ customers: [CustomerKey]) async throws(StorageError) -> Int
 
-    /// Drops the events that occurred before `date` and that no delivery still waits for; returns how many.
-    func pruneEvents(occurredBefore date: Date) async throws(StorageError) -> Int
+    /// Drops the events that occurred before `date` that no delivery still waits for and that every endpoint of
+    /// `endpoints` (the configured ones) has fanned out (an instance down longer than the retention must not lose its
+    /// endpoints' events); returns how many.
+    func pruneEvents(occurredBefore date: Date, keepingUnsentTo endpoints: [String]) async throws(StorageError) -> Int
 }
 
 extension LedgerStore {

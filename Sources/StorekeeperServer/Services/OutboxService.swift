@@ -11,6 +11,8 @@ import StorekeeperCore
 struct OutboxService: Service {
     let store: any LedgerStore
     let settings: ServerConfiguration.EventSettings
+    /// The configured webhook endpoints: retention keeps what they have not been handed yet.
+    var endpoints: [String] = []
     var leaseDuration: Duration = .seconds(60)
     let logger: Logger
     let metrics: StorekeeperMetrics
@@ -58,7 +60,7 @@ struct OutboxService: Service {
         // demo move).
         let cutoff = Date().addingTimeInterval(-settings.retentionDays * 86_400)
         do {
-            let dropped = try await store.pruneEvents(occurredBefore: cutoff)
+            let dropped = try await store.pruneEvents(occurredBefore: cutoff, keepingUnsentTo: endpoints)
             if dropped > 0 {
                 logger.info(
                     "events past retention dropped",
