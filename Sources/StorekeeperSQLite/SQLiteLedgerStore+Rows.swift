@@ -249,6 +249,7 @@ struct SQLiteWriteTransaction: LedgerWriteTransaction {
 
     func write(_ changes: LedgerChanges) throws {
         let faults = changes.notifications.isEmpty ? nil : store.unsafeFaultInjection
+        for record in changes.notifications { try faults?("notification \(record.notificationUUID)") }
         try faults?("after-apply")
         try store.save(db, memo, changes)
         try faults?("before-commit")

@@ -24,6 +24,11 @@ package final class SQLiteLedgerStore: LedgerStore {
     package let eventsAppended = EventSignal()
     /// Gives events their IDs (sortable; monotonic within this process).
     let eventIDs = EventIDGenerator()
+    /// Group commit for live notifications: SQLite has one writer, so while it applies one notification, those that
+    /// arrive wait and are applied together next, in one transaction and one commit (``Batcher``, one worker). A
+    /// notification that arrives while the writer is free is applied at once, alone; each caller is answered once its
+    /// batch has committed.
+    package let notificationBatcher = Batcher<VerifiedNotification, ApplyOutcome>(workers: 1, maximumBatch: 64)
     package var databaseKind: String { "sqlite" }
     /// The schema migrations this open applied, oldest first (empty when the database was up to date).
     package let migrationsApplied: [String]
@@ -130,9 +135,32 @@ package final class SQLiteLedgerStore: LedgerStore {
     }
 
     package func apply(_ notification: VerifiedNotification) async throws(StorageError) -> ApplyOutcome {
-        try await writeAnnouncing { db, memo in
-            try LedgerUnitOfWork.apply(notification, in: SQLiteWriteTransaction(store: self, db: db, memo: memo))
+        try await notificationBatcher.submit(notification) { batch in await self.applyTogether(batch) }
+    }
+
+    /// Applies a batch in one transaction (``LedgerUnitOfWork/applyingTogether(_:)``: the same ledger as one after
+    /// another); if that fails, each notification alone, so that one the database refuses fails only its own request.
+    func applyTogether(_ notifications: [VerifiedNotification]) async -> [Result<ApplyOutcome, StorageError>] {
+        if notifications.count > 1 {
+            do throws(StorageError) {
+                return try await writeAnnouncing { db, memo in
+                    try LedgerUnitOfWork.applyRecovered(notifications, watermark: nil, in: SQLiteWriteTransaction(store: self, db: db, memo: memo))
+                }.map { .success($0) }
+            } catch {}
         }
+        var results: [Result<ApplyOutcome, StorageError>] = []
+        for notification in notifications {
+            do throws(StorageError) {
+                results.append(
+                    .success(
+                        try await writeAnnouncing { db, memo in
+                            try LedgerUnitOfWork.apply(notification, in: SQLiteWriteTransaction(store: self, db: db, memo: memo))
+                        }))
+            } catch {
+                results.append(.failure(error))
+            }
+        }
+        return results
     }
 
     package func applyRecovered(_ notifications: [VerifiedNotification], watermark: RecoveryWatermark?) async throws(StorageError) -> [ApplyOutcome] {

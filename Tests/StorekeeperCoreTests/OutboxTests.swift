@@ -275,7 +275,7 @@ struct OutboxTests {
     }
 
     @Test(
-        "every shipped scenario: events folded per customer end in the state a read answers; any order with duplicates ends in the same states and emits nothing for a change that did not happen",
+        "every shipped scenario: events folded per customer end in the state a read answers; any order with duplicates, one by one or all at once, ends in the same states and emits nothing for a change that did not happen",
         arguments: ShippedScenarios.all.map(\.name))
     func scenarios(name: String) async throws {
         var fixture = SimulatorFixture()
@@ -294,17 +294,26 @@ struct OutboxTests {
         let truth = fixture.engine.groundTruth()
         let end = fixture.engine.state.now
         var finals: [[String: String]] = []
-        for (round, backend) in (Backend.available + Backend.available).enumerated() {
+        let backends = Backend.available
+        for (round, backend) in (backends + backends + backends).enumerated() {
             let store = try await backend.makeStore()
             store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { end })
             for (transaction, customer) in submissions { _ = try await store.submit(transaction, customerId: customer) }
-            // The first round in the App Store's order; the next, shuffled with every notification twice.
+            // The first round in the App Store's order; the next, shuffled with every notification twice; the last,
+            // the same all at once (applied in batches, as notifications arriving together are).
             var order = notifications
-            if round >= Backend.available.count {
+            if round >= backends.count {
                 var generator = SeededGenerator(seed: UInt64(name.utf8.reduce(0) { $0 &* 31 &+ UInt64($1) }))
                 order = (notifications + notifications).shuffled(using: &generator)
             }
-            for notification in order { _ = try await store.apply(notification) }
+            if round >= 2 * backends.count {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for notification in order { group.addTask { _ = try await store.apply(notification) } }
+                    try await group.waitForAll()
+                }
+            } else {
+                for notification in order { _ = try await store.apply(notification) }
+            }
             let events = try await Self.allEvents(store)
             var folded: [String: String] = [:]
             var sequences: [String: Int64] = [:]

@@ -79,16 +79,27 @@ extension LedgerUnitOfWork {
     /// (``EventDerivation``) and appends them with their new states, in the same transaction.
     ///
     /// `snapshots` are the ledger of the write's families before its first change and after each change, `causes`
-    /// what made each change; `families` the families they hold (the rest of each customer's ledger is read).
+    /// what made each change; `families` the families they hold (the rest of each customer's ledger is read);
+    /// `changed` the families each change touched, when the caller knows (a batch of notifications: each touches its
+    /// own), else each may have touched them all.
     static func emittingEvents<Result>(
-        snapshots: [Ledger], causes: [EventCause], families: Set<LedgerKey>, affected: Set<String>? = nil, then result: Result
+        snapshots: [Ledger], causes: [EventCause], families: Set<LedgerKey>, changed: [Set<LedgerKey>]? = nil, affected: Set<String>? = nil,
+        then result: Result
     ) -> LedgerStep<Result> {
         guard let first = snapshots.first, let last = snapshots.last else { return .done(result) }
-        // The customers each change may concern (`affected`, when the caller has them for a single change).
-        var customers = snapshots.count == 2 ? affected ?? [] : []
-        if customers.isEmpty {
-            for (earlier, later) in zip(snapshots, snapshots.dropFirst()) { customers.formUnion(later.customersAffected(since: earlier)) }
+        precondition(snapshots.count == causes.count + 1, "a snapshot before the first change and after each")
+        let changed = changed ?? Array(repeating: families, count: causes.count)
+        let transactionsOf = transactionsByFamily(first, last, families: families)
+        // The changes that may concern each customer (`affected`, when the caller has them for a single change).
+        var changesOf: [String: [Int]] = [:]
+        for index in causes.indices {
+            let concerned =
+                snapshots.count == 2 && affected?.isEmpty == false
+                ? affected ?? []
+                : snapshots[index + 1].customersAffected(since: snapshots[index], within: changed[index], transactionsOf: transactionsOf)
+            for customer in concerned { changesOf[customer, default: []].append(index) }
         }
+        let customers = Set(changesOf.keys)
         guard !customers.isEmpty else { return .done(result) }
         var apps = Set<AppScope>()
         for snapshot in [first, last] {
@@ -109,20 +120,79 @@ extension LedgerUnitOfWork {
         return .readCustomers(OutboxReads(customers: keys, known: families)) { read in
             guard read.enabled else { return .done(result) }
             var append = OutboxAppend()
-            let tokens = Set(snapshots.flatMap(\.tokenOwners.keys))
+            // Notifications and submissions add token owners, never remove one: the first and last snapshots hold them all.
+            let tokens = Set(first.tokenOwners.keys).union(last.tokenOwners.keys)
+            let owners = familyOwners(snapshots: snapshots, families: families, changed: changed, transactionsOf: transactionsOf)
             for key in keys {
                 let current = read.ledgers[key] ?? Ledger()
-                let ledgers = snapshots.map {
-                    replacing(families, tokens: tokens, of: current, with: $0, customerId: key.customerId, bundleId: key.bundleId)
+                // Only the changes that concern the customer: between them, their ledger stays as it was (a batch of
+                // notifications about many customers costs each customer their own changes, not the whole batch's);
+                // and only the write's families that are theirs in some snapshot.
+                let mine = changesOf[key.customerId] ?? []
+                guard let firstChange = mine.first else { continue }
+                let theirs = owners[key.customerId] ?? []
+                let ledgers = ([firstChange] + mine.map { $0 + 1 }).map {
+                    replacing(theirs, tokens: tokens, of: current, with: snapshots[$0], customerId: key.customerId, bundleId: key.bundleId)
                 }
                 let (drafts, record) = EventDerivation.derive(
-                    .init(customer: key, stored: read.stored[key], ledgers: ledgers, causes: causes), configuration: read.configuration, at: read.now)
+                    .init(customer: key, stored: read.stored[key], ledgers: ledgers, causes: mine.map { causes[$0] }),
+                    configuration: read.configuration, at: read.now)
                 append.drafts += drafts
                 if let record, record != read.stored[key] { append.records.append(record) }
             }
             guard !append.isEmpty else { return .done(result) }
             return .appendEvents(append, then: .done(result))
         }
+    }
+
+    /// The transactions of each of `families` (a write adds transactions, never removes one: its first and last
+    /// snapshots hold them all).
+    static func transactionsByFamily(_ first: Ledger, _ last: Ledger, families: Set<LedgerKey>) -> [LedgerKey: Set<LedgerKey>] {
+        var transactionsOf: [LedgerKey: Set<LedgerKey>] = [:]
+        for ledger in [first, last] {
+            for (key, transaction) in ledger.transactions {
+                guard let environment = transaction.info.environment else { continue }
+                let family = LedgerKey(environment, transaction.info.originalTransactionId)
+                if families.contains(family) { transactionsOf[family, default: []].insert(key) }
+            }
+        }
+        return transactionsOf
+    }
+
+    /// For each customer, the write's families that are theirs (linked, or carrying a token of theirs) in at least one
+    /// snapshot: a family's owners change only in a snapshot after a change that touched it.
+    static func familyOwners(
+        snapshots: [Ledger], families: Set<LedgerKey>, changed: [Set<LedgerKey>], transactionsOf: [LedgerKey: Set<LedgerKey>]
+    ) -> [String: Set<LedgerKey>] {
+        guard let first = snapshots.first else { return [:] }
+        var owners: [String: Set<LedgerKey>] = [:]
+        func note(_ family: LedgerKey, in ledger: Ledger) {
+            if let linked = ledger.explicitLinks[family] { owners[linked, default: []].insert(family) }
+            // A transaction's own token's owner, or (the same for every transaction without one) the family's.
+            var familyOwnerLooked = false
+            for key in transactionsOf[family] ?? [] {
+                guard let transaction = ledger.transactions[key] else { continue }
+                let info = transaction.info
+                if let token = info.appAccountToken,
+                    let owner = ledger.tokenOwners[AppAccountTokenKey(bundleId: info.bundleId, environment: family.environment, token: token)]
+                {
+                    owners[owner, default: []].insert(family)
+                } else if !familyOwnerLooked {
+                    familyOwnerLooked = true
+                    if let owner = ledger.customer(of: transaction) { owners[owner, default: []].insert(family) }
+                }
+            }
+            if let token = ledger.subscriptions[family]?.renewalInfo?.appAccountToken, let bundleId = ledger.subscriptions[family]?.bundleId,
+                let owner = ledger.tokenOwners[AppAccountTokenKey(bundleId: bundleId, environment: family.environment, token: token)]
+            {
+                owners[owner, default: []].insert(family)
+            }
+        }
+        for family in families { note(family, in: first) }
+        for (index, touched) in changed.enumerated() {
+            for family in touched where families.contains(family) { note(family, in: snapshots[index + 1]) }
+        }
+        return owners
     }
 
     /// Re-evaluates customers whose recorded state may have changed by itself (an expiry due): their events, caused by
@@ -171,7 +241,12 @@ extension LedgerUnitOfWork {
             ledger.explicitLinks[family] = mine ? snapshot.explicitLinks[family] : nil
             ledger.omittedTransactionTokens[family] = nil
         }
-        for token in tokens { ledger.tokenOwners[token] = snapshot.tokenOwners[token] }
+        if ledger.tokenOwners.keys.allSatisfy({ snapshot.tokenOwners[$0] != nil }) {
+            // What the loop below would make, shared instead of rebuilt.
+            ledger.tokenOwners = snapshot.tokenOwners
+        } else {
+            for token in tokens { ledger.tokenOwners[token] = snapshot.tokenOwners[token] }
+        }
         return onlyApp(ledger, bundleId: bundleId)
     }
 

@@ -52,7 +52,8 @@ package enum LedgerUnitOfWork {
                 return .write(
                     LedgerChanges(from: before, to: after, notifications: records),
                     then: emittingEvents(
-                        snapshots: snapshots, causes: causes, families: Set(reads.families), affected: affected, then: (answers, affected)))
+                        snapshots: snapshots, causes: causes, families: Set(reads.families),
+                        changed: new.count == 1 ? nil : new.map { Set(families(touchedBy: $0)) }, affected: affected, then: (answers, affected)))
             }
         }
     }

@@ -1,8 +1,8 @@
-package import StorekeeperCore
 import Synchronization
 
-/// Work that arrives together is done together, for a store whose every statement costs a round trip and the
-/// database's own start-up work (PostgreSQL), and whose every commit costs a flush to disk. A request that arrives
+/// Work that arrives together is done together, for a store whose every commit costs a flush to disk (both), and
+/// whose every statement costs a round trip and the database's own start-up work (PostgreSQL) or whose one writer
+/// makes every write wait for the one before (SQLite: one worker). A request that arrives
 /// while no worker is busy starts at once, alone. One that arrives while a batch is running waits, and the next worker
 /// to be free takes all that wait (up to `maximumBatch`, oldest first) and runs them as one; another worker (up to
 /// `workers`) starts only once `gathering` requests wait. A batch costs about what one request alone costs, so under
@@ -11,7 +11,7 @@ import Synchronization
 /// time, and by `longestWait` (default 20 ms) while a worker is free, so a batch held up (by a lock another instance
 /// holds, say) holds up the requests behind it no longer than that.
 ///
-/// The store uses one for live notifications (group commit: one transaction, one commit and a few statements for the
+/// Each store uses one for live notifications (group commit: one transaction, one commit and a few statements for the
 /// whole batch; each caller is answered once the batch has committed, so an acknowledgement still means "durable")
 /// and one for customer reads (one statement reads every customer of the batch).
 ///

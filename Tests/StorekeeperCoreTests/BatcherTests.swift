@@ -1,5 +1,4 @@
 import StorekeeperCore
-import StorekeeperPostgres
 import StorekeeperTesting
 import Synchronization
 import Testing
