@@ -89,16 +89,7 @@ extension LedgerUnitOfWork {
         guard let first = snapshots.first, let last = snapshots.last else { return .done(result) }
         precondition(snapshots.count == causes.count + 1, "a snapshot before the first change and after each")
         let changed = changed ?? Array(repeating: families, count: causes.count)
-        let transactionsOf = transactionsByFamily(first, last, families: families)
-        // The changes that may concern each customer (`affected`, when the caller has them for a single change).
-        var changesOf: [String: [Int]] = [:]
-        for index in causes.indices {
-            let concerned =
-                snapshots.count == 2 && affected?.isEmpty == false
-                ? affected ?? []
-                : snapshots[index + 1].customersAffected(since: snapshots[index], within: changed[index], transactionsOf: transactionsOf)
-            for customer in concerned { changesOf[customer, default: []].append(index) }
-        }
+        let (changesOf, familiesOf) = ownership(snapshots: snapshots, families: families, changed: changed, affected: affected)
         let customers = Set(changesOf.keys)
         guard !customers.isEmpty else { return .done(result) }
         var apps = Set<AppScope>()
@@ -122,7 +113,6 @@ extension LedgerUnitOfWork {
             var append = OutboxAppend()
             // Notifications and submissions add token owners, never remove one: the first and last snapshots hold them all.
             let tokens = Set(first.tokenOwners.keys).union(last.tokenOwners.keys)
-            let owners = familyOwners(snapshots: snapshots, families: families, changed: changed, transactionsOf: transactionsOf)
             for key in keys {
                 let current = read.ledgers[key] ?? Ledger()
                 // Only the changes that concern the customer: between them, their ledger stays as it was (a batch of
@@ -130,7 +120,7 @@ extension LedgerUnitOfWork {
                 // and only the write's families that are theirs in some snapshot.
                 let mine = changesOf[key.customerId] ?? []
                 guard let firstChange = mine.first else { continue }
-                let theirs = owners[key.customerId] ?? []
+                let theirs = familiesOf[key.customerId] ?? []
                 let ledgers = ([firstChange] + mine.map { $0 + 1 }).map {
                     replacing(theirs, tokens: tokens, of: current, with: snapshots[$0], customerId: key.customerId, bundleId: key.bundleId)
                 }
@@ -143,6 +133,41 @@ extension LedgerUnitOfWork {
             guard !append.isEmpty else { return .done(result) }
             return .appendEvents(append, then: .done(result))
         }
+    }
+
+    /// Which changes may concern each customer, and which of the write's families are theirs (linked, or carrying a
+    /// token of theirs) in at least one snapshot. A single change concerns `affected` (or the customers
+    /// ``Ledger/customersAffected(since:)`` finds); a change of a batch, the owners of the families it touched, before
+    /// and after it (its notification's families: a family's owners change only in a snapshot after a change that
+    /// touched it), so a batch costs each change its own families, not a comparison of two whole batches.
+    static func ownership(
+        snapshots: [Ledger], families: Set<LedgerKey>, changed: [Set<LedgerKey>], affected: Set<String>?
+    ) -> (changesOf: [String: [Int]], familiesOf: [String: Set<LedgerKey>]) {
+        guard let first = snapshots.first, let last = snapshots.last else { return ([:], [:]) }
+        let transactionsOf = transactionsByFamily(first, last, families: families)
+        var changesOf: [String: [Int]] = [:]
+        var familiesOf: [String: Set<LedgerKey>] = [:]
+        var latest: [LedgerKey: Set<String>] = [:]
+        for family in families {
+            let owners = owners(of: family, in: first, transactionsOf: transactionsOf)
+            latest[family] = owners
+            for owner in owners { familiesOf[owner, default: []].insert(family) }
+        }
+        for (index, touched) in changed.enumerated() {
+            var concerned = Set<String>()
+            for family in touched where families.contains(family) {
+                let owners = owners(of: family, in: snapshots[index + 1], transactionsOf: transactionsOf)
+                concerned.formUnion(latest[family] ?? [])
+                concerned.formUnion(owners)
+                latest[family] = owners
+                for owner in owners { familiesOf[owner, default: []].insert(family) }
+            }
+            if snapshots.count == 2 {
+                concerned = affected?.isEmpty == false ? affected ?? [] : last.customersAffected(since: first)
+            }
+            for customer in concerned { changesOf[customer, default: []].append(index) }
+        }
+        return (changesOf, familiesOf)
     }
 
     /// The transactions of each of `families` (a write adds transactions, never removes one: its first and last
@@ -159,38 +184,29 @@ extension LedgerUnitOfWork {
         return transactionsOf
     }
 
-    /// For each customer, the write's families that are theirs (linked, or carrying a token of theirs) in at least one
-    /// snapshot: a family's owners change only in a snapshot after a change that touched it.
-    static func familyOwners(
-        snapshots: [Ledger], families: Set<LedgerKey>, changed: [Set<LedgerKey>], transactionsOf: [LedgerKey: Set<LedgerKey>]
-    ) -> [String: Set<LedgerKey>] {
-        guard let first = snapshots.first else { return [:] }
-        var owners: [String: Set<LedgerKey>] = [:]
-        func note(_ family: LedgerKey, in ledger: Ledger) {
-            if let linked = ledger.explicitLinks[family] { owners[linked, default: []].insert(family) }
-            // A transaction's own token's owner, or (the same for every transaction without one) the family's.
-            var familyOwnerLooked = false
-            for key in transactionsOf[family] ?? [] {
-                guard let transaction = ledger.transactions[key] else { continue }
-                let info = transaction.info
-                if let token = info.appAccountToken,
-                    let owner = ledger.tokenOwners[AppAccountTokenKey(bundleId: info.bundleId, environment: family.environment, token: token)]
-                {
-                    owners[owner, default: []].insert(family)
-                } else if !familyOwnerLooked {
-                    familyOwnerLooked = true
-                    if let owner = ledger.customer(of: transaction) { owners[owner, default: []].insert(family) }
-                }
-            }
-            if let token = ledger.subscriptions[family]?.renewalInfo?.appAccountToken, let bundleId = ledger.subscriptions[family]?.bundleId,
-                let owner = ledger.tokenOwners[AppAccountTokenKey(bundleId: bundleId, environment: family.environment, token: token)]
+    /// Whoever a family may be the purchase of in `ledger`: its linked customer, its transactions' tokens' owners
+    /// (for those without one, the family's owner as ``Ledger/customer(of:)`` finds it, the same for all of them) and
+    /// its renewal info's token's owner. A superset of who ``Ledger/customer(of:)`` names for any of its transactions.
+    static func owners(of family: LedgerKey, in ledger: Ledger, transactionsOf: [LedgerKey: Set<LedgerKey>]) -> Set<String> {
+        var owners = Set<String>()
+        if let linked = ledger.explicitLinks[family] { owners.insert(linked) }
+        var familyOwnerLooked = false
+        for key in transactionsOf[family] ?? [] {
+            guard let transaction = ledger.transactions[key] else { continue }
+            let info = transaction.info
+            if let token = info.appAccountToken,
+                let owner = ledger.tokenOwners[AppAccountTokenKey(bundleId: info.bundleId, environment: family.environment, token: token)]
             {
-                owners[owner, default: []].insert(family)
+                owners.insert(owner)
+            } else if !familyOwnerLooked {
+                familyOwnerLooked = true
+                if let owner = ledger.customer(of: transaction) { owners.insert(owner) }
             }
         }
-        for family in families { note(family, in: first) }
-        for (index, touched) in changed.enumerated() {
-            for family in touched where families.contains(family) { note(family, in: snapshots[index + 1]) }
+        if let subscription = ledger.subscriptions[family], let token = subscription.renewalInfo?.appAccountToken,
+            let owner = ledger.tokenOwners[AppAccountTokenKey(bundleId: subscription.bundleId, environment: family.environment, token: token)]
+        {
+            owners.insert(owner)
         }
         return owners
     }

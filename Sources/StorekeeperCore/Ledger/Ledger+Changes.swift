@@ -8,29 +8,6 @@ extension Ledger {
     ///
     /// Read caches drop exactly these customers after a write commits, so the token owners of the families a write
     /// touches must be loaded into both ledgers (``tokenOwners``) for the answer to be complete.
-    /// ``customersAffected(since:)`` of a change known to touch only `families` (a notification's), whose
-    /// transactions are among `transactionsOf` theirs: the same answer, without comparing the rest of two ledgers that
-    /// hold a whole batch.
-    package func customersAffected(
-        since before: Ledger, within families: Set<LedgerKey>, transactionsOf: [LedgerKey: Set<LedgerKey>]
-    ) -> Set<String> {
-        restricted(to: families, transactionsOf: transactionsOf).customersAffected(
-            since: before.restricted(to: families, transactionsOf: transactionsOf))
-    }
-
-    /// The ledger's records of `families` only (their transactions among `transactionsOf` theirs), with every token
-    /// owner.
-    func restricted(to families: Set<LedgerKey>, transactionsOf: [LedgerKey: Set<LedgerKey>]) -> Ledger {
-        var ledger = Ledger()
-        for family in families {
-            for key in transactionsOf[family] ?? [] { ledger.transactions[key] = transactions[key] }
-            ledger.subscriptions[family] = subscriptions[family]
-            ledger.explicitLinks[family] = explicitLinks[family]
-        }
-        ledger.tokenOwners = tokenOwners
-        return ledger
-    }
-
     package func customersAffected(since before: Ledger) -> Set<String> {
         var families = Set<LedgerKey>()
         for key in Set(transactions.keys).union(before.transactions.keys) where transactions[key] != before.transactions[key] {
