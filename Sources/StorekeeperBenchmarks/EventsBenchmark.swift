@@ -2,6 +2,7 @@ import AppStoreModels
 import AppStoreSimulator
 import Foundation
 import Hummingbird
+import Logging
 import NIOCore
 import NIOHTTP1
 import StorekeeperCore
@@ -147,9 +148,12 @@ package enum EventsBenchmark {
             return .noContent
         }
         let ports = AsyncStream<Int>.makeStream()
+        // The receiver's own log is not the benchmark's output (its cancellation at the end reads as an error).
+        var quiet = Logger(label: "bench-receiver")
+        quiet.logLevel = .critical
         let receiver = Application(
             router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { channel in ports.continuation.yield(channel.localAddress?.port ?? 0) })
+            onServerRunning: { channel in ports.continuation.yield(channel.localAddress?.port ?? 0) }, logger: quiet)
         let receiverTask = Task { try await receiver.runService(gracefulShutdownSignals: []) }
         defer { receiverTask.cancel() }
         var iterator = ports.stream.makeAsyncIterator()

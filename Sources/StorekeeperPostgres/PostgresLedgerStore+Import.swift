@@ -99,5 +99,19 @@ extension PostgresLedgerStore: LedgerImporting {
                     \(deliveries.map { $0.finishedAt ?? -1 })::bigint[]) AS d(n, p, b, e, c, s, st, a, na, ca, f)
                 """)
         }
+        let attempts = page.attempts
+        if !attempts.isEmpty {
+            // In the page's order, so that their IDs keep the order they were made in.
+            try await connection.execute(
+                """
+                INSERT INTO delivery_attempts (endpoint, position, attempted_at, status_code, latency_ms, error, response_excerpt)
+                SELECT n, p, a, NULLIF(c, -1), l, NULLIF(e, ''), NULLIF(x, '') FROM unnest(
+                    \(attempts.map(\.endpoint))::text[], \(attempts.map(\.position))::bigint[],
+                    \(attempts.map(\.attempt.attemptedAt.epochMilliseconds))::bigint[], \(attempts.map { Int32($0.attempt.statusCode ?? -1) })::integer[],
+                    \(attempts.map(\.attempt.latencyMilliseconds))::bigint[], \(attempts.map { $0.attempt.error ?? "" })::text[],
+                    \(attempts.map { $0.attempt.responseExcerpt ?? "" })::text[]) WITH ORDINALITY AS t(n, p, a, c, l, e, x, o)
+                ORDER BY o
+                """)
+        }
     }
 }

@@ -136,6 +136,30 @@ extension SQLiteLedgerStore: LedgerExporting {
             }
         }
         if outbox.count > 0 { try await body(outbox) }
+        // Attempts, in the order they were made, a page at a time (an endpoint that failed long has many).
+        var lastAttempt: Int64 = 0
+        while true {
+            let after = lastAttempt
+            let rows = try await readPage { db in
+                try Row.fetchAll(
+                    db,
+                    sql: """
+                        SELECT id, endpoint, position, attempted_at, status_code, latency_ms, error, response_excerpt FROM delivery_attempts
+                        WHERE id > ? ORDER BY id LIMIT ?
+                        """, arguments: [after, size]
+                ).map { row -> (Int64, CopiedAttempt) in
+                    let attempt = DeliveryAttempt(
+                        attemptedAt: Date(epochMilliseconds: row["attempted_at"]), statusCode: row["status_code"],
+                        latencyMilliseconds: row["latency_ms"], error: row["error"], responseExcerpt: row["response_excerpt"])
+                    return (row["id"], CopiedAttempt(endpoint: row["endpoint"], position: row["position"], attempt: attempt))
+                }
+            }
+            guard let final = rows.last else { break }
+            lastAttempt = final.0
+            var page = LedgerPage()
+            page.attempts = rows.map(\.1)
+            try await body(page)
+        }
     }
 
     package func customers() async throws(StorageError) -> [CustomerScope] {

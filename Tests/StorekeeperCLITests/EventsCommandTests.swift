@@ -80,6 +80,9 @@ struct EventsCommandTests {
             let output = try await CLI.runDetached(arguments)
             #expect(output.status == 1 && output.stderr.hasPrefix("error: \(code): "), "\(arguments): \(output.stderr)")
         }
+        let mistyped = try await CLI.runDetached(["events", "list", "--database", database, "--type", "subscription.renewd"])
+        let nearest = #"--type 'subscription.renewd' is not an event type: did you mean "subscription.renewed"?"#
+        #expect(mistyped.stderr.contains(nearest), "\(mistyped.stderr)")
         let secretOutput = try await CLI.runDetached(["events", "secret"])
         #expect(throws: Never.self) { try WebhookSecret(secretOutput.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) }
     }

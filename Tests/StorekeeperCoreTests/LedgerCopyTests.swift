@@ -61,6 +61,27 @@ struct LedgerCopyTests {
         // counter past them (the next event neither repeats a position nor restarts a sequence).
         let route = WebhookRoute(name: "backend")
         _ = try await source.fanOut(route, limit: 0, now: Date())
+        // Deliveries with their attempts' history: one delivered after a failure, one waiting to be retried.
+        let now = Date(epochMilliseconds: 1_790_000_000_000)
+        #expect(try await source.redeliver(route, filter: EventFilter(), now: now) > 1)
+        let failed = DeliveryAttempt(attemptedAt: now, statusCode: 500, latencyMilliseconds: 12, error: "HTTP 500", responseExcerpt: "oops")
+        let succeeded = DeliveryAttempt(attemptedAt: now, statusCode: 204, latencyMilliseconds: 3, error: nil, responseExcerpt: nil)
+        let refused = DeliveryAttempt(attemptedAt: now, statusCode: nil, latencyMilliseconds: 10_000, error: "timed out", responseExcerpt: nil)
+        // Each round a few seconds later: the earlier rounds' other claims (one second each) have lapsed.
+        var round = 0.0
+        func attempt(_ attempt: DeliveryAttempt, _ outcome: DeliveryOutcome, skipping done: [Int64]) async throws -> Int64 {
+            round += 1
+            let claimed = try await source.claimDeliveries(
+                endpoint: route.name, holder: "copy-test", limit: 100, now: now.addingTimeInterval(round * 5), lease: .seconds(1))
+            let delivery = try #require(claimed.first { !done.contains($0.event.position) })
+            try await source.finishAttempts(
+                endpoint: route.name, holder: "copy-test", [FinishedAttempt(position: delivery.event.position, attempt: attempt, outcome: outcome)])
+            return delivery.event.position
+        }
+        let first = try await attempt(failed, .retry(at: now), skipping: [])
+        #expect(try await attempt(succeeded, .delivered, skipping: []) == first)
+        let second = try await attempt(refused, .retry(at: now.addingTimeInterval(60)), skipping: [first])
+        let claimed = [first, second]
         let copiedAgain = try await PostgresTestDatabase.openStore()
         _ = try await LedgerCopy.copy(from: source, to: copiedAgain, pageSize: 7)
         let sourceEvents = try await source.events(after: 0, limit: 10_000, filter: EventFilter())
@@ -68,6 +89,11 @@ struct LedgerCopyTests {
         #expect(try await target.events(after: 0, limit: 10_000, filter: EventFilter()) == sourceEvents)
         #expect(try await copiedAgain.lastEventPosition() == source.lastEventPosition())
         #expect(try await copiedAgain.endpointStatus("backend") == source.endpointStatus("backend"))
+        for position in claimed {
+            let history = try await source.deliveries(of: position)
+            #expect(history.first?.history.isEmpty == false)
+            #expect(try await copiedAgain.deliveries(of: position) == history, "delivery of \(position)")
+        }
         await copiedAgain.close()
         #expect(try await target.recoveryWatermark(app) == source.recoveryWatermark(app))
         for notification in notifications {

@@ -74,6 +74,11 @@ struct EventsAPITests {
                 let answer = try await client.send(.get, path, key: T.appKey)
                 #expect(answer.status == 400 && answer.errorCode == code, "\(path): \(answer.json)")
             }
+            // A mistyped type is named with the nearest; a name close to none lists them all.
+            let mistyped = try await client.send(.get, "/v1/events?type=subscription.renewd", key: T.appKey)
+            #expect(mistyped.errorMessage.contains(#"did you mean "subscription.renewed""#), "\(mistyped.json)")
+            let unknown = try await client.send(.get, "/v1/events?type=zzz", key: T.appKey)
+            #expect(unknown.status == 400 && unknown.errorMessage.contains("customer.erased, customer.transferred_in"), "\(unknown.json)")
             #expect(try await client.send(.get, "/v1/events").status == 401)
             let deleteEvents = try await client.send(.delete, "/v1/events", key: T.adminKey)
             #expect(deleteEvents.status == 405 && deleteEvents.allow == "GET")

@@ -84,6 +84,7 @@ struct Answer: Sendable {
     var json: [String: any Sendable]
     var allow: String? = nil
     var errorCode: String? { (json["error"] as? [String: Any])?["code"] as? String }
+    var errorMessage: String { (json["error"] as? [String: Any])?["message"] as? String ?? "" }
 }
 
 extension TestClientProtocol {

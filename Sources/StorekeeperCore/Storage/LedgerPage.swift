@@ -18,13 +18,15 @@ package struct LedgerPage: Sendable {
     package var customerStates: [CustomerStateRecord] = []
     package var endpoints: [CopiedEndpoint] = []
     package var deliveries: [CopiedDelivery] = []
+    /// Deliveries' attempts, oldest first.
+    package var attempts: [CopiedAttempt] = []
 
     package init() {}
 
     /// Records in the page.
     package var count: Int {
         transactions.count + subscriptions.count + links.count + tokenOwners.count + notifications.count + refused.count + watermarks.count
-            + issuedTokens.count + events.count + customerStates.count + endpoints.count + deliveries.count
+            + issuedTokens.count + events.count + customerStates.count + endpoints.count + deliveries.count + attempts.count
     }
 }
 
@@ -43,7 +45,7 @@ package struct CopiedEndpoint: Sendable, Hashable {
     }
 }
 
-/// A delivery's row, as copied (without its attempts' history; a claim is not copied).
+/// A delivery's row, as copied (its attempts are ``CopiedAttempt``s; a claim is not copied).
 package struct CopiedDelivery: Sendable, Hashable {
     package var endpoint: String
     package var position: Int64
@@ -68,6 +70,19 @@ package struct CopiedDelivery: Sendable, Hashable {
         self.nextAttemptAt = nextAttemptAt
         self.createdAt = createdAt
         self.finishedAt = finishedAt
+    }
+}
+
+/// One attempt of a delivery, as copied.
+package struct CopiedAttempt: Sendable, Hashable {
+    package var endpoint: String
+    package var position: Int64
+    package var attempt: DeliveryAttempt
+
+    package init(endpoint: String, position: Int64, attempt: DeliveryAttempt) {
+        self.endpoint = endpoint
+        self.position = position
+        self.attempt = attempt
     }
 }
 

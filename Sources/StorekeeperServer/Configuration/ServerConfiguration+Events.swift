@@ -171,11 +171,12 @@ extension ServerConfiguration {
                     "\(at).environments[\(offset)] \(UntrustedText.quoted(environment, limit: 64)) is not \"Sandbox\" or \"Production\"",
                     setting: "\(at).environments[\(offset)]")
             }
-            for (offset, type) in (endpoint.eventTypes ?? []).enumerated() where EventType(rawValue: type) == nil {
-                let hint = DidYouMean.nearest(to: type, among: EventType.allCases.map(\.rawValue)).map { ": did you mean \"\($0)\"?" } ?? ""
-                throw ConfigurationError(
-                    "\(at).eventTypes[\(offset)] \(UntrustedText.quoted(type, limit: 64)) is not an event type\(hint)",
-                    setting: "\(at).eventTypes[\(offset)]")
+            for (offset, type) in (endpoint.eventTypes ?? []).enumerated() {
+                do throws(EventType.UnknownName) {
+                    _ = try EventType.named(type, field: "\(at).eventTypes[\(offset)]")
+                } catch {
+                    throw ConfigurationError(error.message, setting: "\(at).eventTypes[\(offset)]")
+                }
             }
             if !(endpoint.timeoutSeconds >= 1 && endpoint.timeoutSeconds <= 120) {
                 throw ConfigurationError(

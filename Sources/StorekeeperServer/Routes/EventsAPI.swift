@@ -35,6 +35,15 @@ struct EventsAPI: Sendable {
     /// An opaque cursor: `c1.` and the position in base 36 (what it holds is not part of the API).
     static func cursor(_ position: Int64) -> String { "c1." + String(position, radix: 36) }
 
+    /// The `type` parameter as an event type, or a 400 that names the nearest.
+    static func eventType(_ name: String) throws(APIError) -> EventType {
+        do throws(EventType.UnknownName) {
+            return try EventType.named(name, field: "type")
+        } catch {
+            throw APIError(.badRequest, .invalidParameter, error.message)
+        }
+    }
+
     static func position(of cursor: String) throws(APIError) -> Int64 {
         guard cursor.hasPrefix("c1."), let position = Int64(cursor.dropFirst(3), radix: 36), position >= 0 else {
             throw APIError(
@@ -60,13 +69,7 @@ struct EventsAPI: Sendable {
             }
             filter.customerId = customer
         }
-        if let type = query.string("type") {
-            guard let known = EventType(rawValue: type) else {
-                let hint = DidYouMean.nearest(to: type, among: EventType.allCases.map(\.rawValue)).map { ": did you mean \"\($0)\"?" } ?? ""
-                throw APIError(.badRequest, .invalidParameter, "type \(UntrustedText.quoted(type, limit: 64)) is not an event type\(hint)")
-            }
-            filter.types = [known]
-        }
+        if let type = query.string("type") { filter.types = [try Self.eventType(type)] }
         let after = try query.string("after").map(Self.position(of:)) ?? 0
         let limit = try Self.integer(query, "limit", in: 1...Self.maximumLimit) ?? Self.defaultLimit
         let wait = try Self.integer(query, "wait", in: 0...Self.maximumWait) ?? 0

@@ -45,12 +45,7 @@ struct WebhookAdminAPI: Sendable {
                 throw APIError(.badRequest, .invalidCustomerId, "customer must be a customer ID (1-128 ASCII letters, digits and -_.@:)")
             }
             var filter = EventFilter(customerId: query.string("customer"), since: since)
-            if let type = query.string("type") {
-                guard let known = EventType(rawValue: type) else {
-                    throw APIError(.badRequest, .invalidParameter, "type \(UntrustedText.quoted(type, limit: 64)) is not an event type")
-                }
-                filter.types = [known]
-            }
+            if let type = query.string("type") { filter.types = [try EventsAPI.eventType(type)] }
             let count = try await storage { try await store.redeliver(endpoint.route, filter: filter, now: Date()) }
             struct Replayed: Encodable {
                 var endpoint: String

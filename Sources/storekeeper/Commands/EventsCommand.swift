@@ -60,14 +60,11 @@ struct EventsFilterOptions: ParsableArguments {
         var filter = EventFilter(customerId: customer, since: try since.map(parseDate))
         if let bundleId { filter.bundleIds = [bundleId] }
         if let type {
-            guard let known = EventType(rawValue: type) else {
-                throw CLIError(
-                    code: "invalid-option",
-                    message:
-                        "--type \(UntrustedText.quoted(type, limit: 64)) is not an event type (\(EventType.allCases.map(\.rawValue).joined(separator: ", ")))"
-                )
+            do throws(EventType.UnknownName) {
+                filter.types = [try EventType.named(type, field: "--type")]
+            } catch {
+                throw CLIError(code: "invalid-option", message: error.message)
             }
-            filter.types = [known]
         }
         return filter
     }
