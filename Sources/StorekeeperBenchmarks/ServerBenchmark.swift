@@ -42,7 +42,7 @@ package enum ServerBenchmark {
         /// Ingest only: the ledger's bytes in use (pages holding data, after a checkpoint) per notification applied.
         package var ledgerBytesPerNotification: Int? = nil
         /// Ingest on PostgreSQL only: notifications per transaction on the first instance, over both runs (group
-        /// commit, ``Batcher``).
+        /// commit, `Batcher`).
         package var notificationsPerCommit: Double? = nil
     }
 
@@ -64,7 +64,7 @@ package enum ServerBenchmark {
         package var consumablesPerCustomer: Int
         /// A cache miss taken apart, without HTTP, one read at a time.
         package var missPath: MissPath
-        /// PostgreSQL only: customers read per statement on the first instance, over both runs (``Batcher``).
+        /// PostgreSQL only: customers read per statement on the first instance, over both runs (`Batcher`).
         package var customersPerStatement: Double? = nil
     }
 

@@ -14,7 +14,7 @@ package import StorekeeperCore
 /// PostgreSQL cancels it; default 0: the server's or the role's setting; migrations are never bounded), `write_concurrency`
 /// (batches of live notifications written at once per instance, default 4), `write_batch` (the most notifications
 /// in one batch, default 32; 1 turns batching off), `read_concurrency` and `read_batch` (the same for customer reads,
-/// read in one statement per batch; defaults 4 and 32): see ``Batcher``; `keepalive` (seconds between pings of an
+/// read in one statement per batch; defaults 4 and 32): see `Batcher`; `keepalive` (seconds between pings of an
 /// idle pooled connection, default 30; 0: none, see ``keepAlive``). The password never appears in
 /// ``description`` (``redacted``), in logs or in errors.
 package struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
@@ -36,14 +36,14 @@ package struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
     /// server or the role says. Sent as a startup parameter, which pgBouncer refuses: behind it, set the role's
     /// (`ALTER ROLE … SET statement_timeout = '30s'`) instead.
     package var statementTimeout: Duration = .zero
-    /// How many batches of live notifications an instance writes at once (``Batcher/workers``); a writer beyond the
+    /// How many batches of live notifications an instance writes at once (`Batcher/workers`); a writer beyond the
     /// first starts only when enough notifications wait (`PostgresLedgerStore.writeGathering`).
     package var writeConcurrency = 4
-    /// The most live notifications in one transaction (``Batcher/maximumBatch``); 1: each alone.
+    /// The most live notifications in one transaction (`Batcher/maximumBatch`); 1: each alone.
     package var writeBatch = 32
-    /// How many statements of customer reads an instance runs at once (``Batcher/workers``).
+    /// How many statements of customer reads an instance runs at once (`Batcher/workers`).
     package var readConcurrency = 4
-    /// The most customer reads in one statement (``Batcher/maximumBatch``); 1: each alone.
+    /// The most customer reads in one statement (`Batcher/maximumBatch`); 1: each alone.
     package var readBatch = 32
     /// How often an idle pooled connection is pinged (`SELECT 1`), so that a connection a firewall or a NAT dropped
     /// while idle is found before a request uses it, and the network keeps the idle ones open; `nil` (`keepalive=0`):

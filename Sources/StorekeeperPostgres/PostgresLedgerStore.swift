@@ -46,7 +46,7 @@ package final class PostgresLedgerStore: LedgerStore {
     static let channel = "storekeeper_ledger_changes"
     let retries = Mutex<Int>(0)
     /// How many live notifications wait, while a batch is being written, before another writer starts
-    /// (``Batcher/gathering``): the value that ran fastest, with the least of PostgreSQL's CPU per notification
+    /// (`Batcher/gathering`): the value that ran fastest, with the least of PostgreSQL's CPU per notification
     /// (Benchmarks/History.md, tenth round). Customer reads do not gather: their cost is Storekeeper's HTTP side more
     /// than the database, so gathering them did not make them faster.
     static let writeGathering = 6
@@ -183,10 +183,10 @@ package final class PostgresLedgerStore: LedgerStore {
         }
     }
 
-    /// Notifications arriving together are applied together (``Batcher``): one that arrives while no writer is
+    /// Notifications arriving together are applied together (`Batcher`): one that arrives while no writer is
     /// busy is applied at once, alone; under load, the next free writer applies all that wait in one transaction
     /// (``LedgerUnitOfWork/applyingTogether(_:)``), which costs about what one notification alone costs, and another
-    /// writer starts only once ``writeGathering`` wait, or one has waited ``Batcher/longestWait``.
+    /// writer starts only once ``writeGathering`` wait, or one has waited `Batcher/longestWait`.
     package func apply(_ notification: VerifiedNotification) async throws(StorageError) -> ApplyOutcome {
         try await notificationBatcher.submit(notification) { batch in
             self.metrics.batch(kind: "notifications", size: batch.count)
@@ -339,7 +339,7 @@ package final class PostgresLedgerStore: LedgerStore {
         return try await self.read { connection in try await self.loadCustomers(connection, [read], entitlementsOnly: false)[0] }
     }
 
-    /// Customers read together are read together (``Batcher``), the way notifications are applied: a read arriving
+    /// Customers read together are read together (`Batcher`), the way notifications are applied: a read arriving
     /// while a reader is free runs at once, alone; under load, the next free reader reads all that wait in one
     /// statement, which costs PostgreSQL about what one read alone costs (its start-up work, not its index look-ups,
     /// is most of a read's cost).

@@ -25,7 +25,7 @@ package final class SQLiteLedgerStore: LedgerStore {
     /// Gives events their IDs (sortable; monotonic within this process).
     let eventIDs = EventIDGenerator()
     /// Group commit for live notifications: SQLite has one writer, so while it applies one notification, those that
-    /// arrive wait and are applied together next, in one transaction and one commit (``Batcher``, one worker). A
+    /// arrive wait and are applied together next, in one transaction and one commit (`Batcher`, one worker). A
     /// notification that arrives while the writer is free is applied at once, alone; each caller is answered once its
     /// batch has committed.
     package let notificationBatcher = Batcher<VerifiedNotification, ApplyOutcome>(workers: 1, maximumBatch: 64)
