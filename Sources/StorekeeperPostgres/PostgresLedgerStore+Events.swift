@@ -162,6 +162,7 @@ extension PostgresLedgerStore {
                 """
                 DELETE FROM events WHERE id < \(EventID.first(at: date).description)
                 AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.position = events.position AND d.status = 'pending')
+                AND position < (SELECT max(position) FROM events)
                 AND position <= coalesce(
                     (SELECT min(cursor) FROM webhook_endpoints WHERE name = ANY(\(endpoints))), 9223372036854775807)
                 RETURNING 1

@@ -146,6 +146,7 @@ extension SQLiteLedgerStore {
                 sql: """
                     DELETE FROM events WHERE id < ?
                     AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.position = events.position AND d.status = 'pending')
+                    AND position < (SELECT max(position) FROM events)
                     AND position <= coalesce(
                         (SELECT min(cursor) FROM webhook_endpoints WHERE name IN (\(endpoints.map { _ in "?" }.joined(separator: ", ")))),
                         9223372036854775807)
@@ -186,11 +187,9 @@ extension SQLiteLedgerStore {
             try db.execute(sql: "DELETE FROM token_owners WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3", arguments: arguments)
             let tokens = db.changesCount
             try db.execute(sql: "DELETE FROM issued_tokens WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3", arguments: arguments)
-            let earlier = "SELECT position FROM events WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3"
-            try db.execute(sql: "DELETE FROM delivery_attempts WHERE position IN (\(earlier))", arguments: arguments)
-            try db.execute(sql: "DELETE FROM deliveries WHERE position IN (\(earlier))", arguments: arguments)
-            try db.execute(sql: "DELETE FROM events WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3", arguments: arguments)
-            let events = db.changesCount
+            let events =
+                try Int.fetchOne(
+                    db, sql: "SELECT count(*) FROM events WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3", arguments: arguments) ?? 0
             let stored = try Row.fetchOne(
                 db, sql: "SELECT sequence FROM customer_states WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3", arguments: arguments
             ).map { CustomerStateRecord(customer: customer, sequence: $0["sequence"], state: "", validUntil: nil) }
@@ -201,7 +200,16 @@ extension SQLiteLedgerStore {
             append.drafts = [draft]
             append.records = [record]
             try SQLiteWriteTransaction(store: self, db: db, memo: HeaderReferences.Memo()).appendEvents(append)
-            let id = try String.fetchOne(db, sql: "SELECT id FROM events WHERE position = last_insert_rowid()") ?? ""
+            let position = db.lastInsertedRowID
+            let id = try String.fetchOne(db, sql: "SELECT id FROM events WHERE position = ?", arguments: [position]) ?? ""
+            // The earlier events go after the erasure's is appended: the newest event is never deleted, so SQLite
+            // never hands out a position again (a new row takes the largest position plus one), which would put an
+            // event behind every endpoint's cursor and every poller's.
+            let earlier = "SELECT position FROM events WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3 AND position < ?4"
+            let bounded: StatementArguments = [customer.customerId, customer.bundleId, customer.environment.rawValue, position]
+            try db.execute(sql: "DELETE FROM delivery_attempts WHERE position IN (\(earlier))", arguments: bounded)
+            try db.execute(sql: "DELETE FROM deliveries WHERE position IN (\(earlier))", arguments: bounded)
+            try db.execute(sql: "DELETE FROM events WHERE position IN (\(earlier))", arguments: bounded)
             return (
                 CustomerErasure(
                     customerId: customer.customerId, bundleId: customer.bundleId, environment: customer.environment.rawValue, linksRemoved: links,

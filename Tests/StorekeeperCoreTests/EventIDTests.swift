@@ -1,3 +1,4 @@
+import AppStoreModels
 import Foundation
 import StorekeeperCore
 import StorekeeperTesting
@@ -5,6 +6,22 @@ import Testing
 
 @Suite("Outgoing events: sortable unique event IDs")
 struct EventIDTests {
+    @Test("an event's timestamp is its occurredAt to the millisecond (the date formatter alone put most a millisecond early)")
+    func timestampMatchesOccurredAt() {
+        for (milliseconds, text) in [
+            (Int64(1_795_709_490_577), "2026-11-26T16:11:30.577Z"), (1_795_709_490_000, "2026-11-26T16:11:30.000Z"),
+            (1_795_709_490_009, "2026-11-26T16:11:30.009Z"),
+        ] {
+            #expect(LedgerEvent.timestamp(Date(epochMilliseconds: milliseconds)) == text)
+        }
+        var mismatched = 0
+        for milliseconds in stride(from: Int64(1_795_709_490_000), to: 1_795_709_492_000, by: 1)
+        where !LedgerEvent.timestamp(Date(epochMilliseconds: milliseconds)).hasSuffix(String(format: ".%03dZ", Int(milliseconds % 1_000))) {
+            mismatched += 1
+        }
+        #expect(mismatched == 0)
+    }
+
     @Test("an ID reads back from its text, keeps its time, and sorts as text in the order IDs were made")
     func textAndOrder() {
         let clock = TestClock(Date(timeIntervalSince1970: 1_780_000_000.123))

@@ -125,9 +125,16 @@ struct OutboxTests {
         // Every event is past the cut-off: only the delivered one goes while the endpoint is configured.
         #expect(try await store.pruneEvents(occurredBefore: later, keepingUnsentTo: [route.name]) == 1)
         #expect(try await Self.allEvents(store).map(\.id) == events.dropFirst().map(\.id))
-        // An endpoint removed from the configuration holds back nothing but its waiting deliveries.
-        #expect(try await store.pruneEvents(occurredBefore: later, keepingUnsentTo: []) == 3)
-        #expect(try await Self.allEvents(store).map(\.id) == events[1..<3].map(\.id))
+        // An endpoint removed from the configuration holds back nothing but its waiting deliveries (and the newest
+        // event: positions are never handed out twice, so an event after a pruning is after every cursor).
+        #expect(try await store.pruneEvents(occurredBefore: later, keepingUnsentTo: []) == 2)
+        #expect(try await Self.allEvents(store).map(\.id) == (events[1..<3] + events.suffix(1)).map(\.id))
+        let token = try await store.appAccountToken(for: "user-late", bundleId: Self.app, environment: .sandbox, renew: false)
+        try fixture.customer("apple-late")
+        _ = try fixture.engine.purchase(.init(customerId: "apple-late", productId: "coins.100", appAccountToken: token))
+        _ = try await store.applyRecovered(try await fixture.verifiedNotifications(), watermark: nil)
+        let after = try await Self.allEvents(store)
+        #expect(after.count == 4 && after.last!.position > events.last!.position, "\(after.map(\.position))")
         // Nothing before the cut-off: nothing dropped.
         #expect(try await store.pruneEvents(occurredBefore: TestAppStore.start.addingTimeInterval(-86_400 * 3_650), keepingUnsentTo: []) == 0)
         await store.close()
@@ -225,10 +232,14 @@ struct OutboxTests {
         for notification in try await fixture.verifiedNotifications() { _ = try await store.apply(notification) }
         let alice = CustomerKey(bundleId: Self.app, environment: .sandbox, customerId: "alice")
         #expect(try await store.erase(CustomerKey(bundleId: Self.app, environment: .sandbox, customerId: "nobody")) == nil)
+        let before = try await store.lastEventPosition()
         let erased = try #require(try await store.erase(alice))
         #expect(erased.tokensRemoved == 1 && erased.eventsRemoved == 1)
         let events = try await Self.allEvents(store)
         #expect(events.map(\.type) == [.customerErased], "earlier events are gone, the erasure says so")
+        // Alice's events were the newest: the erasure's still comes after them (no position is handed out twice, or it
+        // would be behind every endpoint's cursor and every poller's).
+        #expect(try #require(events.first).position > before)
         #expect(events.first?.draft.sequence == 2 && events.first?.id.description == erased.eventId)
         #expect(try await !store.customerExists("alice", bundleId: Self.app, environment: .sandbox))
         #expect(try await !store.ledger(families: [LedgerKey(.sandbox, bought.originalTransactionId)]).transactions.isEmpty, "the purchase stays")

@@ -110,6 +110,29 @@ struct EventsAPITests {
         }
     }
 
+    @Test("long polls are bounded: a key holds an eighth of http.maxConnections waiting, all keys a quarter; then 429 with Retry-After")
+    func longPollsBounded() async throws {
+        let testbed = try await Self.twoAppsWithEvents()
+        var configuration = testbed.configuration
+        configuration.http.maxConnections = 16  // 2 waits a key, 4 in all
+        try await testbed.withClient(configuration: configuration) { client in
+            // Nothing to read yet: every wait waits. The app key's third is refused at once; the other app's key has its own.
+            async let first = client.send(.get, "/v1/events?wait=3", key: T.appKey)
+            async let second = client.send(.get, "/v1/events?wait=3", key: T.appKey)
+            try await Task.sleep(for: .milliseconds(500))
+            let started = ContinuousClock.now
+            let third = try await client.send(.get, "/v1/events?wait=3", key: T.appKey)
+            #expect(third.status == 429 && third.errorCode == "too-many-waits" && ContinuousClock.now - started < .seconds(1), "\(third.json)")
+            // Without a wait, a poll is always answered; so is another key's wait.
+            #expect(try await client.send(.get, "/v1/events", key: T.appKey).status == 200)
+            async let other = client.send(.get, "/v1/events?wait=1", key: T.otherAppKey)
+            let (firstStatus, secondStatus, otherStatus) = (try await first.status, try await second.status, try await other.status)
+            #expect(firstStatus == 200 && secondStatus == 200 && otherStatus == 200)
+            // The slots are given back: the key may wait again.
+            #expect(try await client.send(.get, "/v1/events?wait=1", key: T.appKey).status == 200)
+        }
+    }
+
     @Test("DELETE /v1/customers/{id}: admin keys only; the customer is unknown afterwards; erasing again is 404")
     func erase() async throws {
         let testbed = try await Self.twoAppsWithEvents()

@@ -34,6 +34,11 @@ struct WebhookConfigurationTests {
             (endpoint(#", "url": "ftp://hooks.example.com/""#), "webhooks[0].url", "not an http:// or https:// URL"),
             (endpoint(#", "url": "hooks.example.com/x""#), "webhooks[0].url", "not an http:// or https:// URL"),
             (endpoint(#", "url": "https://user:hunter2pw@hooks.example.com/""#), "webhooks[0].url", "carries a user or password"),
+            (endpoint(#", "url": "ftp://user:hunter2pw@hooks.example.com/""#), "webhooks[0].url", "carries a user or password"),
+            (endpoint(#", "url": "http://127.0.0.1:99999/x""#), "webhooks[0].url", "port '99999' is not a port"),
+            (endpoint(#", "url": "http://127.0.0.1:99999999999999999999/x""#), "webhooks[0].url", "is not a port"),
+            (endpoint(#", "url": "http://127.0.0.1:/x""#), "webhooks[0].url", "is not a port"),
+            (endpoint(#", "url": "http://127.0.0.1:0/x""#), "webhooks[0].url", "is not a port"),
             (endpoint(#", "eventTypes": []"#), "webhooks[0].eventTypes", "would receive nothing"),
             (endpoint(#", "secret": "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw""#), "webhooks[0].secret", "whsec_"),
             (endpoint(#", "secret": "whsec_c2hvcnQ=""#), "webhooks[0].secret", "bytes"),
@@ -51,6 +56,10 @@ struct WebhookConfigurationTests {
                 endpoint("") + ", " + endpoint(#", "name": "other", "url": "HTTPS://Hooks.example.com/storekeeper/""#), "webhooks[1].url",
                 "repeats another endpoint's URL"
             ),
+            (
+                endpoint("") + ", " + endpoint(#", "name": "other", "url": "https://hooks.example.com:443/storekeeper""#), "webhooks[1].url",
+                "repeats another endpoint's URL"
+            ),
         ])
     func mistakes(webhooks: String, setting: String, message: String) throws {
         let error = #expect(throws: ConfigurationError.self) { try Self.load(webhooks: webhooks) }
@@ -64,6 +73,12 @@ struct WebhookConfigurationTests {
     func mistypedKeys() throws {
         let typo = #expect(throws: ConfigurationError.self) { try Self.load(webhooks: Self.endpoint(#", "eventType": ["subscription.renewed"]"#)) }
         #expect(typo?.message.contains("eventTypes") == true, "\(typo?.message ?? "")")
+        // A rotated secret written as a string instead of a list: the type is named, the secret never repeated.
+        let rotated = #expect(throws: ConfigurationError.self) {
+            try Self.load(webhooks: Self.endpoint(#", "previousSecrets": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw""#))
+        }
+        #expect(rotated?.message.contains("previousSecrets: expected a list, found a string of 38 characters") == true, "\(rotated?.message ?? "")")
+        #expect(rotated?.message.contains("MfKQ9r8") == false)
         let events = #expect(throws: ConfigurationError.self) { try Self.load(webhooks: "", extra: #", "events": {"retentionDay": 3}"#) }
         #expect(events?.message.contains("retentionDays") == true, "\(events?.message ?? "")")
         let range = #expect(throws: ConfigurationError.self) { try Self.load(webhooks: "", extra: #", "events": {"retentionDays": 0}"#) }

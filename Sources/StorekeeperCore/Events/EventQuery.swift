@@ -63,7 +63,13 @@ extension LedgerEvent {
 
     /// RFC 3339 in UTC with milliseconds, as Standard Webhooks' examples write it.
     package static func timestamp(_ date: Date) -> String {
-        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+        // From the whole milliseconds `occurredAt` carries: the formatter alone truncates the binary fraction, which
+        // put most timestamps a millisecond before their `occurredAt`.
+        let milliseconds = date.epochMilliseconds
+        let fraction = ((milliseconds % 1_000) + 1_000) % 1_000
+        let seconds = Date(timeIntervalSince1970: Double((milliseconds - fraction) / 1_000))
+        let whole = seconds.formatted(Date.ISO8601FormatStyle())
+        return whole.dropLast() + "." + String(repeating: "0", count: 3 - String(fraction).count) + String(fraction) + "Z"
     }
 
     /// Compact JSON of a stored part (`cause`, `changes`), keys sorted.

@@ -126,7 +126,8 @@ package protocol LedgerStore: DeliveryStore, Sendable {
 
     /// Drops the events that occurred before `date` that no delivery still waits for and that every endpoint of
     /// `endpoints` (the configured ones) has fanned out (an instance down longer than the retention must not lose its
-    /// endpoints' events); returns how many.
+    /// endpoints' events), never the newest (SQLite gives a new row the largest position plus one: with the newest
+    /// gone, a position would be handed out again, behind every cursor); returns how many.
     func pruneEvents(occurredBefore date: Date, keepingUnsentTo endpoints: [String]) async throws(StorageError) -> Int
 }
 

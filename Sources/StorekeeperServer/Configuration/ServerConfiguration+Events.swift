@@ -100,11 +100,20 @@ extension ServerConfiguration {
         package var secrets: [WebhookSecret] { ([secret] + previousSecrets).compactMap { try? WebhookSecret($0) } }
     }
 
-    /// A URL as compared for duplicates: scheme and host lowercased, no trailing slash.
+    /// A URL as compared for duplicates: scheme and host lowercased, the default port written, no trailing slash.
     static func canonical(_ url: URL) -> String {
-        var text = "\(url.scheme?.lowercased() ?? "")://\(url.host?.lowercased() ?? "")\(url.port.map { ":\($0)" } ?? "")\(url.path)"
+        let scheme = url.scheme?.lowercased() ?? ""
+        let port = url.port ?? (scheme == "https" ? 443 : 80)
+        var text = "\(scheme)://\(url.host?.lowercased() ?? ""):\(port)\(url.path)"
         while text.hasSuffix("/") { text.removeLast() }
         return text + (url.query.map { "?\($0)" } ?? "")
+    }
+
+    /// The authority of a URL as written (between `scheme://` and the path, query or fragment): user, host, port.
+    static func authority(of url: String) -> Substring {
+        guard let start = url.range(of: "://")?.upperBound else { return "" }
+        let rest = url[start...]
+        return rest[..<(rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex)]
     }
 
     /// Checks the `webhooks` and `events` settings, naming the one at fault.
@@ -133,17 +142,26 @@ extension ServerConfiguration {
             guard names.insert(endpoint.name).inserted else {
                 throw ConfigurationError("webhook endpoint '\(endpoint.name)' is configured twice (\(at).name)", setting: "\(at).name")
             }
+            // Credentials in the URL would be sent to the receiver and logged with it: refused first, and never repeated.
+            let authority = Self.authority(of: endpoint.url)
+            guard !authority.contains("@") else {
+                throw ConfigurationError(
+                    "\(at).url carries a user or password: put no credentials in a webhook URL (the signature authenticates the sender)",
+                    setting: "\(at).url")
+            }
             guard let url = URL(string: endpoint.url), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
                 let host = url.host, !host.isEmpty, !endpoint.url.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
             else {
                 throw ConfigurationError(
                     "\(at).url \(UntrustedText.quoted(endpoint.url, limit: 200)) is not an http:// or https:// URL with a host", setting: "\(at).url")
             }
-            // Credentials in the URL would be sent to the receiver and logged with it; the URL is not repeated here.
-            guard url.user == nil, url.password == nil else {
-                throw ConfigurationError(
-                    "\(at).url carries a user or password: put no credentials in a webhook URL (the signature authenticates the sender)",
-                    setting: "\(at).url")
+            // A port past 65535 (or an empty one) parses, and would stop the delivery service at its first request.
+            if let colon = authority.split(separator: "]", omittingEmptySubsequences: false).last?.lastIndex(of: ":") {
+                let port = authority.split(separator: "]", omittingEmptySubsequences: false).last![colon...].dropFirst()
+                guard let number = Int(port), (1...65_535).contains(number), port.allSatisfy(\.isASCII) else {
+                    throw ConfigurationError(
+                        "\(at).url's port \(UntrustedText.quoted(String(port), limit: 24)) is not a port: 1 to 65535", setting: "\(at).url")
+                }
             }
             guard urls.insert(Self.canonical(url)).inserted else {
                 throw ConfigurationError("\(at).url repeats another endpoint's URL: one endpoint per URL", setting: "\(at).url")

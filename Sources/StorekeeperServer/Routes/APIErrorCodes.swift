@@ -41,6 +41,8 @@ extension APIError.Code {
     package static let storageUnavailable = Self(rawValue: "storage-unavailable")
     /// An events cursor this server did not give (400).
     package static let invalidCursor = Self(rawValue: "invalid-cursor")
+    /// The key already holds as many waiting long polls as it may, or the server does (429, with `Retry-After`).
+    package static let tooManyWaits = Self(rawValue: "too-many-waits")
     /// No event with this ID (404).
     package static let unknownEvent = Self(rawValue: "unknown-event")
     /// No webhook endpoint with this name (404).

@@ -6,6 +6,7 @@ import NIOCore
 import ServiceLifecycle
 import StorekeeperCore
 import StorekeeperHTTP
+import Synchronization
 
 /// Polling for consumers that cannot receive webhooks: `GET /v1/events?after=CURSOR&limit=N[&customer=ID]
 /// [&environment=…][&bundleId=…][&type=…][&wait=SECONDS]`, behind ``APIKeyAuthenticator``. An app key reads its own
@@ -18,6 +19,46 @@ import StorekeeperHTTP
 struct EventsAPI: Sendable {
     let configuration: ServerConfiguration
     let store: any LedgerStore
+    /// Long polls waiting now: each holds a connection, so one key may hold an eighth of `http.maxConnections` and
+    /// all keys together a quarter (the rest stay for Apple's notifications, the apps and health checks).
+    let waits: WaitSlots
+
+    init(configuration: ServerConfiguration, store: any LedgerStore) {
+        self.configuration = configuration
+        self.store = store
+        let total = max(1, configuration.http.maxConnections / 4)
+        waits = WaitSlots(perKey: max(1, configuration.http.maxConnections / 8), total: total)
+    }
+
+    /// Counts the long polls waiting, per key and in all.
+    final class WaitSlots: Sendable {
+        let perKey: Int
+        let total: Int
+        private let held = Mutex<(byKey: [String: Int], all: Int)>(([:], 0))
+
+        init(perKey: Int, total: Int) {
+            self.perKey = perKey
+            self.total = total
+        }
+
+        /// Takes a slot for `key`; false when the key or the server holds as many as it may.
+        func take(_ key: String) -> Bool {
+            held.withLock { held in
+                guard held.all < total, held.byKey[key, default: 0] < perKey else { return false }
+                held.all += 1
+                held.byKey[key, default: 0] += 1
+                return true
+            }
+        }
+
+        func give(_ key: String) {
+            held.withLock { held in
+                held.all -= 1
+                held.byKey[key, default: 1] -= 1
+                if held.byKey[key] == 0 { held.byKey[key] = nil }
+            }
+        }
+    }
 
     static let defaultLimit = 100
     static let maximumLimit = 1000
@@ -73,6 +114,15 @@ struct EventsAPI: Sendable {
         let after = try query.string("after").map(Self.position(of:)) ?? 0
         let limit = try Self.integer(query, "limit", in: 1...Self.maximumLimit) ?? Self.defaultLimit
         let wait = try Self.integer(query, "wait", in: 0...Self.maximumWait) ?? 0
+        if wait > 0 {
+            guard waits.take(identity.name) else {
+                throw APIError(
+                    .tooManyRequests, .tooManyWaits,
+                    "this key holds \(waits.perKey) waiting long polls already, or the server \(waits.total): poll without wait, or retry in a second",
+                    headers: [.retryAfter: "1"])
+            }
+        }
+        defer { if wait > 0 { waits.give(identity.name) } }
         // Answered before the server's response timeout cuts the request off (an empty page, the same cursor).
         let longest = max(0, configuration.http.responseTimeout - 2)
         let deadline = ContinuousClock.now.advanced(by: .milliseconds(Int64(min(Double(wait), longest) * 1_000)))

@@ -32,10 +32,17 @@ struct StrictJSON: Sendable {
             case .null: return "null"
             case .bool(let value): return "\(value)"
             case .number(let text): return "the number \(text)"
+            case .string(let text) where text.hasPrefix("whsec_"): return "a string of \(text.count) characters"
             case .string(let text): return "the string \"\(text.count > 40 ? text.prefix(40) + "…" : Substring(text))\""
             case .array: return "a list"
             case .object: return "an object"
             }
+        }
+
+        /// ``kind``, a string's text left out (and any value that starts as a webhook secret does).
+        var kindWithoutText: String {
+            if case .string(let text) = value { return "a string of \(text.count) characters" }
+            return kind
         }
     }
 

@@ -48,6 +48,15 @@ struct StrictJSONDecoder {
 
     /// A setting's path as the Configuration article writes it: `apps[0].serverAPI.Production.keyId`; a key that is not a plain
     /// name is quoted (`productEntitlements["pro.monthly"]`).
+    /// Whether a value at `codingPath` may be a secret (a key, a secret, a password, a token): its text is never
+    /// repeated in an error (a rotated webhook secret written as a string instead of a list was, up to 40 characters).
+    static func secretive(_ codingPath: [any CodingKey]) -> Bool {
+        codingPath.contains { key in
+            let name = key.stringValue.lowercased()
+            return ["secret", "key", "password", "token", "credential"].contains { name.contains($0) }
+        }
+    }
+
     static func path(_ codingPath: [any CodingKey]) -> String {
         var text = ""
         for key in codingPath {
@@ -186,7 +195,7 @@ private struct NodeDecoder: Decoder {
     }
 
     func mismatch(_ expected: String) -> StrictJSONDecoder.Failure {
-        failure("expected \(expected), found \(node.kind)")
+        failure("expected \(expected), found \(StrictJSONDecoder.secretive(codingPath) ? node.kindWithoutText : node.kind)")
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {

@@ -5,7 +5,7 @@ accepts. Prints its port, then appends one JSON line per request to the log file
 usage: RECEIVER_SECRET=whsec_… receiver.py LOGFILE PLAN
 PLAN: comma-separated behaviours for the first requests, in order: 500 (answer 500), slow (answer after 3 s, past
 the sender's timeout), stall (answer 200 at once but send the body 3 s later), close (drop the connection without
-answering), ok. Every request after the plan is ok.
+answering), big (answer 200 with a 2 MiB body), ok. Every request after the plan is ok.
 """
 import json
 import os
@@ -67,6 +67,15 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             time.sleep(3)
             self.wfile.write(b"x" * 100)
+            return
+        if behaviour == "big":
+            self.send_response(200)
+            self.send_header("content-length", str(2 << 20))
+            self.end_headers()
+            try:
+                self.wfile.write(b"y" * (2 << 20))
+            except (BrokenPipeError, ConnectionResetError):
+                pass
             return
         if behaviour == "slow":
             time.sleep(3)
