@@ -59,14 +59,15 @@ package struct DemoRunner: Sendable {
         let secret = WebhookSecret.generate()
         let receiver = DemoReceiver(secret: try WebhookSecret(secret))
         let receiverPorts = AsyncStream<Int>.makeStream()
+        var logger = Logger(label: "storekeeper")
+        logger.logLevel = .critical
+        // Quiet as the server is: the receiver's cancellation at the end would read as an error.
         let receiverApp = Application(
             router: receiver.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { channel in receiverPorts.continuation.yield(channel.localAddress?.port ?? 0) })
+            onServerRunning: { channel in receiverPorts.continuation.yield(channel.localAddress?.port ?? 0) }, logger: logger)
         var configuration = Self.configuration(root: simulatorDirectory.rootCertificateFile.path, apiKey: apiKey)
         let store = try SQLiteLedgerStore(path: directory.appendingPathComponent("storekeeper.sqlite").path)
         let clock = DemoClock(await simulator.state.now)
-        var logger = Logger(label: "storekeeper")
-        logger.logLevel = .critical
         let ports = AsyncStream<Int>.makeStream()
         let receiverTask = Task { try await receiverApp.runService(gracefulShutdownSignals: []) }
         defer { receiverTask.cancel() }

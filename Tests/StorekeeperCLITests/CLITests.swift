@@ -330,6 +330,8 @@ struct CLITests {
         #expect(output.stdout.contains("── subscriber-lifecycle"))
         #expect(output.stdout.contains("every customer matches the simulator's ground truth"))
         #expect(!output.stdout.contains("✗"))
+        // A demo that succeeded says nothing alarming on its way out (the receiver's cancellation once logged errors).
+        #expect(!output.stderr.contains("error"), "\(output.stderr)")
     }
 
     @Test("demo --signed-data signs a lifecycle, verifies it, refuses the forgeries and exits 0")

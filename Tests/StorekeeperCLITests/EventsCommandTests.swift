@@ -70,6 +70,15 @@ struct EventsCommandTests {
         for (arguments, code) in [
             (["events", "show", "--database", database, "evt_nope"], "invalid-argument"),
             (["events", "list", "--database", database, "--type", "subscription.renewd"], "invalid-option"),
+            (["events", "list", "--database", database, "--customer", "a b"], "invalid-option"),
+            (
+                [
+                    "events", "replay", "--database", database, "--config", config.path, "--endpoint", "backend", "--since", "2020-01-01",
+                    "--bundle-id",
+                    "com.nope",
+                ],
+                "unknown-app"
+            ),
             (
                 ["events", "replay", "--database", database, "--config", config.path, "--endpoint", "front", "--since", "2020-01-01"],
                 "unknown-endpoint"

@@ -10,7 +10,7 @@ import StorekeeperHTTP
 /// `POST /v1/customers/{id}/transactions` with `{"signedTransaction"}` (``TransactionSubmitter``) and
 /// `GET /v1/customers/{id}` (``CustomerReader``). The handlers parse the request, call one use case and map its
 /// outcome to a status; the answer's JSON is ``CustomerAnswer/json()``.
-struct CustomerAPI: Sendable {
+package struct CustomerAPI: Sendable {
     let configuration: ServerConfiguration
     let submitter: TransactionSubmitter
     let reader: CustomerReader<ByteBuffer>
@@ -51,7 +51,7 @@ struct CustomerAPI: Sendable {
         return id
     }
 
-    static func validCustomerId(_ id: String) -> Bool {
+    package static func validCustomerId(_ id: String) -> Bool {
         // Byte by byte: this runs on every request, cache hits included.
         (1...128).contains(id.utf8.count)
             && id.utf8.allSatisfy { byte in

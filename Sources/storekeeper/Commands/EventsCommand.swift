@@ -57,6 +57,11 @@ struct EventsFilterOptions: ParsableArguments {
     @Option(help: "Only events of this type (subscription.renewed, …).") var type: String?
 
     func filter() throws -> EventFilter {
+        if let customer, !CustomerAPI.validCustomerId(customer) {
+            throw CLIError(
+                code: "invalid-option",
+                message: "--customer \(UntrustedText.quoted(customer, limit: 64)) is not a customer ID (1-128 ASCII letters, digits and -_.@:)")
+        }
         var filter = EventFilter(customerId: customer, since: try since.map(parseDate))
         if let bundleId { filter.bundleIds = [bundleId] }
         if let type {
@@ -172,6 +177,14 @@ struct EventsReplay: AsyncParsableCommand {
         try await reportingFailures {
             let endpoint = try target.load()
             guard narrowing.since != nil else { throw CLIError(code: "invalid-option", message: "give --since: the date from which to replay") }
+            let apps = try ServerConfiguration.load(path: target.config).apps.map(\.bundleId)
+            if let bundleId = narrowing.bundleId, !apps.contains(bundleId) {
+                throw CLIError(
+                    code: "unknown-app",
+                    message:
+                        "--bundle-id \(UntrustedText.quoted(bundleId, limit: 64)) is not an app of \(target.config) (it has \(apps.joined(separator: ", ")))"
+                )
+            }
             let filter = try narrowing.filter()
             let count = try await ledger.withStore { store in try await store.redeliver(endpoint.route, filter: filter, now: Date()) }
             try JSONOutput.print(Counted(endpoint: endpoint.name, replayed: count))
