@@ -112,6 +112,11 @@ struct OperatorTests {
         try FileManager.default.createSymbolicLink(atPath: linkedDirectory, withDestinationPath: directory.path)
         let viaDirectory = try await CLI.runDetached(["serve", "--config", config, "--database", linkedDirectory + "/ledger.sqlite", "--port", "0"])
         #expect(viaDirectory.status == 1 && viaDirectory.stderr.contains("ledger-in-use"), "\(viaDirectory.stderr)")
+        // Through a hard link: another name realpath cannot see through, the same file.
+        let hardLink = directory.appendingPathComponent("hard.sqlite").path
+        try FileManager.default.linkItem(atPath: database, toPath: hardLink)
+        let hard = try await CLI.runDetached(["serve", "--config", config, "--database", hardLink, "--port", "0"])
+        #expect(hard.status == 1 && hard.stderr.contains("ledger-in-use") && hard.stderr.contains("hard link"), "\(hard.stderr)")
         // `copy` needs the server stopped, and says so.
         let copy = try await CLI.runDetached(["copy", "--from", database, "--to", "postgres://nobody@127.0.0.1:9/none"])
         #expect(copy.status == 1 && copy.stderr.contains("ledger-in-use"), "\(copy.stderr)")

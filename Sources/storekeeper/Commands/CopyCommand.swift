@@ -38,11 +38,14 @@ struct CopyCommand: AsyncParsableCommand {
                 let report = try await LedgerCopy.copy(from: source, to: target) { records in bar.show(count: records) }
                 bar.finish()
                 await target.close()
+                // Closed before the lock is given back (the lock's descriptor on the file closes with it).
+                await source.close()
                 try JSONOutput.print(report)
                 if !report.customersDiffering.isEmpty { throw ExitCode.failure }
             } catch {
                 bar.finish()
                 await target.close()
+                await source.close()
                 throw error
             }
         } catch let error as ExitCode {

@@ -14,6 +14,8 @@ import Darwin
 final class ExclusiveLock: Sendable {
     let path: String
     private let descriptor: Mutex<Int32>
+    /// A lock on the same file however it is named (``init(sameFileAs:)``), given back with this one.
+    private let companion = Mutex<ExclusiveLock?>(nil)
 
     /// Who holds a lock this process could not take.
     struct Held: Error, CustomStringConvertible {
@@ -45,6 +47,30 @@ final class ExclusiveLock: Sendable {
         self.descriptor = Mutex(descriptor)
     }
 
+    /// Takes a lock on `file` itself (it must exist), never writing to it: a lock of its inode, so the same file
+    /// reached through a hard link is the same lock. Throws ``Held`` when another process has it. `flock` locks are
+    /// apart from the POSIX locks SQLite takes; the descriptor stays open until ``release()``, which comes after the
+    /// file's database connections are closed (closing a descriptor drops the process's POSIX locks on the file).
+    init(sameFileAs file: String) throws {
+        path = file
+        let descriptor = open(file, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            throw CLIError(code: "cannot-lock", message: "cannot open \(file) to lock it: \(String(cString: strerror(errno)))")
+        }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            let code = errno
+            close(descriptor)
+            if code == EWOULDBLOCK { throw Held(path: file, holder: "another process, through another name for the same file (a hard link)") }
+            throw CLIError(code: "cannot-lock", message: "cannot lock \(file): \(String(cString: strerror(code)))")
+        }
+        self.descriptor = Mutex(descriptor)
+    }
+
+    /// Holds `lock` too, until this one is given back.
+    func holding(_ lock: ExclusiveLock) {
+        companion.withLock { $0 = lock }
+    }
+
     /// What the lock file says of its holder.
     private static func holder(_ descriptor: Int32) -> String? {
         var buffer = [UInt8](repeating: 0, count: 256)
@@ -56,6 +82,10 @@ final class ExclusiveLock: Sendable {
 
     /// Gives the lock back (also done when the process ends).
     func release() {
+        companion.withLock { companion in
+            companion?.release()
+            companion = nil
+        }
         descriptor.withLock { descriptor in
             guard descriptor >= 0 else { return }
             _ = flock(descriptor, LOCK_UN)

@@ -65,6 +65,16 @@ struct LedgerDatabase {
         var creating = false
         if case .serving = access { creating = true }
         let store = try SQLiteLedgerStore(path: database, creating: creating)
+        // A ledger this open made: its file exists now, and is locked as an existing one is (by inode too).
+        if !exists, let lock {
+            do {
+                lock.holding(try ExclusiveLock(sameFileAs: canonicalPath(database)))
+            } catch {
+                await store.close()
+                lock.release()
+                throw error
+            }
+        }
         return LedgerDatabase(
             store: store, description: database, migrationsApplied: store.migrationsApplied, created: !exists, closing: { lock?.release() }
         )
@@ -85,7 +95,17 @@ struct LedgerDatabase {
         try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         do {
             // Beside the file itself, however it is named (a symbolic link, `..`, another relative path): one file, one lock.
-            return try ExclusiveLock(path: canonicalPath(database) + ".lock", purpose: purpose)
+            let named = try ExclusiveLock(path: canonicalPath(database) + ".lock", purpose: purpose)
+            // And on the file itself, for a name `realpath` cannot see through (a hard link).
+            if FileManager.default.fileExists(atPath: database) {
+                do {
+                    named.holding(try ExclusiveLock(sameFileAs: canonicalPath(database)))
+                } catch {
+                    named.release()
+                    throw error
+                }
+            }
+            return named
         } catch let held as ExclusiveLock.Held {
             throw CLIError(
                 code: "ledger-in-use",
