@@ -60,6 +60,9 @@ struct EventsCommandTests {
         let check = try await CLI.runDetached(["config", "check", "--config", config.path])
         #expect(check.status == 0, "\(check.stderr)")
         #expect(!check.stdout.contains(secret) && !check.stdout.contains(previous) && check.stdout.contains("masked"))
+        // Lists left out are listed, with what their absence means.
+        #expect(check.stdout.contains("webhooks[0].apps") && check.stdout.contains("every app"), "\(check.stdout)")
+        #expect(check.stdout.contains("every environment its apps accept"), "\(check.stdout)")
         // An event the endpoint does not take is not redelivered to it.
         let other = try #require((try CLI.json(String(lines[1]))["data"] as? [String: Any])?["id"] as? String)
         let refused = try await CLI.runDetached([

@@ -46,6 +46,7 @@ struct WebhookConfigurationTests {
             (endpoint(#", "eventTypes": ["subscription.renewd"]"#), "webhooks[0].eventTypes[0]", "did you mean \"subscription.renewed\""),
             (endpoint(#", "apps": ["com.example.nope"]"#), "webhooks[0].apps[0]", "not a configured app"),
             (endpoint(#", "environments": ["sandbox"]"#), "webhooks[0].environments[0]", "\"Sandbox\" or \"Production\""),
+            (endpoint(#", "environments": ["Production"]"#), "webhooks[0].environments[0]", "accepted by none of the endpoint's apps"),
             (endpoint(#", "timeoutSeconds": 0"#), "webhooks[0].timeoutSeconds", "1 to 120"),
             (endpoint(#", "maxConcurrency": 0"#), "webhooks[0].maxConcurrency", "1 to 256"),
             (endpoint(#", "retryScheduleSeconds": []"#), "webhooks[0].retryScheduleSeconds", "1 to 50 waits"),

@@ -75,6 +75,21 @@ extension ServerConfiguration {
             case name, url, secret, previousSecrets, apps, environments, eventTypes, timeoutSeconds, maxConcurrency, retryScheduleSeconds
         }
 
+        /// Every setting written, an absent list as `null` (what `config check` lists, with what `null` means).
+        package func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(name, forKey: .name)
+            try container.encode(url, forKey: .url)
+            try container.encode(secret, forKey: .secret)
+            try container.encode(previousSecrets, forKey: .previousSecrets)
+            try container.encode(apps, forKey: .apps)
+            try container.encode(environments, forKey: .environments)
+            try container.encode(eventTypes, forKey: .eventTypes)
+            try container.encode(timeoutSeconds, forKey: .timeoutSeconds)
+            try container.encode(maxConcurrency, forKey: .maxConcurrency)
+            try container.encode(retryScheduleSeconds, forKey: .retryScheduleSeconds)
+        }
+
         package init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             self.init(
@@ -187,6 +202,13 @@ extension ServerConfiguration {
             for (offset, environment) in (endpoint.environments ?? []).enumerated() where !["Sandbox", "Production"].contains(environment) {
                 throw ConfigurationError(
                     "\(at).environments[\(offset)] \(UntrustedText.quoted(environment, limit: 64)) is not \"Sandbox\" or \"Production\"",
+                    setting: "\(at).environments[\(offset)]")
+            }
+            // An environment none of its apps accepts would never send the endpoint anything.
+            let reachable = Set(apps.filter { endpoint.apps?.contains($0.bundleId) ?? true }.flatMap { $0.environments.map(\.rawValue) })
+            for (offset, environment) in (endpoint.environments ?? []).enumerated() where !reachable.contains(environment) {
+                throw ConfigurationError(
+                    "\(at).environments[\(offset)] \(environment) is accepted by none of the endpoint's apps: it would receive nothing from it",
                     setting: "\(at).environments[\(offset)]")
             }
             for (offset, type) in (endpoint.eventTypes ?? []).enumerated() {

@@ -52,7 +52,11 @@ extension ServerConfiguration {
             let inFile = StrictJSONDecoder.walk(codingPath, in: file).complete
             var value = render(node)
             var note = meaningOfNull(path: path, node: node)
-            if path.hasSuffix(".secret") || path.hasSuffix(".previousSecrets") || path.contains(".previousSecrets[") {
+            let noSecrets: Bool = {
+                if case .array(let elements) = node.value { return elements.isEmpty }
+                return false
+            }()
+            if !noSecrets, path.hasSuffix(".secret") || path.hasSuffix(".previousSecrets") || path.contains(".previousSecrets[") {
                 value = "\"whsec_…\""
                 note = "masked"
             }
@@ -89,6 +93,9 @@ extension ServerConfiguration {
         if path == "retention.rawPayloadDays" { return "raw payloads kept for ever" }
         if path.hasSuffix(".appAppleId") { return "none: Production data refused" }
         if path.hasSuffix(".bundleId") { return "every app (an admin key)" }
+        if path.hasPrefix("webhooks["), path.hasSuffix(".apps") { return "every app" }
+        if path.hasPrefix("webhooks["), path.hasSuffix(".environments") { return "every environment its apps accept" }
+        if path.hasPrefix("webhooks["), path.hasSuffix(".eventTypes") { return "every event type" }
         return nil
     }
 }
