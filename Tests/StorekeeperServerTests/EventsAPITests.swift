@@ -70,6 +70,7 @@ struct EventsAPITests {
                 ("/v1/events?after=12", "invalid-cursor"), ("/v1/events?limit=0", "invalid-parameter"), ("/v1/events?wait=61", "invalid-parameter"),
                 ("/v1/events?type=subscription.renewd", "invalid-parameter"), ("/v1/events?afer=c1.1", "unknown-parameter"),
                 ("/v1/events?customer=a%20b", "invalid-customer-id"), ("/v1/events/evt_nope", "invalid-parameter"),
+                ("/v1/events?environment=Production", "unknown-environment"),
             ] {
                 let answer = try await client.send(.get, path, key: T.appKey)
                 #expect(answer.status == 400 && answer.errorCode == code, "\(path): \(answer.json)")

@@ -104,6 +104,14 @@ struct EventsAPI: Sendable {
     func list(_ request: Request, identity: APIKeyIdentity) async throws -> Response {
         let query = try QueryParameters(request, allowed: ["after", "limit", "customer", "environment", "bundleId", "type", "wait"])
         var filter = EventFilter(bundleIds: try apps(for: identity, asked: query.string("bundleId")), environment: try query.environment())
+        // An environment none of the apps read accepts is a mistake, named as the customer routes name it.
+        if let environment = filter.environment,
+            !configuration.apps.contains(where: { (filter.bundleIds?.contains($0.bundleId) ?? true) && $0.environments.contains(environment) })
+        {
+            throw APIError(
+                .badRequest, .unknownEnvironment,
+                "no app read here accepts environment \(environment.rawValue) (\((filter.bundleIds ?? []).sorted().joined(separator: ", ")))")
+        }
         if let customer = query.string("customer") {
             guard CustomerAPI.validCustomerId(customer) else {
                 throw APIError(.badRequest, .invalidCustomerId, "customer must be a customer ID (1-128 ASCII letters, digits and -_.@:)")
