@@ -6,11 +6,14 @@ import HummingbirdAuth
 import StorekeeperCore
 import StorekeeperHTTP
 
+/// Whether `id` is a customer ID as every route and command takes one: 1-128 ASCII letters, digits and `-_.@:`.
+package func isCustomerId(_ id: String) -> Bool { CustomerAPI.validCustomerId(id) }
+
 /// The app API, behind ``APIKeyAuthenticator`` (keys with scope `app` act for one app, `admin` keys for any):
 /// `POST /v1/customers/{id}/transactions` with `{"signedTransaction"}` (``TransactionSubmitter``) and
 /// `GET /v1/customers/{id}` (``CustomerReader``). The handlers parse the request, call one use case and map its
 /// outcome to a status; the answer's JSON is ``CustomerAnswer/json()``.
-package struct CustomerAPI: Sendable {
+struct CustomerAPI: Sendable {
     let configuration: ServerConfiguration
     let submitter: TransactionSubmitter
     let reader: CustomerReader<ByteBuffer>
@@ -51,7 +54,7 @@ package struct CustomerAPI: Sendable {
         return id
     }
 
-    package static func validCustomerId(_ id: String) -> Bool {
+    static func validCustomerId(_ id: String) -> Bool {
         // Byte by byte: this runs on every request, cache hits included.
         (1...128).contains(id.utf8.count)
             && id.utf8.allSatisfy { byte in

@@ -57,7 +57,7 @@ struct EventsFilterOptions: ParsableArguments {
     @Option(help: "Only events of this type (subscription.renewed, …).") var type: String?
 
     func filter() throws -> EventFilter {
-        if let customer, !CustomerAPI.validCustomerId(customer) {
+        if let customer, !isCustomerId(customer) {
             throw CLIError(
                 code: "invalid-option",
                 message: "--customer \(UntrustedText.quoted(customer, limit: 64)) is not a customer ID (1-128 ASCII letters, digits and -_.@:)")
