@@ -134,6 +134,29 @@ struct EventsAPITests {
         }
     }
 
+    @Test("the admin replay narrows by since, customer, type and bundleId, each checked; the count is what it queued")
+    func adminReplay() async throws {
+        let testbed = try await Self.twoAppsWithEvents()
+        var configuration = testbed.configuration
+        configuration.webhooks = [.init(name: "backend", url: "http://127.0.0.1:9/hooks", secret: WebhookSecret.generate())]
+        // The endpoint is registered before the events (a new endpoint starts after what is already committed).
+        _ = try await testbed.store.fanOut(configuration.webhooks[0].route, limit: 0, now: Date())
+        let notifications = testbed.engine.state.notifications.map(\.signedPayload)
+        try await testbed.withClient(configuration: configuration) { client in
+            for jws in notifications { #expect(try await client.send(.post, "/appstore/notifications", body: WebhookTests.body(jws)).status == 200) }
+            func replayed(_ query: String) async throws -> Answer {
+                try await client.send(.post, "/v1/admin/webhooks/backend/replay?since=2020-01-01" + query, key: T.adminKey)
+            }
+            let all = try await replayed("")
+            #expect(all.status == 200 && all.json["replayed"] as? Int == 2, "\(all.json)")
+            #expect(try await replayed("&bundleId=com.example.other").json["replayed"] as? Int == 1)
+            #expect(try await replayed("&type=purchase.completed&bundleId=com.example.storekeeper").json["replayed"] as? Int == 0)
+            #expect(try await replayed("&bundleId=com.nope").errorCode == "unknown-app")
+            #expect(try await replayed("&bundleld=com.example.other").errorCode == "unknown-parameter")
+            #expect(try await client.send(.post, "/v1/admin/webhooks/backend/replay?since=2020-01-01", key: T.appKey).errorCode == "admin-only")
+        }
+    }
+
     @Test("DELETE /v1/customers/{id}: admin keys only; the customer is unknown afterwards; erasing again is 404")
     func erase() async throws {
         let testbed = try await Self.twoAppsWithEvents()

@@ -32,7 +32,7 @@ struct WebhookAdminAPI: Sendable {
         }
         group.post("/admin/webhooks/:name/replay") { request, context in
             try Self.requireAdmin(context)
-            let query = try QueryParameters(request, allowed: ["since", "customer", "type"])
+            let query = try QueryParameters(request, allowed: ["since", "customer", "type", "bundleId"])
             let endpoint = try self.endpoint(context)
             guard let sinceText = query.string("since") else {
                 throw APIError(.badRequest, .invalidParameter, "since is required: the ISO-8601 date from which to replay")
@@ -46,6 +46,12 @@ struct WebhookAdminAPI: Sendable {
             }
             var filter = EventFilter(customerId: query.string("customer"), since: since)
             if let type = query.string("type") { filter.types = [try EventsAPI.eventType(type)] }
+            if let bundleId = query.string("bundleId") {
+                guard configuration.apps.contains(where: { $0.bundleId == bundleId }) else {
+                    throw APIError(.badRequest, .unknownApp, "no app \(UntrustedText.quoted(bundleId, limit: 128)) is configured on this server")
+                }
+                filter.bundleIds = [bundleId]
+            }
             let count = try await storage { try await store.redeliver(endpoint.route, filter: filter, now: Date()) }
             struct Replayed: Encodable {
                 var endpoint: String
