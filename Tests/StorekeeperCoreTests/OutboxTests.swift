@@ -10,6 +10,16 @@ import Testing
 struct OutboxTests {
     static let app = "com.example.storekeeper"
 
+    /// `customer`, known by the token the server issued them, buys `product` at the simulator (as `apple-CUSTOMER`).
+    @discardableResult
+    static func buy(
+        _ customer: String, _ product: String, in store: any LedgerStore, _ fixture: inout SimulatorFixture
+    ) async throws -> LifecycleEngine.PurchaseResult {
+        let token = try await store.appAccountToken(for: customer, bundleId: app, environment: .sandbox, renew: false)
+        try fixture.customer("apple-\(customer)")
+        return try fixture.engine.purchase(.init(customerId: "apple-\(customer)", productId: product, appAccountToken: token))
+    }
+
     /// Every event of the store, oldest first.
     static func allEvents(_ store: any LedgerStore, filter: EventFilter = EventFilter()) async throws -> [LedgerEvent] {
         var events: [LedgerEvent] = []
@@ -39,9 +49,7 @@ struct OutboxTests {
         var fixture = SimulatorFixture()
         let now = TestClock(TestAppStore.start)
         store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { now.now })
-        let token = try await store.appAccountToken(for: "alice", bundleId: Self.app, environment: .sandbox, renew: false)
-        try fixture.customer("apple-1")
-        let bought = try fixture.engine.purchase(.init(customerId: "apple-1", productId: "pro.monthly", appAccountToken: token))
+        let bought = try await Self.buy("alice", "pro.monthly", in: store, &fixture)
         let original = bought.originalTransactionId
         func deliver() async throws {
             now.set(fixture.engine.state.now)
@@ -54,10 +62,10 @@ struct OutboxTests {
         try await deliver()
         try fixture.engine.setAutoRenew(originalTransactionId: original, enabled: true)
         try await deliver()
-        try fixture.engine.setBilling(customerId: "apple-1", works: false)
+        try fixture.engine.setBilling(customerId: "apple-alice", works: false)
         try fixture.advance(days: 31)
         try await deliver()
-        try fixture.engine.setBilling(customerId: "apple-1", works: true)
+        try fixture.engine.setBilling(customerId: "apple-alice", works: true)
         try fixture.advance(days: 2)
         try await deliver()
 
@@ -106,11 +114,7 @@ struct OutboxTests {
         let route = WebhookRoute(name: "backend")
         _ = try await store.fanOut(route, limit: 0, now: TestAppStore.start)
         var fixture = SimulatorFixture()
-        for index in 0..<6 {
-            let token = try await store.appAccountToken(for: "user-\(index)", bundleId: Self.app, environment: .sandbox, renew: false)
-            try fixture.customer("apple-\(index)")
-            _ = try fixture.engine.purchase(.init(customerId: "apple-\(index)", productId: "coins.100", appAccountToken: token))
-        }
+        for index in 0..<6 { try await Self.buy("user-\(index)", "coins.100", in: store, &fixture) }
         _ = try await store.applyRecovered(try await fixture.verifiedNotifications(), watermark: nil)
         let events = try await Self.allEvents(store)
         try #require(events.count == 6)
@@ -129,9 +133,7 @@ struct OutboxTests {
         // event: positions are never handed out twice, so an event after a pruning is after every cursor).
         #expect(try await store.pruneEvents(occurredBefore: later, keepingUnsentTo: []) == 2)
         #expect(try await Self.allEvents(store).map(\.id) == (events[1..<3] + events.suffix(1)).map(\.id))
-        let token = try await store.appAccountToken(for: "user-late", bundleId: Self.app, environment: .sandbox, renew: false)
-        try fixture.customer("apple-late")
-        _ = try fixture.engine.purchase(.init(customerId: "apple-late", productId: "coins.100", appAccountToken: token))
+        try await Self.buy("user-late", "coins.100", in: store, &fixture)
         _ = try await store.applyRecovered(try await fixture.verifiedNotifications(), watermark: nil)
         let after = try await Self.allEvents(store)
         #expect(after.count == 4 && after.last!.position > events.last!.position, "\(after.map(\.position))")
@@ -145,12 +147,7 @@ struct OutboxTests {
         let store = try await backend.makeStore()
         store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { TestAppStore.start })
         var fixture = SimulatorFixture()
-        for index in 0..<4 {
-            let token = try await store.appAccountToken(for: "user-\(index)", bundleId: Self.app, environment: .sandbox, renew: false)
-            try fixture.customer("apple-\(index)")
-            _ = try fixture.engine.purchase(
-                .init(customerId: "apple-\(index)", productId: index % 2 == 0 ? "coins.100" : "pro.monthly", appAccountToken: token))
-        }
+        for index in 0..<4 { try await Self.buy("user-\(index)", index % 2 == 0 ? "coins.100" : "pro.monthly", in: store, &fixture) }
         let notifications = try await fixture.verifiedNotifications()
         _ = try await store.applyRecovered(notifications, watermark: nil)
         let events = try await Self.allEvents(store)
@@ -226,9 +223,7 @@ struct OutboxTests {
         let store = try await backend.makeStore()
         store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { TestAppStore.start })
         var fixture = SimulatorFixture()
-        let token = try await store.appAccountToken(for: "alice", bundleId: Self.app, environment: .sandbox, renew: false)
-        try fixture.customer("apple-1")
-        let bought = try fixture.engine.purchase(.init(customerId: "apple-1", productId: "pro.monthly", appAccountToken: token))
+        let bought = try await Self.buy("alice", "pro.monthly", in: store, &fixture)
         for notification in try await fixture.verifiedNotifications() { _ = try await store.apply(notification) }
         let alice = CustomerKey(bundleId: Self.app, environment: .sandbox, customerId: "alice")
         #expect(try await store.erase(CustomerKey(bundleId: Self.app, environment: .sandbox, customerId: "nobody")) == nil)
@@ -260,9 +255,7 @@ struct OutboxTests {
         var fixture = SimulatorFixture()
         let now = TestClock(TestAppStore.start)
         store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { now.now })
-        let token = try await store.appAccountToken(for: "alice", bundleId: Self.app, environment: .sandbox, renew: false)
-        try fixture.customer("apple-1")
-        let bought = try fixture.engine.purchase(.init(customerId: "apple-1", productId: "pro.monthly", appAccountToken: token))
+        let bought = try await Self.buy("alice", "pro.monthly", in: store, &fixture)
         try fixture.engine.setAutoRenew(originalTransactionId: bought.originalTransactionId, enabled: false)
         for notification in try await fixture.verifiedNotifications() { _ = try await store.apply(notification) }
         #expect(try await store.customersDue(at: now.now, limit: 10).isEmpty)

@@ -150,25 +150,14 @@ struct PostgresStoreTests {
             unsafeFaultInjection: { point in
                 if point == "notification \(refused)" { throw StorageError("refused by the test") }
             })
-        let outcomes = Collected<(String, Result<ApplyOutcome, StorageError>)>()
-        await withTaskGroup(of: Void.self) { group in
-            for notification in (notifications + notifications).shuffled() {
-                group.addTask {
-                    do throws(StorageError) {
-                        outcomes.add((notification.payload.notificationUUID, .success(try await store.apply(notification))))
-                    } catch {
-                        outcomes.add((notification.payload.notificationUUID, .failure(error)))
-                    }
-                }
-            }
-        }
+        let outcomes = await store.applyAllAtOnce((notifications + notifications).shuffled())
         let written = store.notificationBatcher.completed
         #expect(written.items == notifications.count * 2 && written.batches < written.items / 2, "\(written)")
         // The refused notification failed both times, alone; every other was applied once, then a duplicate.
-        for (uuid, result) in outcomes.values where uuid == refused {
+        for (uuid, result) in outcomes where uuid == refused {
             #expect(throws: StorageError.self) { try result.get() }
         }
-        let others = outcomes.values.filter { $0.0 != refused }
+        let others = outcomes.filter { $0.0 != refused }
         #expect(others.allSatisfy { (try? $0.1.get()) != nil })
         #expect(others.filter { (try? $0.1.get()) != .duplicate }.count == notifications.count - 1)
         #expect(Set(others.filter { (try? $0.1.get()) != .duplicate }.map(\.0)).count == notifications.count - 1)

@@ -112,12 +112,7 @@ struct EventsAPI: Sendable {
                 .badRequest, .unknownEnvironment,
                 "no app read here accepts environment \(environment.rawValue) (\((filter.bundleIds ?? []).sorted().joined(separator: ", ")))")
         }
-        if let customer = query.string("customer") {
-            guard CustomerAPI.validCustomerId(customer) else {
-                throw APIError(.badRequest, .invalidCustomerId, "customer must be a customer ID (1-128 ASCII letters, digits and -_.@:)")
-            }
-            filter.customerId = customer
-        }
+        filter.customerId = try query.customerId()
         if let type = query.string("type") { filter.types = [try Self.eventType(type)] }
         let after = try query.string("after").map(Self.position(of:)) ?? 0
         let limit = try Self.integer(query, "limit", in: 1...Self.maximumLimit) ?? Self.defaultLimit

@@ -42,6 +42,15 @@ struct QueryParameters {
         }
     }
 
+    /// A customer ID parameter (`customer`): 1-128 ASCII letters, digits and `-_.@:`, as in the customer routes' paths.
+    func customerId(_ name: String = "customer") throws(APIError) -> String? {
+        guard let text = parameters.get(name) else { return nil }
+        guard CustomerAPI.validCustomerId(text) else {
+            throw APIError(.badRequest, .invalidCustomerId, "\(name) must be a customer ID (1-128 ASCII letters, digits and -_.@:)")
+        }
+        return text
+    }
+
     /// An App Store environment parameter: `Production` or `Sandbox`.
     func environment(_ name: String = "environment") throws(APIError) -> AppStoreEnvironment? {
         guard let text = parameters.get(name) else { return nil }

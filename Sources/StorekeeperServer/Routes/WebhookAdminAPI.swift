@@ -41,10 +41,7 @@ struct WebhookAdminAPI: Sendable {
                 throw APIError(
                     .badRequest, .invalidParameter, "since must be an ISO-8601 date or day, not \(UntrustedText.quoted(sinceText, limit: 64))")
             }
-            if let customer = query.string("customer"), !CustomerAPI.validCustomerId(customer) {
-                throw APIError(.badRequest, .invalidCustomerId, "customer must be a customer ID (1-128 ASCII letters, digits and -_.@:)")
-            }
-            var filter = EventFilter(customerId: query.string("customer"), since: since)
+            var filter = EventFilter(customerId: try query.customerId(), since: since)
             if let type = query.string("type") { filter.types = [try EventsAPI.eventType(type)] }
             if let bundleId = query.string("bundleId") {
                 guard configuration.apps.contains(where: { $0.bundleId == bundleId }) else {
