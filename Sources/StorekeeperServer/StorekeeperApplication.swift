@@ -66,6 +66,9 @@ package enum StorekeeperApplication {
             reconcilers[app] = Reconciler(app: app, client: client, verifier: verifier, store: store, logger: logger)
         }
         AdminAPI(reconcilers: reconcilers, apps: configuration.apps.map(\.bundleId)).addRoutes(to: v1)
+        let support = router.group("/v1/support").add(
+            middleware: APIKeyAuthenticator(configuration: configuration, scopes: [.support, .admin], routes: "the support API"))
+        SupportAPI(configuration: configuration, store: store, reader: reader, now: now).addRoutes(to: support)
         let metricsAnswer: @Sendable () -> Response = {
             Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],

@@ -425,7 +425,7 @@ struct OperatorErrorTests {
                 ["reconcile", "--config", "/nonexistent.json", "--all", "--environment", "sandbox"],
                 "--environment must be Production or Sandbox, not 'sandbox'"
             ),
-            (["api-key", "--scope", "Admin"], "--scope must be app or admin"),
+            (["api-key", "--scope", "Admin"], "--scope must be app, support or admin"),
         ] {
             let output = try await CLI.runDetached(arguments, environment: environment)
             #expect(output.status != 0 && output.stderr.contains(named), "\(arguments): \(output.stderr)")

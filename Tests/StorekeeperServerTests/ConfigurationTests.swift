@@ -248,7 +248,7 @@ struct StrictConfigurationTests {
             ),
             (
                 "{\"apps\": [\(StrictConfigurationTests.app)], \"apiKeys\": [{\"name\": \"k\", \"sha256\": \"x\", \"scope\": \"App\"}]}",
-                #"apiKeys[0].scope: 'App' is not a scope: give "app" (one app's customers) or "admin" (any)"#
+                #"apiKeys[0].scope: 'App' is not a scope: give "app" (one app's customers), "support" (the support API, one app's or every app's) or "admin" (any)"#
             ),
             ("{\"apps\": [{\"environments\": [\"Sandbox\"]}]}", #"apps[0]: the required key "bundleId" is missing"#),
             (
@@ -305,6 +305,23 @@ struct StrictConfigurationTests {
         let check = try ServerConfiguration.check(path: file.path)
         let root = try #require(check.settings.first { $0.path == "apps[0].trustedRoots" })
         #expect(root.source == .file && root.note?.contains("resolved against the configuration file's directory") == true, "\(root)")
+    }
+
+    @Test("a support key supports one configured app or every app; one naming an app not configured is refused, naming the key")
+    func supportKeys() throws {
+        let hash = String(repeating: "a", count: 64)
+        let every = try Self.load(#"{"apps": [\#(Self.app)], "apiKeys": [{"name": "desk", "sha256": "\#(hash)", "scope": "support"}]}"#)
+        #expect(every.apiKeys.first?.scope == .support && every.apiKeys.first?.bundleId == nil)
+        let one = try Self.load(
+            #"{"apps": [\#(Self.app)], "apiKeys": [{"name": "desk", "sha256": "\#(hash)", "scope": "support", "bundleId": "com.example.app"}]}"#)
+        #expect(one.apiKeys.first?.bundleId == "com.example.app")
+        let error = #expect(throws: ConfigurationError.self) {
+            try Self.load(
+                #"{"apps": [\#(Self.app)], "apiKeys": [{"name": "desk", "sha256": "\#(hash)", "scope": "support", "bundleId": "com.example.nope"}]}"#)
+        }
+        #expect(
+            error?.message.contains("API key 'desk' (apiKeys[0]): a support key's bundleId must be a configured app (com.example.app)") == true,
+            "\(String(describing: error))")
     }
 
     @Test("config check lists every setting with its source, masks API key hashes, and says what null means")

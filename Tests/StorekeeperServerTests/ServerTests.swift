@@ -19,6 +19,8 @@ struct ServerTestbed {
     static let appKey = "app-key-\(UUID())"
     static let otherAppKey = "other-key-\(UUID())"
     static let adminKey = "admin-key-\(UUID())"
+    static let supportKey = "support-key-\(UUID())"
+    static let otherSupportKey = "other-support-key-\(UUID())"
 
     var engine: LifecycleEngine
     let rootFile: String
@@ -61,6 +63,10 @@ struct ServerTestbed {
                 .init(name: "app", sha256: ServerConfiguration.hash(apiKey: Self.appKey), scope: .app, bundleId: "com.example.storekeeper"),
                 .init(name: "other", sha256: ServerConfiguration.hash(apiKey: Self.otherAppKey), scope: .app, bundleId: "com.example.other"),
                 .init(name: "admin", sha256: ServerConfiguration.hash(apiKey: Self.adminKey), scope: .admin, bundleId: nil),
+                .init(name: "support", sha256: ServerConfiguration.hash(apiKey: Self.supportKey), scope: .support, bundleId: nil),
+                .init(
+                    name: "other-support", sha256: ServerConfiguration.hash(apiKey: Self.otherSupportKey), scope: .support,
+                    bundleId: "com.example.other"),
             ]
         )
     }

@@ -63,6 +63,12 @@ package protocol LedgerStore: DeliveryStore, Sendable {
     /// Every transaction, link and subscription record of these families (environment and original transaction ID).
     func ledger(families: [LedgerKey]) async throws(StorageError) -> Ledger
 
+    /// What a support search (``SupportSearch``) finds by one ID in `apps`' environments: every family holding a
+    /// transaction with this transaction ID, or this original transaction ID, or carrying this app account token, as
+    /// ``ledger(families:)`` reads them, with the owners in `apps` of every app account token their transactions and
+    /// renewal infos carry, and of `lookup`'s token, so ``Ledger/customer(of:)`` names each purchase's customer.
+    func supportLookup(_ lookup: SupportLookup, in apps: [VerifierKey]) async throws(StorageError) -> Ledger
+
     /// The original transaction IDs of every auto-renewable subscription of an app in an environment, sorted.
     func subscriptionFamilies(bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> [String]
 

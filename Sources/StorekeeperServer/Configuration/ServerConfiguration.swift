@@ -62,7 +62,7 @@ package struct ServerConfiguration: Codable, Sendable {
     /// An API key: only its SHA-256 is stored.
     package struct APIKey: Codable, Sendable {
         package enum Scope: String, Codable, Sendable, CaseIterable {
-            case app, admin
+            case app, admin, support
 
             package init(from decoder: any Decoder) throws {
                 let text = try decoder.singleValueContainer().decode(String.self)
@@ -71,7 +71,7 @@ package struct ServerConfiguration: Codable, Sendable {
                         .init(
                             codingPath: decoder.codingPath,
                             debugDescription:
-                                "\(UntrustedText.quoted(text, limit: 64)) is not a scope: give \"app\" (one app's customers) or \"admin\" (any)"
+                                "\(UntrustedText.quoted(text, limit: 64)) is not a scope: give \"app\" (one app's customers), \"support\" (the support API, one app's or every app's) or \"admin\" (any)"
                         ))
                 }
                 self = scope
@@ -82,7 +82,8 @@ package struct ServerConfiguration: Codable, Sendable {
         /// Lowercase hex SHA-256 of the key.
         package var sha256: String
         package var scope: Scope
-        /// For `app` keys: the app whose customers the key may read and change.
+        /// For `app` keys: the app whose customers the key may read and change; for `support` keys, the one app they
+        /// may support (none: every app).
         package var bundleId: String?
 
         package init(name: String, sha256: String, scope: Scope, bundleId: String?) {
@@ -343,6 +344,12 @@ package struct ServerConfiguration: Codable, Sendable {
                 guard let bundle = key.bundleId, apps.contains(where: { $0.bundleId == bundle }) else {
                     throw ConfigurationError(
                         "API key '\(key.name)' (apiKeys[\(index)]): an app key needs the bundleId of a configured app (\(apps.map(\.bundleId).joined(separator: ", ")))"
+                    )
+                }
+            case .support:
+                if let bundle = key.bundleId, !apps.contains(where: { $0.bundleId == bundle }) {
+                    throw ConfigurationError(
+                        "API key '\(key.name)' (apiKeys[\(index)]): a support key's bundleId must be a configured app (\(apps.map(\.bundleId).joined(separator: ", "))), or absent for every app"
                     )
                 }
             case .admin:

@@ -7,6 +7,10 @@ extension APIError.Code {
     package static let unauthorized = Self(rawValue: "unauthorized")
     /// The route takes an admin API key (403).
     package static let adminOnly = Self(rawValue: "admin-only")
+    /// The key's scope does not reach these routes: a support key on the app API, an app key on the support API (403).
+    package static let wrongScope = Self(rawValue: "wrong-scope")
+    /// A support search found no customer (404).
+    package static let noMatch = Self(rawValue: "no-match")
     /// An app this server is not configured for.
     package static let unknownApp = Self(rawValue: "unknown-app")
     /// An admin route needs bundleId and environment to pick one app with credentials.

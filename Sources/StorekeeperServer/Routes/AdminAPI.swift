@@ -17,7 +17,7 @@ struct AdminAPI: Sendable {
 
     func addRoutes(to group: RouterGroup<StorekeeperRequestContext>) {
         group.post("/admin/customers/:customerId/reconcile") { request, context in
-            guard try context.requireIdentity().bundleId == nil else {
+            guard try context.requireIdentity().isAdmin else {
                 throw APIError(.forbidden, .adminOnly, "this route takes an admin API key")
             }
             let customerId = try CustomerAPI.customerId(context)

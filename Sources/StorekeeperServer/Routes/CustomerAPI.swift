@@ -120,7 +120,7 @@ struct CustomerAPI: Sendable {
     /// `DELETE /v1/customers/{id}[?bundleId=…&environment=…]` (admin keys only): erases the customer's identity in one
     /// app and environment (``CustomerErasure``), with a `customer.erased` event; 404 when the app has no data for them.
     func erase(_ request: Request, customerId: String, identity: APIKeyIdentity) async throws -> Response {
-        guard identity.bundleId == nil else { throw APIError(.forbidden, .adminOnly, "erasing a customer takes an admin API key") }
+        guard identity.isAdmin else { throw APIError(.forbidden, .adminOnly, "erasing a customer takes an admin API key") }
         let query = try QueryParameters(request, allowed: ["environment", "bundleId"])
         let body = try await StorekeeperApplication.readBody(request)
         guard body.readableBytes == 0 else {
@@ -140,7 +140,13 @@ struct CustomerAPI: Sendable {
     /// The app and environment a request is for (``app(for:asked:_:)``; the environment given, or production when the
     /// app accepts it, else sandbox), or the error naming what is wrong.
     func scope(of query: QueryParameters, identity: APIKeyIdentity) throws -> (bundleId: String, environment: AppStoreEnvironment) {
-        let app = try Self.app(for: identity, asked: query.string("bundleId"), configuration.apps)
+        try Self.scope(of: query, identity: identity, configuration.apps)
+    }
+
+    static func scope(
+        of query: QueryParameters, identity: APIKeyIdentity, _ apps: [ServerConfiguration.App]
+    ) throws -> (bundleId: String, environment: AppStoreEnvironment) {
+        let app = try Self.app(for: identity, asked: query.string("bundleId"), apps)
         let environment = try query.environment() ?? (app.environments.contains(.production) ? .production : .sandbox)
         guard app.environments.contains(environment) else {
             throw APIError(

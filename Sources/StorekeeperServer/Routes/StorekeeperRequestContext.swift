@@ -3,11 +3,15 @@ package import Hummingbird
 import HummingbirdAuth
 import StorekeeperHTTP
 
-/// Who a request's API key is: its name, and the one app it may act for (`nil` for an admin key: any app).
+/// Who a request's API key is: its name, its scope, and the one app it may act for (`nil`: any app).
 package struct APIKeyIdentity: Sendable, Hashable {
     package var name: String
-    /// The app an `app` key is limited to; `nil` for `admin` keys.
+    /// The app an `app` key (or a `support` key given one) is limited to; `nil` for `admin` keys and `support` keys
+    /// of every app.
     package var bundleId: String?
+    package var scope: ServerConfiguration.APIKey.Scope
+
+    package var isAdmin: Bool { scope == .admin }
 }
 
 /// The request context of Storekeeper's routes: Hummingbird's, and the API key's identity once
@@ -24,17 +28,23 @@ package struct StorekeeperRequestContext: AuthRequestContext, RequestContext {
 
 /// Sets the request's ``APIKeyIdentity`` from `Authorization: Bearer <key>` (the scheme case-insensitive, RFC 9110
 /// §11.1; spaces around the key ignored), comparing keys by SHA-256; a request without a known key is refused with
-/// 401 before any handler runs. Keys are never logged.
+/// 401 before any handler runs, and a key whose scope the routes do not take with 403 (app and admin keys for the app
+/// API, support and admin keys for the support API). Keys are never logged.
 struct APIKeyAuthenticator: AuthenticatorMiddleware {
     typealias Context = StorekeeperRequestContext
     let keysByHash: [String: APIKeyIdentity]
+    let scopes: Set<ServerConfiguration.APIKey.Scope>
+    /// What the routes are, for the 403's message.
+    let routes: String
 
-    init(configuration: ServerConfiguration) {
+    init(configuration: ServerConfiguration, scopes: Set<ServerConfiguration.APIKey.Scope> = [.app, .admin], routes: String = "the app API") {
         keysByHash = Dictionary(
             configuration.apiKeys.map { key in
-                (key.sha256.lowercased(), APIKeyIdentity(name: key.name, bundleId: key.scope == .admin ? nil : key.bundleId))
+                (key.sha256.lowercased(), APIKeyIdentity(name: key.name, bundleId: key.scope == .admin ? nil : key.bundleId, scope: key.scope))
             }
         ) { first, _ in first }
+        self.scopes = scopes
+        self.routes = routes
     }
 
     func authenticate(request: Request, context: Context) async throws -> APIKeyIdentity? {
@@ -46,6 +56,10 @@ struct APIKeyAuthenticator: AuthenticatorMiddleware {
         let trimmed = key[..<(key.lastIndex { $0 != 0x20 && $0 != 0x09 }.map { key.index(after: $0) } ?? key.startIndex)]
         let hash = ServerConfiguration.hash(apiKey: Substring(trimmed))
         guard let identity = keysByHash[hash] else { throw APIError(.unauthorized, .unauthorized, "unknown API key") }
+        guard scopes.contains(identity.scope) else {
+            let allowed = ServerConfiguration.APIKey.Scope.allCases.filter(scopes.contains).map(\.rawValue).joined(separator: " or ")
+            throw APIError(.forbidden, .wrongScope, "\(routes) takes \(allowed) keys; this key's scope is \(identity.scope.rawValue)")
+        }
         return identity
     }
 }

@@ -85,7 +85,7 @@ struct WebhookAdminAPI: Sendable {
     }
 
     static func requireAdmin(_ context: StorekeeperRequestContext) throws {
-        guard try context.requireIdentity().bundleId == nil else { throw APIError(.forbidden, .adminOnly, "this route takes an admin API key") }
+        guard try context.requireIdentity().isAdmin else { throw APIError(.forbidden, .adminOnly, "this route takes an admin API key") }
     }
 
     func endpoint(_ context: StorekeeperRequestContext) throws(APIError) -> ServerConfiguration.WebhookEndpoint {

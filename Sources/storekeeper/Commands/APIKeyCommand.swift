@@ -6,16 +6,17 @@ import StorekeeperServer
 struct APIKeyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "api-key",
-        abstract: "Make a new API key for the app API; prints the key (give it to the app) and the sha256 for the configuration."
+        abstract:
+            "Make a new API key for the app API or the support API; prints the key (give it to the app or the support desk) and the sha256 for the configuration."
     )
 
-    @Option(help: "app (one app's customers) or admin (any).") var scope: String = "app"
-    @Option(name: .customLong("bundle-id"), help: "For app keys: the app.") var bundleID: String?
+    @Option(help: "app (one app's customers), support (the support API: one app's or every app's) or admin (any).") var scope: String = "app"
+    @Option(name: .customLong("bundle-id"), help: "For app keys: the app; for support keys, the app (none: every app).") var bundleID: String?
     @Option(help: "A name for the key.") var name: String = "app key"
 
     func run() throws {
         guard let parsed = ServerConfiguration.APIKey.Scope(rawValue: scope) else {
-            throw ValidationError("--scope must be app or admin")
+            throw ValidationError("--scope must be app, support or admin")
         }
         if parsed == .app && bundleID == nil { throw ValidationError("an app key needs --bundle-id") }
         if parsed == .admin && bundleID != nil {

@@ -1,0 +1,104 @@
+package import AppStoreModels
+
+/// One ID a support person searches by, as a customer or Apple's emails give it.
+package enum SupportLookup: Sendable, Hashable {
+    case transactionId(String)
+    case originalTransactionId(String)
+    case appAccountToken(LowercaseUUID)
+}
+
+/// Who a support search finds: a customer of one app in one environment, and what matched.
+package struct SupportMatch: Sendable, Hashable, Codable, Comparable {
+    package var customerId: String
+    package var bundleId: String
+    package var environment: AppStoreEnvironment
+    /// `customerId`, `transactionId`, `originalTransactionId` or `appAccountToken`.
+    package var matchedBy: String
+    /// The purchase that matched (absent for a customer ID or a token no purchase carries yet).
+    package var originalTransactionId: String?
+
+    package init(
+        customerId: String, bundleId: String, environment: AppStoreEnvironment, matchedBy: String, originalTransactionId: String? = nil
+    ) {
+        self.customerId = customerId
+        self.bundleId = bundleId
+        self.environment = environment
+        self.matchedBy = matchedBy
+        self.originalTransactionId = originalTransactionId
+    }
+
+    package static func < (lhs: Self, rhs: Self) -> Bool {
+        (lhs.bundleId, lhs.environment.rawValue, lhs.customerId, lhs.matchedBy, lhs.originalTransactionId ?? "")
+            < (rhs.bundleId, rhs.environment.rawValue, rhs.customerId, rhs.matchedBy, rhs.originalTransactionId ?? "")
+    }
+}
+
+/// Finds customers by any ID support is given: a customer ID, a transaction ID, an original transaction ID or an app
+/// account token. Only the apps in `apps` (a support key's) are searched; a purchase nobody owns (a notification
+/// about a customer the server has not met yet) is no match, since there is no customer to show.
+package struct SupportSearch: Sendable {
+    package var store: any LedgerStore
+    /// The apps and environments searched: the key's app's, or every configured one.
+    package var apps: [VerifierKey]
+
+    package init(store: any LedgerStore, apps: [VerifierKey]) {
+        self.store = store
+        self.apps = apps
+    }
+
+    /// Every match of `text`: as a customer ID in each app; as a transaction or original transaction ID when it is
+    /// digits (Apple's IDs are); as an app account token when it is a UUID. Sorted, without duplicates.
+    package func search(_ text: String) async throws(StorageError) -> [SupportMatch] {
+        var matches = Set<SupportMatch>()
+        for app in apps where try await store.customerExists(text, bundleId: app.bundleId, environment: app.environment) {
+            matches.insert(SupportMatch(customerId: text, bundleId: app.bundleId, environment: app.environment, matchedBy: "customerId"))
+        }
+        var lookups: [SupportLookup] = []
+        if !text.isEmpty, text.utf8.count <= 64, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
+            lookups += [.transactionId(text), .originalTransactionId(text)]
+        }
+        if let token = LowercaseUUID(uuidString: text) { lookups.append(.appAccountToken(token)) }
+        for lookup in lookups { matches.formUnion(try await self.matches(lookup)) }
+        return matches.sorted()
+    }
+
+    /// The customers one lookup finds in the searched apps.
+    func matches(_ lookup: SupportLookup) async throws(StorageError) -> [SupportMatch] {
+        let ledger = try await store.supportLookup(lookup, in: apps)
+        var found: [SupportMatch] = []
+        func searched(_ bundleId: String, _ environment: AppStoreEnvironment) -> Bool {
+            apps.contains { $0.bundleId == bundleId && $0.environment == environment }
+        }
+        for transaction in ledger.transactions.values {
+            let info = transaction.info
+            guard let environment = info.environment, searched(info.bundleId, environment) else { continue }
+            let matchedBy: String
+            switch lookup {
+            case .transactionId(let id):
+                guard info.transactionId == id else { continue }
+                matchedBy = "transactionId"
+            case .originalTransactionId(let id):
+                guard info.originalTransactionId == id else { continue }
+                matchedBy = "originalTransactionId"
+            case .appAccountToken(let token):
+                guard info.appAccountToken == token else { continue }
+                matchedBy = "appAccountToken"
+            }
+            guard let customer = ledger.customer(of: transaction) else { continue }
+            found.append(
+                SupportMatch(
+                    customerId: customer, bundleId: info.bundleId, environment: environment, matchedBy: matchedBy,
+                    originalTransactionId: info.originalTransactionId))
+        }
+        if case .appAccountToken(let token) = lookup {
+            // A token the server issued, with no purchase yet: its owner is the match (once: not again beside their
+            // purchases that carry it).
+            for (key, owner) in ledger.tokenOwners where key.token == token && searched(key.bundleId, key.environment) {
+                guard !found.contains(where: { $0.customerId == owner && $0.bundleId == key.bundleId && $0.environment == key.environment })
+                else { continue }
+                found.append(SupportMatch(customerId: owner, bundleId: key.bundleId, environment: key.environment, matchedBy: "appAccountToken"))
+            }
+        }
+        return found
+    }
+}

@@ -1,0 +1,52 @@
+import AppStoreModels
+import GRDB
+package import StorekeeperCore
+
+extension SQLiteLedgerStore {
+    package func supportLookup(_ lookup: SupportLookup, in apps: [VerifierKey]) async throws(StorageError) -> Ledger {
+        try await read { db in
+            var families = Set<LedgerKey>()
+            for environment in Set(apps.map(\.environment)) {
+                let (sql, value): (String, String)
+                switch lookup {
+                case .transactionId(let id):
+                    sql = "SELECT original_transaction_id FROM transactions WHERE environment = ? AND transaction_id = ?"
+                    value = id
+                case .originalTransactionId(let id):
+                    sql = "SELECT DISTINCT original_transaction_id FROM transactions WHERE environment = ? AND original_transaction_id = ?"
+                    value = id
+                case .appAccountToken(let token):
+                    sql = "SELECT DISTINCT original_transaction_id FROM transactions WHERE app_account_token = ?2 AND environment = ?1"
+                    value = token.description
+                }
+                for original in try String.fetchAll(db.cachedStatement(sql: sql), arguments: [environment.rawValue, value]) {
+                    families.insert(LedgerKey(environment, original))
+                }
+            }
+            var ledger = Ledger()
+            for family in families.sorted() { try self.loadSubscriptionFamily(db, nil, family, into: &ledger) }
+            // The owners of the tokens that may name the purchases' customers, and of the token searched for.
+            var tokens = Set<AppAccountTokenKey>()
+            for transaction in ledger.transactions.values {
+                guard let token = transaction.info.appAccountToken, let environment = transaction.info.environment else { continue }
+                tokens.insert(AppAccountTokenKey(bundleId: transaction.info.bundleId, environment: environment, token: token))
+            }
+            for (key, subscription) in ledger.subscriptions {
+                guard let token = subscription.renewalInfo?.appAccountToken else { continue }
+                tokens.insert(AppAccountTokenKey(bundleId: subscription.bundleId, environment: key.environment, token: token))
+            }
+            if case .appAccountToken(let token) = lookup {
+                for app in apps { tokens.insert(AppAccountTokenKey(bundleId: app.bundleId, environment: app.environment, token: token)) }
+            }
+            for token in tokens.sorted() {
+                if let owner = try String.fetchOne(
+                    db.cachedStatement(sql: "SELECT customer_id FROM token_owners WHERE bundle_id = ? AND environment = ? AND token = ?"),
+                    arguments: [token.bundleId, token.environment.rawValue, token.token.description])
+                {
+                    ledger.tokenOwners[token] = owner
+                }
+            }
+            return ledger
+        }
+    }
+}

@@ -1,0 +1,140 @@
+import AppStoreModels
+import AppStoreSimulator
+import Foundation
+import HTTPTypes
+import StorekeeperCore
+import StorekeeperSQLite
+import StorekeeperServer
+import StorekeeperTesting
+import Testing
+
+@Suite("Storekeeper server: the support API")
+struct SupportAPITests {
+    typealias T = ServerTestbed
+
+    static func matches(_ answer: Answer) -> [[String: Any]] { answer.json["matches"] as? [[String: Any]] ?? [] }
+
+    @Test("every search kind finds the customer; unknown IDs are a 404 naming what was searched; another app's support key sees nothing of this app")
+    func search() async throws {
+        var testbed = try T(catalog: T.twoApps)
+        let token = try await testbed.store.appAccountToken(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox, renew: false)
+        let unused = try await testbed.store.appAccountToken(for: "bob", bundleId: "com.example.storekeeper", environment: .sandbox, renew: false)
+        let other = try await testbed.store.appAccountToken(for: "dave", bundleId: "com.example.other", environment: .sandbox, renew: false)
+        try testbed.engine.createCustomer(id: "apple-1")
+        let bought = try testbed.engine.purchase(.init(customerId: "apple-1", productId: "pro.monthly", appAccountToken: token))
+        try testbed.engine.advance(by: 31 * 86_400)
+        _ = try testbed.engine.purchase(.init(customerId: "apple-1", productId: "other.unlock", appAccountToken: other))
+        let notifications = testbed.engine.state.notifications.map(\.signedPayload)
+        let latest = try #require(
+            testbed.engine.state.transactions.values.map(\.info).filter { $0.originalTransactionId == bought.originalTransactionId }
+                .max { $0.purchaseDate < $1.purchaseDate })
+        #expect(latest.transactionId != bought.transactionId, "a renewal: a transaction ID that is not the original")
+        try await testbed.withClient { client in
+            for jws in notifications { #expect(try await client.send(.post, "/appstore/notifications", body: WebhookTests.body(jws)).status == 200) }
+            for (q, by) in [
+                ("alice", "customerId"), (bought.originalTransactionId, "originalTransactionId"), (latest.transactionId, "transactionId"),
+                (token.description, "appAccountToken"), (token.description.uppercased(), "appAccountToken"),
+            ] {
+                for key in [T.supportKey, T.adminKey] {
+                    let answer = try await client.send(.get, "/v1/support/search?q=\(q)", key: key)
+                    #expect(answer.status == 200, "\(q): \(answer.json)")
+                    let found = Self.matches(answer).filter { $0["matchedBy"] as? String == by }
+                    #expect(found.count == 1, "\(q) by \(by): \(answer.json)")
+                    #expect(found.first?["customerId"] as? String == "alice" && found.first?["bundleId"] as? String == "com.example.storekeeper")
+                    #expect(found.first?["environment"] as? String == "Sandbox")
+                }
+            }
+            // The original transaction ID is also the first transaction's ID: both kinds match, one customer.
+            let original = Self.matches(try await client.send(.get, "/v1/support/search?q=\(bought.originalTransactionId)", key: T.supportKey))
+            #expect(Set(original.compactMap { $0["matchedBy"] as? String }) == ["transactionId", "originalTransactionId"])
+            #expect(Set(original.compactMap { $0["customerId"] as? String }) == ["alice"])
+            // A token issued with no purchase yet finds its owner.
+            let issued = Self.matches(try await client.send(.get, "/v1/support/search?q=\(unused)", key: T.supportKey))
+            #expect(issued.map { $0["customerId"] as? String } == ["bob"] && issued.first?["originalTransactionId"] == nil)
+            // A support key of the other app: dave, never alice.
+            #expect(Self.matches(try await client.send(.get, "/v1/support/search?q=dave", key: T.otherSupportKey)).count == 1)
+            for q in ["alice", bought.originalTransactionId, latest.transactionId, token.description] {
+                let answer = try await client.send(.get, "/v1/support/search?q=\(q)", key: T.otherSupportKey)
+                #expect(answer.status == 404 && answer.errorCode == "no-match", "\(q): \(answer.json)")
+            }
+            // Unknown IDs, hostile ones: a 404 quoting them escaped; malformed searches a 400 naming q.
+            let unknown = try await client.send(.get, "/v1/support/search?q=2000000999999999", key: T.supportKey)
+            #expect(unknown.status == 404 && unknown.errorMessage.contains("2000000999999999"), "\(unknown.json)")
+            let hostile = try await client.send(.get, "/v1/support/search?q=%3Cscript%3E%22%0A", key: T.supportKey)
+            #expect(hostile.status == 404 && !hostile.errorMessage.contains("<script>\"\n"), "\(hostile.json)")
+            for path in ["/v1/support/search", "/v1/support/search?q=", "/v1/support/search?q=\(String(repeating: "1", count: 129))"] {
+                let answer = try await client.send(.get, path, key: T.supportKey)
+                #expect(
+                    answer.status == 400 && answer.errorCode == "invalid-parameter" && answer.errorMessage.contains("q"), "\(path): \(answer.json)")
+            }
+            let typo = try await client.send(.get, "/v1/support/search?query=alice", key: T.supportKey)
+            #expect(typo.status == 400 && typo.errorCode == "unknown-parameter", "\(typo.json)")
+        }
+    }
+
+    @Test("scopes: an app key cannot reach the support API, a support key cannot reach the app API or the admin routes; no key is a 401")
+    func scopes() async throws {
+        let testbed = try T(catalog: T.twoApps)
+        try await testbed.withClient { client in
+            for key in [T.appKey, T.otherAppKey] {
+                for path in ["/v1/support/search?q=alice", "/v1/support/customers/alice"] {
+                    let answer = try await client.send(.get, path, key: key)
+                    #expect(answer.status == 403 && answer.errorCode == "wrong-scope", "\(path): \(answer.json)")
+                    #expect(answer.errorMessage.contains("admin or support"), "\(answer.json)")
+                }
+            }
+            for key in [T.supportKey, T.otherSupportKey] {
+                for (method, path) in [
+                    (HTTPRequest.Method.get, "/v1/customers/alice?bundleId=com.example.storekeeper"), (.get, "/v1/events"),
+                    (.post, "/v1/customers/alice/app-account-token?bundleId=com.example.storekeeper"), (.get, "/v1/admin/webhooks"),
+                    (.delete, "/v1/customers/alice?bundleId=com.example.storekeeper"), (.post, "/v1/admin/customers/alice/reconcile"),
+                ] {
+                    let answer = try await client.send(method, path, key: key)
+                    #expect(answer.status == 403 && answer.errorCode == "wrong-scope", "\(method) \(path): \(answer.json)")
+                    #expect(answer.errorMessage.contains("app or admin"), "\(answer.json)")
+                }
+            }
+            #expect(try await client.send(.get, "/v1/support/search?q=alice").status == 401)
+        }
+    }
+
+    @Test("a customer's page: their state as a read answers it, their purchases, and their timeline of events with causes; only in the key's app")
+    func customerPage() async throws {
+        var testbed = try T(catalog: T.twoApps)
+        let token = try await testbed.store.appAccountToken(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox, renew: false)
+        try testbed.engine.createCustomer(id: "apple-1")
+        let bought = try testbed.engine.purchase(.init(customerId: "apple-1", productId: "pro.monthly", appAccountToken: token))
+        try testbed.engine.advance(by: 31 * 86_400)
+        let notifications = testbed.engine.state.notifications.map(\.signedPayload)
+        try await testbed.withClient { client in
+            for jws in notifications { #expect(try await client.send(.post, "/appstore/notifications", body: WebhookTests.body(jws)).status == 200) }
+            let page = try await client.send(.get, "/v1/support/customers/alice?bundleId=com.example.storekeeper", key: T.supportKey)
+            #expect(page.status == 200, "\(page.json)")
+            let read = try await client.send(.get, "/v1/customers/alice", key: T.appKey)
+            #expect(NSDictionary(dictionary: read.json) == NSDictionary(dictionary: try #require(page.json["customer"] as? [String: Any])))
+            let events = try #require(page.json["events"] as? [[String: Any]])
+            #expect(events.compactMap { $0["type"] as? String }.prefix(2) == ["subscription.started", "subscription.renewed"], "\(events)")
+            let sequences = events.compactMap { ($0["data"] as? [String: Any])?["sequence"] as? Int }
+            #expect(sequences == Array(1...events.count), "oldest first, without gaps")
+            #expect(events.allSatisfy { (($0["data"] as? [String: Any])?["cause"] as? [String: Any])?["kind"] as? String == "notification" })
+            let purchases = try #require(page.json["purchases"] as? [[String: Any]])
+            let transactions = purchases.compactMap { $0["transaction"] as? [String: Any] }
+            #expect(transactions.count == 2 && transactions.allSatisfy { $0["originalTransactionId"] as? String == bought.originalTransactionId })
+            #expect(transactions.first?["transactionId"] as? String == bought.transactionId, "oldest first")
+            #expect(purchases.allSatisfy { ($0["source"] as? String)?.isEmpty == false })
+            // The other app's support key: not alice's page, even when it names alice's app.
+            for path in ["/v1/support/customers/alice", "/v1/support/customers/alice?bundleId=com.example.storekeeper"] {
+                let answer = try await client.send(.get, path, key: T.otherSupportKey)
+                #expect(answer.status == 404 && answer.errorCode == "unknown-customer", "\(path): \(answer.json)")
+            }
+            // An every-app key names the app; bad input is named.
+            #expect(try await client.send(.get, "/v1/support/customers/alice", key: T.supportKey).errorCode == "bundle-id-required")
+            #expect(try await client.send(.get, "/v1/support/customers/nobody?bundleId=com.example.storekeeper", key: T.supportKey).status == 404)
+            #expect(
+                try await client.send(.get, "/v1/support/customers/a%20b?bundleId=com.example.storekeeper", key: T.supportKey).errorCode
+                    == "invalid-customer-id")
+            #expect(
+                try await client.send(.get, "/v1/support/customers/alice?bundleId=com.example.nope", key: T.supportKey).errorCode == "unknown-app")
+        }
+    }
+}
