@@ -44,6 +44,17 @@ extension AppStoreServerAPIClient {
         }
     }
 
+    /// Look Up Order ID, verified: the transactions of the order on a customer's emailed receipt (none when Apple
+    /// answers that the order ID is not valid, `status` 1).
+    package func orderTransactions(
+        _ orderId: String,
+        verifier: SignedDataVerifier
+    ) async throws(AppStoreServerAPIError) -> [VerifiedSignedData<TransactionInfo>] {
+        let response = try await lookUpOrder(orderId)
+        guard response.status == 0 else { return [] }
+        return try await Self.verifyTransactions(response.signedTransactions ?? [], verifier)
+    }
+
     /// Get Refund History, every page verified.
     package func refunds(
         _ transactionId: String,

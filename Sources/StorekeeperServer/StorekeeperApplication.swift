@@ -68,7 +68,12 @@ package enum StorekeeperApplication {
         AdminAPI(reconcilers: reconcilers, apps: configuration.apps.map(\.bundleId)).addRoutes(to: v1)
         let support = router.group("/v1/support").add(
             middleware: APIKeyAuthenticator(configuration: configuration, scopes: [.support, .admin], routes: "the support API"))
-        SupportAPI(configuration: configuration, store: store, reader: reader, now: now).addRoutes(to: support)
+        var orderLookups: [VerifierKey: SupportSearch.OrderLookup] = [:]
+        for (app, client) in apiClients {
+            guard let verifier = verifiers[app] else { continue }
+            orderLookups[app] = .init(client: client, verifier: verifier)
+        }
+        SupportAPI(configuration: configuration, store: store, reader: reader, now: now, orderLookups: orderLookups).addRoutes(to: support)
         let metricsAnswer: @Sendable () -> Response = {
             Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],

@@ -29,6 +29,7 @@ struct RecoveryTestbed: Sendable {
     let deliverer: NotificationDeliverer
     static let appKey = "recovery-app-\(UUID())"
     static let adminKey = "recovery-admin-\(UUID())"
+    static let supportKey = "recovery-support-\(UUID())"
 
     init(environment: AppStoreEnvironment) async throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("recovery-\(UUID())")
@@ -58,6 +59,7 @@ struct RecoveryTestbed: Sendable {
             apiKeys: [
                 .init(name: "app", sha256: ServerConfiguration.hash(apiKey: Self.appKey), scope: .app, bundleId: "com.example.storekeeper"),
                 .init(name: "admin", sha256: ServerConfiguration.hash(apiKey: Self.adminKey), scope: .admin, bundleId: nil),
+                .init(name: "support", sha256: ServerConfiguration.hash(apiKey: Self.supportKey), scope: .support, bundleId: nil),
             ],
             recovery: recovery ?? .init(intervalSeconds: 0.2, overlapSeconds: 60, failuresIntervalSeconds: 0.5)
         )

@@ -2,6 +2,7 @@ import AppStoreModels
 import AppStoreSimulator
 import Foundation
 import HTTPTypes
+import NIOHTTP1
 import StorekeeperCore
 import StorekeeperSQLite
 import StorekeeperServer
@@ -135,6 +136,48 @@ struct SupportAPITests {
                     == "invalid-customer-id")
             #expect(
                 try await client.send(.get, "/v1/support/customers/alice?bundleId=com.example.nope", key: T.supportKey).errorCode == "unknown-app")
+        }
+    }
+}
+
+@Suite("Storekeeper server: the support API's order-ID search, against the simulator's App Store Server API")
+struct SupportOrderSearchTests {
+    typealias T = RecoveryTestbed
+
+    @Test(
+        "an order ID from Apple's emailed receipt is looked up at Apple, verified and mapped to the customer; an unknown one is a 404; Apple failing is a 502 naming it"
+    )
+    func orderId() async throws {
+        // Look Up Order ID exists in production only.
+        let testbed = try await T(environment: .production)
+        try await testbed.withSimulator { simulatorURL in
+            let configuration = try testbed.configuration(baseURL: simulatorURL, recovery: .init(enabled: false))
+            try await testbed.withServer(configuration) { base in
+                let bob = try await testbed.simulator.perform { (engine) throws(SimulatorError) in
+                    try engine.createCustomer(id: "apple-bob")
+                    return try engine.purchase(.init(customerId: "apple-bob", productId: "unlock.lifetime"))
+                }
+                #expect(try await T.submit(bob.signedTransaction, for: "bob", to: base) == 200)
+                let orderId = try #require(await testbed.simulator.state.transactions[bob.transactionId]?.orderId)
+                let search = base + "/v1/support/search?q="
+                let found = try await T.call(.GET, search + orderId, key: T.supportKey)
+                #expect(found.status == 200, "\(found.json)")
+                let matches = try #require(found.json["matches"] as? [[String: Any]])
+                #expect(matches.count == 1 && matches.first?["customerId"] as? String == "bob" && matches.first?["matchedBy"] as? String == "orderId")
+                #expect(matches.first?["originalTransactionId"] as? String == bob.originalTransactionId)
+                let unknown = try await T.call(.GET, search + "NOSUCHORDER1", key: T.supportKey)
+                #expect(unknown.status == 404 && (unknown.json["error"] as? [String: Any])?["code"] as? String == "no-match", "\(unknown.json)")
+                // The App Store failing every attempt: nothing in the ledger, so the failure is the answer.
+                try await testbed.act { engine in
+                    var faults = engine.state.faults
+                    faults.failNextAPIRequests = 10
+                    engine.setFaults(faults)
+                }
+                let failing = try await T.call(.GET, search + orderId, key: T.supportKey)
+                let error = failing.json["error"] as? [String: Any]
+                #expect(failing.status == 502 && error?["code"] as? String == "order-lookup-failed", "\(failing.json)")
+                #expect((error?["message"] as? String)?.contains("com.example.storekeeper") == true)
+            }
         }
     }
 }

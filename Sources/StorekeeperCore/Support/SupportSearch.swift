@@ -1,4 +1,6 @@
 package import AppStoreModels
+package import AppStoreServerAPI
+package import AppStoreSigning
 
 /// One ID a support person searches by, as a customer or Apple's emails give it.
 package enum SupportLookup: Sendable, Hashable {
@@ -12,7 +14,7 @@ package struct SupportMatch: Sendable, Hashable, Codable, Comparable {
     package var customerId: String
     package var bundleId: String
     package var environment: AppStoreEnvironment
-    /// `customerId`, `transactionId`, `originalTransactionId` or `appAccountToken`.
+    /// `customerId`, `transactionId`, `originalTransactionId`, `appAccountToken` or `orderId`.
     package var matchedBy: String
     /// The purchase that matched (absent for a customer ID or a token no purchase carries yet).
     package var originalTransactionId: String?
@@ -33,17 +35,74 @@ package struct SupportMatch: Sendable, Hashable, Codable, Comparable {
     }
 }
 
-/// Finds customers by any ID support is given: a customer ID, a transaction ID, an original transaction ID or an app
-/// account token. Only the apps in `apps` (a support key's) are searched; a purchase nobody owns (a notification
+/// Finds customers by any ID support is given: a customer ID, a transaction ID, an original transaction ID, an app
+/// account token, or the order ID of Apple's emailed receipt (looked up at Apple, verified, then found by its
+/// transactions). Only the apps in `apps` (a support key's) are searched; a purchase nobody owns (a notification
 /// about a customer the server has not met yet) is no match, since there is no customer to show.
 package struct SupportSearch: Sendable {
     package var store: any LedgerStore
     /// The apps and environments searched: the key's app's, or every configured one.
     package var apps: [VerifierKey]
+    /// The App Store Server API of the searched production apps that have credentials, for order IDs (Look Up Order ID
+    /// exists in production only).
+    package var orderLookups: [VerifierKey: OrderLookup]
 
-    package init(store: any LedgerStore, apps: [VerifierKey]) {
+    /// One app's App Store Server API and the verifier of what it answers.
+    package struct OrderLookup: Sendable {
+        package var client: AppStoreServerAPIClient
+        package var verifier: SignedDataVerifier
+
+        package init(client: AppStoreServerAPIClient, verifier: SignedDataVerifier) {
+            self.client = client
+            self.verifier = verifier
+        }
+    }
+
+    /// What a search found, and the order look-ups that failed (the rest of the search still answers).
+    package struct Result: Sendable {
+        package var matches: [SupportMatch]
+        /// Per app whose Look Up Order ID failed: why (the App Store's error, escaped).
+        package var lookupFailures: [String]
+    }
+
+    package init(store: any LedgerStore, apps: [VerifierKey], orderLookups: [VerifierKey: OrderLookup] = [:]) {
         self.store = store
         self.apps = apps
+        // Look Up Order ID has no sandbox URL: orders are production purchases.
+        self.orderLookups = orderLookups.filter { apps.contains($0.key) && $0.key.environment == .production }
+    }
+
+    /// Whether `text` may be an order ID (what Look Up Order ID takes: 1-64 letters and digits), and is not only
+    /// digits (Apple's transaction IDs are).
+    static func mayBeOrderId(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 64
+            && text.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0)) }
+            && text.unicodeScalars.contains { $0.properties.isAlphabetic }
+    }
+
+    /// ``search(_:)`` and, when `text` may be an order ID, Look Up Order ID at each searched app with credentials.
+    package func searchWithOrders(_ text: String) async throws(StorageError) -> Result {
+        var matches = Set(try await search(text))
+        var failures: [String] = []
+        if Self.mayBeOrderId(text) {
+            for (app, lookup) in orderLookups.sorted(by: { $0.key.description < $1.key.description }) {
+                let transactions: [VerifiedSignedData<TransactionInfo>]
+                do {
+                    transactions = try await lookup.client.orderTransactions(text, verifier: lookup.verifier)
+                } catch {
+                    failures.append("\(app): Look Up Order ID failed: \(UntrustedText.escaped(String(describing: error), limit: 300))")
+                    continue
+                }
+                for transaction in transactions {
+                    for found in try await self.matches(.transactionId(transaction.payload.transactionId)) {
+                        var match = found
+                        match.matchedBy = "orderId"
+                        matches.insert(match)
+                    }
+                }
+            }
+        }
+        return Result(matches: matches.sorted(), lookupFailures: failures)
     }
 
     /// Every match of `text`: as a customer ID in each app; as a transaction or original transaction ID when it is

@@ -9,6 +9,8 @@ extension APIError.Code {
     package static let adminOnly = Self(rawValue: "admin-only")
     /// The key's scope does not reach these routes: a support key on the app API, an app key on the support API (403).
     package static let wrongScope = Self(rawValue: "wrong-scope")
+    /// A support search found nothing in the ledger, and Look Up Order ID failed at the App Store (502).
+    package static let orderLookupFailed = Self(rawValue: "order-lookup-failed")
     /// A support search found no customer (404).
     package static let noMatch = Self(rawValue: "no-match")
     /// An app this server is not configured for.

@@ -7,7 +7,7 @@ import StorekeeperHTTP
 
 /// The support API, behind ``APIKeyAuthenticator`` for `support` keys (one app's, or every app's) and `admin` keys;
 /// an app key gets 403. `GET /v1/support/search?q=…` finds customers by customer ID, transaction ID, original
-/// transaction ID or app account token (``SupportSearch``); `GET /v1/support/customers/{id}` answers what support needs
+/// transaction ID, app account token or order ID (``SupportSearch``); `GET /v1/support/customers/{id}` answers what support needs
 /// to see of one customer: their state (the JSON of `GET /v1/customers/{id}`), their purchases as the ledger holds
 /// them, and their timeline (the outbox's events, oldest first: every change of their state with its cause).
 struct SupportAPI: Sendable {
@@ -15,6 +15,8 @@ struct SupportAPI: Sendable {
     let store: any LedgerStore
     let reader: CustomerReader<ByteBuffer>
     let now: @Sendable () -> Date
+    /// The App Store Server API of each app and environment with credentials, for order IDs.
+    let orderLookups: [VerifierKey: SupportSearch.OrderLookup]
 
     /// The most events a customer page shows (the latest ones); `GET /v1/events?customer=…` pages through all.
     static let timelineLimit = 500
@@ -45,20 +47,28 @@ struct SupportAPI: Sendable {
         guard text.utf8.count <= 128 else {
             throw APIError(.badRequest, .invalidParameter, "q is \(text.utf8.count) bytes: no ID searched here is longer than 128")
         }
-        let matches: [SupportMatch]
+        let found: SupportSearch.Result
         do {
-            matches = try await SupportSearch(store: store, apps: apps(for: identity)).search(text)
+            found = try await SupportSearch(store: store, apps: apps(for: identity), orderLookups: orderLookups).searchWithOrders(text)
         } catch {
             throw APIError(.serviceUnavailable, .storageUnavailable, "the ledger could not be searched; retry")
         }
-        guard !matches.isEmpty else {
+        if found.matches.isEmpty, !found.lookupFailures.isEmpty {
+            throw APIError(.badGateway, .orderLookupFailed, "nothing found in the ledger, and " + found.lookupFailures.joined(separator: "; "))
+        }
+        guard !found.matches.isEmpty else {
             throw APIError(
                 .notFound, .noMatch,
-                "no customer of \(identity.bundleId ?? "any app") has the customer ID, transaction ID, original transaction ID or app account token \(UntrustedText.quoted(text, limit: 128))"
+                "no customer of \(identity.bundleId ?? "any app") has the customer ID, transaction ID, original transaction ID, app account token or order ID \(UntrustedText.quoted(text, limit: 128))"
             )
         }
-        struct Found: Encodable { var matches: [SupportMatch] }
-        return StorekeeperApplication.jsonResponse(Found(matches: matches))
+        struct Found: Encodable {
+            var matches: [SupportMatch]
+            /// Order look-ups that failed while others, or the ledger, answered.
+            var warnings: [String]?
+        }
+        return StorekeeperApplication.jsonResponse(
+            Found(matches: found.matches, warnings: found.lookupFailures.isEmpty ? nil : found.lookupFailures))
     }
 
     /// One customer as support sees them, in one app and environment (`bundleId` and `environment` as the customer
