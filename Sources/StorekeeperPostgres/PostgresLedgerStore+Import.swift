@@ -113,5 +113,20 @@ extension PostgresLedgerStore: LedgerImporting {
                 ORDER BY o
                 """)
         }
+        let actions = page.supportActions
+        if !actions.isEmpty {
+            // In the page's order, so that their IDs keep the order they were made in.
+            try await connection.execute(
+                """
+                INSERT INTO support_actions (at, key_name, bundle_id, environment, customer_id, action, target, request, outcome, detail)
+                SELECT a, k, b, e, c, n, NULLIF(t, ''), r, o, d FROM unnest(
+                    \(actions.map(\.at.epochMilliseconds))::bigint[], \(actions.map(\.keyName))::text[], \(actions.map(\.customer.bundleId))::text[],
+                    \(actions.map(\.customer.environment.rawValue))::text[], \(actions.map(\.customer.customerId))::text[],
+                    \(actions.map(\.action))::text[], \(actions.map { $0.target ?? "" })::text[],
+                    \(actions.map { SupportAction.text($0.request) })::text[], \(actions.map(\.outcome))::text[],
+                    \(actions.map { SupportAction.text($0.detail) })::text[]) WITH ORDINALITY AS u(a, k, b, e, c, n, t, r, o, d, i)
+                ORDER BY i
+                """)
+        }
     }
 }

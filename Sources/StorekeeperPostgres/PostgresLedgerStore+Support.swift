@@ -1,4 +1,5 @@
-import AppStoreModels
+package import AppStoreModels
+import Foundation
 import PostgresNIO
 package import StorekeeperCore
 
@@ -49,5 +50,62 @@ extension PostgresLedgerStore {
             try await self.loadFamilies(connection, nil, [], tokens: tokens, into: &ledger)
             return ledger
         }
+    }
+}
+
+extension PostgresLedgerStore {
+    package func recordSupportAction(_ action: SupportAction) async throws(StorageError) -> Int64 {
+        try await write { transaction in
+            var id: Int64 = 0
+            for try await inserted in try await transaction.connection.run(
+                """
+                INSERT INTO support_actions (at, key_name, bundle_id, environment, customer_id, action, target, request, outcome, detail)
+                VALUES (\(action.at.epochMilliseconds), \(action.keyName), \(action.customer.bundleId), \(action.customer.environment.rawValue),
+                \(action.customer.customerId), \(action.action), \(action.target), \(SupportAction.text(action.request)), \(action.outcome),
+                \(SupportAction.text(action.detail))) RETURNING id
+                """
+            ).decode(Int64.self) { id = inserted }
+            return (id, [])
+        }
+    }
+
+    package func supportActions(customer: CustomerKey) async throws(StorageError) -> [SupportAction] {
+        try await read { connection in
+            try await Self.supportActions(
+                connection.run(
+                    """
+                    SELECT \(unescaped: Self.supportActionColumns) FROM support_actions
+                    WHERE bundle_id = \(customer.bundleId) AND environment = \(customer.environment.rawValue) AND customer_id = \(customer.customerId)
+                    ORDER BY id
+                    """))
+        }
+    }
+
+    package func supportActions(target: String, environment: AppStoreEnvironment) async throws(StorageError) -> [SupportAction] {
+        try await read { connection in
+            try await Self.supportActions(
+                connection.run(
+                    """
+                    SELECT \(unescaped: Self.supportActionColumns) FROM support_actions
+                    WHERE environment = \(environment.rawValue) AND target = \(target) ORDER BY id
+                    """))
+        }
+    }
+
+    static let supportActionColumns = "id, at, key_name, bundle_id, environment, customer_id, action, target, request, outcome, detail"
+
+    static func supportActions(_ rows: PostgresRowSequence) async throws -> [SupportAction] {
+        var actions: [SupportAction] = []
+        for try await (id, at, keyName, bundleId, environment, customerId, action, target, request, outcome, detail) in rows.decode(
+            (Int64, Int64, String, String, String, String, String, String?, String, String, String).self)
+        {
+            actions.append(
+                SupportAction(
+                    id: id, at: Date(epochMilliseconds: at), keyName: keyName,
+                    customer: CustomerKey(bundleId: bundleId, environment: AppStoreEnvironment(rawValue: environment), customerId: customerId),
+                    action: action, target: target, request: SupportAction.object(request), outcome: outcome,
+                    detail: SupportAction.object(detail)))
+        }
+        return actions
     }
 }

@@ -118,6 +118,18 @@ enum PostgresSchema {
             CREATE INDEX delivery_attempts_by_delivery ON delivery_attempts (endpoint, position);
             """
         ),
+        // The support audit log (as SQLite's v12): appended, never updated or deleted.
+        (
+            "v6: support audit log",
+            """
+            CREATE TABLE support_actions (
+                id BIGSERIAL PRIMARY KEY, at BIGINT NOT NULL, key_name TEXT NOT NULL, bundle_id TEXT NOT NULL,
+                environment TEXT NOT NULL, customer_id TEXT NOT NULL, action TEXT NOT NULL, target TEXT,
+                request TEXT NOT NULL, outcome TEXT NOT NULL, detail TEXT NOT NULL);
+            CREATE INDEX support_actions_by_customer ON support_actions (bundle_id, environment, customer_id, id);
+            CREATE INDEX support_actions_by_target ON support_actions (environment, target, id) WHERE target IS NOT NULL;
+            """
+        ),
     ]
 
     /// Brings the database's schema up to date on `connection`, under the migration lock; returns the migrations

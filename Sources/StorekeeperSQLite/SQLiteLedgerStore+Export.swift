@@ -160,6 +160,19 @@ extension SQLiteLedgerStore: LedgerExporting {
             page.attempts = rows.map(\.1)
             try await body(page)
         }
+        var lastAction: Int64 = 0
+        while true {
+            let after = lastAction
+            let actions = try await readPage { db in
+                try Row.fetchAll(db, sql: "SELECT * FROM support_actions WHERE id > ? ORDER BY id LIMIT ?", arguments: [after, size])
+                    .map(Self.supportAction)
+            }
+            guard let final = actions.last else { break }
+            lastAction = final.id
+            var page = LedgerPage()
+            page.supportActions = actions
+            try await body(page)
+        }
     }
 
     package func customers() async throws(StorageError) -> [CustomerScope] {

@@ -1,4 +1,5 @@
-import AppStoreModels
+package import AppStoreModels
+import Foundation
 import GRDB
 package import StorekeeperCore
 
@@ -48,5 +49,51 @@ extension SQLiteLedgerStore {
             }
             return ledger
         }
+    }
+}
+
+extension SQLiteLedgerStore {
+    package func recordSupportAction(_ action: SupportAction) async throws(StorageError) -> Int64 {
+        try await write { db, _ in
+            try db.cachedStatement(
+                sql: """
+                    INSERT INTO support_actions (at, key_name, bundle_id, environment, customer_id, action, target, request, outcome, detail)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """
+            ).execute(arguments: [
+                action.at.epochMilliseconds, action.keyName, action.customer.bundleId, action.customer.environment.rawValue,
+                action.customer.customerId, action.action, action.target, SupportAction.text(action.request), action.outcome,
+                SupportAction.text(action.detail),
+            ])
+            return db.lastInsertedRowID
+        }
+    }
+
+    package func supportActions(customer: CustomerKey) async throws(StorageError) -> [SupportAction] {
+        try await read { db in
+            try Row.fetchAll(
+                db.cachedStatement(
+                    sql: "SELECT * FROM support_actions WHERE bundle_id = ? AND environment = ? AND customer_id = ? ORDER BY id"),
+                arguments: [customer.bundleId, customer.environment.rawValue, customer.customerId]
+            ).map(Self.supportAction)
+        }
+    }
+
+    package func supportActions(target: String, environment: AppStoreEnvironment) async throws(StorageError) -> [SupportAction] {
+        try await read { db in
+            try Row.fetchAll(
+                db.cachedStatement(sql: "SELECT * FROM support_actions WHERE environment = ? AND target = ? ORDER BY id"),
+                arguments: [environment.rawValue, target]
+            ).map(Self.supportAction)
+        }
+    }
+
+    static func supportAction(_ row: Row) -> SupportAction {
+        SupportAction(
+            id: row["id"], at: Date(epochMilliseconds: row["at"]), keyName: row["key_name"],
+            customer: CustomerKey(
+                bundleId: row["bundle_id"], environment: AppStoreEnvironment(rawValue: row["environment"]), customerId: row["customer_id"]),
+            action: row["action"], target: row["target"], request: SupportAction.object(row["request"]), outcome: row["outcome"],
+            detail: SupportAction.object(row["detail"]))
     }
 }

@@ -154,6 +154,18 @@ extension SQLiteLedgerStore {
         migrator.registerMigration("v11: outbox of events, customers' states, webhook deliveries") { db in
             try db.execute(sql: outboxSchema)
         }
+        migrator.registerMigration("v12: support audit log") { db in
+            // Appended, never updated or deleted: what support did, who, when, and what came of it. Epoch milliseconds.
+            try db.execute(
+                sql: """
+                    CREATE TABLE support_actions (
+                        id INTEGER PRIMARY KEY, at INTEGER NOT NULL, key_name TEXT NOT NULL, bundle_id TEXT NOT NULL,
+                        environment TEXT NOT NULL, customer_id TEXT NOT NULL, action TEXT NOT NULL, target TEXT,
+                        request TEXT NOT NULL, outcome TEXT NOT NULL, detail TEXT NOT NULL);
+                    CREATE INDEX support_actions_by_customer ON support_actions (bundle_id, environment, customer_id, id);
+                    CREATE INDEX support_actions_by_target ON support_actions (environment, target, id) WHERE target IS NOT NULL;
+                    """)
+        }
         return migrator
     }
 

@@ -73,7 +73,8 @@ package enum StorekeeperApplication {
             guard let verifier = verifiers[app] else { continue }
             orderLookups[app] = .init(client: client, verifier: verifier)
         }
-        SupportAPI(configuration: configuration, store: store, reader: reader, now: now, orderLookups: orderLookups).addRoutes(to: support)
+        SupportAPI(configuration: configuration, store: store, reader: reader, now: now, orderLookups: orderLookups, apiClients: apiClients)
+            .addRoutes(to: support)
         let metricsAnswer: @Sendable () -> Response = {
             Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],

@@ -82,6 +82,15 @@ struct LedgerCopyTests {
         #expect(try await attempt(succeeded, .delivered, skipping: []) == first)
         let second = try await attempt(refused, .retry(at: now.addingTimeInterval(60)), skipping: [first])
         let claimed = [first, second]
+        // The support audit log, in order, with what each action asked and what came of it.
+        let customer = CustomerKey(bundleId: "com.example.storekeeper", environment: .sandbox, customerId: "alice")
+        for (index, outcome) in ["done", "refused", "failed"].enumerated() {
+            _ = try await source.recordSupportAction(
+                SupportAction(
+                    at: now.addingTimeInterval(Double(index)), keyName: "desk", customer: customer, action: "extend-renewal-date",
+                    target: index == 2 ? nil : "2000000000000001", request: ["days": .integer(7), "note": .string("outage \(index) \"é\"")],
+                    outcome: outcome, detail: ["reason": .string("r\(index)")]))
+        }
         let copiedAgain = try await PostgresTestDatabase.openStore()
         _ = try await LedgerCopy.copy(from: source, to: copiedAgain, pageSize: 7)
         let sourceEvents = try await source.events(after: 0, limit: 10_000, filter: EventFilter())
@@ -94,6 +103,10 @@ struct LedgerCopyTests {
             #expect(history.first?.history.isEmpty == false)
             #expect(try await copiedAgain.deliveries(of: position) == history, "delivery of \(position)")
         }
+        let actions = try await source.supportActions(customer: customer)
+        #expect(actions.map(\.outcome) == ["done", "refused", "failed"])
+        #expect(try await copiedAgain.supportActions(customer: customer) == actions)
+        #expect(try await copiedAgain.supportActions(target: "2000000000000001", environment: .sandbox).count == 2)
         await copiedAgain.close()
         #expect(try await target.recoveryWatermark(app) == source.recoveryWatermark(app))
         for notification in notifications {

@@ -181,3 +181,110 @@ struct SupportOrderSearchTests {
         }
     }
 }
+
+@Suite("Storekeeper server: support actions against the simulator's App Store Server API, audited")
+struct SupportExtensionTests {
+    typealias T = RecoveryTestbed
+
+    static func error(_ answer: (status: Int, json: [String: Any])) -> (code: String?, message: String) {
+        let error = answer.json["error"] as? [String: Any]
+        return (error?["code"] as? String, error?["message"] as? String ?? "")
+    }
+
+    @Test(
+        "extending a subscription: Apple's RENEWAL_EXTENDED arrives and the timeline shows the action and its effect; Storekeeper's own limits and Apple's refusals are named and audited"
+    )
+    func extend() async throws {
+        let testbed = try await T(environment: .sandbox)
+        try await testbed.withSimulator { simulatorURL in
+            let configuration = try testbed.configuration(baseURL: simulatorURL, recovery: .init(enabled: false))
+            try await testbed.withServer(configuration) { base in
+                let (bob, carol) = try await testbed.simulator.perform { (engine) throws(SimulatorError) in
+                    try engine.createCustomer(id: "apple-bob")
+                    try engine.createCustomer(id: "apple-carol")
+                    return (
+                        try engine.purchase(.init(customerId: "apple-bob", productId: "pro.monthly")),
+                        try engine.purchase(.init(customerId: "apple-carol", productId: "pro.monthly"))
+                    )
+                }
+                #expect(try await T.submit(bob.signedTransaction, for: "bob", to: base) == 200)
+                #expect(try await T.submit(carol.signedTransaction, for: "carol", to: base) == 200)
+                await testbed.deliverer.deliverDue()
+                let before = try await T.call(.GET, base + "/v1/customers/bob", key: T.appKey)
+                let expiresBefore = try #require((before.json["subscriptions"] as? [[String: Any]])?.first?["expiresDate"] as? Int)
+                let extend = base + "/v1/support/customers/bob/subscriptions/\(bob.originalTransactionId)/extend"
+
+                // Refused before anything is attempted: bad input, another customer's subscription, an app key.
+                for (body, code) in [
+                    (#"{"days": 0, "reason": 3}"#, "invalid-parameter"), (#"{"days": 91, "reason": 3}"#, "invalid-parameter"),
+                    (#"{"days": 7, "reason": 9}"#, "invalid-parameter"), (#"{"days": 7}"#, "malformed-body"),
+                    (#"{"days": 7, "reason": 3, "reasn": 1}"#, "malformed-body"),
+                ] {
+                    let answer = try await T.call(.POST, extend, key: T.supportKey, body: body)
+                    #expect(answer.status == 400 && Self.error(answer).code == code, "\(body): \(answer.json)")
+                }
+                let notTheirs = try await T.call(
+                    .POST, base + "/v1/support/customers/bob/subscriptions/\(carol.originalTransactionId)/extend", key: T.supportKey,
+                    body: #"{"days": 7, "reason": 3}"#)
+                #expect(notTheirs.status == 404 && Self.error(notTheirs).code == "unknown-subscription", "\(notTheirs.json)")
+                #expect(try await T.call(.POST, extend, key: T.appKey, body: #"{"days": 7, "reason": 3}"#).status == 403)
+
+                // Extended: Apple answers, the audit says so, and RENEWAL_EXTENDED moves the expiry.
+                let done = try await T.call(.POST, extend, key: T.supportKey, body: #"{"days": 7, "reason": 3, "note": "outage of 11-24"}"#)
+                #expect(done.status == 200, "\(done.json)")
+                let action = try #require(done.json["action"] as? [String: Any])
+                #expect(
+                    action["outcome"] as? String == "done" && action["keyName"] as? String == "support"
+                        && action["target"] as? String == bob.originalTransactionId)
+                #expect((action["request"] as? [String: Any])?["note"] as? String == "outage of 11-24")
+                #expect((action["detail"] as? [String: Any])?["success"] as? Bool == true)
+                await testbed.deliverer.deliverDue()
+                let after = try await T.call(.GET, base + "/v1/customers/bob", key: T.appKey)
+                let expiresAfter = try #require((after.json["subscriptions"] as? [[String: Any]])?.first?["expiresDate"] as? Int)
+                #expect(expiresAfter == expiresBefore + 7 * 86_400_000, "\(expiresBefore) → \(expiresAfter)")
+                let page = try await T.call(.GET, base + "/v1/support/customers/bob", key: T.supportKey)
+                let types = ((page.json["events"] as? [[String: Any]]) ?? []).compactMap { $0["type"] as? String }
+                #expect(types.contains("subscription.renewal_extended"), "\(types)")
+                let actions = try #require(page.json["actions"] as? [[String: Any]])
+                #expect(actions.count == 1 && actions.first?["outcome"] as? String == "done")
+
+                // A second is allowed; a third within 365 days is refused here, without calling Apple, and audited.
+                #expect(try await T.call(.POST, extend, key: T.supportKey, body: #"{"days": 1, "reason": 1}"#).status == 200)
+                let third = try await T.call(.POST, extend, key: T.adminKey, body: #"{"days": 1, "reason": 1}"#)
+                #expect(third.status == 409 && Self.error(third).code == "extension-refused", "\(third.json)")
+                #expect(Self.error(third).message.contains("twice") || Self.error(third).message.contains("Apple allows 2"), "\(third.json)")
+
+                // Apple's own refusal, named with its meaning: carol's subscription was extended twice at Apple already.
+                try await testbed.act { (engine) throws(SimulatorError) in
+                    _ = try engine.extendRenewalDate(originalTransactionId: carol.originalTransactionId, days: 1)
+                    _ = try engine.extendRenewalDate(originalTransactionId: carol.originalTransactionId, days: 1)
+                }
+                let carolExtend = base + "/v1/support/customers/carol/subscriptions/\(carol.originalTransactionId)/extend"
+                let refused = try await T.call(.POST, carolExtend, key: T.supportKey, body: #"{"days": 3, "reason": 2}"#)
+                #expect(refused.status == 409 && Self.error(refused).code == "app-store-refused", "\(refused.json)")
+                #expect(Self.error(refused).message.contains("SubscriptionMaxExtensionError (4030005)"), "\(refused.json)")
+
+                // Apple failing: 502, audited as failed.
+                try await testbed.act { engine in
+                    var faults = engine.state.faults
+                    faults.failNextAPIRequests = 10
+                    engine.setFaults(faults)
+                }
+                let failed = try await T.call(.POST, carolExtend, key: T.supportKey, body: #"{"days": 3, "reason": 2}"#)
+                #expect(failed.status == 502 && Self.error(failed).code == "app-store-unavailable", "\(failed.json)")
+                let carolPage = try await T.call(.GET, base + "/v1/support/customers/carol", key: T.supportKey)
+                let carolActions = ((carolPage.json["actions"] as? [[String: Any]]) ?? []).compactMap { $0["outcome"] as? String }
+                #expect(carolActions == ["refused", "failed"], "\(carolPage.json)")
+                let bobActions =
+                    ((try await T.call(.GET, base + "/v1/support/customers/bob", key: T.supportKey).json["actions"] as? [[String: Any]]) ?? [])
+                #expect(bobActions.compactMap { $0["outcome"] as? String } == ["done", "done", "refused"])
+                #expect(bobActions.compactMap { $0["keyName"] as? String } == ["support", "support", "admin"])
+                // The log cannot be edited through the API: no route takes another method on it.
+                for method in [HTTPMethod.PUT, .DELETE, .PATCH] {
+                    let answer = try await T.call(method, base + "/v1/support/customers/bob", key: T.adminKey)
+                    #expect(answer.status == 405, "\(method): \(answer.status) \(answer.json)")
+                }
+            }
+        }
+    }
+}

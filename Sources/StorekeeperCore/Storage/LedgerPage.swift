@@ -20,6 +20,8 @@ package struct LedgerPage: Sendable {
     package var deliveries: [CopiedDelivery] = []
     /// Deliveries' attempts, oldest first.
     package var attempts: [CopiedAttempt] = []
+    /// The support audit log, oldest first.
+    package var supportActions: [SupportAction] = []
 
     package init() {}
 
@@ -27,6 +29,7 @@ package struct LedgerPage: Sendable {
     package var count: Int {
         transactions.count + subscriptions.count + links.count + tokenOwners.count + notifications.count + refused.count + watermarks.count
             + issuedTokens.count + events.count + customerStates.count + endpoints.count + deliveries.count + attempts.count
+            + supportActions.count
     }
 }
 

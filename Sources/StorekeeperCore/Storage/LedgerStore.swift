@@ -69,6 +69,16 @@ package protocol LedgerStore: DeliveryStore, Sendable {
     /// renewal infos carry, and of `lookup`'s token, so ``Ledger/customer(of:)`` names each purchase's customer.
     func supportLookup(_ lookup: SupportLookup, in apps: [VerifierKey]) async throws(StorageError) -> Ledger
 
+    /// Appends an action to the support audit log; returns its ID. The log is append-only.
+    func recordSupportAction(_ action: SupportAction) async throws(StorageError) -> Int64
+
+    /// The audit log's actions on a customer, oldest first.
+    func supportActions(customer: CustomerKey) async throws(StorageError) -> [SupportAction]
+
+    /// The audit log's actions on a purchase (an original transaction ID) in an environment, oldest first, whoever
+    /// owned it.
+    func supportActions(target: String, environment: AppStoreEnvironment) async throws(StorageError) -> [SupportAction]
+
     /// The original transaction IDs of every auto-renewable subscription of an app in an environment, sorted.
     func subscriptionFamilies(bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> [String]
 

@@ -11,6 +11,14 @@ extension APIError.Code {
     package static let wrongScope = Self(rawValue: "wrong-scope")
     /// A support search found nothing in the ledger, and Look Up Order ID failed at the App Store (502).
     package static let orderLookupFailed = Self(rawValue: "order-lookup-failed")
+    /// Storekeeper's own checks refused a support action (Apple's limits, a family member's copy) (409).
+    package static let extensionRefused = Self(rawValue: "extension-refused")
+    /// The App Store refused a support action; the message gives Apple's error name, code and meaning (409).
+    package static let appStoreRefused = Self(rawValue: "app-store-refused")
+    /// The App Store could not be reached or failed (502).
+    package static let appStoreUnavailable = Self(rawValue: "app-store-unavailable")
+    /// The customer has no such subscription in the app and environment (404).
+    package static let unknownSubscription = Self(rawValue: "unknown-subscription")
     /// A support search found no customer (404).
     package static let noMatch = Self(rawValue: "no-match")
     /// An app this server is not configured for.

@@ -1,4 +1,5 @@
 import AppStoreModels
+import AppStoreServerAPI
 import Foundation
 import Hummingbird
 import HummingbirdAuth
@@ -17,6 +18,8 @@ struct SupportAPI: Sendable {
     let now: @Sendable () -> Date
     /// The App Store Server API of each app and environment with credentials, for order IDs.
     let orderLookups: [VerifierKey: SupportSearch.OrderLookup]
+    /// The App Store Server API clients, for actions (renewal-date extensions).
+    let apiClients: [VerifierKey: AppStoreServerAPIClient]
 
     /// The most events a customer page shows (the latest ones); `GET /v1/events?customer=…` pages through all.
     static let timelineLimit = 500
@@ -27,6 +30,12 @@ struct SupportAPI: Sendable {
         }
         group.get("/customers/:customerId") { request, context in
             try await customer(request, customerId: try CustomerAPI.customerId(context), identity: try context.requireIdentity())
+        }
+        group.post("/customers/:customerId/subscriptions/:originalTransactionId/extend") { request, context in
+            try await extend(
+                request, customerId: try CustomerAPI.customerId(context),
+                originalTransactionId: context.parameters.get("originalTransactionId") ?? "",
+                identity: try context.requireIdentity())
         }
     }
 
@@ -85,9 +94,11 @@ struct SupportAPI: Sendable {
             throw APIError(.serviceUnavailable, .storageUnavailable, "the ledger could not be read")
         }
         let ledger: Ledger
+        let actions: [SupportAction]
         var events: [LedgerEvent] = []
         do {
             ledger = try await store.ledger(for: customerId, bundleId: bundleId, environment: environment)
+            actions = try await store.supportActions(customer: CustomerKey(bundleId: bundleId, environment: environment, customerId: customerId))
             let filter = EventFilter(bundleIds: [bundleId], environment: environment, customerId: customerId)
             var after: Int64 = 0
             while true {
@@ -105,7 +116,9 @@ struct SupportAPI: Sendable {
             .sorted { ($0.info.purchaseDate, $0.info.transactionId) < ($1.info.purchaseDate, $1.info.transactionId) }
             .map { Purchase(source: $0.source, transaction: $0.info) }
         // Written as parts: the state and the events are JSON already (the customer read's, the events API's).
-        var body = ByteBuffer(string: "{\"customer\":")
+        var body = ByteBuffer(string: "{\"actions\":")
+        body.writeBytes((try? AppStoreJSON.makeEncoder().encode(actions)) ?? Data("[]".utf8))
+        body.writeString(",\"customer\":")
         body.writeImmutableBuffer(state)
         body.writeString(",\"events\":[")
         for (index, event) in events.enumerated() {
@@ -123,5 +136,74 @@ struct SupportAPI: Sendable {
     struct Purchase: Encodable {
         var source: String
         var transaction: TransactionInfo
+    }
+
+    /// `{"days": 1-90, "reason": 0-3, "note"?}`, read strictly.
+    struct ExtendBody: Decodable {
+        var days: Int
+        var reason: Int
+        var note: String?
+    }
+
+    /// `POST /v1/support/customers/{id}/subscriptions/{originalTransactionId}/extend` — Extend a Subscription Renewal
+    /// Date at the App Store for one of the customer's subscriptions (``SubscriptionExtender``), audited.
+    func extend(_ request: Request, customerId: String, originalTransactionId: String, identity: APIKeyIdentity) async throws -> Response {
+        let query = try QueryParameters(request, allowed: ["bundleId", "environment"])
+        guard !originalTransactionId.isEmpty, originalTransactionId.utf8.count <= 64,
+            originalTransactionId.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
+        else {
+            throw APIError(
+                .badRequest, .invalidParameter,
+                "\(UntrustedText.quoted(originalTransactionId, limit: 64)) is not an original transaction ID (Apple's are digits)")
+        }
+        let buffer = try await StorekeeperApplication.readBody(request)
+        let body: ExtendBody
+        do {
+            body = try StrictJSONDecoder.decode(ExtendBody.self, from: Array(buffer.readableBytesView), file: "the body")
+        } catch {
+            throw APIError(
+                .badRequest, .malformedBody,
+                #"the body must be JSON {"days": 1-90, "reason": 0-3, "note": "…"}: "# + UntrustedText.escaped(error.message, limit: 300))
+        }
+        guard SubscriptionExtender.days.contains(body.days) else {
+            throw APIError(.badRequest, .invalidParameter, "days is \(body.days): the App Store extends by 1 to 90 days")
+        }
+        guard ExtendReasonCode.knownValues.map(\.rawValue).contains(body.reason) else {
+            throw APIError(
+                .badRequest, .invalidParameter,
+                "reason is \(body.reason): give 0 (undeclared), 1 (customer satisfaction), 2 (other) or 3 (service issue or outage)")
+        }
+        if let note = body.note, note.utf8.count > 500 {
+            throw APIError(.badRequest, .invalidParameter, "note is \(note.utf8.count) bytes: at most 500")
+        }
+        let (bundleId, environment) = try CustomerAPI.scope(of: query, identity: identity, configuration.apps)
+        let app = VerifierKey(bundleId: bundleId, environment: environment)
+        let extender = SubscriptionExtender(store: store, client: apiClients[app], now: now)
+        let outcome: SubscriptionExtender.Outcome
+        do {
+            outcome = try await extender.extend(
+                originalTransactionId, of: CustomerKey(bundleId: bundleId, environment: environment, customerId: customerId), days: body.days,
+                reason: ExtendReasonCode(rawValue: body.reason), note: body.note, keyName: identity.name)
+        } catch {
+            throw APIError(.serviceUnavailable, .storageUnavailable, "the ledger could not be read or the action recorded; retry")
+        }
+        struct Done: Encodable { var action: SupportAction }
+        switch outcome {
+        case .extended(let action):
+            return StorekeeperApplication.jsonResponse(Done(action: action))
+        case .refused(let action, let reason):
+            let code: APIError.Code = action.detail["appleErrorCode"] == nil ? .extensionRefused : .appStoreRefused
+            throw APIError(.conflict, code, reason + " (audit record \(action.id))")
+        case .failed(let action, let reason):
+            throw APIError(.badGateway, .appStoreUnavailable, reason + " (audit record \(action.id))")
+        case .unknownSubscription:
+            throw APIError(
+                .notFound, .unknownSubscription,
+                "customer '\(customerId)' has no subscription \(originalTransactionId) in \(bundleId) (\(environment.rawValue))")
+        case .noCredentials:
+            throw APIError(
+                .notFound, .noCredentials,
+                "app \(bundleId) (\(environment.rawValue)) has no App Store Server API credentials (serverAPI in the configuration)")
+        }
     }
 }

@@ -1,0 +1,106 @@
+package import AppStoreModels
+package import AppStoreServerAPI
+package import Foundation
+
+/// Extends one customer's subscription at the App Store (Extend a Subscription Renewal Date), after Storekeeper's own
+/// checks of Apple's limits, and writes every attempt to the support audit log (``SupportAction``). The renewal date
+/// itself moves when the App Store's `RENEWAL_EXTENDED` notification arrives, as every change does.
+package struct SubscriptionExtender: Sendable {
+    package var store: any LedgerStore
+    /// The app's App Store Server API (`nil`: no credentials, nothing is attempted).
+    package var client: AppStoreServerAPIClient?
+    package var now: @Sendable () -> Date
+
+    package init(store: any LedgerStore, client: AppStoreServerAPIClient?, now: @escaping @Sendable () -> Date) {
+        self.store = store
+        self.client = client
+        self.now = now
+    }
+
+    /// Apple's limits: 1-90 days a request, at most twice in 365 days per subscription.
+    package static let days = 1...90
+    package static let extensionsPerYear = 2
+
+    package enum Outcome: Sendable {
+        /// The App Store extended it; the audit record says to when.
+        case extended(SupportAction)
+        /// Refused by Storekeeper's checks or by the App Store; recorded, with why.
+        case refused(SupportAction, reason: String)
+        /// The App Store could not be reached or failed; recorded.
+        case failed(SupportAction, reason: String)
+        /// The customer has no such subscription in the app and environment: nothing attempted, nothing recorded.
+        case unknownSubscription
+        /// The app has no App Store Server API credentials: nothing attempted.
+        case noCredentials
+    }
+
+    /// Extends `originalTransactionId`, a subscription of `customer`'s, by `days` for `reason`, on behalf of the API
+    /// key named `keyName`; `note` is the support person's (kept in the audit record, at most 500 bytes).
+    package func extend(
+        _ originalTransactionId: String, of customer: CustomerKey, days: Int, reason: ExtendReasonCode, note: String?, keyName: String
+    ) async throws(StorageError) -> Outcome {
+        let ledger = try await store.ledger(for: customer.customerId, bundleId: customer.bundleId, environment: customer.environment)
+        let key = LedgerKey(customer.environment, originalTransactionId)
+        let theirs = ledger.transactions.values.filter {
+            $0.info.originalTransactionId == originalTransactionId && $0.info.bundleId == customer.bundleId
+                && $0.info.environment == customer.environment && ledger.customer(of: $0) == customer.customerId
+        }
+        guard let latest = theirs.max(by: { $0.info.purchaseDate < $1.info.purchaseDate }), latest.info.type == .autoRenewable,
+            ledger.subscriptions[key] != nil
+        else { return .unknownSubscription }
+        guard let client else { return .noCredentials }
+        var request: [String: JSONValue] = ["days": .integer(Int64(days)), "reason": .integer(Int64(reason.rawValue))]
+        if let note { request["note"] = .string(String(note.utf8.prefix(500)) ?? "") }
+        let at = now()
+        func record(_ outcome: String, _ detail: [String: JSONValue]) async throws(StorageError) -> SupportAction {
+            var action = SupportAction(
+                at: at, keyName: keyName, customer: customer, action: SupportAction.Kind.extendRenewalDate.rawValue, target: originalTransactionId,
+                request: request, outcome: outcome, detail: detail)
+            action.id = try await store.recordSupportAction(action)
+            return action
+        }
+        // Storekeeper's checks first: what Apple would refuse is refused here, without spending a call.
+        if latest.info.inAppOwnershipType == .familyShared {
+            let reason = "a family member's shared copy cannot be extended directly: extend the purchaser's subscription"
+            return .refused(try await record("refused", ["reason": .string(reason), "code": .string("family-shared")]), reason: reason)
+        }
+        let yearAgo = at.addingTimeInterval(-365 * 86_400)
+        let recent = try await store.supportActions(target: originalTransactionId, environment: customer.environment).filter {
+            $0.action == SupportAction.Kind.extendRenewalDate.rawValue && $0.outcome == "done" && $0.at > yearAgo
+        }
+        if recent.count >= Self.extensionsPerYear {
+            let reason = "extended \(recent.count) times in the past 365 days already: Apple allows \(Self.extensionsPerYear)"
+            return .refused(try await record("refused", ["reason": .string(reason), "code": .string("extension-limit")]), reason: reason)
+        }
+        let identifier = UUID().uuidString.lowercased()
+        let asked = ExtendRenewalDateRequest(extendByDays: days, extendReasonCode: reason, requestIdentifier: identifier)
+        var detail: [String: JSONValue] = ["requestIdentifier": .string(identifier)]
+        let answer: ExtendRenewalDateResponse
+        do throws(AppStoreServerAPIError) {
+            answer = try await client.extendRenewalDate(originalTransactionId, asked)
+        } catch {
+            if let code = error.errorCode, let named = APIErrorCode.named(code), let status = error.httpStatus, (400..<500).contains(status),
+                status != 429
+            {
+                // Apple refused: its code, name and meaning.
+                detail["appleErrorCode"] = .integer(Int64(code))
+                detail["appleError"] = .string(named.name)
+                let reason = "the App Store refused: \(named.name) (\(code)): \(named.message)"
+                detail["reason"] = .string(reason)
+                return .refused(try await record("refused", detail), reason: reason)
+            }
+            let reason = "the App Store could not be reached or failed: \(UntrustedText.escaped(error.detail, limit: 300))"
+            detail["reason"] = .string(reason)
+            return .failed(try await record("failed", detail), reason: reason)
+        }
+        detail["success"] = .bool(answer.success ?? false)
+        if let effective = answer.effectiveDate { detail["effectiveDate"] = .integer(effective.epochMilliseconds) }
+        if let line = answer.webOrderLineItemId { detail["webOrderLineItemId"] = .string(line) }
+        guard answer.success == true else {
+            let reason = "the App Store answered without success"
+            detail["reason"] = .string(reason)
+            return .refused(try await record("refused", detail), reason: reason)
+        }
+        return .extended(try await record("done", detail))
+    }
+}
