@@ -73,7 +73,7 @@ package enum StorekeeperApplication {
             guard let verifier = verifiers[app] else { continue }
             orderLookups[app] = .init(client: client, verifier: verifier)
         }
-        SupportAPI(configuration: configuration, store: store, reader: reader, now: now, orderLookups: orderLookups, apiClients: apiClients)
+        SupportAPI(configuration: configuration, store: store, reader: reader, now: now, appStore: orderLookups)
             .addRoutes(to: support)
         let metricsAnswer: @Sendable () -> Response = {
             Response(

@@ -287,4 +287,35 @@ struct SupportExtensionTests {
             }
         }
     }
+
+    @Test("a customer's refunds come from Apple's refund history, verified, for each of their purchases; an unknown customer is a 404")
+    func refunds() async throws {
+        let testbed = try await T(environment: .sandbox)
+        try await testbed.withSimulator { simulatorURL in
+            let configuration = try testbed.configuration(baseURL: simulatorURL, recovery: .init(enabled: false))
+            try await testbed.withServer(configuration) { base in
+                let (unlock, monthly) = try await testbed.simulator.perform { (engine) throws(SimulatorError) in
+                    try engine.createCustomer(id: "apple-dan")
+                    return (
+                        try engine.purchase(.init(customerId: "apple-dan", productId: "unlock.lifetime")),
+                        try engine.purchase(.init(customerId: "apple-dan", productId: "pro.monthly"))
+                    )
+                }
+                #expect(try await T.submit(unlock.signedTransaction, for: "dan", to: base) == 200)
+                #expect(try await T.submit(monthly.signedTransaction, for: "dan", to: base) == 200)
+                let none = try await T.call(.GET, base + "/v1/support/customers/dan/refunds", key: T.supportKey)
+                #expect(none.status == 200 && (none.json["refunds"] as? [Any])?.isEmpty == true, "\(none.json)")
+                #expect(none.json["purchasesChecked"] as? Int == 2)
+                try await testbed.advance(by: 3_600)
+                try await testbed.act { (engine) throws(SimulatorError) in try engine.refund(transactionId: unlock.transactionId) }
+                let refunded = try await T.call(.GET, base + "/v1/support/customers/dan/refunds", key: T.supportKey)
+                let refunds = try #require(refunded.json["refunds"] as? [[String: Any]], "\(refunded.json)")
+                #expect(refunds.count == 1 && refunds.first?["transactionId"] as? String == unlock.transactionId)
+                #expect(refunds.first?["revocationDate"] as? Int != nil)
+                let unknown = try await T.call(.GET, base + "/v1/support/customers/nobody/refunds", key: T.supportKey)
+                #expect(unknown.status == 404 && Self.error(unknown).code == "unknown-customer", "\(unknown.json)")
+                #expect(try await T.call(.GET, base + "/v1/support/customers/dan/refunds", key: T.appKey).status == 403)
+            }
+        }
+    }
 }

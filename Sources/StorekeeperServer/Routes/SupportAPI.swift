@@ -1,5 +1,6 @@
 import AppStoreModels
 import AppStoreServerAPI
+import AppStoreSigning
 import Foundation
 import Hummingbird
 import HummingbirdAuth
@@ -16,10 +17,9 @@ struct SupportAPI: Sendable {
     let store: any LedgerStore
     let reader: CustomerReader<ByteBuffer>
     let now: @Sendable () -> Date
-    /// The App Store Server API of each app and environment with credentials, for order IDs.
-    let orderLookups: [VerifierKey: SupportSearch.OrderLookup]
-    /// The App Store Server API clients, for actions (renewal-date extensions).
-    let apiClients: [VerifierKey: AppStoreServerAPIClient]
+    /// The App Store Server API of each app and environment with credentials, and the verifier of what it answers:
+    /// for order IDs, refund history and actions.
+    let appStore: [VerifierKey: SupportSearch.OrderLookup]
 
     /// The most events a customer page shows (the latest ones); `GET /v1/events?customer=…` pages through all.
     static let timelineLimit = 500
@@ -30,6 +30,9 @@ struct SupportAPI: Sendable {
         }
         group.get("/customers/:customerId") { request, context in
             try await customer(request, customerId: try CustomerAPI.customerId(context), identity: try context.requireIdentity())
+        }
+        group.get("/customers/:customerId/refunds") { request, context in
+            try await refunds(request, customerId: try CustomerAPI.customerId(context), identity: try context.requireIdentity())
         }
         group.post("/customers/:customerId/subscriptions/:originalTransactionId/extend") { request, context in
             try await extend(
@@ -58,7 +61,7 @@ struct SupportAPI: Sendable {
         }
         let found: SupportSearch.Result
         do {
-            found = try await SupportSearch(store: store, apps: apps(for: identity), orderLookups: orderLookups).searchWithOrders(text)
+            found = try await SupportSearch(store: store, apps: apps(for: identity), orderLookups: appStore).searchWithOrders(text)
         } catch {
             throw APIError(.serviceUnavailable, .storageUnavailable, "the ledger could not be searched; retry")
         }
@@ -178,7 +181,7 @@ struct SupportAPI: Sendable {
         }
         let (bundleId, environment) = try CustomerAPI.scope(of: query, identity: identity, configuration.apps)
         let app = VerifierKey(bundleId: bundleId, environment: environment)
-        let extender = SubscriptionExtender(store: store, client: apiClients[app], now: now)
+        let extender = SubscriptionExtender(store: store, client: appStore[app]?.client, now: now)
         let outcome: SubscriptionExtender.Outcome
         do {
             outcome = try await extender.extend(
@@ -205,5 +208,55 @@ struct SupportAPI: Sendable {
                 .notFound, .noCredentials,
                 "app \(bundleId) (\(environment.rawValue)) has no App Store Server API credentials (serverAPI in the configuration)")
         }
+    }
+
+    /// `GET /v1/support/customers/{id}/refunds` — the customer's refunds as the App Store records them (Get Refund
+    /// History for each of their purchases' Apple accounts, every transaction verified), newest first.
+    func refunds(_ request: Request, customerId: String, identity: APIKeyIdentity) async throws -> Response {
+        let query = try QueryParameters(request, allowed: ["bundleId", "environment"])
+        let (bundleId, environment) = try CustomerAPI.scope(of: query, identity: identity, configuration.apps)
+        guard let api = appStore[VerifierKey(bundleId: bundleId, environment: environment)] else {
+            throw APIError(
+                .notFound, .noCredentials,
+                "app \(bundleId) (\(environment.rawValue)) has no App Store Server API credentials (serverAPI in the configuration)")
+        }
+        let ledger: Ledger
+        do {
+            guard try await store.customerExists(customerId, bundleId: bundleId, environment: environment) else {
+                throw APIError(.notFound, .unknownCustomer, "no customer '\(customerId)' for \(bundleId) in \(environment)")
+            }
+            ledger = try await store.ledger(for: customerId, bundleId: bundleId, environment: environment)
+        } catch let error as APIError {
+            throw error
+        } catch {
+            throw APIError(.serviceUnavailable, .storageUnavailable, "the ledger could not be read")
+        }
+        // One call per purchase family: Apple answers for the whole Apple account of the transaction given, and a
+        // customer may have bought with several accounts.
+        let families = Set(
+            ledger.transactions.values.filter { $0.info.bundleId == bundleId && ledger.customer(of: $0) == customerId }
+                .map(\.info.originalTransactionId)
+        ).sorted()
+        var refunds: [String: TransactionInfo] = [:]
+        for family in families {
+            do {
+                for try await page in try api.client.refunds(family, verifier: api.verifier) {
+                    for transaction in page { refunds[transaction.payload.transactionId] = transaction.payload }
+                }
+            } catch {
+                throw APIError(
+                    .badGateway, .appStoreUnavailable,
+                    "Get Refund History failed for \(family): \(UntrustedText.escaped(String(describing: error), limit: 300))")
+            }
+        }
+        struct Refunds: Encodable {
+            var refunds: [TransactionInfo]
+            /// The purchases whose Apple accounts were asked.
+            var purchasesChecked: Int
+        }
+        let sorted = refunds.values.sorted {
+            ($0.revocationDate ?? .distantPast, $0.transactionId) > ($1.revocationDate ?? .distantPast, $1.transactionId)
+        }
+        return StorekeeperApplication.jsonResponse(Refunds(refunds: sorted, purchasesChecked: families.count))
     }
 }

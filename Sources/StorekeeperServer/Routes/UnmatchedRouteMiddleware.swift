@@ -23,6 +23,7 @@ struct UnmatchedRouteMiddleware<Context: RequestContext>: RouterMiddleware {
         case (4, "v1", "admin", let id?) where third == "events" && !id.isEmpty: return "GET"
         case (3, "v1", "support", "search"): return "GET"
         case (4, "v1", "support", let id?) where third == "customers" && !id.isEmpty: return "GET"
+        case (5, "v1", "support", "refunds") where third == "customers": return "GET"
         case (7, "v1", "support", "extend") where third == "customers" && parts.dropFirst(4).first == "subscriptions": return "POST"
         default: return nil
         }
