@@ -97,6 +97,13 @@ package enum StorekeeperApplication {
                 )
             }
         }
+        // The OpenAPI 3.1 document of the routes above (Resources/openapi.json, kept true by OpenAPIDocumentTests).
+        let openAPI: @Sendable () -> Response = {
+            Response(
+                status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: PackageResources.openapi_json)))
+        }
+        router.get("/openapi.json") { _, _ in openAPI() }
+        router.head("/openapi.json") { _, _ in withoutBody(openAPI()) }
         router.get("/metrics") { _, _ in metricsAnswer() }
         router.get("/health") { _, _ in await healthAnswer() }
         // HEAD, as some monitoring probes ask: the same status and headers, no body.

@@ -11,7 +11,7 @@ struct UnmatchedRouteMiddleware<Context: RequestContext>: RouterMiddleware {
         let third = parts.dropFirst(2).first ?? ""
         switch (parts.count, parts.first, parts.dropFirst().first, parts.last) {
         case (2, "appstore", "notifications", _): return "POST"
-        case (1, "metrics", _, _), (1, "health", _, _): return "GET, HEAD"
+        case (1, "metrics", _, _), (1, "health", _, _), (1, "openapi.json", _, _): return "GET, HEAD"
         case (3, "v1", "customers", let id?) where !id.isEmpty: return "GET, DELETE"
         case (4, "v1", "customers", "transactions") where !third.isEmpty: return "POST"
         case (4, "v1", "customers", "app-account-token") where !third.isEmpty: return "POST"
