@@ -156,7 +156,11 @@ package enum ServerBenchmark {
         let configuration = ServerConfiguration(
             apps: [.init(bundleId: "com.example.storekeeper", appAppleId: 6_450_000_001, environments: [.sandbox], trustedRoots: [rootFile.path])],
             entitlements: entitlementConfiguration,
-            apiKeys: [.init(name: "bench", sha256: ServerConfiguration.hash(apiKey: key), scope: .app, bundleId: "com.example.storekeeper")],
+            apiKeys: [
+                .init(name: "bench", sha256: ServerConfiguration.hash(apiKey: key), scope: .app, bundleId: "com.example.storekeeper"),
+                // `bench support`'s key: the bench key with `.support` appended.
+                .init(name: "bench-support", sha256: ServerConfiguration.hash(apiKey: key + ".support"), scope: .support, bundleId: nil),
+            ],
             customerCache: .init(capacity: cacheCapacity), webhooks: webhooks
         )
         var logger = Logger(label: "bench")

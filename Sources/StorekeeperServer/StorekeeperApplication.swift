@@ -68,12 +68,12 @@ package enum StorekeeperApplication {
         AdminAPI(reconcilers: reconcilers, apps: configuration.apps.map(\.bundleId)).addRoutes(to: v1)
         let support = router.group("/v1/support").add(
             middleware: APIKeyAuthenticator(configuration: configuration, scopes: [.support, .admin], routes: "the support API"))
-        var orderLookups: [VerifierKey: SupportSearch.OrderLookup] = [:]
+        var appStore: [VerifierKey: AppStoreAccess] = [:]
         for (app, client) in apiClients {
             guard let verifier = verifiers[app] else { continue }
-            orderLookups[app] = .init(client: client, verifier: verifier)
+            appStore[app] = .init(client: client, verifier: verifier)
         }
-        SupportAPI(configuration: configuration, store: store, reader: reader, now: now, appStore: orderLookups)
+        SupportAPI(configuration: configuration, store: store, reader: reader, now: now, appStore: appStore)
             .addRoutes(to: support)
         let metricsAnswer: @Sendable () -> Response = {
             Response(

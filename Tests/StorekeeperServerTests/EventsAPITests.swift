@@ -70,10 +70,16 @@ struct EventsAPITests {
                 ("/v1/events?after=12", "invalid-cursor"), ("/v1/events?limit=0", "invalid-parameter"), ("/v1/events?wait=61", "invalid-parameter"),
                 ("/v1/events?type=subscription.renewd", "invalid-parameter"), ("/v1/events?afer=c1.1", "unknown-parameter"),
                 ("/v1/events?customer=a%20b", "invalid-customer-id"), ("/v1/events/evt_nope", "invalid-parameter"),
-                ("/v1/events?environment=Production", "unknown-environment"),
+                ("/v1/events?environment=Production", "unknown-environment"), ("/v1/events?li%6Dit=1", "unknown-parameter"),
             ] {
                 let answer = try await client.send(.get, path, key: T.appKey)
                 #expect(answer.status == 400 && answer.errorCode == code, "\(path): \(answer.json)")
+            }
+            // A parameter name written percent-encoded is named as such; empty pieces between separators are nothing.
+            let encoded = try await client.send(.get, "/v1/events?li%6Dit=1", key: T.appKey)
+            #expect(encoded.errorMessage.contains(#"write "limit""#), "\(encoded.json)")
+            for path in ["/v1/events?&&limit=1", "/v1/events?limit=1&", "/v1/events?&"] {
+                #expect(try await client.send(.get, path, key: T.appKey).status == 200, "\(path)")
             }
             // A mistyped type is named with the nearest; a name close to none lists them all.
             let mistyped = try await client.send(.get, "/v1/events?type=subscription.renewd", key: T.appKey)

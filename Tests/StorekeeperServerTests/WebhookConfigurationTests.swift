@@ -32,6 +32,17 @@ struct WebhookConfigurationTests {
         "every mistake is refused at load, with the setting named",
         arguments: [
             (endpoint(#", "url": "ftp://hooks.example.com/""#), "webhooks[0].url", "not an http:// or https:// URL"),
+            // A secret pasted into the URL (url and secret swapped): named, never repeated (checked below for every case).
+            (endpoint(#", "url": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw""#), "webhooks[0].url", "whsec_… (38 characters, not shown)"),
+            (endpoint(#", "url": "https://hooks.example.com/storekeeper#part""#), "webhooks[0].url", "has a #fragment"),
+            (
+                endpoint(#", "previousSecrets": ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]"#), "webhooks[0].previousSecrets[0]",
+                "repeats the current secret"
+            ),
+            (
+                endpoint(#", "eventTypes": ["subscription.renewed", "subscription.renewed"]"#), "webhooks[0].eventTypes[1]",
+                "is listed twice"
+            ),
             (endpoint(#", "url": "hooks.example.com/x""#), "webhooks[0].url", "not an http:// or https:// URL"),
             (endpoint(#", "url": "https://user:hunter2pw@hooks.example.com/""#), "webhooks[0].url", "carries a user or password"),
             (endpoint(#", "url": "ftp://user:hunter2pw@hooks.example.com/""#), "webhooks[0].url", "carries a user or password"),
@@ -82,8 +93,10 @@ struct WebhookConfigurationTests {
         #expect(rotated?.message.contains("MfKQ9r8") == false)
         let events = #expect(throws: ConfigurationError.self) { try Self.load(webhooks: "", extra: #", "events": {"retentionDay": 3}"#) }
         #expect(events?.message.contains("retentionDays") == true, "\(events?.message ?? "")")
-        let range = #expect(throws: ConfigurationError.self) { try Self.load(webhooks: "", extra: #", "events": {"retentionDays": 0}"#) }
-        #expect(range?.setting == "events.retentionDays")
+        for days in ["0", "1.5", "0.0001", "3651"] {
+            let range = #expect(throws: ConfigurationError.self) { try Self.load(webhooks: "", extra: #", "events": {"retentionDays": \#(days)}"#) }
+            #expect(range?.setting == "events.retentionDays" && range?.message.contains("whole number of days") == true, "\(days)")
+        }
     }
 
     @Test("restorePolicy is keep by default, transfer when asked; anything else is refused, named")

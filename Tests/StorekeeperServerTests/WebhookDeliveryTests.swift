@@ -74,6 +74,13 @@ struct WebhookDeliveryTests {
             let accepted = records.filter { ["ok", "slow", "big"].contains($0.behaviour) }
             let big = try #require(records.firstIndex { $0.behaviour == "big" })
             #expect(!records[(big + 1)...].contains { $0.id == records[big].id }, "a 2xx with a big body was taken for a failure")
+            // Its record keeps the first 512 bytes and says how much more there was (the read stops past 1 MiB).
+            let bigEvent = try #require(events.first { $0.id.description == records[big].id })
+            let bigAttempt = try await store.deliveries(of: bigEvent.position).first?.history.last
+            let excerpt = bigAttempt?.responseExcerpt ?? ""
+            #expect(
+                excerpt.hasPrefix(String(repeating: "y", count: 512) + "…(over 1 MiB, ") && excerpt.hasSuffix("+ more bytes)"),
+                "\(excerpt.suffix(60))")
             #expect(Set(accepted.compactMap(\.id)) == Set(events.map(\.id.description)), "every event arrived")
             #expect(records.count > events.count, "the failures were retried")
             // Exactly once after deduplication, and per customer in sequence order.
@@ -100,6 +107,39 @@ struct WebhookDeliveryTests {
             await group.triggerGracefulShutdown()
             try await tasks.next()
         }
+    }
+
+    @Test(
+        "an attempt on its way when the server stops is not counted: the receiver did nothing wrong, and no retry step is spent",
+        .enabled(if: PythonReceiver.isAvailable, PythonReceiver.missing))
+    func stopMidAttempt() async throws {
+        var testbed = try ServerTestbed()
+        let secret = WebhookSecret.generate()
+        let receiver = try PythonReceiver(secret: secret, plan: ["slow"])
+        let endpoint = ServerConfiguration.WebhookEndpoint(
+            name: "backend", url: "http://127.0.0.1:\(receiver.port)/", secret: secret, timeoutSeconds: 10, retryScheduleSeconds: [0.1])
+        let store = testbed.store
+        _ = try await store.fanOut(endpoint.route, limit: 1, now: Date())
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let token = try await store.appAccountToken(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox, renew: false)
+        try testbed.engine.createCustomer(id: "apple-alice")
+        _ = try testbed.engine.purchase(.init(customerId: "apple-alice", productId: "pro.monthly", appAccountToken: token))
+        let verifier = try #require(try testbed.configuration.makeVerifiers().first { $0.key.bundleId == "com.example.storekeeper" }?.value)
+        store.outbox.configure(entitlements: testbed.configuration.entitlements, clock: { ServerTestbed.start })
+        for record in testbed.engine.state.notifications { _ = try await store.apply(try await verifier.verifyNotification(record.signedPayload)) }
+        let service = WebhookDeliveryService(store: store, endpoints: [endpoint], logger: logger, metrics: StorekeeperMetrics.discarded)
+        // The receiver takes 3 s to answer; the server stops after 1.
+        let task = Task { try await service.run() }
+        let deadline = ContinuousClock.now.advanced(by: .seconds(20))
+        while receiver.records.isEmpty, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        try await Task.sleep(for: .seconds(1))
+        task.cancel()
+        _ = try? await task.value
+        let event = try #require(try await store.events(after: 0, limit: 10, filter: EventFilter()).first)
+        let interrupted = try await store.deliveries(of: event.position)
+        #expect(interrupted.first?.attempts == 0 && interrupted.first?.history.isEmpty == true, "\(interrupted)")
+        #expect(interrupted.first?.status == "pending")
     }
 
     @Test(

@@ -156,7 +156,7 @@ package struct StorekeeperMetrics: Sendable {
         gauge(Name.credentialsRefused, [("bundle_id", bundleId), ("environment", environment)]).record(refused ? 1 : 0)
     }
 
-    /// A recovery run that finished: when, and how far behind its watermark is.
+    /// One webhook delivery attempt, by what came of it (`delivered`, `failed`, `dead_lettered`).
     package func webhookAttempt(endpoint: String, outcome: String) {
         counter(Name.webhookAttempts, [("endpoint", endpoint), ("outcome", outcome)]).increment()
     }

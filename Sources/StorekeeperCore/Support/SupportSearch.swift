@@ -45,18 +45,7 @@ package struct SupportSearch: Sendable {
     package var apps: [VerifierKey]
     /// The App Store Server API of the searched production apps that have credentials, for order IDs (Look Up Order ID
     /// exists in production only).
-    package var orderLookups: [VerifierKey: OrderLookup]
-
-    /// One app's App Store Server API and the verifier of what it answers.
-    package struct OrderLookup: Sendable {
-        package var client: AppStoreServerAPIClient
-        package var verifier: SignedDataVerifier
-
-        package init(client: AppStoreServerAPIClient, verifier: SignedDataVerifier) {
-            self.client = client
-            self.verifier = verifier
-        }
-    }
+    package var orderLookups: [VerifierKey: AppStoreAccess]
 
     /// What a search found, and the order look-ups that failed (the rest of the search still answers).
     package struct Result: Sendable {
@@ -65,7 +54,7 @@ package struct SupportSearch: Sendable {
         package var lookupFailures: [String]
     }
 
-    package init(store: any LedgerStore, apps: [VerifierKey], orderLookups: [VerifierKey: OrderLookup] = [:]) {
+    package init(store: any LedgerStore, apps: [VerifierKey], orderLookups: [VerifierKey: AppStoreAccess] = [:]) {
         self.store = store
         self.apps = apps
         // Look Up Order ID has no sandbox URL: orders are production purchases.
@@ -159,5 +148,16 @@ package struct SupportSearch: Sendable {
             }
         }
         return found
+    }
+}
+
+/// One app's App Store Server API and the verifier of what it answers.
+package struct AppStoreAccess: Sendable {
+    package var client: AppStoreServerAPIClient
+    package var verifier: SignedDataVerifier
+
+    package init(client: AppStoreServerAPIClient, verifier: SignedDataVerifier) {
+        self.client = client
+        self.verifier = verifier
     }
 }

@@ -6,8 +6,40 @@ package struct ConfigurationError: Error, CustomStringConvertible, Sendable {
     package var setting: String?
 
     package init(_ message: String, setting: String? = nil) {
-        self.message = message
+        self.message = Self.hidingSecrets(message)
         self.setting = setting
+    }
+
+    /// `text` with every webhook secret (`whsec_…`) and API key (`sk_…`) in it replaced by a note of its length: a
+    /// secret pasted into the wrong field (a URL, a name) is quoted by the error naming that field, and errors reach
+    /// logs.
+    static func hidingSecrets(_ text: String) -> String {
+        guard text.contains("whsec_") || text.contains("sk_") else { return text }
+        let characters = Array(text)
+        func isSecretCharacter(_ character: Character) -> Bool {
+            character.isASCII && (character.isLetter || character.isNumber || "+/=_-".contains(character))
+        }
+        var out = ""
+        var index = 0
+        while index < characters.count {
+            // A prefix at the start of a word (`task_runner` holds no API key).
+            let atWord = index == 0 || !(characters[index - 1].isLetter || characters[index - 1].isNumber)
+            let prefix = ["whsec_", "sk_"].first { prefix in
+                atWord && characters.count - index >= prefix.count && String(characters[index..<index + prefix.count]) == prefix
+            }
+            if let prefix {
+                var end = index + prefix.count
+                while end < characters.count, isSecretCharacter(characters[end]) { end += 1 }
+                if end - index - prefix.count >= 8 {
+                    out += "\(prefix)… (\(end - index) characters, not shown)"
+                    index = end
+                    continue
+                }
+            }
+            out.append(characters[index])
+            index += 1
+        }
+        return out
     }
 
     package var description: String { "configuration: \(message)" }

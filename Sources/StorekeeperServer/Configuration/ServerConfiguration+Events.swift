@@ -133,9 +133,10 @@ extension ServerConfiguration {
 
     /// Checks the `webhooks` and `events` settings, naming the one at fault.
     func validateEvents() throws(ConfigurationError) {
-        if !(events.retentionDays > 0 && events.retentionDays <= 3_650) {
+        // Whole days: a fraction (0.0001 is nine seconds) would drop events before most consumers read them.
+        if !(events.retentionDays >= 1 && events.retentionDays <= 3_650 && events.retentionDays.rounded() == events.retentionDays) {
             throw ConfigurationError(
-                "events.retentionDays must be more than 0 and at most 3650, not \(ConfigurationError.number(events.retentionDays))",
+                "events.retentionDays must be a whole number of days from 1 to 3650, not \(ConfigurationError.number(events.retentionDays))",
                 setting: "events.retentionDays")
         }
         if !(events.expiryCheckSeconds >= 1 && events.expiryCheckSeconds <= 3_600) {
@@ -178,6 +179,10 @@ extension ServerConfiguration {
                         "\(at).url's port \(UntrustedText.quoted(String(port), limit: 24)) is not a port: 1 to 65535", setting: "\(at).url")
                 }
             }
+            guard url.fragment == nil, !endpoint.url.contains("#") else {
+                throw ConfigurationError(
+                    "\(at).url has a #fragment, which is never sent to the receiver: leave it out", setting: "\(at).url")
+            }
             guard urls.insert(Self.canonical(url)).inserted else {
                 throw ConfigurationError("\(at).url repeats another endpoint's URL: one endpoint per URL", setting: "\(at).url")
             }
@@ -189,10 +194,24 @@ extension ServerConfiguration {
                     throw ConfigurationError("\(setting): \(error.description)", setting: setting)
                 }
             }
-            for (name, list) in [("apps", endpoint.apps), ("environments", endpoint.environments), ("eventTypes", endpoint.eventTypes)]
-            where list?.isEmpty == true {
+            // The same secret twice would send the same signature twice; each previous secret is another one.
+            let secrets = [endpoint.secret] + endpoint.previousSecrets
+            if let repeated = secrets.indices.dropFirst().first(where: { secrets[..<$0].contains(secrets[$0]) }) {
                 throw ConfigurationError(
-                    "\(at).\(name) is empty: the endpoint would receive nothing (leave it out for all)", setting: "\(at).\(name)")
+                    "\(at).previousSecrets[\(repeated - 1)] repeats \(secrets.firstIndex(of: secrets[repeated]) == 0 ? "the current secret" : "another previous secret"): give each secret once",
+                    setting: "\(at).previousSecrets[\(repeated - 1)]")
+            }
+            for (name, list) in [("apps", endpoint.apps), ("environments", endpoint.environments), ("eventTypes", endpoint.eventTypes)] {
+                if list?.isEmpty == true {
+                    throw ConfigurationError(
+                        "\(at).\(name) is empty: the endpoint would receive nothing (leave it out for all)", setting: "\(at).\(name)")
+                }
+                let values = list ?? []
+                if let repeated = values.indices.dropFirst().first(where: { values[..<$0].contains(values[$0]) }) {
+                    throw ConfigurationError(
+                        "\(at).\(name)[\(repeated)] \(UntrustedText.quoted(values[repeated], limit: 160)) is listed twice: give each once",
+                        setting: "\(at).\(name)[\(repeated)]")
+                }
             }
             for (offset, app) in (endpoint.apps ?? []).enumerated() where !apps.contains(where: { $0.bundleId == app }) {
                 throw ConfigurationError(

@@ -57,7 +57,12 @@ extension ServerConfiguration {
                 return false
             }()
             if !noSecrets, path.hasSuffix(".secret") || path.hasSuffix(".previousSecrets") || path.contains(".previousSecrets[") {
-                value = "\"whsec_…\""
+                // One mask per secret: during a rotation the operator sees how many are still accepted.
+                if case .array(let elements) = node.value {
+                    value = "[" + Array(repeating: "\"whsec_…\"", count: elements.count).joined(separator: ", ") + "]"
+                } else {
+                    value = "\"whsec_…\""
+                }
                 note = "masked"
             }
             if path.hasSuffix(".sha256"), case .string(let hash) = node.value {

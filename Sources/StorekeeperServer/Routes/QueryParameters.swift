@@ -1,4 +1,5 @@
 import AppStoreModels
+import Foundation
 import Hummingbird
 import StorekeeperHTTP
 
@@ -12,9 +13,17 @@ struct QueryParameters {
     init(_ request: Request, allowed: [String]) throws(APIError) {
         parameters = request.uri.queryParameters
         var index = 0
-        for (name, _) in parameters {
+        for (name, value) in parameters {
+            defer { index += 1 }
+            // `?&limit=1` and `?limit=1&`: an empty piece between separators is no parameter.
+            if name.isEmpty, value.isEmpty { continue }
             guard allowed.contains(where: { $0 == name }) else {
                 let shown = UntrustedText.quoted(String(name), limit: 64)
+                if name.contains("%"), let decoded = String(name).removingPercentEncoding, allowed.contains(decoded) {
+                    throw APIError(
+                        .badRequest, .unknownParameter,
+                        "query parameter names are read as written, not percent-decoded: write \"\(decoded)\", not \(shown)")
+                }
                 let hint =
                     DidYouMean.nearest(to: String(name), among: allowed).map { ": did you mean \"\($0)\"?" }
                     ?? (allowed.isEmpty ? ": this route takes none" : " (this route takes \(allowed.joined(separator: ", ")))")
@@ -24,7 +33,6 @@ struct QueryParameters {
             guard !parameters.prefix(index).contains(where: { $0.key == name }) else {
                 throw APIError(.badRequest, .repeatedParameter, "the query parameter \"\(name)\" is given twice")
             }
-            index += 1
         }
     }
 

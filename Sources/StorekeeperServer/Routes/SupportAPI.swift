@@ -19,7 +19,7 @@ struct SupportAPI: Sendable {
     let now: @Sendable () -> Date
     /// The App Store Server API of each app and environment with credentials, and the verifier of what it answers:
     /// for order IDs, refund history and actions.
-    let appStore: [VerifierKey: SupportSearch.OrderLookup]
+    let appStore: [VerifierKey: AppStoreAccess]
 
     /// The most events a customer page shows (the latest ones); `GET /v1/events?customer=…` pages through all.
     static let timelineLimit = 500
@@ -54,7 +54,7 @@ struct SupportAPI: Sendable {
         guard let text = query.string("q")?.trimmingCharacters(in: .whitespaces), !text.isEmpty else {
             throw APIError(
                 .badRequest, .invalidParameter,
-                "give q: a customer ID, a transaction ID, an original transaction ID or an app account token")
+                "give q: a customer ID, a transaction ID, an original transaction ID, an app account token or an order ID")
         }
         guard text.utf8.count <= 128 else {
             throw APIError(.badRequest, .invalidParameter, "q is \(text.utf8.count) bytes: no ID searched here is longer than 128")

@@ -18,6 +18,8 @@ struct OutboxService: Service {
     let metrics: StorekeeperMetrics
 
     func run() async throws {
+        // The series exists from the start (0), so that an alert on it sees a value, not "no data".
+        metrics.expiryEvents(0)
         let expiry = LeasedSchedule(
             lease: JobLease(store: store, job: "event-expiry", duration: leaseDuration),
             interval: .milliseconds(Int64(settings.expiryCheckSeconds * 1_000)), logger: logger)

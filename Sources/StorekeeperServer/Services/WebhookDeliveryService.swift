@@ -119,13 +119,13 @@ package struct WebhookDeliveryService: Service {
                 continue
             }
             // At most `maxConcurrency` requests in flight; the claim's deliveries recorded together.
-            let finished = await withTaskGroup(of: FinishedAttempt.self) { group in
+            let finished = await withTaskGroup(of: FinishedAttempt?.self) { group in
                 var finished: [FinishedAttempt] = []
                 for (index, delivery) in claimed.enumerated() {
-                    if index >= endpoint.maxConcurrency, let attempt = await group.next() { finished.append(attempt) }
+                    if index >= endpoint.maxConcurrency, let attempt = await group.next(), let attempt { finished.append(attempt) }
                     group.addTask { await deliver(delivery, to: endpoint, secrets: secrets, timeout: timeout, client: client) }
                 }
-                for await attempt in group { finished.append(attempt) }
+                for await attempt in group { if let attempt { finished.append(attempt) } }
                 return finished
             }
             // Recorded even when the service is stopping (from a task of its own: a store refuses work for a cancelled
@@ -150,12 +150,20 @@ package struct WebhookDeliveryService: Service {
         }
     }
 
-    /// One attempt, and what becomes of the delivery (recorded with the batch's).
+    /// One attempt, and what becomes of the delivery (recorded with the batch's); `nil` when the server stopped
+    /// while the attempt was on its way and it did not succeed: the receiver did nothing wrong, so no attempt is
+    /// counted, and the delivery is taken up again when its claim lapses.
     func deliver(
         _ delivery: ClaimedDelivery, to endpoint: ServerConfiguration.WebhookEndpoint, secrets: [WebhookSecret], timeout: Duration, client: HTTPClient
-    ) async -> FinishedAttempt {
+    ) async -> FinishedAttempt? {
         let event = delivery.event
         let attempt = await Self.send(event, to: endpoint.url, secrets: secrets, timeout: timeout, client: client)
+        if !attempt.succeeded, Task.isCancelled || Task.isShuttingDownGracefully {
+            logger.info(
+                "event delivery interrupted by the server stopping; not counted as an attempt",
+                metadata: ["webhook.endpoint": .string(endpoint.name), "event.id": .string(event.id.description)])
+            return nil
+        }
         let outcome: DeliveryOutcome
         let attemptNumber = delivery.attempts + 1
         if attempt.succeeded {
@@ -211,7 +219,7 @@ package struct WebhookDeliveryService: Service {
             let response = try await client.execute(request, deadline: deadline)
             // The whole answer within the timeout, its body too: a receiver that sends its status and then stalls has not
             // answered. Its first bytes are kept for the record; past 1 MiB the rest is not read (the status decides).
-            let head = try await Self.within(deadline) {
+            let (head, keptBytes, read) = try await Self.within(deadline) {
                 var kept: [UInt8] = []
                 var read = 0
                 for try await chunk in response.body {
@@ -221,10 +229,17 @@ package struct WebhookDeliveryService: Service {
                     read += chunk.readableBytes
                     if read > Self.longestBodyRead { break }
                 }
-                return String(decoding: kept, as: UTF8.self)
+                return (String(decoding: kept, as: UTF8.self), kept.count, read)
             }
             let status = Int(response.status.code)
-            let shown = head.isEmpty ? nil : UntrustedText.escaped(head, limit: DeliveryAttempt.maximumExcerpt)
+            // The kept bytes escaped whole (an escape is at most 6 characters a byte), then what the excerpt leaves out
+            // of the body, counted in the body's bytes (past 1 MiB the rest was not read).
+            var shown = head.isEmpty ? nil : UntrustedText.escaped(head, limit: DeliveryAttempt.maximumExcerpt * 6)
+            if read > keptBytes, let excerpt = shown {
+                shown =
+                    excerpt
+                    + "…(\(read > Self.longestBodyRead ? "over 1 MiB, " : "")\(read - keptBytes)\(read > Self.longestBodyRead ? "+" : "") more bytes)"
+            }
             return DeliveryAttempt(
                 attemptedAt: attemptedAt, statusCode: status, latencyMilliseconds: elapsed(),
                 error: (200..<300).contains(status) ? nil : "HTTP \(status)", responseExcerpt: shown)

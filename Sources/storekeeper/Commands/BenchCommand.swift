@@ -9,7 +9,8 @@ struct BenchCommand: AsyncParsableCommand {
         commandName: "bench",
         abstract: "Measure Storekeeper's performance on this machine (results as JSON).",
         subcommands: [
-            VerifyBench.self, IngestBench.self, EventsBench.self, EntitlementsBench.self, MemoryBench.self, SimulatorBench.self, ReconcileBench.self,
+            VerifyBench.self, IngestBench.self, EventsBench.self, EntitlementsBench.self, SupportBench.self, MemoryBench.self, SimulatorBench.self,
+            ReconcileBench.self,
         ]
     )
 
@@ -119,6 +120,35 @@ struct BenchCommand: AsyncParsableCommand {
             options.writesPerSecond = writeRate
             options.externalLoad = externalLoad.map { ($0, ProcessInfo.processInfo.environment["STOREKEEPER_BENCH_API_KEY"] ?? "") }
             try JSONOutput.print(try await ServerBenchmark.entitlements(options))
+        }
+    }
+
+    struct SupportBench: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "support",
+            abstract: "Support searches and customer pages over loopback HTTP on a seeded ledger (customers with a year of renewals)."
+        )
+        @Option(help: "Customers in the ledger (half subscribers).") var customers: Int = 10_000
+        @Option(help: "Months of renewals of each subscriber.") var renewals: Int = 12
+        @Option(help: "Requests of each kind (search by customer ID, transaction ID, token; customer page).") var count: Int = 2_000
+        @Option(help: "Concurrent clients.") var concurrency: Int = 16
+        @OptionGroup var storage: BenchStorageOptions
+
+        func validate() throws {
+            try storage.validate()
+            guard count > 0, customers > 0, concurrency > 0, (0...120).contains(renewals) else {
+                throw ValidationError("--count, --customers and --concurrency must be positive; --renewals is 0 to 120")
+            }
+        }
+
+        func run() async throws {
+            var options = ServerBenchmark.SupportOptions()
+            options.customers = customers
+            options.renewals = renewals
+            options.count = count
+            options.concurrency = concurrency
+            options.storage = storage.storage
+            try JSONOutput.print(try await ServerBenchmark.support(options))
         }
     }
 

@@ -1,0 +1,72 @@
+import AppStoreSigning
+import Foundation
+import NIOHTTP1
+import StorekeeperCore
+
+extension ServerBenchmark {
+    /// How `bench support` runs.
+    package struct SupportOptions: Sendable {
+        /// Customers in the ledger (half with a lifetime unlock, half with a monthly subscription), each purchase with
+        /// the customer's app account token.
+        package var customers = 10_000
+        /// Months of renewals of each subscriber.
+        package var renewals = 12
+        /// Requests of each kind.
+        package var count = 2_000
+        package var concurrency = 16
+        package var storage = Storage.sqlite
+
+        package init() {}
+    }
+
+    /// What `bench support` prints: each kind of request at full speed.
+    package struct SupportResult: Codable, Sendable {
+        package var benchmark = "support"
+        package var storage: String
+        package var customers: Int
+        package var renewalNotificationsSeeded: Int
+        /// `GET /v1/support/search?q=` by customer ID, original transaction ID (also a transaction ID), app account token.
+        package var searchByCustomerId: Run
+        package var searchByTransactionId: Run
+        package var searchByAppAccountToken: Run
+        /// `GET /v1/support/customers/{id}`: state, purchases, timeline and audit.
+        package var customerPage: Run
+    }
+
+    /// Seeds a ledger through the app API and the webhook, then measures support searches and customer pages over
+    /// HTTP with a support key.
+    package static func support(_ options: SupportOptions) async throws -> SupportResult {
+        let (purchases, history, _) = try makeSubscribers(
+            customers: options.customers, renewals: options.renewals, changes: false, appAccountTokens: true)
+        // The IDs support is given, read from the transactions the app submitted.
+        var ids: [(customer: String, transaction: String, token: String)] = []
+        for (customer, jws) in purchases {
+            let segments = jws.split(separator: ".")
+            guard segments.count == 3, let payload = try? Base64URL.decode(segments[1].utf8),
+                let object = try? JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any],
+                let transaction = object["transactionId"] as? String, let token = object["appAccountToken"] as? String
+            else { throw VerifyBenchmark.BenchmarkError(message: "a seeded transaction of \(customer) has no transaction ID or token") }
+            ids.append((customer, transaction, token))
+        }
+        // Spread over the customers (7,919 is prime: every customer in turn when count exceeds them).
+        let picks = (0..<options.count).map { ids[($0 * 7_919) % ids.count] }
+        return try await withServer(storage: options.storage, cacheCapacity: 0) { ports, key, _, description in
+            let seeding = try await seed(purchases, history: history, ports: ports, apiKey: key)
+            await seeding.close()
+            let headers = [("Authorization", "Bearer \(key).support")]
+            func run(_ path: @escaping @Sendable ((customer: String, transaction: String, token: String)) -> String) async throws -> Run {
+                let measured = try await drive(picks, ports: ports, concurrency: options.concurrency, rate: nil) { connection, pick in
+                    try await connection.send(.GET, path(pick), headers: headers)
+                }
+                guard measured.failures == 0 else { throw VerifyBenchmark.BenchmarkError(message: "\(measured.failures) support requests failed") }
+                return measured
+            }
+            return SupportResult(
+                storage: description, customers: options.customers, renewalNotificationsSeeded: history.count,
+                searchByCustomerId: try await run { "/v1/support/search?q=\($0.customer)" },
+                searchByTransactionId: try await run { "/v1/support/search?q=\($0.transaction)" },
+                searchByAppAccountToken: try await run { "/v1/support/search?q=\($0.token)" },
+                customerPage: try await run { "/v1/support/customers/\($0.customer)?environment=Sandbox" })
+        }
+    }
+}
