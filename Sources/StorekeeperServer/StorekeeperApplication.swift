@@ -73,7 +73,7 @@ package enum StorekeeperApplication {
             guard let verifier = verifiers[app] else { continue }
             appStore[app] = .init(client: client, verifier: verifier)
         }
-        SupportAPI(configuration: configuration, store: store, reader: reader, now: now, appStore: appStore)
+        SupportAPI(configuration: configuration, store: store, reader: reader, now: now, appStore: appStore, logger: logger)
             .addRoutes(to: support)
         let metricsAnswer: @Sendable () -> Response = {
             Response(

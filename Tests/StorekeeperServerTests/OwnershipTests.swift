@@ -151,7 +151,8 @@ struct OwnershipTests {
             #expect(unnamed.status == 400 && unnamed.errorCode == "bundle-id-required", "\(unnamed.json)")
             #expect(
                 (unnamed.json["error"] as? [String: Any])?["message"] as? String
-                    == "an admin key reads one app's customers: give bundleId, one of com.example.storekeeper, com.example.other")
+                    == "this key is not limited to one app, and reads one app's customers at a time: give bundleId, one of com.example.storekeeper, com.example.other"
+            )
             let unknown = try await client.send(.get, "/v1/customers/bob?environment=Sandbox&bundleId=com.evil%0A", key: T.adminKey)
             #expect(unknown.status == 400 && unknown.errorCode == "unknown-app", "\(unknown.json)")
             #expect((unknown.json["error"] as? [String: Any])?["message"] as? String == #"no app 'com.evil\n' is configured on this server"#)

@@ -230,13 +230,17 @@ struct SupportExtensionTests {
                 #expect(try await T.call(.POST, extend, key: T.appKey, body: #"{"days": 7, "reason": 3}"#).status == 403)
 
                 // Extended: Apple answers, the audit says so, and RENEWAL_EXTENDED moves the expiry.
-                let done = try await T.call(.POST, extend, key: T.supportKey, body: #"{"days": 7, "reason": 3, "note": "outage of 11-24"}"#)
+                let empty = try await T.call(.POST, extend, key: T.supportKey, body: "")
+                #expect(empty.status == 400 && Self.error(empty).message.contains("the body is empty"), "\(empty.json)")
+                let done = try await T.call(
+                    .POST, extend, key: T.supportKey, body: #"{"days": 7, "reason": 3, "note": "outage of 11-24\n\u202e<b>"}"#)
                 #expect(done.status == 200, "\(done.json)")
                 let action = try #require(done.json["action"] as? [String: Any])
                 #expect(
                     action["outcome"] as? String == "done" && action["keyName"] as? String == "support"
                         && action["target"] as? String == bob.originalTransactionId)
-                #expect((action["request"] as? [String: Any])?["note"] as? String == "outage of 11-24")
+                // The note is kept escaped, as all untrusted text in a record is.
+                #expect((action["request"] as? [String: Any])?["note"] as? String == "outage of 11-24\\n\\u{202E}<b>", "\(action)")
                 #expect((action["detail"] as? [String: Any])?["success"] as? Bool == true)
                 await testbed.deliverer.deliverDue()
                 let after = try await T.call(.GET, base + "/v1/customers/bob", key: T.appKey)
@@ -246,10 +250,13 @@ struct SupportExtensionTests {
                 let types = ((page.json["events"] as? [[String: Any]]) ?? []).compactMap { $0["type"] as? String }
                 #expect(types.contains("subscription.renewal_extended"), "\(types)")
                 let actions = try #require(page.json["actions"] as? [[String: Any]])
-                #expect(actions.count == 1 && actions.first?["outcome"] as? String == "done")
+                #expect(actions.compactMap { $0["outcome"] as? String } == ["refused", "done"], "the probe of carol's subscription is recorded too")
 
-                // A second is allowed; a third within 365 days is refused here, without calling Apple, and audited.
-                #expect(try await T.call(.POST, extend, key: T.supportKey, body: #"{"days": 1, "reason": 1}"#).status == 200)
+                // A second is allowed (the path's ID percent-decoded); a third within 365 days is refused here, without
+                // calling Apple, and audited.
+                let first = String(format: "%%%02X", bob.originalTransactionId.utf8.first ?? 0)
+                let encoded = base + "/v1/support/customers/bob/subscriptions/\(first)\(bob.originalTransactionId.dropFirst())/extend"
+                #expect(try await T.call(.POST, encoded, key: T.supportKey, body: #"{"days": 1, "reason": 1}"#).status == 200)
                 let third = try await T.call(.POST, extend, key: T.adminKey, body: #"{"days": 1, "reason": 1}"#)
                 #expect(third.status == 409 && Self.error(third).code == "extension-refused", "\(third.json)")
                 #expect(Self.error(third).message.contains("twice") || Self.error(third).message.contains("Apple allows 2"), "\(third.json)")
@@ -277,8 +284,13 @@ struct SupportExtensionTests {
                 #expect(carolActions == ["refused", "failed"], "\(carolPage.json)")
                 let bobActions =
                     ((try await T.call(.GET, base + "/v1/support/customers/bob", key: T.supportKey).json["actions"] as? [[String: Any]]) ?? [])
-                #expect(bobActions.compactMap { $0["outcome"] as? String } == ["done", "done", "refused"])
-                #expect(bobActions.compactMap { $0["keyName"] as? String } == ["support", "support", "admin"])
+                #expect(bobActions.compactMap { $0["outcome"] as? String } == ["refused", "done", "done", "refused"])
+                #expect(bobActions.compactMap { $0["keyName"] as? String } == ["support", "support", "support", "admin"])
+                // Erased, then met again under the same ID: a new identity, whose page shows none of the earlier actions.
+                #expect(try await T.call(.DELETE, base + "/v1/customers/bob", key: T.adminKey).status == 200)
+                #expect(try await T.call(.POST, base + "/v1/customers/bob/app-account-token", key: T.appKey).status == 200)
+                let newBob = try await T.call(.GET, base + "/v1/support/customers/bob", key: T.supportKey)
+                #expect(newBob.status == 200 && (newBob.json["actions"] as? [Any])?.isEmpty == true, "\(newBob.json)")
                 // The log cannot be edited through the API: no route takes another method on it.
                 for method in [HTTPMethod.PUT, .DELETE, .PATCH] {
                     let answer = try await T.call(method, base + "/v1/support/customers/bob", key: T.adminKey)
@@ -294,24 +306,33 @@ struct SupportExtensionTests {
         try await testbed.withSimulator { simulatorURL in
             let configuration = try testbed.configuration(baseURL: simulatorURL, recovery: .init(enabled: false))
             try await testbed.withServer(configuration) { base in
-                let (unlock, monthly) = try await testbed.simulator.perform { (engine) throws(SimulatorError) in
+                let (unlock, monthly, coins) = try await testbed.simulator.perform { (engine) throws(SimulatorError) in
                     try engine.createCustomer(id: "apple-dan")
                     return (
                         try engine.purchase(.init(customerId: "apple-dan", productId: "unlock.lifetime")),
-                        try engine.purchase(.init(customerId: "apple-dan", productId: "pro.monthly"))
+                        try engine.purchase(.init(customerId: "apple-dan", productId: "pro.monthly")),
+                        // The same Apple account, signed in to the app as another customer.
+                        try engine.purchase(.init(customerId: "apple-dan", productId: "coins.100"))
                     )
                 }
                 #expect(try await T.submit(unlock.signedTransaction, for: "dan", to: base) == 200)
                 #expect(try await T.submit(monthly.signedTransaction, for: "dan", to: base) == 200)
+                #expect(try await T.submit(coins.signedTransaction, for: "eve", to: base) == 200)
                 let none = try await T.call(.GET, base + "/v1/support/customers/dan/refunds", key: T.supportKey)
                 #expect(none.status == 200 && (none.json["refunds"] as? [Any])?.isEmpty == true, "\(none.json)")
                 #expect(none.json["purchasesChecked"] as? Int == 2)
                 try await testbed.advance(by: 3_600)
-                try await testbed.act { (engine) throws(SimulatorError) in try engine.refund(transactionId: unlock.transactionId) }
+                try await testbed.act { (engine) throws(SimulatorError) in
+                    try engine.refund(transactionId: unlock.transactionId)
+                    try engine.refund(transactionId: coins.transactionId)
+                }
                 let refunded = try await T.call(.GET, base + "/v1/support/customers/dan/refunds", key: T.supportKey)
                 let refunds = try #require(refunded.json["refunds"] as? [[String: Any]], "\(refunded.json)")
                 #expect(refunds.count == 1 && refunds.first?["transactionId"] as? String == unlock.transactionId)
                 #expect(refunds.first?["revocationDate"] as? Int != nil)
+                // Apple answers for the whole account: eve's refund is eve's, never shown on dan's page.
+                let eve = try await T.call(.GET, base + "/v1/support/customers/eve/refunds", key: T.supportKey)
+                #expect(((eve.json["refunds"] as? [[String: Any]]) ?? []).compactMap { $0["transactionId"] as? String } == [coins.transactionId])
                 let unknown = try await T.call(.GET, base + "/v1/support/customers/nobody/refunds", key: T.supportKey)
                 #expect(unknown.status == 404 && Self.error(unknown).code == "unknown-customer", "\(unknown.json)")
                 #expect(try await T.call(.GET, base + "/v1/support/customers/dan/refunds", key: T.appKey).status == 403)

@@ -1,6 +1,7 @@
 package import AppStoreModels
 package import AppStoreServerAPI
 package import Foundation
+import Synchronization
 
 /// Extends one customer's subscription at the App Store (Extend a Subscription Renewal Date), after Storekeeper's own
 /// checks of Apple's limits, and writes every attempt to the support audit log (``SupportAction``). The renewal date
@@ -10,16 +11,22 @@ package struct SubscriptionExtender: Sendable {
     /// The app's App Store Server API (`nil`: no credentials, nothing is attempted).
     package var client: AppStoreServerAPIClient?
     package var now: @Sendable () -> Date
+    /// The longest the App Store is waited for (the request's answer must come within the server's response timeout).
+    package var budget: Duration
 
-    package init(store: any LedgerStore, client: AppStoreServerAPIClient?, now: @escaping @Sendable () -> Date) {
+    package init(store: any LedgerStore, client: AppStoreServerAPIClient?, now: @escaping @Sendable () -> Date, budget: Duration = .seconds(20)) {
         self.store = store
         self.client = client
         self.now = now
+        self.budget = budget
     }
 
     /// Apple's limits: 1-90 days a request, at most twice in 365 days per subscription.
     package static let days = 1...90
     package static let extensionsPerYear = 2
+
+    /// The subscriptions (environment and original transaction ID) being extended by this process now.
+    static let inFlight = Mutex(Set<String>())
 
     package enum Outcome: Sendable {
         /// The App Store extended it; the audit record says to when.
@@ -28,8 +35,8 @@ package struct SubscriptionExtender: Sendable {
         case refused(SupportAction, reason: String)
         /// The App Store could not be reached or failed; recorded.
         case failed(SupportAction, reason: String)
-        /// The customer has no such subscription in the app and environment: nothing attempted, nothing recorded.
-        case unknownSubscription
+        /// The customer has no such subscription in the app and environment: nothing attempted; recorded.
+        case unknownSubscription(SupportAction)
         /// The app has no App Store Server API credentials: nothing attempted.
         case noCredentials
     }
@@ -45,12 +52,9 @@ package struct SubscriptionExtender: Sendable {
             $0.info.originalTransactionId == originalTransactionId && $0.info.bundleId == customer.bundleId
                 && $0.info.environment == customer.environment && ledger.customer(of: $0) == customer.customerId
         }
-        guard let latest = theirs.max(by: { $0.info.purchaseDate < $1.info.purchaseDate }), latest.info.type == .autoRenewable,
-            ledger.subscriptions[key] != nil
-        else { return .unknownSubscription }
-        guard let client else { return .noCredentials }
         var request: [String: JSONValue] = ["days": .integer(Int64(days)), "reason": .integer(Int64(reason.rawValue))]
-        if let note { request["note"] = .string(String(note.utf8.prefix(500)) ?? "") }
+        // The support person's text, escaped as all untrusted text is before it reaches a record.
+        if let note { request["note"] = .string(UntrustedText.escaped(note, limit: 3_000)) }
         let at = now()
         func record(_ outcome: String, _ detail: [String: JSONValue]) async throws(StorageError) -> SupportAction {
             var action = SupportAction(
@@ -59,6 +63,21 @@ package struct SubscriptionExtender: Sendable {
             action.id = try await store.recordSupportAction(action)
             return action
         }
+        guard let latest = theirs.max(by: { $0.info.purchaseDate < $1.info.purchaseDate }), latest.info.type == .autoRenewable,
+            ledger.subscriptions[key] != nil
+        else {
+            // Recorded too: asking for a subscription that is not the customer's leaves a trace.
+            let reason = "not a subscription of this customer's in this app and environment"
+            return .unknownSubscription(try await record("refused", ["reason": .string(reason), "code": .string("unknown-subscription")]))
+        }
+        guard let client else { return .noCredentials }
+        // One extension of a subscription at a time on this server: two at once would both pass the limit below.
+        let flight = "\(customer.environment.rawValue) \(originalTransactionId)"
+        guard Self.inFlight.withLock({ $0.insert(flight).inserted }) else {
+            let reason = "another extension of this subscription is on its way: try again when it has answered"
+            return .refused(try await record("refused", ["reason": .string(reason), "code": .string("in-progress")]), reason: reason)
+        }
+        defer { _ = Self.inFlight.withLock { $0.remove(flight) } }
         // Storekeeper's checks first: what Apple would refuse is refused here, without spending a call.
         if latest.info.inAppOwnershipType == .familyShared {
             let reason = "a family member's shared copy cannot be extended directly: extend the purchaser's subscription"
@@ -76,8 +95,22 @@ package struct SubscriptionExtender: Sendable {
         let asked = ExtendRenewalDateRequest(extendByDays: days, extendReasonCode: reason, requestIdentifier: identifier)
         var detail: [String: JSONValue] = ["requestIdentifier": .string(identifier)]
         let answer: ExtendRenewalDateResponse
+        let called = await withinBudget(budget) { () -> Swift.Result<ExtendRenewalDateResponse, AppStoreServerAPIError> in
+            do throws(AppStoreServerAPIError) {
+                return .success(try await client.extendRenewalDate(originalTransactionId, asked))
+            } catch {
+                return .failure(error)
+            }
+        }
+        guard let called else {
+            let reason =
+                "the App Store did not answer within \(budget.components.seconds) s: the extension may have been made; "
+                + "look for RENEWAL_EXTENDED in the customer's timeline before trying again"
+            detail["reason"] = .string(reason)
+            return .failed(try await record("failed", detail), reason: reason)
+        }
         do throws(AppStoreServerAPIError) {
-            answer = try await client.extendRenewalDate(originalTransactionId, asked)
+            answer = try called.get()
         } catch {
             if let code = error.errorCode, let named = APIErrorCode.named(code), let status = error.httpStatus, (400..<500).contains(status),
                 status != 429
@@ -102,5 +135,19 @@ package struct SubscriptionExtender: Sendable {
             return .refused(try await record("refused", detail), reason: reason)
         }
         return .extended(try await record("done", detail))
+    }
+}
+
+/// `body`'s result, or `nil` when `budget` passes first (`body` is then cancelled).
+package func withinBudget<T: Sendable>(_ budget: Duration, _ body: @escaping @Sendable () async -> T) async -> T? {
+    await withTaskGroup(of: T?.self) { group in
+        group.addTask { await body() }
+        group.addTask {
+            try? await Task.sleep(for: budget)
+            return nil
+        }
+        let first = await group.next() ?? nil
+        group.cancelAll()
+        return first
     }
 }

@@ -1,6 +1,7 @@
 package import AppStoreModels
 package import AppStoreServerAPI
 package import AppStoreSigning
+import Foundation
 
 /// One ID a support person searches by, as a customer or Apple's emails give it.
 package enum SupportLookup: Sendable, Hashable {
@@ -61,27 +62,57 @@ package struct SupportSearch: Sendable {
         self.orderLookups = orderLookups.filter { apps.contains($0.key) && $0.key.environment == .production }
     }
 
-    /// Whether `text` may be an order ID (what Look Up Order ID takes: 1-64 letters and digits), and is not only
-    /// digits (Apple's transaction IDs are).
+    /// Whether `text` is shaped like an order ID as Apple's emailed receipts print them: upper-case letters and digits
+    /// (1-64, what Look Up Order ID takes), at least one letter (all digits is a transaction ID). Your own customer
+    /// IDs, in lower case, are never sent to Apple.
     static func mayBeOrderId(_ text: String) -> Bool {
         !text.isEmpty && text.utf8.count <= 64
-            && text.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0)) }
-            && text.unicodeScalars.contains { $0.properties.isAlphabetic }
+            && text.utf8.allSatisfy { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+            && text.utf8.contains { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }
     }
 
-    /// ``search(_:)`` and, when `text` may be an order ID, Look Up Order ID at each searched app with credentials.
-    package func searchWithOrders(_ text: String) async throws(StorageError) -> Result {
-        var matches = Set(try await search(text))
-        var failures: [String] = []
-        if Self.mayBeOrderId(text) {
-            for (app, lookup) in orderLookups.sorted(by: { $0.key.description < $1.key.description }) {
-                let transactions: [VerifiedSignedData<TransactionInfo>]
-                do {
-                    transactions = try await lookup.client.orderTransactions(text, verifier: lookup.verifier)
-                } catch {
-                    failures.append("\(app): Look Up Order ID failed: \(UntrustedText.escaped(String(describing: error), limit: 300))")
-                    continue
+    /// ``search(_:)``; and, when nothing matched in the ledger and `text` is shaped like an order ID, Look Up Order ID
+    /// at each searched production app with credentials, all at once, each given at most `budget` (a look-up still
+    /// running then is reported as a failure: the search answers within the server's response timeout).
+    package func searchWithOrders(_ text: String, budget: Duration = .seconds(20)) async throws(StorageError) -> Result {
+        let local = try await search(text)
+        guard local.isEmpty, Self.mayBeOrderId(text), !orderLookups.isEmpty else { return Result(matches: local, lookupFailures: []) }
+        let answers = await withTaskGroup(of: (VerifierKey, Swift.Result<[VerifiedSignedData<TransactionInfo>], AppStoreServerAPIError>?).self) {
+            group in
+            for (app, lookup) in orderLookups {
+                group.addTask {
+                    do throws(AppStoreServerAPIError) {
+                        return (app, .success(try await lookup.client.orderTransactions(text, verifier: lookup.verifier)))
+                    } catch {
+                        return (app, .failure(error))
+                    }
                 }
+            }
+            var answers: [(VerifierKey, Swift.Result<[VerifiedSignedData<TransactionInfo>], AppStoreServerAPIError>?)] = []
+            let deadline = ContinuousClock.now.advanced(by: budget)
+            group.addTask {
+                try? await Task.sleep(until: deadline)
+                return (VerifierKey(bundleId: "", environment: .production), nil)
+            }
+            for await answer in group {
+                if answer.1 == nil { break }
+                answers.append(answer)
+                if answers.count == orderLookups.count { break }
+            }
+            group.cancelAll()
+            return answers
+        }
+        var matches = Set<SupportMatch>()
+        var failures: [String] = []
+        for app in orderLookups.keys.sorted(by: { $0.description < $1.description }) {
+            guard let answer = answers.first(where: { $0.0 == app })?.1 else {
+                failures.append("\(app): Look Up Order ID did not answer within \(budget.components.seconds) s")
+                continue
+            }
+            switch answer {
+            case .failure(let error):
+                failures.append("\(app): Look Up Order ID failed: \(UntrustedText.escaped(error.detail, limit: 300))")
+            case .success(let transactions):
                 for transaction in transactions {
                     for found in try await self.matches(.transactionId(transaction.payload.transactionId)) {
                         var match = found

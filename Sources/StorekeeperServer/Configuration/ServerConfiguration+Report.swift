@@ -97,7 +97,7 @@ extension ServerConfiguration {
         }
         if path == "retention.rawPayloadDays" { return "raw payloads kept for ever" }
         if path.hasSuffix(".appAppleId") { return "none: Production data refused" }
-        if path.hasSuffix(".bundleId") { return "every app (an admin key)" }
+        if path.hasSuffix(".bundleId") { return "every app (an admin key, or a support key of every app)" }
         if path.hasPrefix("webhooks["), path.hasSuffix(".apps") { return "every app" }
         if path.hasPrefix("webhooks["), path.hasSuffix(".environments") { return "every environment its apps accept" }
         if path.hasPrefix("webhooks["), path.hasSuffix(".eventTypes") { return "every event type" }

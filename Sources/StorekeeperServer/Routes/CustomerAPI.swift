@@ -192,7 +192,7 @@ struct CustomerAPI: Sendable {
         guard apps.count == 1, let only = apps.first else {
             throw APIError(
                 .badRequest, .bundleIdRequired,
-                "an admin key reads one app's customers: give bundleId, one of \(apps.map(\.bundleId).joined(separator: ", "))"
+                "this key is not limited to one app, and reads one app's customers at a time: give bundleId, one of \(apps.map(\.bundleId).joined(separator: ", "))"
             )
         }
         return only

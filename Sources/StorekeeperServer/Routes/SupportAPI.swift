@@ -4,6 +4,7 @@ import AppStoreSigning
 import Foundation
 import Hummingbird
 import HummingbirdAuth
+import Logging
 import StorekeeperCore
 import StorekeeperHTTP
 
@@ -20,6 +21,11 @@ struct SupportAPI: Sendable {
     /// The App Store Server API of each app and environment with credentials, and the verifier of what it answers:
     /// for order IDs, refund history and actions.
     let appStore: [VerifierKey: AppStoreAccess]
+    let logger: Logger
+
+    /// The longest a request waits for the App Store: it answers within the server's response timeout, whatever
+    /// Apple does.
+    var appStoreBudget: Duration { .milliseconds(Int64(min(20, max(2, configuration.http.responseTimeout / 2)) * 1_000)) }
 
     /// The most events a customer page shows (the latest ones); `GET /v1/events?customer=…` pages through all.
     static let timelineLimit = 500
@@ -61,7 +67,8 @@ struct SupportAPI: Sendable {
         }
         let found: SupportSearch.Result
         do {
-            found = try await SupportSearch(store: store, apps: apps(for: identity), orderLookups: appStore).searchWithOrders(text)
+            found = try await SupportSearch(store: store, apps: apps(for: identity), orderLookups: appStore).searchWithOrders(
+                text, budget: appStoreBudget)
         } catch {
             throw APIError(.serviceUnavailable, .storageUnavailable, "the ledger could not be searched; retry")
         }
@@ -114,13 +121,17 @@ struct SupportAPI: Sendable {
         } catch {
             throw APIError(.serviceUnavailable, .storageUnavailable, "the ledger could not be read")
         }
+        // A customer erased, then met again under the same ID, is a new identity: the earlier actions stay in the log
+        // (for accounting) but are not shown as theirs.
+        let erasedAt = events.last { $0.type == .customerErased }?.draft.occurredAt
+        let shownActions = actions.filter { action in erasedAt.map { action.at > $0 } ?? true }
         let purchases = ledger.transactions.values
             .filter { $0.info.bundleId == bundleId && ledger.customer(of: $0) == customerId }
             .sorted { ($0.info.purchaseDate, $0.info.transactionId) < ($1.info.purchaseDate, $1.info.transactionId) }
             .map { Purchase(source: $0.source, transaction: $0.info) }
         // Written as parts: the state and the events are JSON already (the customer read's, the events API's).
         var body = ByteBuffer(string: "{\"actions\":")
-        body.writeBytes((try? AppStoreJSON.makeEncoder().encode(actions)) ?? Data("[]".utf8))
+        body.writeBytes((try? AppStoreJSON.makeEncoder().encode(shownActions)) ?? Data("[]".utf8))
         body.writeString(",\"customer\":")
         body.writeImmutableBuffer(state)
         body.writeString(",\"events\":[")
@@ -152,6 +163,9 @@ struct SupportAPI: Sendable {
     /// Date at the App Store for one of the customer's subscriptions (``SubscriptionExtender``), audited.
     func extend(_ request: Request, customerId: String, originalTransactionId: String, identity: APIKeyIdentity) async throws -> Response {
         let query = try QueryParameters(request, allowed: ["bundleId", "environment"])
+        // Percent-decoded, as customer IDs are (`%32…` is `2…`).
+        let originalTransactionId =
+            originalTransactionId.contains("%") ? originalTransactionId.removingPercentEncoding ?? originalTransactionId : originalTransactionId
         guard !originalTransactionId.isEmpty, originalTransactionId.utf8.count <= 64,
             originalTransactionId.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
         else {
@@ -160,6 +174,9 @@ struct SupportAPI: Sendable {
                 "\(UntrustedText.quoted(originalTransactionId, limit: 64)) is not an original transaction ID (Apple's are digits)")
         }
         let buffer = try await StorekeeperApplication.readBody(request)
+        guard buffer.readableBytes > 0 else {
+            throw APIError(.badRequest, .malformedBody, #"the body is empty: give JSON {"days": 1-90, "reason": 0-3, "note": "…"}"#)
+        }
         let body: ExtendBody
         do {
             body = try StrictJSONDecoder.decode(ExtendBody.self, from: Array(buffer.readableBytesView), file: "the body")
@@ -181,7 +198,7 @@ struct SupportAPI: Sendable {
         }
         let (bundleId, environment) = try CustomerAPI.scope(of: query, identity: identity, configuration.apps)
         let app = VerifierKey(bundleId: bundleId, environment: environment)
-        let extender = SubscriptionExtender(store: store, client: appStore[app]?.client, now: now)
+        let extender = SubscriptionExtender(store: store, client: appStore[app]?.client, now: now, budget: appStoreBudget)
         let outcome: SubscriptionExtender.Outcome
         do {
             outcome = try await extender.extend(
@@ -191,6 +208,23 @@ struct SupportAPI: Sendable {
             throw APIError(.serviceUnavailable, .storageUnavailable, "the ledger could not be read or the action recorded; retry")
         }
         struct Done: Encodable { var action: SupportAction }
+        let logged: SupportAction? = {
+            switch outcome {
+            case .extended(let action), .refused(let action, _), .failed(let action, _), .unknownSubscription(let action): action
+            case .noCredentials: nil
+            }
+        }()
+        if let logged {
+            // Every action in the log too, with the key's name (never the key) and the audit record it wrote.
+            logger.info(
+                "support action",
+                metadata: [
+                    "support.action": .string(logged.action), "support.outcome": .string(logged.outcome),
+                    "support.audit_id": .stringConvertible(logged.id),
+                    "api_key": .string(identity.name), "customer.id": .string(customerId), "app.bundle_id": .string(bundleId),
+                    "original_transaction_id": .string(originalTransactionId),
+                ])
+        }
         switch outcome {
         case .extended(let action):
             return StorekeeperApplication.jsonResponse(Done(action: action))
@@ -199,10 +233,11 @@ struct SupportAPI: Sendable {
             throw APIError(.conflict, code, reason + " (audit record \(action.id))")
         case .failed(let action, let reason):
             throw APIError(.badGateway, .appStoreUnavailable, reason + " (audit record \(action.id))")
-        case .unknownSubscription:
+        case .unknownSubscription(let action):
             throw APIError(
                 .notFound, .unknownSubscription,
-                "customer '\(customerId)' has no subscription \(originalTransactionId) in \(bundleId) (\(environment.rawValue))")
+                "customer '\(customerId)' has no subscription \(originalTransactionId) in \(bundleId) (\(environment.rawValue)) (audit record \(action.id))"
+            )
         case .noCredentials:
             throw APIError(
                 .notFound, .noCredentials,
@@ -237,17 +272,32 @@ struct SupportAPI: Sendable {
             ledger.transactions.values.filter { $0.info.bundleId == bundleId && ledger.customer(of: $0) == customerId }
                 .map(\.info.originalTransactionId)
         ).sorted()
-        var refunds: [String: TransactionInfo] = [:]
-        for family in families {
-            do {
-                for try await page in try api.client.refunds(family, verifier: api.verifier) {
-                    for transaction in page { refunds[transaction.payload.transactionId] = transaction.payload }
+        let client = api.client
+        let verifier = api.verifier
+        let asked = families
+        let answered = await withinBudget(appStoreBudget) { () -> Swift.Result<[TransactionInfo], APIError> in
+            var refunds: [TransactionInfo] = []
+            for family in asked {
+                do {
+                    for try await page in try client.refunds(family, verifier: verifier) { refunds += page.map(\.payload) }
+                } catch {
+                    return .failure(
+                        APIError(
+                            .badGateway, .appStoreUnavailable,
+                            "Get Refund History failed for \(family): \(UntrustedText.escaped(String(describing: error), limit: 300))"))
                 }
-            } catch {
-                throw APIError(
-                    .badGateway, .appStoreUnavailable,
-                    "Get Refund History failed for \(family): \(UntrustedText.escaped(String(describing: error), limit: 300))")
             }
+            return .success(refunds)
+        }
+        guard let answered else {
+            throw APIError(.badGateway, .appStoreUnavailable, "the App Store did not answer within \(appStoreBudget.components.seconds) s")
+        }
+        // Apple answers for the whole Apple account: only this customer's purchases are theirs to see (another
+        // customer of the app may have bought with the same account).
+        let theirs = Set(families)
+        var refunds: [String: TransactionInfo] = [:]
+        for transaction in try answered.get() where theirs.contains(transaction.originalTransactionId) {
+            refunds[transaction.transactionId] = transaction
         }
         struct Refunds: Encodable {
             var refunds: [TransactionInfo]

@@ -12,18 +12,25 @@ struct APIKeyCommand: ParsableCommand {
 
     @Option(help: "app (one app's customers), support (the support API: one app's or every app's) or admin (any).") var scope: String = "app"
     @Option(name: .customLong("bundle-id"), help: "For app keys: the app; for support keys, the app (none: every app).") var bundleID: String?
-    @Option(help: "A name for the key.") var name: String = "app key"
+    @Option(help: "A name for the key (default: the scope's, as \"support key\").") var name: String?
 
     func run() throws {
         guard let parsed = ServerConfiguration.APIKey.Scope(rawValue: scope) else {
             throw ValidationError("--scope must be app, support or admin")
         }
         if parsed == .app && bundleID == nil { throw ValidationError("an app key needs --bundle-id") }
+        if let bundleID,
+            bundleID.isEmpty || bundleID.utf8.count > 155
+                || !bundleID.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "-") })
+        {
+            throw ValidationError("--bundle-id '\(bundleID.prefix(64))' is not a bundle ID: letters, digits, '.' and '-'")
+        }
         if parsed == .admin && bundleID != nil {
             throw ValidationError("an admin key acts for every app: leave --bundle-id out, or give --scope app")
         }
         let key = Self.newKey()
-        let entry = ServerConfiguration.APIKey(name: name, sha256: ServerConfiguration.hash(apiKey: key), scope: parsed, bundleId: bundleID)
+        let entry = ServerConfiguration.APIKey(
+            name: name ?? "\(parsed.rawValue) key", sha256: ServerConfiguration.hash(apiKey: key), scope: parsed, bundleId: bundleID)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         print("key (shown once; the server keeps only its hash): \(key)")
