@@ -339,4 +339,40 @@ struct SupportExtensionTests {
             }
         }
     }
+
+    @Test("an App Store that answers too slowly: the support routes answer within the response timeout, naming it, never an empty reply")
+    func slowAppStore() async throws {
+        let testbed = try await T(environment: .production)
+        try await testbed.withSimulator { simulatorURL in
+            var configuration = try testbed.configuration(baseURL: simulatorURL, recovery: .init(enabled: false))
+            // A response timeout of 6 s gives the App Store 3 s.
+            configuration.http.responseTimeout = 6
+            try await testbed.withServer(configuration) { base in
+                let fay = try await testbed.simulator.perform { (engine) throws(SimulatorError) in
+                    try engine.createCustomer(id: "apple-fay")
+                    return try engine.purchase(.init(customerId: "apple-fay", productId: "pro.monthly"))
+                }
+                #expect(try await T.submit(fay.signedTransaction, for: "fay", to: base) == 200)
+                try await testbed.act { engine in
+                    var faults = engine.state.faults
+                    faults.apiLatencyMilliseconds = 10_000
+                    engine.setFaults(faults)
+                }
+                let started = ContinuousClock.now
+                let search = try await T.call(.GET, base + "/v1/support/search?q=NOSUCHORDER2", key: T.supportKey)
+                #expect(search.status == 502 && Self.error(search).message.contains("did not answer within 3 s"), "\(search.json)")
+                let extend = try await T.call(
+                    .POST, base + "/v1/support/customers/fay/subscriptions/\(fay.originalTransactionId)/extend", key: T.supportKey,
+                    body: #"{"days": 2, "reason": 3}"#)
+                #expect(extend.status == 502 && Self.error(extend).message.contains("may have been made"), "\(extend.json)")
+                let refunds = try await T.call(.GET, base + "/v1/support/customers/fay/refunds", key: T.supportKey)
+                #expect(refunds.status == 502 && Self.error(refunds).code == "app-store-unavailable", "\(refunds.json)")
+                #expect(ContinuousClock.now - started < .seconds(15), "three answers of about 3 s each")
+                // A lower-case customer ID is never sent to Apple, however slow it is: answered at once.
+                let local = ContinuousClock.now
+                #expect(try await T.call(.GET, base + "/v1/support/search?q=fay", key: T.supportKey).status == 200)
+                #expect(ContinuousClock.now - local < .seconds(2))
+            }
+        }
+    }
 }
