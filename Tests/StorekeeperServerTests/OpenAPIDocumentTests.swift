@@ -66,6 +66,7 @@ struct OpenAPIDocumentTests {
         (.post, "/v1/admin/webhooks/backend/redeliver"), (.get, "/v1/admin/events/evt_01jzz00000000000000000000a"),
         (.post, "/v1/admin/customers/alice/reconcile"), (.get, "/v1/support/search"), (.get, "/v1/support/customers/alice"),
         (.get, "/v1/support/customers/alice/refunds"), (.post, "/v1/support/customers/alice/subscriptions/2000000000000001/extend"),
+        (.post, "/v1/support/mass-extensions"), (.get, "/v1/support/mass-extensions"), (.get, "/v1/support/mass-extensions/pro.monthly/abc"),
     ]
 
     /// The documented template a concrete path matches (`{…}` matching one segment).

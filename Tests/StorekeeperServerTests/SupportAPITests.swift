@@ -375,4 +375,58 @@ struct SupportExtensionTests {
             }
         }
     }
+
+    @Test(
+        "a mass extension of a product: Apple extends every active subscriber, the audit log holds the app-wide action, and its progress is Apple's")
+    func massExtension() async throws {
+        let testbed = try await T(environment: .sandbox)
+        try await testbed.withSimulator { simulatorURL in
+            let configuration = try testbed.configuration(baseURL: simulatorURL, recovery: .init(enabled: false))
+            try await testbed.withServer(configuration) { base in
+                let bought = try await testbed.simulator.perform { (engine) throws(SimulatorError) in
+                    try engine.createCustomer(id: "apple-gus")
+                    try engine.createCustomer(id: "apple-hal")
+                    return [
+                        try engine.purchase(.init(customerId: "apple-gus", productId: "pro.monthly")),
+                        try engine.purchase(.init(customerId: "apple-hal", productId: "pro.monthly")),
+                    ]
+                }
+                #expect(try await T.submit(bought[0].signedTransaction, for: "gus", to: base) == 200)
+                #expect(try await T.submit(bought[1].signedTransaction, for: "hal", to: base) == 200)
+                await testbed.deliverer.deliverDue()
+                let mass = base + "/v1/support/mass-extensions"
+                for (body, code) in [
+                    (#"{"productId": "pro.monthly", "days": 0, "reason": 3}"#, "invalid-parameter"),
+                    (#"{"productId": "pro.monthly", "days": 3, "reason": 3, "storefronts": []}"#, "invalid-parameter"),
+                    (#"{"productId": "pro.monthly", "days": 3, "reason": 3, "storefronts": ["usa"]}"#, "invalid-parameter"),
+                    (#"{"productId": "", "days": 3, "reason": 3}"#, "invalid-parameter"), (#"{"days": 3, "reason": 3}"#, "malformed-body"),
+                ] {
+                    let answer = try await T.call(.POST, mass, key: T.supportKey, body: body)
+                    #expect(answer.status == 400 && Self.error(answer).code == code, "\(body): \(answer.json)")
+                }
+                #expect(try await T.call(.POST, mass, key: T.appKey, body: #"{"productId": "pro.monthly", "days": 3, "reason": 3}"#).status == 403)
+                let started = try await T.call(
+                    .POST, mass, key: T.supportKey, body: #"{"productId": "pro.monthly", "days": 3, "reason": 3, "note": "outage"}"#)
+                #expect(started.status == 200, "\(started.json)")
+                let action = try #require(started.json["action"] as? [String: Any])
+                #expect(
+                    action["customerId"] as? String == "*" && action["target"] as? String == "pro.monthly" && action["outcome"] as? String == "done")
+                let identifier = try #require((action["detail"] as? [String: Any])?["requestIdentifier"] as? String)
+                await testbed.deliverer.deliverDue()
+                let status = try await T.call(.GET, mass + "/pro.monthly/\(identifier)", key: T.supportKey)
+                #expect(
+                    status.status == 200 && status.json["complete"] as? Bool == true && status.json["succeededCount"] as? Int == 2, "\(status.json)")
+                for customer in ["gus", "hal"] {
+                    let page = try await T.call(.GET, base + "/v1/support/customers/\(customer)", key: T.supportKey)
+                    let types = ((page.json["events"] as? [[String: Any]]) ?? []).compactMap { $0["type"] as? String }
+                    #expect(types.contains("subscription.renewal_extended"), "\(customer): \(types)")
+                    #expect((page.json["actions"] as? [Any])?.isEmpty == true, "an app-wide action is not one customer's")
+                }
+                let listed = try await T.call(.GET, mass, key: T.supportKey)
+                #expect(((listed.json["actions"] as? [[String: Any]]) ?? []).count == 1, "\(listed.json)")
+                let unknown = try await T.call(.GET, mass + "/pro.monthly/\(UUID().uuidString.lowercased())", key: T.supportKey)
+                #expect(unknown.status == 404 && Self.error(unknown).code == "unknown-mass-extension", "\(unknown.json)")
+            }
+        }
+    }
 }

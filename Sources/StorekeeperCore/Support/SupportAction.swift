@@ -24,7 +24,13 @@ package struct SupportAction: Sendable, Hashable, Encodable {
 
     package enum Kind: String, Sendable {
         case extendRenewalDate = "extend-renewal-date"
+        /// Extend Subscription Renewal Dates for All Active Subscribers of a product (app-wide: the customer is
+        /// ``appWide``, the target the product).
+        case massExtendRenewalDate = "mass-extend-renewal-date"
     }
+
+    /// The customer ID of an action on a whole app (no customer ID has `*`: they are letters, digits and `-_.@:`).
+    package static let appWide = "*"
 
     package init(
         id: Int64 = 0, at: Date, keyName: String, customer: CustomerKey, action: String, target: String?, request: [String: JSONValue],

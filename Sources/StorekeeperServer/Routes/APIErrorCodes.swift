@@ -19,6 +19,8 @@ extension APIError.Code {
     package static let appStoreUnavailable = Self(rawValue: "app-store-unavailable")
     /// The customer has no such subscription in the app and environment (404).
     package static let unknownSubscription = Self(rawValue: "unknown-subscription")
+    /// The App Store knows no such mass extension (404).
+    package static let unknownMassExtension = Self(rawValue: "unknown-mass-extension")
     /// A support search found no customer (404).
     package static let noMatch = Self(rawValue: "no-match")
     /// An app this server is not configured for.

@@ -40,6 +40,17 @@ struct SupportAPI: Sendable {
         group.get("/customers/:customerId/refunds") { request, context in
             try await refunds(request, customerId: try CustomerAPI.customerId(context), identity: try context.requireIdentity())
         }
+        group.post("/mass-extensions") { request, context in
+            try await massExtend(request, identity: try context.requireIdentity())
+        }
+        group.get("/mass-extensions") { request, context in
+            try await massExtensions(request, identity: try context.requireIdentity())
+        }
+        group.get("/mass-extensions/:productId/:requestIdentifier") { request, context in
+            try await massExtensionStatus(
+                request, productId: context.parameters.get("productId") ?? "", requestIdentifier: context.parameters.get("requestIdentifier") ?? "",
+                identity: try context.requireIdentity())
+        }
         group.post("/customers/:customerId/subscriptions/:originalTransactionId/extend") { request, context in
             try await extend(
                 request, customerId: try CustomerAPI.customerId(context),
@@ -308,5 +319,178 @@ struct SupportAPI: Sendable {
             ($0.revocationDate ?? .distantPast, $0.transactionId) > ($1.revocationDate ?? .distantPast, $1.transactionId)
         }
         return StorekeeperApplication.jsonResponse(Refunds(refunds: sorted, purchasesChecked: families.count))
+    }
+
+    /// `{"productId", "days": 1-90, "reason": 0-3, "storefronts"?: [ISO 3166-1 alpha-3], "note"?}`, read strictly.
+    struct MassExtendBody: Decodable {
+        var productId: String
+        var days: Int
+        var reason: Int
+        var storefronts: [String]?
+        var note: String?
+    }
+
+    /// `POST /v1/support/mass-extensions` — Extend Subscription Renewal Dates for All Active Subscribers of one
+    /// product at the App Store (Apple works through them over hours; each extended subscription's
+    /// RENEWAL_EXTENDED notification moves its date), audited as an app-wide action; answers the audit record, whose
+    /// `detail.requestIdentifier` asks Apple for the progress.
+    func massExtend(_ request: Request, identity: APIKeyIdentity) async throws -> Response {
+        let query = try QueryParameters(request, allowed: ["bundleId", "environment"])
+        let buffer = try await StorekeeperApplication.readBody(request)
+        guard buffer.readableBytes > 0 else {
+            throw APIError(.badRequest, .malformedBody, #"the body is empty: give JSON {"productId": "…", "days": 1-90, "reason": 0-3}"#)
+        }
+        let body: MassExtendBody
+        do {
+            body = try StrictJSONDecoder.decode(MassExtendBody.self, from: Array(buffer.readableBytesView), file: "the body")
+        } catch {
+            throw APIError(
+                .badRequest, .malformedBody,
+                #"the body must be JSON {"productId": "…", "days": 1-90, "reason": 0-3, "storefronts": ["USA", …], "note": "…"}: "#
+                    + UntrustedText.escaped(error.message, limit: 300))
+        }
+        guard (1...128).contains(body.productId.utf8.count), !body.productId.contains(where: { $0.isWhitespace || $0.isNewline }) else {
+            throw APIError(.badRequest, .invalidParameter, "productId \(UntrustedText.quoted(body.productId, limit: 64)) is not a product ID")
+        }
+        guard SubscriptionExtender.days.contains(body.days) else {
+            throw APIError(.badRequest, .invalidParameter, "days is \(body.days): the App Store extends by 1 to 90 days")
+        }
+        guard ExtendReasonCode.knownValues.map(\.rawValue).contains(body.reason) else {
+            throw APIError(
+                .badRequest, .invalidParameter,
+                "reason is \(body.reason): give 0 (undeclared), 1 (customer satisfaction), 2 (other) or 3 (service issue or outage)")
+        }
+        if let storefronts = body.storefronts {
+            guard !storefronts.isEmpty else {
+                throw APIError(.badRequest, .invalidParameter, "storefronts is empty: leave it out for every storefront")
+            }
+            for code in storefronts where !(code.utf8.count == 3 && code.utf8.allSatisfy { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }) {
+                throw APIError(
+                    .badRequest, .invalidParameter,
+                    "storefront \(UntrustedText.quoted(code, limit: 16)) is not an ISO 3166-1 alpha-3 code (USA, FRA, …)")
+            }
+        }
+        if let note = body.note, note.utf8.count > 500 {
+            throw APIError(.badRequest, .invalidParameter, "note is \(note.utf8.count) bytes: at most 500")
+        }
+        let (bundleId, environment) = try CustomerAPI.scope(of: query, identity: identity, configuration.apps)
+        guard let client = appStore[VerifierKey(bundleId: bundleId, environment: environment)]?.client else {
+            throw APIError(
+                .notFound, .noCredentials,
+                "app \(bundleId) (\(environment.rawValue)) has no App Store Server API credentials (serverAPI in the configuration)")
+        }
+        let identifier = UUID().uuidString.lowercased()
+        var asked: [String: JSONValue] = [
+            "productId": .string(body.productId), "days": .integer(Int64(body.days)), "reason": .integer(Int64(body.reason)),
+        ]
+        if let storefronts = body.storefronts { asked["storefronts"] = .array(storefronts.map { .string($0) }) }
+        if let note = body.note { asked["note"] = .string(UntrustedText.escaped(note, limit: 3_000)) }
+        let call = MassExtendRenewalDateRequest(
+            requestIdentifier: identifier, extendByDays: body.days, extendReasonCode: ExtendReasonCode(rawValue: body.reason),
+            productId: body.productId, storefrontCountryCodes: body.storefronts)
+        let answered = await withinBudget(appStoreBudget) { () -> Swift.Result<MassExtendRenewalDateResponse, AppStoreServerAPIError> in
+            do throws(AppStoreServerAPIError) {
+                return .success(try await client.extendRenewalDatesForAllActiveSubscribers(call))
+            } catch {
+                return .failure(error)
+            }
+        }
+        var detail: [String: JSONValue] = ["requestIdentifier": .string(identifier)]
+        let outcome: String
+        var failure: APIError?
+        switch answered {
+        case .success?:
+            outcome = "done"
+        case .failure(let error)?:
+            if let code = error.errorCode, let named = APIErrorCode.named(code), let status = error.httpStatus, (400..<500).contains(status),
+                status != 429
+            {
+                outcome = "refused"
+                let reason = "the App Store refused: \(named.name) (\(code)): \(named.message)"
+                detail["appleErrorCode"] = .integer(Int64(code))
+                detail["appleError"] = .string(named.name)
+                detail["reason"] = .string(reason)
+                failure = APIError(.conflict, .appStoreRefused, reason)
+            } else {
+                outcome = "failed"
+                let reason = "the App Store could not be reached or failed: \(UntrustedText.escaped(error.detail, limit: 300))"
+                detail["reason"] = .string(reason)
+                failure = APIError(.badGateway, .appStoreUnavailable, reason)
+            }
+        case nil:
+            outcome = "failed"
+            let reason =
+                "the App Store did not answer within \(appStoreBudget.components.seconds) s: the extension may have been asked for; ask its status with requestIdentifier \(identifier)"
+            detail["reason"] = .string(reason)
+            failure = APIError(.badGateway, .appStoreUnavailable, reason)
+        }
+        var action = SupportAction(
+            at: now(), keyName: identity.name, customer: CustomerKey(bundleId: bundleId, environment: environment, customerId: SupportAction.appWide),
+            action: SupportAction.Kind.massExtendRenewalDate.rawValue, target: body.productId, request: asked, outcome: outcome, detail: detail)
+        do {
+            action.id = try await store.recordSupportAction(action)
+        } catch {
+            throw APIError(.serviceUnavailable, .storageUnavailable, "the action could not be recorded (the App Store's answer: \(outcome)); retry")
+        }
+        logger.info(
+            "support action",
+            metadata: [
+                "support.action": .string(action.action), "support.outcome": .string(outcome), "support.audit_id": .stringConvertible(action.id),
+                "api_key": .string(identity.name), "app.bundle_id": .string(bundleId), "product_id": .string(body.productId),
+            ])
+        if let failure { throw APIError(failure.status, failure.code, failure.message + " (audit record \(action.id))") }
+        struct Done: Encodable { var action: SupportAction }
+        return StorekeeperApplication.jsonResponse(Done(action: action))
+    }
+
+    /// `GET /v1/support/mass-extensions` — the app's mass extensions, as the audit log holds them, oldest first.
+    func massExtensions(_ request: Request, identity: APIKeyIdentity) async throws -> Response {
+        let query = try QueryParameters(request, allowed: ["bundleId", "environment"])
+        let (bundleId, environment) = try CustomerAPI.scope(of: query, identity: identity, configuration.apps)
+        let actions: [SupportAction]
+        do {
+            actions = try await store.supportActions(
+                customer: CustomerKey(bundleId: bundleId, environment: environment, customerId: SupportAction.appWide))
+        } catch {
+            throw APIError(.serviceUnavailable, .storageUnavailable, "the audit log could not be read")
+        }
+        struct Listed: Encodable { var actions: [SupportAction] }
+        return StorekeeperApplication.jsonResponse(Listed(actions: actions))
+    }
+
+    /// `GET /v1/support/mass-extensions/{productId}/{requestIdentifier}` — the progress Apple reports (Get Status of
+    /// Subscription Renewal Date Extensions): complete or not, how many succeeded and failed.
+    func massExtensionStatus(_ request: Request, productId: String, requestIdentifier: String, identity: APIKeyIdentity) async throws -> Response {
+        let query = try QueryParameters(request, allowed: ["bundleId", "environment"])
+        let (bundleId, environment) = try CustomerAPI.scope(of: query, identity: identity, configuration.apps)
+        guard (1...128).contains(requestIdentifier.utf8.count), (1...128).contains(productId.utf8.count) else {
+            throw APIError(.badRequest, .invalidParameter, "give the product ID and the requestIdentifier of the mass extension")
+        }
+        guard let client = appStore[VerifierKey(bundleId: bundleId, environment: environment)]?.client else {
+            throw APIError(
+                .notFound, .noCredentials,
+                "app \(bundleId) (\(environment.rawValue)) has no App Store Server API credentials (serverAPI in the configuration)")
+        }
+        let answered = await withinBudget(appStoreBudget) { () -> Swift.Result<MassExtendRenewalDateStatusResponse, AppStoreServerAPIError> in
+            do throws(AppStoreServerAPIError) {
+                return .success(try await client.massExtensionStatus(productId: productId, requestIdentifier: requestIdentifier))
+            } catch {
+                return .failure(error)
+            }
+        }
+        switch answered {
+        case .success(let status)?:
+            return StorekeeperApplication.jsonResponse(status)
+        case .failure(let error)?:
+            if error.httpStatus == 404 {
+                throw APIError(
+                    .notFound, .unknownMassExtension,
+                    "the App Store knows no mass extension \(UntrustedText.quoted(requestIdentifier, limit: 64)) of \(UntrustedText.quoted(productId, limit: 64))"
+                )
+            }
+            throw APIError(.badGateway, .appStoreUnavailable, "the App Store failed: \(UntrustedText.escaped(error.detail, limit: 300))")
+        case nil:
+            throw APIError(.badGateway, .appStoreUnavailable, "the App Store did not answer within \(appStoreBudget.components.seconds) s")
+        }
     }
 }

@@ -22,6 +22,8 @@ struct UnmatchedRouteMiddleware<Context: RequestContext>: RouterMiddleware {
         case (5, "v1", "admin", "resume"), (5, "v1", "admin", "replay"), (5, "v1", "admin", "redeliver"): return third == "webhooks" ? "POST" : nil
         case (4, "v1", "admin", let id?) where third == "events" && !id.isEmpty: return "GET"
         case (3, "v1", "support", "search"): return "GET"
+        case (3, "v1", "support", "mass-extensions"): return "GET, POST"
+        case (5, "v1", "support", _) where third == "mass-extensions": return "GET"
         case (4, "v1", "support", let id?) where third == "customers" && !id.isEmpty: return "GET"
         case (5, "v1", "support", "refunds") where third == "customers": return "GET"
         case (7, "v1", "support", "extend") where third == "customers" && parts.dropFirst(4).first == "subscriptions": return "POST"
