@@ -13,6 +13,7 @@ extension PostgresLedgerStore: LedgerImporting {
                 SELECT EXISTS (SELECT 1 FROM notifications) OR EXISTS (SELECT 1 FROM transactions)
                     OR EXISTS (SELECT 1 FROM subscriptions) OR EXISTS (SELECT 1 FROM customer_links)
                     OR EXISTS (SELECT 1 FROM token_owners) OR EXISTS (SELECT 1 FROM refused_notifications)
+                    OR EXISTS (SELECT 1 FROM support_actions)
                 """
             ).decode(Bool.self) { empty = !found }
             return empty
@@ -115,18 +116,19 @@ extension PostgresLedgerStore: LedgerImporting {
         }
         let actions = page.supportActions
         if !actions.isEmpty {
-            // In the page's order, so that their IDs keep the order they were made in.
             try await connection.execute(
                 """
-                INSERT INTO support_actions (at, key_name, bundle_id, environment, customer_id, action, target, request, outcome, detail)
-                SELECT a, k, b, e, c, n, NULLIF(t, ''), r, o, d FROM unnest(
-                    \(actions.map(\.at.epochMilliseconds))::bigint[], \(actions.map(\.keyName))::text[], \(actions.map(\.customer.bundleId))::text[],
+                INSERT INTO support_actions (id, at, key_name, bundle_id, environment, customer_id, action, target, request, outcome, detail)
+                SELECT i, a, k, b, e, c, n, NULLIF(t, ''), r, o, d FROM unnest(
+                    \(actions.map(\.id))::bigint[], \(actions.map(\.at.epochMilliseconds))::bigint[], \(actions.map(\.keyName))::text[], \(actions.map(\.customer.bundleId))::text[],
                     \(actions.map(\.customer.environment.rawValue))::text[], \(actions.map(\.customer.customerId))::text[],
                     \(actions.map(\.action))::text[], \(actions.map { $0.target ?? "" })::text[],
                     \(actions.map { SupportAction.text($0.request) })::text[], \(actions.map(\.outcome))::text[],
-                    \(actions.map { SupportAction.text($0.detail) })::text[]) WITH ORDINALITY AS u(a, k, b, e, c, n, t, r, o, d, i)
+                    \(actions.map { SupportAction.text($0.detail) })::text[]) AS u(i, a, k, b, e, c, n, t, r, o, d)
                 ORDER BY i
                 """)
+            // The same IDs as the source (an error or a log line names a record by its ID), and the next one after them.
+            try await connection.execute("SELECT setval('support_actions_id_seq', (SELECT max(id) FROM support_actions))")
         }
     }
 }

@@ -107,6 +107,8 @@ struct LedgerCopyTests {
         #expect(actions.map(\.outcome) == ["done", "refused", "failed"])
         #expect(try await copiedAgain.supportActions(customer: customer) == actions)
         #expect(try await copiedAgain.supportActions(target: "2000000000000001", environment: .sandbox).count == 2)
+        // The same IDs (errors and logs name records by them), and the next record after them.
+        #expect(try await copiedAgain.recordSupportAction(actions[0]) == (actions.last?.id ?? 0) + 1)
         await copiedAgain.close()
         #expect(try await target.recoveryWatermark(app) == source.recoveryWatermark(app))
         for notification in notifications {

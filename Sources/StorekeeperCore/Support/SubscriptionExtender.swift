@@ -85,7 +85,9 @@ package struct SubscriptionExtender: Sendable {
         }
         let yearAgo = at.addingTimeInterval(-365 * 86_400)
         let recent = try await store.supportActions(target: originalTransactionId, environment: customer.environment).filter {
-            $0.action == SupportAction.Kind.extendRenewalDate.rawValue && $0.outcome == "done" && $0.at > yearAgo
+            // Done, or unknown (Apple did not answer in time, and may have extended it): both count.
+            $0.action == SupportAction.Kind.extendRenewalDate.rawValue && $0.at > yearAgo
+                && ($0.outcome == "done" || $0.detail["code"] == .string("timeout"))
         }
         if recent.count >= Self.extensionsPerYear {
             let reason = "extended \(recent.count) times in the past 365 days already: Apple allows \(Self.extensionsPerYear)"
@@ -107,18 +109,17 @@ package struct SubscriptionExtender: Sendable {
                 "the App Store did not answer within \(budget.components.seconds) s: the extension may have been made; "
                 + "look for RENEWAL_EXTENDED in the customer's timeline before trying again"
             detail["reason"] = .string(reason)
+            detail["code"] = .string("timeout")
             return .failed(try await record("failed", detail), reason: reason)
         }
         do throws(AppStoreServerAPIError) {
             answer = try called.get()
         } catch {
-            if let code = error.errorCode, let named = APIErrorCode.named(code), let status = error.httpStatus, (400..<500).contains(status),
-                status != 429
-            {
-                // Apple refused: its code, name and meaning.
-                detail["appleErrorCode"] = .integer(Int64(code))
-                detail["appleError"] = .string(named.name)
-                let reason = "the App Store refused: \(named.name) (\(code)): \(named.message)"
+            if let status = error.httpStatus, (400..<500).contains(status), status != 401, status != 429 {
+                // Apple refused: its code, name and meaning (a code this version does not know, by number).
+                if let code = error.errorCode { detail["appleErrorCode"] = .integer(Int64(code)) }
+                if let named = error.errorCode.flatMap(APIErrorCode.named) { detail["appleError"] = .string(named.name) }
+                let reason = Self.refusal(error, status: status)
                 detail["reason"] = .string(reason)
                 return .refused(try await record("refused", detail), reason: reason)
             }
@@ -135,6 +136,13 @@ package struct SubscriptionExtender: Sendable {
             return .refused(try await record("refused", detail), reason: reason)
         }
         return .extended(try await record("done", detail))
+    }
+
+    /// What the App Store's refusal says: its error's name, code and meaning, or its status and code when this
+    /// version does not know the code.
+    package static func refusal(_ error: AppStoreServerAPIError, status: Int) -> String {
+        if let named = error.errorCode.flatMap(APIErrorCode.named) { return "the App Store refused: \(named.name) (\(named.code)): \(named.message)" }
+        return "the App Store refused: HTTP \(status)\(error.errorCode.map { ", error \($0)" } ?? "")"
     }
 }
 

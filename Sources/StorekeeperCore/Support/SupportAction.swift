@@ -27,6 +27,9 @@ package struct SupportAction: Sendable, Hashable, Encodable {
         /// Extend Subscription Renewal Dates for All Active Subscribers of a product (app-wide: the customer is
         /// ``appWide``, the target the product).
         case massExtendRenewalDate = "mass-extend-renewal-date"
+        /// An admin erased the customer's identity (`DELETE /v1/customers/{id}`): the actions before it are the
+        /// erased identity's.
+        case eraseCustomer = "erase-customer"
     }
 
     /// The customer ID of an action on a whole app (no customer ID has `*`: they are letters, digits and `-_.@:`).

@@ -134,6 +134,13 @@ struct CustomerAPI: Sendable {
             throw APIError(.serviceUnavailable, .storageUnavailable, "the customer could not be erased; retry")
         }
         guard let erased else { throw APIError(.notFound, .unknownCustomer, "no customer '\(customerId)' for \(bundleId) in \(environment)") }
+        // In the audit log too: who erased whom, and when (the actions before it are the erased identity's, whatever
+        // events retention drops later).
+        _ = try? await reader.store.recordSupportAction(
+            SupportAction(
+                at: now(), keyName: identity.name, customer: CustomerKey(bundleId: bundleId, environment: environment, customerId: customerId),
+                action: SupportAction.Kind.eraseCustomer.rawValue, target: nil, request: [:], outcome: "done",
+                detail: ["eventId": .string(erased.eventId)]))
         return StorekeeperApplication.jsonResponse(erased)
     }
 

@@ -25,7 +25,7 @@ struct SupportAPI: Sendable {
 
     /// The longest a request waits for the App Store: it answers within the server's response timeout, whatever
     /// Apple does.
-    var appStoreBudget: Duration { .milliseconds(Int64(min(20, max(2, configuration.http.responseTimeout / 2)) * 1_000)) }
+    var appStoreBudget: Duration { .milliseconds(Int64(min(20, configuration.http.responseTimeout / 2) * 1_000)) }
 
     /// The most events a customer page shows (the latest ones); `GET /v1/events?customer=…` pages through all.
     static let timelineLimit = 500
@@ -134,7 +134,9 @@ struct SupportAPI: Sendable {
         }
         // A customer erased, then met again under the same ID, is a new identity: the earlier actions stay in the log
         // (for accounting) but are not shown as theirs.
-        let erasedAt = events.last { $0.type == .customerErased }?.draft.occurredAt
+        let erasedAt =
+            actions.last { $0.action == SupportAction.Kind.eraseCustomer.rawValue }?.at
+            ?? events.last { $0.type == .customerErased }?.draft.occurredAt
         let shownActions = actions.filter { action in erasedAt.map { action.at > $0 } ?? true }
         let purchases = ledger.transactions.values
             .filter { $0.info.bundleId == bundleId && ledger.customer(of: $0) == customerId }
@@ -216,7 +218,9 @@ struct SupportAPI: Sendable {
                 originalTransactionId, of: CustomerKey(bundleId: bundleId, environment: environment, customerId: customerId), days: body.days,
                 reason: ExtendReasonCode(rawValue: body.reason), note: body.note, keyName: identity.name)
         } catch {
-            throw APIError(.serviceUnavailable, .storageUnavailable, "the ledger could not be read or the action recorded; retry")
+            throw APIError(
+                .serviceUnavailable, .storageUnavailable,
+                "the ledger could not be read, or the App Store's answer could not be recorded: look at the customer's timeline before trying again")
         }
         struct Done: Encodable { var action: SupportAction }
         let logged: SupportAction? = {
@@ -240,7 +244,8 @@ struct SupportAPI: Sendable {
         case .extended(let action):
             return StorekeeperApplication.jsonResponse(Done(action: action))
         case .refused(let action, let reason):
-            let code: APIError.Code = action.detail["appleErrorCode"] == nil ? .extensionRefused : .appStoreRefused
+            // Storekeeper's own checks name a `code`; the rest is the App Store's answer.
+            let code: APIError.Code = action.detail["code"] == nil ? .appStoreRefused : .extensionRefused
             throw APIError(.conflict, code, reason + " (audit record \(action.id))")
         case .failed(let action, let reason):
             throw APIError(.badGateway, .appStoreUnavailable, reason + " (audit record \(action.id))")
@@ -349,8 +354,13 @@ struct SupportAPI: Sendable {
                 #"the body must be JSON {"productId": "…", "days": 1-90, "reason": 0-3, "storefronts": ["USA", …], "note": "…"}: "#
                     + UntrustedText.escaped(error.message, limit: 300))
         }
-        guard (1...128).contains(body.productId.utf8.count), !body.productId.contains(where: { $0.isWhitespace || $0.isNewline }) else {
-            throw APIError(.badRequest, .invalidParameter, "productId \(UntrustedText.quoted(body.productId, limit: 64)) is not a product ID")
+        // Apple's product IDs are letters, digits, periods, underscores and hyphens: nothing else reaches a log or a record.
+        guard (1...128).contains(body.productId.utf8.count),
+            body.productId.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "_" || $0 == "-") })
+        else {
+            throw APIError(
+                .badRequest, .invalidParameter,
+                "productId \(UntrustedText.quoted(body.productId, limit: 64)) is not a product ID (letters, digits, '.', '_' and '-')")
         }
         guard SubscriptionExtender.days.contains(body.days) else {
             throw APIError(.badRequest, .invalidParameter, "days is \(body.days): the App Store extends by 1 to 90 days")
@@ -402,13 +412,11 @@ struct SupportAPI: Sendable {
         case .success?:
             outcome = "done"
         case .failure(let error)?:
-            if let code = error.errorCode, let named = APIErrorCode.named(code), let status = error.httpStatus, (400..<500).contains(status),
-                status != 429
-            {
+            if let status = error.httpStatus, (400..<500).contains(status), status != 401, status != 429 {
                 outcome = "refused"
-                let reason = "the App Store refused: \(named.name) (\(code)): \(named.message)"
-                detail["appleErrorCode"] = .integer(Int64(code))
-                detail["appleError"] = .string(named.name)
+                let reason = SubscriptionExtender.refusal(error, status: status)
+                if let code = error.errorCode { detail["appleErrorCode"] = .integer(Int64(code)) }
+                if let named = error.errorCode.flatMap(APIErrorCode.named) { detail["appleError"] = .string(named.name) }
                 detail["reason"] = .string(reason)
                 failure = APIError(.conflict, .appStoreRefused, reason)
             } else {
@@ -430,7 +438,11 @@ struct SupportAPI: Sendable {
         do {
             action.id = try await store.recordSupportAction(action)
         } catch {
-            throw APIError(.serviceUnavailable, .storageUnavailable, "the action could not be recorded (the App Store's answer: \(outcome)); retry")
+            // Apple has answered: a retry could ask it again. Said plainly, never "retry".
+            throw APIError(
+                .serviceUnavailable, .storageUnavailable,
+                "the App Store answered (\(outcome)), but the audit record could not be written: do not ask again before checking "
+                    + "GET /v1/support/mass-extensions/\(body.productId)/\(identifier)")
         }
         logger.info(
             "support action",

@@ -151,14 +151,14 @@ package struct WebhookDeliveryService: Service {
     }
 
     /// One attempt, and what becomes of the delivery (recorded with the batch's); `nil` when the server stopped
-    /// while the attempt was on its way and it did not succeed: the receiver did nothing wrong, so no attempt is
-    /// counted, and the delivery is taken up again when its claim lapses.
+    /// while the attempt was on its way, before any answer: the receiver did nothing wrong, so no attempt is counted,
+    /// and the delivery is taken up again when its claim lapses. An answer that came is recorded, whatever it was.
     func deliver(
         _ delivery: ClaimedDelivery, to endpoint: ServerConfiguration.WebhookEndpoint, secrets: [WebhookSecret], timeout: Duration, client: HTTPClient
     ) async -> FinishedAttempt? {
         let event = delivery.event
         let attempt = await Self.send(event, to: endpoint.url, secrets: secrets, timeout: timeout, client: client)
-        if !attempt.succeeded, Task.isCancelled || Task.isShuttingDownGracefully {
+        if attempt.statusCode == nil, Task.isCancelled || Task.isShuttingDownGracefully {
             logger.info(
                 "event delivery interrupted by the server stopping; not counted as an attempt",
                 metadata: ["webhook.endpoint": .string(endpoint.name), "event.id": .string(event.id.description)])
