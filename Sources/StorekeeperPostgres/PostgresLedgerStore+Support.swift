@@ -35,18 +35,7 @@ extension PostgresLedgerStore {
             var ledger = Ledger()
             try await self.loadFamilies(connection, nil, families.sorted(), into: &ledger)
             // The owners of the tokens that may name the purchases' customers, and of the token searched for.
-            var tokens = Set<AppAccountTokenKey>()
-            for transaction in ledger.transactions.values {
-                guard let token = transaction.info.appAccountToken, let environment = transaction.info.environment else { continue }
-                tokens.insert(AppAccountTokenKey(bundleId: transaction.info.bundleId, environment: environment, token: token))
-            }
-            for (key, subscription) in ledger.subscriptions {
-                guard let token = subscription.renewalInfo?.appAccountToken else { continue }
-                tokens.insert(AppAccountTokenKey(bundleId: subscription.bundleId, environment: key.environment, token: token))
-            }
-            if case .appAccountToken(let token) = lookup {
-                for app in apps { tokens.insert(AppAccountTokenKey(bundleId: app.bundleId, environment: app.environment, token: token)) }
-            }
+            let tokens = ledger.tokensNamingOwners(searched: lookup, in: apps)
             try await self.loadFamilies(connection, nil, [], tokens: tokens, into: &ledger)
             return ledger
         }

@@ -27,18 +27,7 @@ extension SQLiteLedgerStore {
             var ledger = Ledger()
             for family in families.sorted() { try self.loadSubscriptionFamily(db, nil, family, into: &ledger) }
             // The owners of the tokens that may name the purchases' customers, and of the token searched for.
-            var tokens = Set<AppAccountTokenKey>()
-            for transaction in ledger.transactions.values {
-                guard let token = transaction.info.appAccountToken, let environment = transaction.info.environment else { continue }
-                tokens.insert(AppAccountTokenKey(bundleId: transaction.info.bundleId, environment: environment, token: token))
-            }
-            for (key, subscription) in ledger.subscriptions {
-                guard let token = subscription.renewalInfo?.appAccountToken else { continue }
-                tokens.insert(AppAccountTokenKey(bundleId: subscription.bundleId, environment: key.environment, token: token))
-            }
-            if case .appAccountToken(let token) = lookup {
-                for app in apps { tokens.insert(AppAccountTokenKey(bundleId: app.bundleId, environment: app.environment, token: token)) }
-            }
+            let tokens = ledger.tokensNamingOwners(searched: lookup, in: apps)
             for token in tokens.sorted() {
                 if let owner = try String.fetchOne(
                     db.cachedStatement(sql: "SELECT customer_id FROM token_owners WHERE bundle_id = ? AND environment = ? AND token = ?"),

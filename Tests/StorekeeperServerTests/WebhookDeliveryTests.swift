@@ -109,6 +109,20 @@ struct WebhookDeliveryTests {
         }
     }
 
+    /// alice, known by a server-issued token, subscribes; her notifications applied to the testbed's store, whose
+    /// outbox has the event `endpoint` will be handed (its cursor placed before it). The store.
+    static func aliceSubscribes(_ testbed: inout ServerTestbed, endpoint: ServerConfiguration.WebhookEndpoint) async throws -> any LedgerStore {
+        let store = testbed.store
+        _ = try await store.fanOut(endpoint.route, limit: 1, now: Date())
+        let token = try await store.appAccountToken(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox, renew: false)
+        try testbed.engine.createCustomer(id: "apple-alice")
+        _ = try testbed.engine.purchase(.init(customerId: "apple-alice", productId: "pro.monthly", appAccountToken: token))
+        let verifier = try #require(try testbed.configuration.makeVerifiers().first { $0.key.bundleId == "com.example.storekeeper" }?.value)
+        store.outbox.configure(entitlements: testbed.configuration.entitlements, clock: { ServerTestbed.start })
+        for record in testbed.engine.state.notifications { _ = try await store.apply(try await verifier.verifyNotification(record.signedPayload)) }
+        return store
+    }
+
     @Test(
         "an attempt on its way when the server stops is not counted: the receiver did nothing wrong, and no retry step is spent",
         .enabled(if: PythonReceiver.isAvailable, PythonReceiver.missing))
@@ -118,16 +132,9 @@ struct WebhookDeliveryTests {
         let receiver = try PythonReceiver(secret: secret, plan: ["slow"])
         let endpoint = ServerConfiguration.WebhookEndpoint(
             name: "backend", url: "http://127.0.0.1:\(receiver.port)/", secret: secret, timeoutSeconds: 10, retryScheduleSeconds: [0.1])
-        let store = testbed.store
-        _ = try await store.fanOut(endpoint.route, limit: 1, now: Date())
+        let store = try await Self.aliceSubscribes(&testbed, endpoint: endpoint)
         var logger = Logger(label: "test")
         logger.logLevel = .critical
-        let token = try await store.appAccountToken(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox, renew: false)
-        try testbed.engine.createCustomer(id: "apple-alice")
-        _ = try testbed.engine.purchase(.init(customerId: "apple-alice", productId: "pro.monthly", appAccountToken: token))
-        let verifier = try #require(try testbed.configuration.makeVerifiers().first { $0.key.bundleId == "com.example.storekeeper" }?.value)
-        store.outbox.configure(entitlements: testbed.configuration.entitlements, clock: { ServerTestbed.start })
-        for record in testbed.engine.state.notifications { _ = try await store.apply(try await verifier.verifyNotification(record.signedPayload)) }
         let service = WebhookDeliveryService(store: store, endpoints: [endpoint], logger: logger, metrics: StorekeeperMetrics.discarded)
         // The receiver takes 3 s to answer; the server stops after 1.
         let task = Task { try await service.run() }
@@ -151,18 +158,9 @@ struct WebhookDeliveryTests {
         let receiver = try PythonReceiver(secret: secret, plan: ["500", "500", "500"])
         let endpoint = ServerConfiguration.WebhookEndpoint(
             name: "backend", url: "http://127.0.0.1:\(receiver.port)/", secret: secret, timeoutSeconds: 1, retryScheduleSeconds: [0.1, 0.1])
-        var configuration = testbed.configuration
-        configuration.webhooks = [endpoint]
-        let store = testbed.store
-        _ = try await store.fanOut(endpoint.route, limit: 1, now: Date())
+        let store = try await Self.aliceSubscribes(&testbed, endpoint: endpoint)
         var logger = Logger(label: "test")
         logger.logLevel = .critical
-        let token = try await store.appAccountToken(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox, renew: false)
-        try testbed.engine.createCustomer(id: "apple-alice")
-        _ = try testbed.engine.purchase(.init(customerId: "apple-alice", productId: "pro.monthly", appAccountToken: token))
-        let verifier = try #require(try configuration.makeVerifiers().first { $0.key.bundleId == "com.example.storekeeper" }?.value)
-        store.outbox.configure(entitlements: configuration.entitlements, clock: { ServerTestbed.start })
-        for record in testbed.engine.state.notifications { _ = try await store.apply(try await verifier.verifyNotification(record.signedPayload)) }
         let service = WebhookDeliveryService(store: store, endpoints: [endpoint], logger: logger, metrics: StorekeeperMetrics.discarded)
         let task = Task { try await service.run() }
         defer { task.cancel() }

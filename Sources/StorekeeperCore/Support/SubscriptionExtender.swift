@@ -115,7 +115,7 @@ package struct SubscriptionExtender: Sendable {
         do throws(AppStoreServerAPIError) {
             answer = try called.get()
         } catch {
-            if let status = error.httpStatus, (400..<500).contains(status), status != 401, status != 429 {
+            if let status = Self.refusalStatus(error) {
                 // Apple refused: its code, name and meaning (a code this version does not know, by number).
                 if let code = error.errorCode { detail["appleErrorCode"] = .integer(Int64(code)) }
                 if let named = error.errorCode.flatMap(APIErrorCode.named) { detail["appleError"] = .string(named.name) }
@@ -136,6 +136,13 @@ package struct SubscriptionExtender: Sendable {
             return .refused(try await record("refused", detail), reason: reason)
         }
         return .extended(try await record("done", detail))
+    }
+
+    /// The HTTP status of an answer that is the App Store refusing the request (a 4xx but 401, our credentials, and
+    /// 429, its rate limit), or `nil` when the App Store could not be reached or failed.
+    package static func refusalStatus(_ error: AppStoreServerAPIError) -> Int? {
+        guard let status = error.httpStatus, (400..<500).contains(status), status != 401, status != 429 else { return nil }
+        return status
     }
 
     /// What the App Store's refusal says: its error's name, code and meaning, or its status and code when this

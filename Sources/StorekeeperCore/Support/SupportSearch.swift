@@ -192,3 +192,24 @@ package struct AppStoreAccess: Sendable {
         self.verifier = verifier
     }
 }
+
+extension Ledger {
+    /// The app account tokens whose owners say whose its purchases are (those its transactions and renewal infos
+    /// carry), and the token `lookup` searches for in each of `apps`: what a store's ``LedgerStore/supportLookup(_:in:)``
+    /// reads the owners of.
+    package func tokensNamingOwners(searched lookup: SupportLookup, in apps: [VerifierKey]) -> Set<AppAccountTokenKey> {
+        var tokens = Set<AppAccountTokenKey>()
+        for transaction in transactions.values {
+            guard let token = transaction.info.appAccountToken, let environment = transaction.info.environment else { continue }
+            tokens.insert(AppAccountTokenKey(bundleId: transaction.info.bundleId, environment: environment, token: token))
+        }
+        for (key, subscription) in subscriptions {
+            guard let token = subscription.renewalInfo?.appAccountToken else { continue }
+            tokens.insert(AppAccountTokenKey(bundleId: subscription.bundleId, environment: key.environment, token: token))
+        }
+        if case .appAccountToken(let token) = lookup {
+            for app in apps { tokens.insert(AppAccountTokenKey(bundleId: app.bundleId, environment: app.environment, token: token)) }
+        }
+        return tokens
+    }
+}

@@ -165,112 +165,12 @@ struct SupportAPI: Sendable {
         var transaction: TransactionInfo
     }
 
-    /// `{"days": 1-90, "reason": 0-3, "note"?}`, read strictly.
-    struct ExtendBody: Decodable {
-        var days: Int
-        var reason: Int
-        var note: String?
-    }
-
-    /// `POST /v1/support/customers/{id}/subscriptions/{originalTransactionId}/extend` — Extend a Subscription Renewal
-    /// Date at the App Store for one of the customer's subscriptions (``SubscriptionExtender``), audited.
-    func extend(_ request: Request, customerId: String, originalTransactionId: String, identity: APIKeyIdentity) async throws -> Response {
-        let query = try QueryParameters(request, allowed: ["bundleId", "environment"])
-        // Percent-decoded, as customer IDs are (`%32…` is `2…`).
-        let originalTransactionId =
-            originalTransactionId.contains("%") ? originalTransactionId.removingPercentEncoding ?? originalTransactionId : originalTransactionId
-        guard !originalTransactionId.isEmpty, originalTransactionId.utf8.count <= 64,
-            originalTransactionId.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
-        else {
-            throw APIError(
-                .badRequest, .invalidParameter,
-                "\(UntrustedText.quoted(originalTransactionId, limit: 64)) is not an original transaction ID (Apple's are digits)")
-        }
-        let buffer = try await StorekeeperApplication.readBody(request)
-        guard buffer.readableBytes > 0 else {
-            throw APIError(.badRequest, .malformedBody, #"the body is empty: give JSON {"days": 1-90, "reason": 0-3, "note": "…"}"#)
-        }
-        let body: ExtendBody
-        do {
-            body = try StrictJSONDecoder.decode(ExtendBody.self, from: Array(buffer.readableBytesView), file: "the body")
-        } catch {
-            throw APIError(
-                .badRequest, .malformedBody,
-                #"the body must be JSON {"days": 1-90, "reason": 0-3, "note": "…"}: "# + UntrustedText.escaped(error.message, limit: 300))
-        }
-        guard SubscriptionExtender.days.contains(body.days) else {
-            throw APIError(.badRequest, .invalidParameter, "days is \(body.days): the App Store extends by 1 to 90 days")
-        }
-        guard ExtendReasonCode.knownValues.map(\.rawValue).contains(body.reason) else {
-            throw APIError(
-                .badRequest, .invalidParameter,
-                "reason is \(body.reason): give 0 (undeclared), 1 (customer satisfaction), 2 (other) or 3 (service issue or outage)")
-        }
-        if let note = body.note, note.utf8.count > 500 {
-            throw APIError(.badRequest, .invalidParameter, "note is \(note.utf8.count) bytes: at most 500")
-        }
-        let (bundleId, environment) = try CustomerAPI.scope(of: query, identity: identity, configuration.apps)
-        let app = VerifierKey(bundleId: bundleId, environment: environment)
-        let extender = SubscriptionExtender(store: store, client: appStore[app]?.client, now: now, budget: appStoreBudget)
-        let outcome: SubscriptionExtender.Outcome
-        do {
-            outcome = try await extender.extend(
-                originalTransactionId, of: CustomerKey(bundleId: bundleId, environment: environment, customerId: customerId), days: body.days,
-                reason: ExtendReasonCode(rawValue: body.reason), note: body.note, keyName: identity.name)
-        } catch {
-            throw APIError(
-                .serviceUnavailable, .storageUnavailable,
-                "the ledger could not be read, or the App Store's answer could not be recorded: look at the customer's timeline before trying again")
-        }
-        struct Done: Encodable { var action: SupportAction }
-        let logged: SupportAction? = {
-            switch outcome {
-            case .extended(let action), .refused(let action, _), .failed(let action, _), .unknownSubscription(let action): action
-            case .noCredentials: nil
-            }
-        }()
-        if let logged {
-            // Every action in the log too, with the key's name (never the key) and the audit record it wrote.
-            logger.info(
-                "support action",
-                metadata: [
-                    "support.action": .string(logged.action), "support.outcome": .string(logged.outcome),
-                    "support.audit_id": .stringConvertible(logged.id),
-                    "api_key": .string(identity.name), "customer.id": .string(customerId), "app.bundle_id": .string(bundleId),
-                    "original_transaction_id": .string(originalTransactionId),
-                ])
-        }
-        switch outcome {
-        case .extended(let action):
-            return StorekeeperApplication.jsonResponse(Done(action: action))
-        case .refused(let action, let reason):
-            // Storekeeper's own checks name a `code`; the rest is the App Store's answer.
-            let code: APIError.Code = action.detail["code"] == nil ? .appStoreRefused : .extensionRefused
-            throw APIError(.conflict, code, reason + " (audit record \(action.id))")
-        case .failed(let action, let reason):
-            throw APIError(.badGateway, .appStoreUnavailable, reason + " (audit record \(action.id))")
-        case .unknownSubscription(let action):
-            throw APIError(
-                .notFound, .unknownSubscription,
-                "customer '\(customerId)' has no subscription \(originalTransactionId) in \(bundleId) (\(environment.rawValue)) (audit record \(action.id))"
-            )
-        case .noCredentials:
-            throw APIError(
-                .notFound, .noCredentials,
-                "app \(bundleId) (\(environment.rawValue)) has no App Store Server API credentials (serverAPI in the configuration)")
-        }
-    }
-
     /// `GET /v1/support/customers/{id}/refunds` — the customer's refunds as the App Store records them (Get Refund
     /// History for each of their purchases' Apple accounts, every transaction verified), newest first.
     func refunds(_ request: Request, customerId: String, identity: APIKeyIdentity) async throws -> Response {
         let query = try QueryParameters(request, allowed: ["bundleId", "environment"])
         let (bundleId, environment) = try CustomerAPI.scope(of: query, identity: identity, configuration.apps)
-        guard let api = appStore[VerifierKey(bundleId: bundleId, environment: environment)] else {
-            throw APIError(
-                .notFound, .noCredentials,
-                "app \(bundleId) (\(environment.rawValue)) has no App Store Server API credentials (serverAPI in the configuration)")
-        }
+        let api = try appStoreAccess(bundleId, environment)
         let ledger: Ledger
         do {
             guard try await store.customerExists(customerId, bundleId: bundleId, environment: environment) else {
@@ -326,183 +226,38 @@ struct SupportAPI: Sendable {
         return StorekeeperApplication.jsonResponse(Refunds(refunds: sorted, purchasesChecked: families.count))
     }
 
-    /// `{"productId", "days": 1-90, "reason": 0-3, "storefronts"?: [ISO 3166-1 alpha-3], "note"?}`, read strictly.
-    struct MassExtendBody: Decodable {
-        var productId: String
-        var days: Int
-        var reason: Int
-        var storefronts: [String]?
-        var note: String?
+    /// The App Store Server API of an app in an environment, or 404 naming the missing credentials.
+    func appStoreAccess(_ bundleId: String, _ environment: AppStoreEnvironment) throws(APIError) -> AppStoreAccess {
+        guard let access = appStore[VerifierKey(bundleId: bundleId, environment: environment)] else { throw noCredentials(bundleId, environment) }
+        return access
     }
 
-    /// `POST /v1/support/mass-extensions` — Extend Subscription Renewal Dates for All Active Subscribers of one
-    /// product at the App Store (Apple works through them over hours; each extended subscription's
-    /// RENEWAL_EXTENDED notification moves its date), audited as an app-wide action; answers the audit record, whose
-    /// `detail.requestIdentifier` asks Apple for the progress.
-    func massExtend(_ request: Request, identity: APIKeyIdentity) async throws -> Response {
-        let query = try QueryParameters(request, allowed: ["bundleId", "environment"])
-        let buffer = try await StorekeeperApplication.readBody(request)
-        guard buffer.readableBytes > 0 else {
-            throw APIError(.badRequest, .malformedBody, #"the body is empty: give JSON {"productId": "…", "days": 1-90, "reason": 0-3}"#)
-        }
-        let body: MassExtendBody
-        do {
-            body = try StrictJSONDecoder.decode(MassExtendBody.self, from: Array(buffer.readableBytesView), file: "the body")
-        } catch {
-            throw APIError(
-                .badRequest, .malformedBody,
-                #"the body must be JSON {"productId": "…", "days": 1-90, "reason": 0-3, "storefronts": ["USA", …], "note": "…"}: "#
-                    + UntrustedText.escaped(error.message, limit: 300))
-        }
-        // Apple's product IDs are letters, digits, periods, underscores and hyphens: nothing else reaches a log or a record.
-        guard (1...128).contains(body.productId.utf8.count),
-            body.productId.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "_" || $0 == "-") })
-        else {
-            throw APIError(
-                .badRequest, .invalidParameter,
-                "productId \(UntrustedText.quoted(body.productId, limit: 64)) is not a product ID (letters, digits, '.', '_' and '-')")
-        }
-        guard SubscriptionExtender.days.contains(body.days) else {
-            throw APIError(.badRequest, .invalidParameter, "days is \(body.days): the App Store extends by 1 to 90 days")
-        }
-        guard ExtendReasonCode.knownValues.map(\.rawValue).contains(body.reason) else {
-            throw APIError(
-                .badRequest, .invalidParameter,
-                "reason is \(body.reason): give 0 (undeclared), 1 (customer satisfaction), 2 (other) or 3 (service issue or outage)")
-        }
-        if let storefronts = body.storefronts {
-            guard !storefronts.isEmpty else {
-                throw APIError(.badRequest, .invalidParameter, "storefronts is empty: leave it out for every storefront")
-            }
-            for code in storefronts where !(code.utf8.count == 3 && code.utf8.allSatisfy { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }) {
-                throw APIError(
-                    .badRequest, .invalidParameter,
-                    "storefront \(UntrustedText.quoted(code, limit: 16)) is not an ISO 3166-1 alpha-3 code (USA, FRA, …)")
-            }
-        }
-        if let note = body.note, note.utf8.count > 500 {
-            throw APIError(.badRequest, .invalidParameter, "note is \(note.utf8.count) bytes: at most 500")
-        }
-        let (bundleId, environment) = try CustomerAPI.scope(of: query, identity: identity, configuration.apps)
-        guard let client = appStore[VerifierKey(bundleId: bundleId, environment: environment)]?.client else {
-            throw APIError(
-                .notFound, .noCredentials,
-                "app \(bundleId) (\(environment.rawValue)) has no App Store Server API credentials (serverAPI in the configuration)")
-        }
-        let identifier = UUID().uuidString.lowercased()
-        var asked: [String: JSONValue] = [
-            "productId": .string(body.productId), "days": .integer(Int64(body.days)), "reason": .integer(Int64(body.reason)),
+    func noCredentials(_ bundleId: String, _ environment: AppStoreEnvironment) -> APIError {
+        APIError(
+            .notFound, .noCredentials,
+            "app \(bundleId) (\(environment.rawValue)) has no App Store Server API credentials (serverAPI in the configuration)")
+    }
+
+    /// Every support action in the log too, with the key's name (never the key) and the audit record it wrote.
+    func log(_ action: SupportAction, by identity: APIKeyIdentity, _ more: Logger.Metadata) {
+        var metadata: Logger.Metadata = [
+            "support.action": .string(action.action), "support.outcome": .string(action.outcome), "support.audit_id": .stringConvertible(action.id),
+            "api_key": .string(identity.name), "app.bundle_id": .string(action.customer.bundleId),
         ]
-        if let storefronts = body.storefronts { asked["storefronts"] = .array(storefronts.map { .string($0) }) }
-        if let note = body.note { asked["note"] = .string(UntrustedText.escaped(note, limit: 3_000)) }
-        let call = MassExtendRenewalDateRequest(
-            requestIdentifier: identifier, extendByDays: body.days, extendReasonCode: ExtendReasonCode(rawValue: body.reason),
-            productId: body.productId, storefrontCountryCodes: body.storefronts)
-        let answered = await withinBudget(appStoreBudget) { () -> Swift.Result<MassExtendRenewalDateResponse, AppStoreServerAPIError> in
+        metadata.merge(more) { $1 }
+        logger.info("support action", metadata: metadata)
+    }
+
+    /// An App Store call given at most ``appStoreBudget``: its answer, or `nil` when it did not come in time.
+    func callAppStore<T: Sendable>(
+        _ call: @escaping @Sendable () async throws(AppStoreServerAPIError) -> T
+    ) async -> Swift.Result<T, AppStoreServerAPIError>? {
+        await withinBudget(appStoreBudget) { () -> Swift.Result<T, AppStoreServerAPIError> in
             do throws(AppStoreServerAPIError) {
-                return .success(try await client.extendRenewalDatesForAllActiveSubscribers(call))
+                return .success(try await call())
             } catch {
                 return .failure(error)
             }
-        }
-        var detail: [String: JSONValue] = ["requestIdentifier": .string(identifier)]
-        let outcome: String
-        var failure: APIError?
-        switch answered {
-        case .success?:
-            outcome = "done"
-        case .failure(let error)?:
-            if let status = error.httpStatus, (400..<500).contains(status), status != 401, status != 429 {
-                outcome = "refused"
-                let reason = SubscriptionExtender.refusal(error, status: status)
-                if let code = error.errorCode { detail["appleErrorCode"] = .integer(Int64(code)) }
-                if let named = error.errorCode.flatMap(APIErrorCode.named) { detail["appleError"] = .string(named.name) }
-                detail["reason"] = .string(reason)
-                failure = APIError(.conflict, .appStoreRefused, reason)
-            } else {
-                outcome = "failed"
-                let reason = "the App Store could not be reached or failed: \(UntrustedText.escaped(error.detail, limit: 300))"
-                detail["reason"] = .string(reason)
-                failure = APIError(.badGateway, .appStoreUnavailable, reason)
-            }
-        case nil:
-            outcome = "failed"
-            let reason =
-                "the App Store did not answer within \(appStoreBudget.components.seconds) s: the extension may have been asked for; ask its status with requestIdentifier \(identifier)"
-            detail["reason"] = .string(reason)
-            failure = APIError(.badGateway, .appStoreUnavailable, reason)
-        }
-        var action = SupportAction(
-            at: now(), keyName: identity.name, customer: CustomerKey(bundleId: bundleId, environment: environment, customerId: SupportAction.appWide),
-            action: SupportAction.Kind.massExtendRenewalDate.rawValue, target: body.productId, request: asked, outcome: outcome, detail: detail)
-        do {
-            action.id = try await store.recordSupportAction(action)
-        } catch {
-            // Apple has answered: a retry could ask it again. Said plainly, never "retry".
-            throw APIError(
-                .serviceUnavailable, .storageUnavailable,
-                "the App Store answered (\(outcome)), but the audit record could not be written: do not ask again before checking "
-                    + "GET /v1/support/mass-extensions/\(body.productId)/\(identifier)")
-        }
-        logger.info(
-            "support action",
-            metadata: [
-                "support.action": .string(action.action), "support.outcome": .string(outcome), "support.audit_id": .stringConvertible(action.id),
-                "api_key": .string(identity.name), "app.bundle_id": .string(bundleId), "product_id": .string(body.productId),
-            ])
-        if let failure { throw APIError(failure.status, failure.code, failure.message + " (audit record \(action.id))") }
-        struct Done: Encodable { var action: SupportAction }
-        return StorekeeperApplication.jsonResponse(Done(action: action))
-    }
-
-    /// `GET /v1/support/mass-extensions` — the app's mass extensions, as the audit log holds them, oldest first.
-    func massExtensions(_ request: Request, identity: APIKeyIdentity) async throws -> Response {
-        let query = try QueryParameters(request, allowed: ["bundleId", "environment"])
-        let (bundleId, environment) = try CustomerAPI.scope(of: query, identity: identity, configuration.apps)
-        let actions: [SupportAction]
-        do {
-            actions = try await store.supportActions(
-                customer: CustomerKey(bundleId: bundleId, environment: environment, customerId: SupportAction.appWide))
-        } catch {
-            throw APIError(.serviceUnavailable, .storageUnavailable, "the audit log could not be read")
-        }
-        struct Listed: Encodable { var actions: [SupportAction] }
-        return StorekeeperApplication.jsonResponse(Listed(actions: actions))
-    }
-
-    /// `GET /v1/support/mass-extensions/{productId}/{requestIdentifier}` — the progress Apple reports (Get Status of
-    /// Subscription Renewal Date Extensions): complete or not, how many succeeded and failed.
-    func massExtensionStatus(_ request: Request, productId: String, requestIdentifier: String, identity: APIKeyIdentity) async throws -> Response {
-        let query = try QueryParameters(request, allowed: ["bundleId", "environment"])
-        let (bundleId, environment) = try CustomerAPI.scope(of: query, identity: identity, configuration.apps)
-        guard (1...128).contains(requestIdentifier.utf8.count), (1...128).contains(productId.utf8.count) else {
-            throw APIError(.badRequest, .invalidParameter, "give the product ID and the requestIdentifier of the mass extension")
-        }
-        guard let client = appStore[VerifierKey(bundleId: bundleId, environment: environment)]?.client else {
-            throw APIError(
-                .notFound, .noCredentials,
-                "app \(bundleId) (\(environment.rawValue)) has no App Store Server API credentials (serverAPI in the configuration)")
-        }
-        let answered = await withinBudget(appStoreBudget) { () -> Swift.Result<MassExtendRenewalDateStatusResponse, AppStoreServerAPIError> in
-            do throws(AppStoreServerAPIError) {
-                return .success(try await client.massExtensionStatus(productId: productId, requestIdentifier: requestIdentifier))
-            } catch {
-                return .failure(error)
-            }
-        }
-        switch answered {
-        case .success(let status)?:
-            return StorekeeperApplication.jsonResponse(status)
-        case .failure(let error)?:
-            if error.httpStatus == 404 {
-                throw APIError(
-                    .notFound, .unknownMassExtension,
-                    "the App Store knows no mass extension \(UntrustedText.quoted(requestIdentifier, limit: 64)) of \(UntrustedText.quoted(productId, limit: 64))"
-                )
-            }
-            throw APIError(.badGateway, .appStoreUnavailable, "the App Store failed: \(UntrustedText.escaped(error.detail, limit: 300))")
-        case nil:
-            throw APIError(.badGateway, .appStoreUnavailable, "the App Store did not answer within \(appStoreBudget.components.seconds) s")
         }
     }
 }
