@@ -212,6 +212,8 @@ extension PostgresLedgerStore {
             try await connection.execute(
                 "DELETE FROM issued_tokens WHERE customer_id = \(customerId) AND bundle_id = \(bundleId) AND environment = \(environment)")
             try await connection.execute(
+                "DELETE FROM consumption_consents WHERE customer_id = \(customerId) AND bundle_id = \(bundleId) AND environment = \(environment)")
+            try await connection.execute(
                 """
                 DELETE FROM delivery_attempts WHERE position IN (SELECT position FROM events
                     WHERE customer_id = \(customerId) AND bundle_id = \(bundleId) AND environment = \(environment))

@@ -130,5 +130,33 @@ extension PostgresLedgerStore: LedgerImporting {
             // The same IDs as the source (an error or a log line names a record by its ID), and the next one after them.
             try await connection.execute("SELECT setval('support_actions_id_seq', (SELECT max(id) FROM support_actions))")
         }
+        // Over the rows the trigger made as the page of notifications came in: the source's state of each request.
+        for record in page.consumptionRequests {
+            try await connection.execute(
+                """
+                INSERT INTO consumption_requests (\(unescaped: Self.consumptionColumns))
+                VALUES (\(record.notificationUUID), \(record.receivedAt.epochMilliseconds), \(record.state.rawValue), \(record.bundleId),
+                    \(record.environment?.rawValue), \(record.transactionId), \(record.originalTransactionId), \(record.customerId),
+                    \(record.productId), \(record.productType?.rawValue), \(record.reason?.rawValue), \(record.requestedAt?.epochMilliseconds),
+                    \(record.deadline?.epochMilliseconds), \(record.decidedBy), \(ConsumptionRequestRecord.text(record.facts)),
+                    \(ConsumptionRequestRecord.text(record.answer)), \(Int32(record.attempts)), \(record.nextAttemptAt?.epochMilliseconds),
+                    \(record.lastError), \(record.finishedAt?.epochMilliseconds))
+                ON CONFLICT (uuid) DO UPDATE SET received_at = excluded.received_at, state = excluded.state, bundle_id = excluded.bundle_id,
+                    environment = excluded.environment, transaction_id = excluded.transaction_id,
+                    original_transaction_id = excluded.original_transaction_id, customer_id = excluded.customer_id,
+                    product_id = excluded.product_id, product_type = excluded.product_type, reason = excluded.reason,
+                    requested_at = excluded.requested_at, deadline = excluded.deadline, decided_by = excluded.decided_by, facts = excluded.facts,
+                    answer = excluded.answer, attempts = excluded.attempts, next_attempt_at = excluded.next_attempt_at,
+                    last_error = excluded.last_error, finished_at = excluded.finished_at
+                """)
+        }
+        for copied in page.consumptionConsents {
+            try await connection.execute(
+                """
+                INSERT INTO consumption_consents (bundle_id, environment, customer_id, consented, at)
+                VALUES (\(copied.customer.bundleId), \(copied.customer.environment.rawValue), \(copied.customer.customerId),
+                    \(copied.consent.consented), \(copied.consent.at.epochMilliseconds))
+                """)
+        }
     }
 }

@@ -130,6 +130,31 @@ enum PostgresSchema {
             CREATE INDEX support_actions_by_target ON support_actions (environment, target, id) WHERE target IS NOT NULL;
             """
         ),
+        // Consumption requests and consents (as SQLite's v13). A notification's row is claimed with an empty type and
+        // completed by an update, hence a trigger on both. (The function's body has no ";" at a line's end: statements
+        // are split there.)
+        (
+            "v7: consumption requests and consents",
+            """
+            CREATE TABLE consumption_requests (
+                uuid TEXT PRIMARY KEY, received_at BIGINT NOT NULL, state TEXT NOT NULL, bundle_id TEXT, environment TEXT,
+                transaction_id TEXT, original_transaction_id TEXT, customer_id TEXT, product_id TEXT, product_type TEXT,
+                reason TEXT, requested_at BIGINT, deadline BIGINT, decided_by TEXT, facts TEXT, answer TEXT,
+                attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at BIGINT, last_error TEXT, finished_at BIGINT,
+                claimed_by TEXT, claimed_until BIGINT);
+            CREATE INDEX consumption_requests_open ON consumption_requests (received_at) WHERE state IN ('new', 'pending', 'manual');
+            CREATE INDEX consumption_requests_by_customer ON consumption_requests (bundle_id, environment, customer_id, received_at);
+            CREATE INDEX consumption_requests_by_deadline ON consumption_requests (bundle_id, environment, state, deadline);
+            CREATE FUNCTION storekeeper_consumption_request_stored() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+                INSERT INTO consumption_requests (uuid, received_at, state) VALUES (NEW.uuid, NEW.received_at, 'new')
+                ON CONFLICT (uuid) DO NOTHING; RETURN NULL; END $$;
+            CREATE TRIGGER consumption_request_stored AFTER INSERT OR UPDATE OF type ON notifications
+                FOR EACH ROW WHEN (NEW.type = 'CONSUMPTION_REQUEST') EXECUTE FUNCTION storekeeper_consumption_request_stored();
+            CREATE TABLE consumption_consents (
+                bundle_id TEXT NOT NULL, environment TEXT NOT NULL, customer_id TEXT NOT NULL, consented BOOLEAN NOT NULL,
+                at BIGINT NOT NULL, PRIMARY KEY (bundle_id, environment, customer_id));
+            """
+        ),
     ]
 
     /// Brings the database's schema up to date on `connection`, under the migration lock; returns the migrations

@@ -187,6 +187,8 @@ extension SQLiteLedgerStore {
             try db.execute(sql: "DELETE FROM token_owners WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3", arguments: arguments)
             let tokens = db.changesCount
             try db.execute(sql: "DELETE FROM issued_tokens WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3", arguments: arguments)
+            try db.execute(
+                sql: "DELETE FROM consumption_consents WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3", arguments: arguments)
             let events =
                 try Int.fetchOne(
                     db, sql: "SELECT count(*) FROM events WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3", arguments: arguments) ?? 0

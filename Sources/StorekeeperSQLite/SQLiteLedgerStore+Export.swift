@@ -173,6 +173,29 @@ extension SQLiteLedgerStore: LedgerExporting {
             page.supportActions = actions
             try await body(page)
         }
+        var lastRequest = ""
+        while true {
+            let after = lastRequest
+            let requests = try await readPage { db in
+                try Row.fetchAll(db, sql: "SELECT * FROM consumption_requests WHERE uuid > ? ORDER BY uuid LIMIT ?", arguments: [after, size])
+                    .map(Self.consumptionRequest)
+            }
+            guard let final = requests.last else { break }
+            lastRequest = final.notificationUUID
+            var page = LedgerPage()
+            page.consumptionRequests = requests
+            try await body(page)
+        }
+        var consents = LedgerPage()
+        consents.consumptionConsents = try await readPage { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM consumption_consents ORDER BY bundle_id, environment, customer_id").map { row in
+                CopiedConsent(
+                    customer: CustomerKey(
+                        bundleId: row["bundle_id"], environment: AppStoreEnvironment(rawValue: row["environment"]), customerId: row["customer_id"]),
+                    consent: ConsumptionConsent(consented: row["consented"], at: Date(epochMilliseconds: row["at"])))
+            }
+        }
+        if consents.count > 0 { try await body(consents) }
     }
 
     package func customers() async throws(StorageError) -> [CustomerScope] {

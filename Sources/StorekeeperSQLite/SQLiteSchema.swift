@@ -166,6 +166,30 @@ extension SQLiteLedgerStore {
                     CREATE INDEX support_actions_by_target ON support_actions (environment, target, id) WHERE target IS NOT NULL;
                     """)
         }
+        migrator.registerMigration("v13: consumption requests and consents") { db in
+            // A CONSUMPTION_REQUEST's row is made by a trigger in the transaction that stores the notification, however
+            // it came (webhook, recovery, copy): none is missed, and no other notification's write pays for it.
+            try db.execute(
+                sql: """
+                    CREATE TABLE consumption_requests (
+                        uuid TEXT PRIMARY KEY, received_at INTEGER NOT NULL, state TEXT NOT NULL, bundle_id TEXT, environment TEXT,
+                        transaction_id TEXT, original_transaction_id TEXT, customer_id TEXT, product_id TEXT, product_type TEXT,
+                        reason TEXT, requested_at INTEGER, deadline INTEGER, decided_by TEXT, facts TEXT, answer TEXT,
+                        attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at INTEGER, last_error TEXT, finished_at INTEGER,
+                        claimed_by TEXT, claimed_until INTEGER);
+                    CREATE INDEX consumption_requests_open ON consumption_requests (received_at) WHERE state IN ('new', 'pending', 'manual');
+                    CREATE INDEX consumption_requests_by_customer ON consumption_requests (bundle_id, environment, customer_id, received_at);
+                    CREATE INDEX consumption_requests_by_deadline ON consumption_requests (bundle_id, environment, state, deadline);
+                    CREATE TRIGGER consumption_request_stored AFTER INSERT ON notifications
+                    WHEN NEW.type = 'CONSUMPTION_REQUEST'
+                    BEGIN
+                        INSERT OR IGNORE INTO consumption_requests (uuid, received_at, state) VALUES (NEW.uuid, NEW.received_at, 'new');
+                    END;
+                    CREATE TABLE consumption_consents (
+                        bundle_id TEXT NOT NULL, environment TEXT NOT NULL, customer_id TEXT NOT NULL, consented INTEGER NOT NULL,
+                        at INTEGER NOT NULL, PRIMARY KEY (bundle_id, environment, customer_id));
+                    """)
+        }
         return migrator
     }
 

@@ -160,6 +160,10 @@ package enum StorekeeperApplication {
                 store: store, settings: configuration.events, endpoints: configuration.webhooks.map(\.name),
                 leaseDuration: configuration.jobLeaseDuration, logger: logger, metrics: exporter.metrics
             ))
+        services.append(
+            ConsumptionService(
+                store: store, configuration: configuration, verifiers: verifiers, clients: apiClients, now: now, logger: logger,
+                metrics: exporter.metrics))
         if !configuration.webhooks.isEmpty {
             services.append(WebhookDeliveryService(store: store, endpoints: configuration.webhooks, logger: logger, metrics: exporter.metrics))
         }

@@ -67,6 +67,8 @@ struct OpenAPIDocumentTests {
         (.post, "/v1/admin/customers/alice/reconcile"), (.get, "/v1/support/search"), (.get, "/v1/support/customers/alice"),
         (.get, "/v1/support/customers/alice/refunds"), (.post, "/v1/support/customers/alice/subscriptions/2000000000000001/extend"),
         (.post, "/v1/support/mass-extensions"), (.get, "/v1/support/mass-extensions"), (.get, "/v1/support/mass-extensions/pro.monthly/abc"),
+        (.put, "/v1/customers/alice/consumption-consent"), (.get, "/v1/support/consumption-requests"),
+        (.get, "/v1/support/consumption-requests/abc"), (.post, "/v1/support/consumption-requests/abc/answer"),
     ]
 
     /// The documented template a concrete path matches (`{…}` matching one segment).

@@ -12,6 +12,9 @@ package struct LifecycleEngine: Sendable {
     package let catalog: Catalog
     package internal(set) var state: SimulatorState
     let signer: JWSSigner
+    /// Send Consumption Information requests accepted since the engine was loaded, by transaction ID (not saved: a
+    /// test's and an operator's count of how many times a developer answered).
+    package internal(set) var consumptionInformationReceived: [String: Int] = [:]
 
     /// Production's notification retry schedule: hours after the previous attempt (at most 6 attempts in all).
     package static let retryScheduleHours: [Double] = [1, 12, 24, 48, 72]

@@ -209,5 +209,6 @@ extension LifecycleEngine {
     /// Stores consumption information sent for a transaction (Send Consumption Information).
     package mutating func recordConsumptionInformation(transactionId: String, body: JSONValue) {
         state.consumptionInformation[transactionId] = body
+        consumptionInformationReceived[transactionId, default: 0] += 1
     }
 }

@@ -169,6 +169,14 @@ package struct SimulatorControlAPI: Sendable {
         group.get("/ground-truth") { _, _ in
             try await read { engine in engine.groundTruth() }
         }
+        // The consumption information the developer sent for a transaction: the latest body, and how many were
+        // accepted since the simulator started.
+        group.get("/consumption-information/:id") { _, context in
+            let id = context.parameters.get("id") ?? ""
+            return try await read { engine in
+                ConsumptionInformation(latest: engine.state.consumptionInformation[id], received: engine.consumptionInformationReceived[id] ?? 0)
+            }
+        }
         group.get("/faults") { _, _ in
             try await read { engine in engine.state.faults }
         }
@@ -313,4 +321,10 @@ package struct SimulatorControlAPI: Sendable {
         @unknown default: return "invalid"
         }
     }
+}
+
+/// `GET /simulator/v1/consumption-information/{transactionId}`'s answer.
+struct ConsumptionInformation: Codable, Sendable {
+    var latest: JSONValue?
+    var received: Int
 }

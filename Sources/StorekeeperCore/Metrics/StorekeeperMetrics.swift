@@ -82,6 +82,7 @@ package struct StorekeeperMetrics: Sendable {
         package static let webhookOldest = "storekeeper_webhook_oldest_undelivered_seconds"
         package static let webhookDeadLetters = "storekeeper_webhook_dead_letters"
         package static let events = "storekeeper_events_total"
+        package static let consumptionRequests = "storekeeper_consumption_requests_total"
 
         package static let help: [String: String] = [
             webhookAttempts: "Webhook delivery attempts, by endpoint and outcome (delivered, failed: tried again later, dead_lettered).",
@@ -89,6 +90,8 @@ package struct StorekeeperMetrics: Sendable {
             webhookOldest: "Age of the oldest webhook delivery waiting, by endpoint (seconds; 0 when none waits).",
             webhookDeadLetters: "Webhook deliveries dead-lettered and not redelivered, by endpoint.",
             events: "Events the expiry job emitted (expiries nobody announced).",
+            consumptionRequests:
+                "CONSUMPTION_REQUESTs by app and outcome: sent (answered in time), late (12 hours passed unanswered), failed (refused by the App Store, or undecidable), manual (left to a person), not-consented, no-answer.",
             notifications: "App Store Server Notifications received, by type and outcome.",
             verificationFailures: "Signed data refused by the verifier, by error code.",
             customerCache: "Customer reads answered from the cache (hit) or the ledger (miss).",
@@ -165,6 +168,11 @@ package struct StorekeeperMetrics: Sendable {
         gauge(Name.webhookBacklog, [("endpoint", endpoint)]).record(backlog)
         gauge(Name.webhookOldest, [("endpoint", endpoint)]).record(oldestSeconds)
         gauge(Name.webhookDeadLetters, [("endpoint", endpoint)]).record(deadLetters)
+    }
+
+    /// A consumption request reached `outcome` (``ConsumptionRequestRecord/State``'s raw value).
+    package func consumptionRequest(bundleId: String, outcome: String, count: Int = 1) {
+        counter(Name.consumptionRequests, [("bundle_id", bundleId), ("outcome", outcome)]).increment(by: count)
     }
 
     package func expiryEvents(_ count: Int) {

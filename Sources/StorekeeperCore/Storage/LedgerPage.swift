@@ -22,6 +22,9 @@ package struct LedgerPage: Sendable {
     package var attempts: [CopiedAttempt] = []
     /// The support audit log, oldest first.
     package var supportActions: [SupportAction] = []
+    /// Consumption requests (what became of each) and customers' consents.
+    package var consumptionRequests: [ConsumptionRequestRecord] = []
+    package var consumptionConsents: [CopiedConsent] = []
 
     package init() {}
 
@@ -29,7 +32,18 @@ package struct LedgerPage: Sendable {
     package var count: Int {
         transactions.count + subscriptions.count + links.count + tokenOwners.count + notifications.count + refused.count + watermarks.count
             + issuedTokens.count + events.count + customerStates.count + endpoints.count + deliveries.count + attempts.count
-            + supportActions.count
+            + supportActions.count + consumptionRequests.count + consumptionConsents.count
+    }
+}
+
+/// A customer's consent to sharing, as copied.
+package struct CopiedConsent: Sendable, Hashable {
+    package var customer: CustomerKey
+    package var consent: ConsumptionConsent
+
+    package init(customer: CustomerKey, consent: ConsumptionConsent) {
+        self.customer = customer
+        self.consent = consent
     }
 }
 

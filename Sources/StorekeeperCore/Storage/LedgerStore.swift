@@ -79,6 +79,37 @@ package protocol LedgerStore: DeliveryStore, Sendable {
     /// owned it.
     func supportActions(target: String, environment: AppStoreEnvironment) async throws(StorageError) -> [SupportAction]
 
+    /// The signed payload of a stored notification, byte for byte as received (nil when there is no such
+    /// notification, or its payload was dropped by ``pruneRawPayloads(receivedBefore:)``).
+    func rawPayload(notificationUUID: String) async throws(StorageError) -> String?
+
+    /// Claims, for `holder` until `until`, up to `limit` consumption requests with something to do at `now`: those
+    /// not decided yet (``ConsumptionRequestRecord/State/new``), those whose answer is due, and those waiting past their
+    /// deadline; a request claimed by another holder whose claim has not lapsed is not claimed.
+    func claimConsumptionRequests(now: Date, holder: String, until: Date, limit: Int) async throws(StorageError) -> [ConsumptionRequestRecord]
+
+    /// Writes what `holder` did with a request it claimed, and gives the claim back; false (nothing written) when the
+    /// claim is no longer `holder`'s.
+    func saveConsumptionRequest(_ record: ConsumptionRequestRecord, holder: String) async throws(StorageError) -> Bool
+
+    /// A person's answer to a request waiting for one (``ConsumptionRequestRecord/State/manual``): it becomes due at
+    /// once. Nil when the request is not waiting for a person (answered, decided by the policy, late) or unknown.
+    func answerConsumptionRequest(
+        _ uuid: String, answer: ConsumptionAnswer, decidedBy: String, at: Date
+    ) async throws(StorageError) -> ConsumptionRequestRecord?
+
+    /// One request, by its notification's UUID.
+    func consumptionRequest(_ uuid: String) async throws(StorageError) -> ConsumptionRequestRecord?
+
+    /// The requests of a customer, or of apps in some states.
+    func consumptionRequests(_ query: ConsumptionRequestQuery) async throws(StorageError) -> [ConsumptionRequestRecord]
+
+    /// Records whether a customer consented to their use of the app being shared with Apple on a refund request.
+    func setConsumptionConsent(_ consent: ConsumptionConsent, for customer: CustomerKey) async throws(StorageError)
+
+    /// What a customer last said about sharing (nil: never asked).
+    func consumptionConsent(_ customer: CustomerKey) async throws(StorageError) -> ConsumptionConsent?
+
     /// The original transaction IDs of every auto-renewable subscription of an app in an environment, sorted.
     func subscriptionFamilies(bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> [String]
 

@@ -30,6 +30,9 @@ package struct SupportAction: Sendable, Hashable, Encodable {
         /// An admin erased the customer's identity (`DELETE /v1/customers/{id}`): the actions before it are the
         /// erased identity's.
         case eraseCustomer = "erase-customer"
+        /// Send Consumption Information for a `CONSUMPTION_REQUEST`, by the consumption policy (key name
+        /// `consumption-policy`) or by a person; the outcome is the request's state (`sent`, `late`, `failed`, …).
+        case consumptionInformation = "consumption-information"
     }
 
     /// The customer ID of an action on a whole app (no customer ID has `*`: they are letters, digits and `-_.@:`).

@@ -104,16 +104,22 @@ extension ServerConfiguration {
         /// How long a job's lease lasts without renewal (renewed every third of it): the longest an instance that died
         /// keeps its jobs from the others, who check as often. Default 60.
         package var leaseSeconds: Double
+        /// How often the consumption-request job looks for requests to decide or answer. Default 10.
+        package var consumptionCheckSeconds: Double
 
-        package init(leaseSeconds: Double = 60) {
+        package init(leaseSeconds: Double = 60, consumptionCheckSeconds: Double = 10) {
             self.leaseSeconds = leaseSeconds
+            self.consumptionCheckSeconds = consumptionCheckSeconds
         }
 
-        private enum CodingKeys: String, CodingKey { case leaseSeconds }
+        private enum CodingKeys: String, CodingKey { case leaseSeconds, consumptionCheckSeconds }
 
         package init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
-            self.init(leaseSeconds: try container.decodeIfPresent(Double.self, forKey: .leaseSeconds) ?? Self().leaseSeconds)
+            self.init(
+                leaseSeconds: try container.decodeIfPresent(Double.self, forKey: .leaseSeconds) ?? Self().leaseSeconds,
+                consumptionCheckSeconds: try container.decodeIfPresent(Double.self, forKey: .consumptionCheckSeconds)
+                    ?? Self().consumptionCheckSeconds)
         }
     }
 }

@@ -23,19 +23,22 @@ package struct ServerConfiguration: Codable, Sendable {
         package var trustedRoots: [String]
         /// App Store Server API credentials by environment name (`Production`, `Sandbox`). Default none.
         package var serverAPI: [String: ServerAPICredentials]
+        /// How `CONSUMPTION_REQUEST`s are answered. Default `{"policy": "manual"}`: by a person, through the support API.
+        package var consumption: ConsumptionPolicy
 
         package init(
             bundleId: String, appAppleId: Int64?, environments: [AppStoreEnvironment], trustedRoots: [String] = ["apple"],
-            serverAPI: [String: ServerAPICredentials] = [:]
+            serverAPI: [String: ServerAPICredentials] = [:], consumption: ConsumptionPolicy = ConsumptionPolicy()
         ) {
             self.bundleId = bundleId
             self.appAppleId = appAppleId
             self.environments = environments
             self.trustedRoots = trustedRoots
             self.serverAPI = serverAPI
+            self.consumption = consumption
         }
 
-        private enum CodingKeys: String, CodingKey { case bundleId, appAppleId, environments, trustedRoots, serverAPI }
+        private enum CodingKeys: String, CodingKey { case bundleId, appAppleId, environments, trustedRoots, serverAPI, consumption }
 
         package init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -44,7 +47,8 @@ package struct ServerConfiguration: Codable, Sendable {
                 appAppleId: try container.decodeIfPresent(Int64.self, forKey: .appAppleId),
                 environments: try container.decode([AppStoreEnvironment].self, forKey: .environments),
                 trustedRoots: try container.decodeIfPresent([String].self, forKey: .trustedRoots) ?? ["apple"],
-                serverAPI: try container.decodeIfPresent([String: ServerAPICredentials].self, forKey: .serverAPI) ?? [:]
+                serverAPI: try container.decodeIfPresent([String: ServerAPICredentials].self, forKey: .serverAPI) ?? [:],
+                consumption: try container.decodeIfPresent(ConsumptionPolicy.self, forKey: .consumption) ?? ConsumptionPolicy()
             )
         }
 
@@ -56,6 +60,7 @@ package struct ServerConfiguration: Codable, Sendable {
             try container.encode(environments, forKey: .environments)
             try container.encode(trustedRoots, forKey: .trustedRoots)
             try container.encode(serverAPI, forKey: .serverAPI)
+            try container.encode(consumption, forKey: .consumption)
         }
     }
 
@@ -271,6 +276,14 @@ package struct ServerConfiguration: Codable, Sendable {
                     )
                 }
             }
+            if let problem = app.consumption.problems().first {
+                throw ConfigurationError("app '\(app.bundleId)': consumption.\(problem)", setting: "\(name).consumption")
+            }
+            if app.consumption.policy == .rules, app.serverAPI.isEmpty {
+                throw ConfigurationError(
+                    "app '\(app.bundleId)': consumption policy \"rules\" answers through the App Store Server API, and the app has no serverAPI credentials",
+                    setting: "\(name).consumption.policy")
+            }
             for name in app.serverAPI.keys.sorted() where !app.environments.contains(AppStoreEnvironment(rawValue: name)) {
                 throw ConfigurationError(
                     "app '\(app.bundleId)': serverAPI credentials for \(UntrustedText.quoted(name, limit: 64)), an environment the app does not accept "
@@ -312,6 +325,11 @@ package struct ServerConfiguration: Codable, Sendable {
         if !(jobs.leaseSeconds >= 3 && jobs.leaseSeconds <= 3_600) {
             throw ConfigurationError(
                 "jobs.leaseSeconds must be 3 to 3600, not \(ConfigurationError.number(jobs.leaseSeconds))", setting: "jobs.leaseSeconds")
+        }
+        if !(jobs.consumptionCheckSeconds >= 0.05 && jobs.consumptionCheckSeconds <= 3_600) {
+            throw ConfigurationError(
+                "jobs.consumptionCheckSeconds must be 0.05 to 3600, not \(ConfigurationError.number(jobs.consumptionCheckSeconds))",
+                setting: "jobs.consumptionCheckSeconds")
         }
         for (product, level) in entitlements.subscriptionLevels.sorted(by: { $0.key < $1.key }) where !(1...1_000).contains(level) {
             throw ConfigurationError(

@@ -66,3 +66,11 @@ extension APIError.Code {
     /// Reconciliation stopped: the App Store or the ledger could not be read (502).
     package static let reconcileFailed = Self(rawValue: "reconcile-failed")
 }
+
+extension APIError.Code {
+    /// The App Store's consumption request is unknown to the key's apps (404).
+    package static let unknownConsumptionRequest = Self(rawValue: "unknown-consumption-request")
+    /// The consumption request is not waiting for a person: the policy decided it, it was answered, or its 12 hours
+    /// passed (409).
+    package static let consumptionRequestClosed = Self(rawValue: "consumption-request-closed")
+}

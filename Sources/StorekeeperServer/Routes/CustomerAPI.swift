@@ -33,6 +33,9 @@ struct CustomerAPI: Sendable {
         group.get("/customers/:customerId") { request, context in
             try await read(request, customerId: try Self.customerId(context), identity: try context.requireIdentity())
         }
+        group.put("/customers/:customerId/consumption-consent") { request, context in
+            try await consent(request, customerId: try Self.customerId(context), identity: try context.requireIdentity())
+        }
         group.delete("/customers/:customerId") { request, context in
             try await erase(request, customerId: try Self.customerId(context), identity: try context.requireIdentity())
         }

@@ -115,8 +115,8 @@ struct EventsAPI: Sendable {
         filter.customerId = try query.customerId()
         if let type = query.string("type") { filter.types = [try Self.eventType(type)] }
         let after = try query.string("after").map(Self.position(of:)) ?? 0
-        let limit = try Self.integer(query, "limit", in: 1...Self.maximumLimit) ?? Self.defaultLimit
-        let wait = try Self.integer(query, "wait", in: 0...Self.maximumWait) ?? 0
+        let limit = try query.int("limit", in: 1...Self.maximumLimit) ?? Self.defaultLimit
+        let wait = try query.int("wait", in: 0...Self.maximumWait) ?? 0
         if wait > 0 {
             guard waits.take(identity.name) else {
                 throw APIError(
@@ -174,15 +174,5 @@ struct EventsAPI: Sendable {
         // Another app's event is as unknown to an app key as one that does not exist.
         guard let event, apps.contains(event.customer.bundleId) else { throw APIError(.notFound, .unknownEvent, "no event \(eventId)") }
         return StorekeeperApplication.jsonResponse(encoded: event.json())
-    }
-
-    static func integer(_ query: QueryParameters, _ name: String, in range: ClosedRange<Int>) throws(APIError) -> Int? {
-        guard let text = query.string(name) else { return nil }
-        guard let value = Int(text), range.contains(value) else {
-            throw APIError(
-                .badRequest, .invalidParameter,
-                "\(name) must be an integer from \(range.lowerBound) to \(range.upperBound), not \(UntrustedText.quoted(text, limit: 64))")
-        }
-        return value
     }
 }

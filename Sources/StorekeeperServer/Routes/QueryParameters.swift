@@ -67,4 +67,15 @@ struct QueryParameters {
         }
         return environment
     }
+
+    /// An integer parameter within `range`.
+    func int(_ name: String, in range: ClosedRange<Int>) throws(APIError) -> Int? {
+        guard let text = parameters.get(name) else { return nil }
+        guard let value = Int(text), range.contains(value) else {
+            throw APIError(
+                .badRequest, .invalidParameter,
+                "\(name) must be an integer from \(range.lowerBound) to \(range.upperBound), not \(UntrustedText.quoted(text, limit: 64))")
+        }
+        return value
+    }
 }

@@ -51,6 +51,7 @@ struct SupportAPI: Sendable {
                 request, productId: context.parameters.get("productId") ?? "", requestIdentifier: context.parameters.get("requestIdentifier") ?? "",
                 identity: try context.requireIdentity())
         }
+        addConsumptionRoutes(to: group)
         group.post("/customers/:customerId/subscriptions/:originalTransactionId/extend") { request, context in
             try await extend(
                 request, customerId: try CustomerAPI.customerId(context),
@@ -116,10 +117,15 @@ struct SupportAPI: Sendable {
         }
         let ledger: Ledger
         let actions: [SupportAction]
+        let consumption: [ConsumptionRequestRecord]
+        let consent: ConsumptionConsent?
         var events: [LedgerEvent] = []
         do {
+            let key = CustomerKey(bundleId: bundleId, environment: environment, customerId: customerId)
             ledger = try await store.ledger(for: customerId, bundleId: bundleId, environment: environment)
-            actions = try await store.supportActions(customer: CustomerKey(bundleId: bundleId, environment: environment, customerId: customerId))
+            actions = try await store.supportActions(customer: key)
+            consumption = try await store.consumptionRequests(.customer(key))
+            consent = try await store.consumptionConsent(key)
             let filter = EventFilter(bundleIds: [bundleId], environment: environment, customerId: customerId)
             var after: Int64 = 0
             while true {
@@ -145,6 +151,12 @@ struct SupportAPI: Sendable {
         // Written as parts: the state and the events are JSON already (the customer read's, the events API's).
         var body = ByteBuffer(string: "{\"actions\":")
         body.writeBytes((try? AppStoreJSON.makeEncoder().encode(shownActions)) ?? Data("[]".utf8))
+        body.writeString(",\"consumptionConsent\":")
+        body.writeBytes((try? AppStoreJSON.makeEncoder().encode(consent)) ?? Data("null".utf8))
+        body.writeString(",\"consumptionRequests\":")
+        body.writeBytes(
+            (try? AppStoreJSON.makeEncoder().encode(consumption.filter { request in erasedAt.map { request.receivedAt > $0 } ?? true }))
+                ?? Data("[]".utf8))
         body.writeString(",\"customer\":")
         body.writeImmutableBuffer(state)
         body.writeString(",\"events\":[")

@@ -1,0 +1,44 @@
+import AppStoreModels
+import Foundation
+import Hummingbird
+import HummingbirdAuth
+import StorekeeperCore
+import StorekeeperHTTP
+
+extension CustomerAPI {
+    /// `{"consented": true|false}`, read strictly.
+    struct ConsentBody: Decodable { var consented: Bool }
+
+    /// `PUT /v1/customers/{id}/consumption-consent[?bundleId=…&environment=…]` with `{"consented": true|false}`: what
+    /// the customer answered in the app when asked whether their use of it may be shared with Apple if they ask for a
+    /// refund. Without `true`, a `CONSUMPTION_REQUEST` about their purchases is never answered (Apple's rule).
+    func consent(_ request: Request, customerId: String, identity: APIKeyIdentity) async throws -> Response {
+        let query = try QueryParameters(request, allowed: ["environment", "bundleId"])
+        let (bundleId, environment) = try scope(of: query, identity: identity)
+        let buffer = try await StorekeeperApplication.readBody(request)
+        let consented: Bool
+        do {
+            consented = try StrictJSONDecoder.decode(ConsentBody.self, from: Array(buffer.readableBytesView), file: "the body").consented
+        } catch {
+            throw APIError(
+                .badRequest, .malformedBody,
+                #"the body must be JSON {"consented": true} or {"consented": false}: "# + UntrustedText.escaped(error.message, limit: 300))
+        }
+        let consent = ConsumptionConsent(consented: consented, at: now())
+        do {
+            try await reader.store.setConsumptionConsent(
+                consent, for: CustomerKey(bundleId: bundleId, environment: environment, customerId: customerId))
+        } catch {
+            throw APIError(.serviceUnavailable, .storageUnavailable, "the consent could not be stored; retry")
+        }
+        struct Recorded: Encodable {
+            var customerId: String
+            var bundleId: String
+            var environment: String
+            var consented: Bool
+            var at: Date
+        }
+        return StorekeeperApplication.jsonResponse(
+            Recorded(customerId: customerId, bundleId: bundleId, environment: environment.rawValue, consented: consented, at: consent.at))
+    }
+}

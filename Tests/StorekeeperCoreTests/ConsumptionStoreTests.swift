@@ -1,0 +1,130 @@
+import AppStoreModels
+import AppStoreSigning
+import AppStoreSimulator
+import Foundation
+import Logging
+import StorekeeperCore
+import StorekeeperPostgres
+import StorekeeperSQLite
+import StorekeeperTesting
+import Synchronization
+import Testing
+
+@Suite("Ledger stores: consumption requests and consents", .dropsTestDatabases)
+struct ConsumptionStoreTests {
+    typealias H = SimulatorFixture
+    static let app = VerifierKey(bundleId: "com.example.storekeeper", environment: .sandbox)
+
+    /// alice bought coins and asked for a refund; the store has every notification (the request twice).
+    static func refundRequested(_ backend: Backend) async throws -> (store: any LedgerInspection, harness: H, transactionId: String, uuid: String) {
+        var harness = H()
+        try harness.engine.createCustomer(id: "alice")
+        let coins = try harness.engine.purchase(.init(customerId: "alice", productId: "coins.100"))
+        try harness.engine.requestRefund(transactionId: coins.transactionId, reason: .unintendedPurchase)
+        let store = try await backend.makeStore()
+        try await harness.submitAll(to: store)
+        let notifications = try await harness.verifiedNotifications()
+        for notification in notifications + notifications { _ = try await store.apply(notification) }
+        let request = try #require(notifications.first { $0.payload.notificationType == .consumptionRequest })
+        return (store, harness, coins.transactionId, request.payload.notificationUUID)
+    }
+
+    @Test(
+        "the ledger makes one request per CONSUMPTION_REQUEST stored, duplicates included; claims are exclusive until saved or lapsed",
+        arguments: Backend.available)
+    func claims(backend: Backend) async throws {
+        let (store, _, _, uuid) = try await Self.refundRequested(backend)
+        let now = Date(epochMilliseconds: Date().epochMilliseconds)
+        let claimed = try await store.claimConsumptionRequests(now: now, holder: "one", until: now.addingTimeInterval(60), limit: 10)
+        #expect(claimed.map(\.notificationUUID) == [uuid] && claimed.first?.state == .new)
+        #expect(try await store.claimConsumptionRequests(now: now, holder: "two", until: now.addingTimeInterval(60), limit: 10).isEmpty)
+        var record = try #require(claimed.first)
+        record.state = .pending
+        record.bundleId = Self.app.bundleId
+        record.environment = Self.app.environment
+        record.deadline = now.addingTimeInterval(3_600)
+        record.nextAttemptAt = now.addingTimeInterval(100)
+        record.answer = ConsumptionAnswer(deliveryStatus: .delivered, refundPreference: .decline)
+        #expect(try await store.saveConsumptionRequest(record, holder: "two") == false, "not two's claim")
+        #expect(try await store.saveConsumptionRequest(record, holder: "one"))
+        #expect(try await store.consumptionRequest(uuid) == record)
+        // Not due yet; due at its next attempt; a lapsed claim can be taken by another holder.
+        #expect(try await store.claimConsumptionRequests(now: now, holder: "two", until: now.addingTimeInterval(60), limit: 10).isEmpty)
+        let due = now.addingTimeInterval(101)
+        #expect(try await store.claimConsumptionRequests(now: due, holder: "two", until: due.addingTimeInterval(60), limit: 10).count == 1)
+        let lapsed = due.addingTimeInterval(61)
+        #expect(try await store.claimConsumptionRequests(now: lapsed, holder: "three", until: lapsed.addingTimeInterval(60), limit: 10).count == 1)
+        #expect(try await store.saveConsumptionRequest(record, holder: "two") == false, "two's claim lapsed and three took it")
+        // Listed for the app (by state) and not for another.
+        #expect(try await store.consumptionRequests(.apps([Self.app], states: [.pending], limit: 10)).map(\.notificationUUID) == [uuid])
+        #expect(try await store.consumptionRequests(.apps([Self.app], states: [.sent], limit: 10)).isEmpty)
+        #expect(
+            try await store.consumptionRequests(.apps([VerifierKey(bundleId: "com.example.other", environment: .sandbox)], states: [], limit: 10))
+                .isEmpty)
+    }
+
+    @Test(
+        "the responder decides from the re-verified notification and the ledger: the owner, the facts, consent; a person's answer is taken once; erasure forgets consent",
+        arguments: Backend.available)
+    func decided(backend: Backend) async throws {
+        let (store, harness, transactionId, uuid) = try await Self.refundRequested(backend)
+        let alice = CustomerKey(bundleId: Self.app.bundleId, environment: .sandbox, customerId: "alice")
+        #expect(try await store.consumptionConsent(alice) == nil)
+        let at = harness.engine.state.now
+        try await store.setConsumptionConsent(ConsumptionConsent(consented: true, at: at), for: alice)
+        #expect(try await store.consumptionConsent(alice)?.consented == true)
+        let outcomes = Mutex<[String]>([])
+        let responder = ConsumptionResponder(
+            store: store, verifiers: [Self.app: harness.verifier], clients: [:], policies: [:], holder: "test", now: { at },
+            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }),
+            outcome: { _, outcome in outcomes.withLock { $0.append(outcome) } })
+        #expect(await responder.pass() == 1)
+        let decided = try #require(try await store.consumptionRequest(uuid))
+        #expect(decided.state == .manual && decided.decidedBy == "policy manual" && decided.customerId == "alice")
+        #expect(decided.transactionId == transactionId && decided.productType == .consumable && decided.reason == .unintendedPurchase)
+        #expect(decided.facts?.consented == true && decided.facts?.refunds == 0 && decided.facts?.tenureDays == 0)
+        #expect(decided.deadline == decided.requestedAt.map { $0.addingTimeInterval(12 * 3_600) })
+        #expect(outcomes.withLock { $0 } == ["manual"])
+        #expect(try await store.consumptionRequests(.customer(alice)).map(\.notificationUUID) == [uuid])
+        #expect(await responder.pass() == 0, "nothing to do until someone answers")
+
+        let answer = ConsumptionAnswer(deliveryStatus: .delivered, refundPreference: .grantFull)
+        let answered = try await store.answerConsumptionRequest(uuid, answer: answer, decidedBy: "key support", at: at)
+        #expect(answered?.state == .pending && answered?.answer == answer && answered?.decidedBy == "key support")
+        #expect(try await store.answerConsumptionRequest(uuid, answer: answer, decidedBy: "key other", at: at) == nil, "answered once")
+        // No credentials: it fails, named, and the audit log says so on alice.
+        #expect(await responder.pass() == 1)
+        let failed = try #require(try await store.consumptionRequest(uuid))
+        #expect(failed.state == .failed && failed.lastError?.contains("no serverAPI credentials") == true && failed.finishedAt != nil)
+        let actions = try await store.supportActions(customer: alice)
+        #expect(actions.map(\.outcome) == ["manual", "failed"] && actions.allSatisfy { $0.action == "consumption-information" })
+        #expect(actions.last?.keyName == "support")
+
+        #expect(try await store.erase(alice) != nil)
+        #expect(try await store.consumptionConsent(alice) == nil, "erasure forgets consent")
+    }
+}
+
+@Suite("Ledger copy: consumption requests and consents", .needsPostgres, .dropsTestDatabases)
+struct ConsumptionCopyTests {
+    @Test("a copy carries each request's state and each consent: the copied ledger has nothing to decide again")
+    func copied() async throws {
+        let (source, harness, _, uuid) = try await ConsumptionStoreTests.refundRequested(.sqlite)
+        let alice = CustomerKey(bundleId: ConsumptionStoreTests.app.bundleId, environment: .sandbox, customerId: "alice")
+        let at = harness.engine.state.now
+        try await source.setConsumptionConsent(ConsumptionConsent(consented: true, at: Date(epochMilliseconds: at.epochMilliseconds)), for: alice)
+        let responder = ConsumptionResponder(
+            store: source, verifiers: [ConsumptionStoreTests.app: harness.verifier], clients: [:], policies: [:], holder: "test", now: { at },
+            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        #expect(await responder.pass() == 1)
+        let decided = try #require(try await source.consumptionRequest(uuid))
+        #expect(decided.state == .manual)
+
+        let target = try await PostgresTestDatabase.openStore()
+        _ = try await LedgerCopy.copy(from: try #require(source as? SQLiteLedgerStore), to: target, pageSize: 3)
+        #expect(try await target.consumptionRequest(uuid) == decided)
+        #expect(try await target.consumptionConsent(alice) == source.consumptionConsent(alice))
+        #expect(try await target.claimConsumptionRequests(now: at, holder: "t", until: at.addingTimeInterval(60), limit: 10).isEmpty)
+        await target.close()
+    }
+}
