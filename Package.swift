@@ -35,6 +35,7 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
+        .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
     ],
     targets: [
         .target(
@@ -159,8 +160,14 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Mustache", package: "swift-mustache"),
             ],
-            resources: [.embedInCode("Resources/openapi.json")],
+            resources: [.embedInCode("Resources/openapi.json")]
+                + [
+                    "top", "bottom", "login", "overview", "search", "customer", "consumptionrows", "consumption", "extend", "answer", "message",
+                    "refunds",
+                ]
+                .map { .embedInCode("Resources/Dashboard/\($0).mustache") },
             swiftSettings: swiftSettings
         ),
         .target(

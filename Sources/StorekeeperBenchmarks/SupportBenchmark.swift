@@ -31,6 +31,9 @@ extension ServerBenchmark {
         package var searchByAppAccountToken: Run
         /// `GET /v1/support/customers/{id}`: state, purchases, timeline and audit.
         package var customerPage: Run
+        /// `GET /v1/support/overview`: the app's figures over 30 days (what the dashboard's overview shows), one
+        /// request at a time.
+        package var overview: Run
     }
 
     /// Seeds a ledger through the app API and the webhook, then measures support searches and customer pages over
@@ -54,8 +57,12 @@ extension ServerBenchmark {
             let seeding = try await seed(purchases, history: history, ports: ports, apiKey: key)
             await seeding.close()
             let headers = [("Authorization", "Bearer \(key).support")]
-            func run(_ path: @escaping @Sendable ((customer: String, transaction: String, token: String)) -> String) async throws -> Run {
-                let measured = try await drive(picks, ports: ports, concurrency: options.concurrency, rate: nil) { connection, pick in
+            func run(
+                _ path: @escaping @Sendable ((customer: String, transaction: String, token: String)) -> String, sequential: Bool = false
+            ) async throws -> Run {
+                let measured = try await drive(
+                    sequential ? Array(picks.prefix(30)) : picks, ports: ports, concurrency: sequential ? 1 : options.concurrency, rate: nil
+                ) { connection, pick in
                     try await connection.send(.GET, path(pick), headers: headers)
                 }
                 guard measured.failures == 0 else { throw VerifyBenchmark.BenchmarkError(message: "\(measured.failures) support requests failed") }
@@ -66,7 +73,8 @@ extension ServerBenchmark {
                 searchByCustomerId: try await run { "/v1/support/search?q=\($0.customer)" },
                 searchByTransactionId: try await run { "/v1/support/search?q=\($0.transaction)" },
                 searchByAppAccountToken: try await run { "/v1/support/search?q=\($0.token)" },
-                customerPage: try await run { "/v1/support/customers/\($0.customer)?environment=Sandbox" })
+                customerPage: try await run { "/v1/support/customers/\($0.customer)?environment=Sandbox" },
+                overview: try await run({ _ in "/v1/support/overview?environment=Sandbox&days=30" }, sequential: true))
         }
     }
 }

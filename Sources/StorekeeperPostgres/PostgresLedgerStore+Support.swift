@@ -1,5 +1,5 @@
 package import AppStoreModels
-import Foundation
+package import Foundation
 import PostgresNIO
 package import StorekeeperCore
 
@@ -96,5 +96,44 @@ extension PostgresLedgerStore {
                     detail: SupportAction.object(detail)))
         }
         return actions
+    }
+}
+
+extension PostgresLedgerStore {
+    /// The overview's queries in PostgreSQL's SQL: a payload's fields from its JSON bytes (a transaction kept raw, whose
+    /// parts were not canonical base64url, has none: rare, and left out of the figures).
+    static let overviewQueries = SupportOverview.Queries(
+        json: { table, field, numeric in
+            let text = "(convert_from(\(table).jws_payload, 'UTF8')::jsonb->>'\(field)')"
+            return numeric ? "(\(text)::bigint)" : text
+        }, parameter: { "$\($0)" })
+
+    package func overview(_ app: VerifierKey, since: Date, now: Date) async throws(StorageError) -> SupportOverview {
+        try await read { connection in
+            var overview = SupportOverview(bundleId: app.bundleId, environment: app.environment, since: since, now: now)
+            var binds = PostgresBindings()
+            binds.append(app.bundleId)
+            binds.append(app.environment.rawValue)
+            binds.append(since.epochMilliseconds)
+            binds.append(now.epochMilliseconds)
+            for try await (productId, status, trial, expired, ended, count) in try await connection.run(
+                PostgresQuery(unsafeSQL: Self.overviewQueries.subscriptions, binds: binds)
+            ).decode((String, Int32?, Int32, Int32, Int32, Int64).self) {
+                overview.add(
+                    SupportOverview.SubscriptionGroup(
+                        productId: productId, status: status.map(Int.init), freeTrial: trial == 1, expired: expired == 1, endedInWindow: ended == 1,
+                        count: Int(count)))
+            }
+            for try await (renewal, purchaseDate, revokedAt, price, currency, afterTrial) in try await connection.run(
+                PostgresQuery(unsafeSQL: Self.overviewQueries.window, binds: binds)
+            ).decode((Int32, Int64, Int64?, Int64?, String?, Int32).self) {
+                overview.add(
+                    SupportOverview.WindowTransaction(
+                        renewal: renewal == 1, purchaseDate: Date(epochMilliseconds: purchaseDate),
+                        revocationDate: revokedAt.map(Date.init(epochMilliseconds:)), price: price, currency: currency,
+                        afterFreeTrial: afterTrial == 1))
+            }
+            return overview
+        }
     }
 }

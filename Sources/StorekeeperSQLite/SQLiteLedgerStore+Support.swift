@@ -1,5 +1,5 @@
 package import AppStoreModels
-import Foundation
+package import Foundation
 import GRDB
 package import StorekeeperCore
 
@@ -84,5 +84,34 @@ extension SQLiteLedgerStore {
                 bundleId: row["bundle_id"], environment: AppStoreEnvironment(rawValue: row["environment"]), customerId: row["customer_id"]),
             action: row["action"], target: row["target"], request: SupportAction.object(row["request"]), outcome: row["outcome"],
             detail: SupportAction.object(row["detail"]))
+    }
+}
+
+extension SQLiteLedgerStore {
+    /// The overview's queries in SQLite's SQL: a payload's fields by `json_extract` (a transaction kept raw, whose parts
+    /// were not canonical base64url, has none: rare, and left out of the figures).
+    static let overviewQueries = SupportOverview.Queries(
+        json: { table, field, _ in "json_extract(CAST(\(table).jws_payload AS TEXT), '$.\(field)')" }, parameter: { "?\($0)" })
+
+    package func overview(_ app: VerifierKey, since: Date, now: Date) async throws(StorageError) -> SupportOverview {
+        try await read { db in
+            var overview = SupportOverview(bundleId: app.bundleId, environment: app.environment, since: since, now: now)
+            let arguments: StatementArguments = [app.bundleId, app.environment.rawValue, since.epochMilliseconds, now.epochMilliseconds]
+            for row in try Row.fetchAll(db, sql: Self.overviewQueries.subscriptions, arguments: arguments) {
+                overview.add(
+                    SupportOverview.SubscriptionGroup(
+                        productId: row["product_id"], status: row["status"], freeTrial: row["trial"] == 1, expired: row["expired"] == 1,
+                        endedInWindow: row["ended"] == 1, count: row["n"]))
+            }
+            let cursor = try Row.fetchCursor(db, sql: Self.overviewQueries.window, arguments: arguments)
+            while let row = try cursor.next() {
+                overview.add(
+                    SupportOverview.WindowTransaction(
+                        renewal: row["renewal"] == 1, purchaseDate: Date(epochMilliseconds: row["purchase_date"]),
+                        revocationDate: (row["revoked_at"] as Int64?).map(Date.init(epochMilliseconds:)), price: row["price"],
+                        currency: row["currency"], afterFreeTrial: row["after_trial"] == 1))
+            }
+            return overview
+        }
     }
 }

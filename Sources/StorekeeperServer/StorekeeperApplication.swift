@@ -73,8 +73,14 @@ package enum StorekeeperApplication {
             guard let verifier = verifiers[app] else { continue }
             appStore[app] = .init(client: client, verifier: verifier)
         }
-        SupportAPI(configuration: configuration, store: store, reader: reader, now: now, appStore: appStore, logger: logger)
-            .addRoutes(to: support)
+        let supportAPI = SupportAPI(configuration: configuration, store: store, reader: reader, now: now, appStore: appStore, logger: logger)
+        supportAPI.addRoutes(to: support)
+        do {
+            try Dashboard(support: supportAPI, logger: logger).addRoutes(to: router)
+        } catch {
+            // The templates are built into the binary: one that does not parse is a build defect, found by any test.
+            logger.critical("the dashboard's templates do not parse; the dashboard is off", metadata: ["error": .string("\(error)")])
+        }
         let metricsAnswer: @Sendable () -> Response = {
             Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],

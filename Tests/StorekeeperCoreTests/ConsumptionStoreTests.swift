@@ -128,3 +128,38 @@ struct ConsumptionCopyTests {
         await target.close()
     }
 }
+
+@Suite("Ledger stores: the support overview's figures", .dropsTestDatabases)
+struct SupportOverviewStoreTests {
+    @Test(
+        "active subscribers by product, trials, conversions, lapsed trials, renewals, refunds and revenue, the same on both backends",
+        arguments: Backend.available)
+    func figures(backend: Backend) async throws {
+        var harness = SimulatorFixture()
+        for name in ["ann", "bob", "cal", "dan", "eve"] { try harness.engine.createCustomer(id: name) }
+        let bobs = try harness.engine.purchase(.init(customerId: "bob", productId: "pro.monthly", offerId: "intro.trial"))
+        _ = try harness.engine.purchase(.init(customerId: "ann", productId: "pro.monthly", offerId: "intro.trial"))
+        _ = try harness.engine.purchase(.init(customerId: "eve", productId: "pro.monthly", offerId: "intro.trial"))
+        try harness.engine.setAutoRenew(originalTransactionId: bobs.originalTransactionId, enabled: false)
+        try harness.advance(days: 8)
+        _ = try harness.engine.purchase(.init(customerId: "cal", productId: "basic.monthly"))
+        let coins = try harness.engine.purchase(.init(customerId: "dan", productId: "coins.100"))
+        try harness.engine.refund(transactionId: coins.transactionId)
+        _ = try harness.engine.purchase(.init(customerId: "eve", productId: "coins.100"))
+        let store = try await backend.makeStore()
+        for notification in try await harness.verifiedNotifications() { _ = try await store.apply(notification) }
+        let now = harness.engine.state.now
+        let overview = try await store.overview(
+            ConsumptionStoreTests.app, since: now.addingTimeInterval(-30 * 86_400), now: now.addingTimeInterval(1))
+        // ann and eve converted after their week of trial (eve's renewal is a paid period too); bob's trial lapsed.
+        #expect(overview.activeByProduct == ["pro.monthly": 2, "basic.monthly": 1], "\(overview)")
+        #expect(overview.trials == 0 && overview.trialConversions == 2 && overview.renewals == 2 && overview.trialsLapsed == 1, "\(overview)")
+        #expect(overview.newPurchases == 6 && overview.refunds == 1 && overview.churned == 0, "\(overview)")
+        #expect(overview.trialConversionRate.map { abs($0 - 2.0 / 3.0) < 0.0001 } == true)
+        // Two paid months of pro (9.99), one of basic, and eve's coins; dan's refunded coins are not revenue.
+        let basic = Catalog.sample.products.first { $0.productId == "basic.monthly" }?.prices["USA"] ?? 0
+        let coinPrice = Catalog.sample.products.first { $0.productId == "coins.100" }?.prices["USA"] ?? 0
+        #expect(overview.revenue == ["USD": 2 * 9_990 + Int64(basic) + Int64(coinPrice)], "\(overview.revenue)")
+        #expect(overview.purchasesPerDay.reduce(0, +) == 8 && overview.purchasesPerDay.count == 30)
+    }
+}

@@ -69,6 +69,7 @@ struct OpenAPIDocumentTests {
         (.post, "/v1/support/mass-extensions"), (.get, "/v1/support/mass-extensions"), (.get, "/v1/support/mass-extensions/pro.monthly/abc"),
         (.put, "/v1/customers/alice/consumption-consent"), (.get, "/v1/support/consumption-requests"),
         (.get, "/v1/support/consumption-requests/abc"), (.post, "/v1/support/consumption-requests/abc/answer"),
+        (.get, "/v1/support/overview"),
     ]
 
     /// The documented template a concrete path matches (`{…}` matching one segment).

@@ -110,6 +110,9 @@ package protocol LedgerStore: DeliveryStore, Sendable {
     /// What a customer last said about sharing (nil: never asked).
     func consumptionConsent(_ customer: CustomerKey) async throws(StorageError) -> ConsumptionConsent?
 
+    /// An app's overview figures (``SupportOverview``) over the window from `since` to `now`.
+    func overview(_ app: VerifierKey, since: Date, now: Date) async throws(StorageError) -> SupportOverview
+
     /// The original transaction IDs of every auto-renewable subscription of an app in an environment, sorted.
     func subscriptionFamilies(bundleId: String, environment: AppStoreEnvironment) async throws(StorageError) -> [String]
 

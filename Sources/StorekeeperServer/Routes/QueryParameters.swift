@@ -61,7 +61,12 @@ struct QueryParameters {
 
     /// An App Store environment parameter: `Production` or `Sandbox`.
     func environment(_ name: String = "environment") throws(APIError) -> AppStoreEnvironment? {
-        guard let text = parameters.get(name) else { return nil }
+        try Self.environment(parameters.get(name), name)
+    }
+
+    /// `text` as an environment (nil when absent): `Production` or `Sandbox`, nothing else.
+    static func environment(_ text: String?, _ name: String = "environment") throws(APIError) -> AppStoreEnvironment? {
+        guard let text else { return nil }
         guard let environment = [AppStoreEnvironment.production, .sandbox].first(where: { $0.rawValue == text }) else {
             throw APIError(.badRequest, .invalidParameter, "\(name) must be Production or Sandbox, not \(UntrustedText.quoted(text, limit: 64))")
         }

@@ -77,7 +77,13 @@ extension SupportAPI {
     func answerConsumptionRequest(_ request: Request, uuid: String, identity: APIKeyIdentity) async throws -> Response {
         _ = try QueryParameters(request, allowed: [])
         let shape = #"{"deliveryStatus": "DELIVERED", "sampleContentProvided": false, "refundPreference": "DECLINE"}"#
-        let answer = try await Self.body(request, as: ConsumptionAnswer.self, shape: shape)
+        let body = try await Self.body(request, as: ConsumptionAnswer.self, shape: shape)
+        return StorekeeperApplication.jsonResponse(try await answer(uuid, with: body, identity: identity))
+    }
+
+    /// Takes a person's answer to a request waiting for one (checked against Apple's rules), logged; the request, now
+    /// due.
+    func answer(_ uuid: String, with answer: ConsumptionAnswer, identity: APIKeyIdentity) async throws -> ConsumptionRequestRecord {
         if let problem = answer.problem() { throw APIError(.badRequest, .invalidParameter, problem) }
         let existing = try await consumptionRequest(uuid, identity: identity)
         let answered: ConsumptionRequestRecord?
@@ -98,6 +104,6 @@ extension SupportAPI {
                 "support.action": "consumption-answer", "api_key": .string(identity.name), "app.bundle_id": .string(answered.bundleId ?? ""),
                 "notification.uuid": .string(uuid),
             ])
-        return StorekeeperApplication.jsonResponse(answered)
+        return answered
     }
 }

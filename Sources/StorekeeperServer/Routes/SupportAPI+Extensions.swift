@@ -33,19 +33,30 @@ extension SupportAPI {
         let body = try await Self.body(request, as: ExtendBody.self, shape: #"{"days": 1-90, "reason": 0-3, "note": "…"}"#)
         try Self.checkExtension(days: body.days, reason: body.reason, note: body.note)
         let (bundleId, environment) = try CustomerAPI.scope(of: query, identity: identity, configuration.apps)
+        struct Done: Encodable { var action: SupportAction }
+        let action = try await performExtension(
+            originalTransactionId, of: CustomerKey(bundleId: bundleId, environment: environment, customerId: customerId), days: body.days,
+            reason: body.reason, note: body.note, identity: identity)
+        return StorekeeperApplication.jsonResponse(Done(action: action))
+    }
+
+    /// Extends one of the customer's subscriptions (``SubscriptionExtender``), logged; the audit record when the App
+    /// Store extended it, the error answer (naming the audit record) otherwise. `days`, `reason` and `note` checked.
+    func performExtension(
+        _ originalTransactionId: String, of customer: CustomerKey, days: Int, reason: Int, note: String?, identity: APIKeyIdentity
+    ) async throws(APIError) -> SupportAction {
+        let (customerId, bundleId, environment) = (customer.customerId, customer.bundleId, customer.environment)
         let app = VerifierKey(bundleId: bundleId, environment: environment)
         let extender = SubscriptionExtender(store: store, client: appStore[app]?.client, now: now, budget: appStoreBudget)
         let outcome: SubscriptionExtender.Outcome
         do {
             outcome = try await extender.extend(
-                originalTransactionId, of: CustomerKey(bundleId: bundleId, environment: environment, customerId: customerId), days: body.days,
-                reason: ExtendReasonCode(rawValue: body.reason), note: body.note, keyName: identity.name)
+                originalTransactionId, of: customer, days: days, reason: ExtendReasonCode(rawValue: reason), note: note, keyName: identity.name)
         } catch {
             throw APIError(
                 .serviceUnavailable, .storageUnavailable,
                 "the ledger could not be read, or the App Store's answer could not be recorded: look at the customer's timeline before trying again")
         }
-        struct Done: Encodable { var action: SupportAction }
         let logged: SupportAction? = {
             switch outcome {
             case .extended(let action), .refused(let action, _), .failed(let action, _), .unknownSubscription(let action): action
@@ -57,7 +68,7 @@ extension SupportAPI {
         }
         switch outcome {
         case .extended(let action):
-            return StorekeeperApplication.jsonResponse(Done(action: action))
+            return action
         case .refused(let action, let reason):
             // Storekeeper's own checks name a `code`; the rest is the App Store's answer.
             let code: APIError.Code = action.detail["code"] == nil ? .appStoreRefused : .extensionRefused

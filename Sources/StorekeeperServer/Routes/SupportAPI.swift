@@ -52,6 +52,7 @@ struct SupportAPI: Sendable {
                 identity: try context.requireIdentity())
         }
         addConsumptionRoutes(to: group)
+        group.get("/overview") { request, context in try await overview(request, identity: try context.requireIdentity()) }
         group.post("/customers/:customerId/subscriptions/:originalTransactionId/extend") { request, context in
             try await extend(
                 request, customerId: try CustomerAPI.customerId(context),
@@ -107,6 +108,42 @@ struct SupportAPI: Sendable {
     func customer(_ request: Request, customerId: String, identity: APIKeyIdentity) async throws -> Response {
         let query = try QueryParameters(request, allowed: ["bundleId", "environment"])
         let (bundleId, environment) = try CustomerAPI.scope(of: query, identity: identity, configuration.apps)
+        let page = try await customerPage(CustomerKey(bundleId: bundleId, environment: environment, customerId: customerId))
+        // Written as parts: the state and the events are JSON already (the customer read's, the events API's).
+        var body = ByteBuffer(string: "{\"actions\":")
+        body.writeBytes((try? AppStoreJSON.makeEncoder().encode(page.actions)) ?? Data("[]".utf8))
+        body.writeString(",\"consumptionConsent\":")
+        body.writeBytes((try? AppStoreJSON.makeEncoder().encode(page.consent)) ?? Data("null".utf8))
+        body.writeString(",\"consumptionRequests\":")
+        body.writeBytes((try? AppStoreJSON.makeEncoder().encode(page.consumptionRequests)) ?? Data("[]".utf8))
+        body.writeString(",\"customer\":")
+        body.writeImmutableBuffer(page.state)
+        body.writeString(",\"events\":[")
+        for (index, event) in page.events.enumerated() {
+            if index > 0 { body.writeString(",") }
+            body.writeImmutableBuffer(event.json())
+        }
+        body.writeString("],\"purchases\":")
+        body.writeBytes((try? AppStoreJSON.makeEncoder().encode(page.purchases)) ?? Data("[]".utf8))
+        body.writeString("}")
+        return StorekeeperApplication.jsonResponse(encoded: body)
+    }
+
+    /// What support sees of one customer (the support API's customer route and the dashboard's customer page).
+    struct CustomerPage: Sendable {
+        /// The JSON of `GET /v1/customers/{id}`.
+        var state: ByteBuffer
+        /// The audit log's records of this identity, oldest first.
+        var actions: [SupportAction]
+        var consent: ConsumptionConsent?
+        var consumptionRequests: [ConsumptionRequestRecord]
+        /// The latest ``timelineLimit`` events, oldest first.
+        var events: [LedgerEvent]
+        var purchases: [Purchase]
+    }
+
+    func customerPage(_ key: CustomerKey) async throws(APIError) -> CustomerPage {
+        let (customerId, bundleId, environment) = (key.customerId, key.bundleId, key.environment)
         let state: ByteBuffer
         switch await reader.read(customerId, bundleId: bundleId, environment: environment, now: now) {
         case .found(let body): state = body
@@ -121,7 +158,6 @@ struct SupportAPI: Sendable {
         let consent: ConsumptionConsent?
         var events: [LedgerEvent] = []
         do {
-            let key = CustomerKey(bundleId: bundleId, environment: environment, customerId: customerId)
             ledger = try await store.ledger(for: customerId, bundleId: bundleId, environment: environment)
             actions = try await store.supportActions(customer: key)
             consumption = try await store.consumptionRequests(.customer(key))
@@ -143,31 +179,14 @@ struct SupportAPI: Sendable {
         let erasedAt =
             actions.last { $0.action == SupportAction.Kind.eraseCustomer.rawValue }?.at
             ?? events.last { $0.type == .customerErased }?.draft.occurredAt
-        let shownActions = actions.filter { action in erasedAt.map { action.at > $0 } ?? true }
         let purchases = ledger.transactions.values
             .filter { $0.info.bundleId == bundleId && ledger.customer(of: $0) == customerId }
             .sorted { ($0.info.purchaseDate, $0.info.transactionId) < ($1.info.purchaseDate, $1.info.transactionId) }
             .map { Purchase(source: $0.source, transaction: $0.info) }
-        // Written as parts: the state and the events are JSON already (the customer read's, the events API's).
-        var body = ByteBuffer(string: "{\"actions\":")
-        body.writeBytes((try? AppStoreJSON.makeEncoder().encode(shownActions)) ?? Data("[]".utf8))
-        body.writeString(",\"consumptionConsent\":")
-        body.writeBytes((try? AppStoreJSON.makeEncoder().encode(consent)) ?? Data("null".utf8))
-        body.writeString(",\"consumptionRequests\":")
-        body.writeBytes(
-            (try? AppStoreJSON.makeEncoder().encode(consumption.filter { request in erasedAt.map { request.receivedAt > $0 } ?? true }))
-                ?? Data("[]".utf8))
-        body.writeString(",\"customer\":")
-        body.writeImmutableBuffer(state)
-        body.writeString(",\"events\":[")
-        for (index, event) in events.enumerated() {
-            if index > 0 { body.writeString(",") }
-            body.writeImmutableBuffer(event.json())
-        }
-        body.writeString("],\"purchases\":")
-        body.writeBytes((try? AppStoreJSON.makeEncoder().encode(purchases)) ?? Data("[]".utf8))
-        body.writeString("}")
-        return StorekeeperApplication.jsonResponse(encoded: body)
+        return CustomerPage(
+            state: state, actions: actions.filter { action in erasedAt.map { action.at > $0 } ?? true }, consent: consent,
+            consumptionRequests: consumption.filter { request in erasedAt.map { request.receivedAt > $0 } ?? true }, events: events,
+            purchases: purchases)
     }
 
     /// A purchase as the ledger holds it: the App Store's transaction and what delivered its latest version (a
@@ -182,6 +201,19 @@ struct SupportAPI: Sendable {
     func refunds(_ request: Request, customerId: String, identity: APIKeyIdentity) async throws -> Response {
         let query = try QueryParameters(request, allowed: ["bundleId", "environment"])
         let (bundleId, environment) = try CustomerAPI.scope(of: query, identity: identity, configuration.apps)
+        let (refunds, checked) = try await refundList(CustomerKey(bundleId: bundleId, environment: environment, customerId: customerId))
+        struct Refunds: Encodable {
+            var refunds: [TransactionInfo]
+            /// The purchases whose Apple accounts were asked.
+            var purchasesChecked: Int
+        }
+        return StorekeeperApplication.jsonResponse(Refunds(refunds: refunds, purchasesChecked: checked))
+    }
+
+    /// A customer's refunds as the App Store records them, newest first, and how many of their purchases' Apple
+    /// accounts were asked.
+    func refundList(_ key: CustomerKey) async throws(APIError) -> (refunds: [TransactionInfo], purchasesChecked: Int) {
+        let (customerId, bundleId, environment) = (key.customerId, key.bundleId, key.environment)
         let api = try appStoreAccess(bundleId, environment)
         let ledger: Ledger
         do {
@@ -227,15 +259,10 @@ struct SupportAPI: Sendable {
         for transaction in try answered.get() where theirs.contains(transaction.originalTransactionId) {
             refunds[transaction.transactionId] = transaction
         }
-        struct Refunds: Encodable {
-            var refunds: [TransactionInfo]
-            /// The purchases whose Apple accounts were asked.
-            var purchasesChecked: Int
-        }
         let sorted = refunds.values.sorted {
             ($0.revocationDate ?? .distantPast, $0.transactionId) > ($1.revocationDate ?? .distantPast, $1.transactionId)
         }
-        return StorekeeperApplication.jsonResponse(Refunds(refunds: sorted, purchasesChecked: families.count))
+        return (sorted, families.count)
     }
 
     /// The App Store Server API of an app in an environment, or 404 naming the missing credentials.
