@@ -178,13 +178,16 @@ extension ServerBenchmark {
     /// One purchase per customer (even: a lifetime unlock, odd: a monthly subscription; with the customer's app
     /// account token if asked) and `consumables` purchases of coins, as the app submits them; the notifications of `renewals` months of renewals; and, if
     /// asked, notifications that turn each subscriber's auto-renew off and then on again.
+    /// `first`: the index of the first customer (a population built in parts, one engine each: their IDs do not collide,
+    /// each customer taking fewer than 1,000 of each).
     static func makeSubscribers(
-        customers: Int, renewals: Int, changes: Bool, appAccountTokens: Bool = false, consumables: Int = 0
+        customers: Int, renewals: Int, changes: Bool, appAccountTokens: Bool = false, consumables: Int = 0, first: Int = 0
     ) throws -> (purchases: [(String, String)], history: [String], changes: [String]) {
         var engine = try engine()
+        engine.offsetIdentifiers(by: Int64(first) * 1_000)
         var purchases: [(String, String)] = []
         var subscriptions: [String] = []
-        for index in 0..<customers {
+        for index in first..<(first + customers) {
             let customer = "customer-\(index)"
             try engine.createCustomer(id: customer)
             let token = appAccountTokens ? LowercaseUUID(UUID()) : nil

@@ -39,23 +39,29 @@ extension ServerBenchmark {
     /// Seeds a ledger through the app API and the webhook, then measures support searches and customer pages over
     /// HTTP with a support key.
     package static func support(_ options: SupportOptions) async throws -> SupportResult {
-        let (purchases, history, _) = try makeSubscribers(
-            customers: options.customers, renewals: options.renewals, changes: false, appAccountTokens: true)
-        // The IDs support is given, read from the transactions the app submitted.
-        var ids: [(customer: String, transaction: String, token: String)] = []
-        for (customer, jws) in purchases {
-            let segments = jws.split(separator: ".")
-            guard segments.count == 3, let payload = try? Base64URL.decode(segments[1].utf8),
-                let object = try? JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any],
-                let transaction = object["transactionId"] as? String, let token = object["appAccountToken"] as? String
-            else { throw VerifyBenchmark.BenchmarkError(message: "a seeded transaction of \(customer) has no transaction ID or token") }
-            ids.append((customer, transaction, token))
-        }
-        // Spread over the customers (7,919 is prime: every customer in turn when count exceeds them).
-        let picks = (0..<options.count).map { ids[($0 * 7_919) % ids.count] }
+        // Built and seeded 5,000 customers at a time: a year of renewals of 100,000 customers does not fit in memory at once.
         return try await withServer(storage: options.storage, cacheCapacity: 0) { ports, key, _, description in
-            let seeding = try await seed(purchases, history: history, ports: ports, apiKey: key)
-            await seeding.close()
+            var ids: [(customer: String, transaction: String, token: String)] = []
+            var renewalsSeeded = 0
+            for first in stride(from: 0, to: options.customers, by: 5_000) {
+                let (purchases, history, _) = try makeSubscribers(
+                    customers: min(5_000, options.customers - first), renewals: options.renewals, changes: false, appAccountTokens: true,
+                    first: first)
+                // The IDs support is given, read from the transactions the app submitted.
+                for (customer, jws) in purchases {
+                    let segments = jws.split(separator: ".")
+                    guard segments.count == 3, let payload = try? Base64URL.decode(segments[1].utf8),
+                        let object = try? JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any],
+                        let transaction = object["transactionId"] as? String, let token = object["appAccountToken"] as? String
+                    else { throw VerifyBenchmark.BenchmarkError(message: "a seeded transaction of \(customer) has no transaction ID or token") }
+                    ids.append((customer, transaction, token))
+                }
+                let seeding = try await seed(purchases, history: history, ports: ports, apiKey: key)
+                await seeding.close()
+                renewalsSeeded += history.count
+            }
+            // Spread over the customers (7,919 is prime: every customer in turn when count exceeds them).
+            let picks = (0..<options.count).map { ids[($0 * 7_919) % ids.count] }
             let headers = [("Authorization", "Bearer \(key).support")]
             func run(
                 _ path: @escaping @Sendable ((customer: String, transaction: String, token: String)) -> String, sequential: Bool = false
@@ -69,7 +75,7 @@ extension ServerBenchmark {
                 return measured
             }
             return SupportResult(
-                storage: description, customers: options.customers, renewalNotificationsSeeded: history.count,
+                storage: description, customers: options.customers, renewalNotificationsSeeded: renewalsSeeded,
                 searchByCustomerId: try await run { "/v1/support/search?q=\($0.customer)" },
                 searchByTransactionId: try await run { "/v1/support/search?q=\($0.transaction)" },
                 searchByAppAccountToken: try await run { "/v1/support/search?q=\($0.token)" },

@@ -19,6 +19,11 @@ package struct LifecycleEngine: Sendable {
     /// Production's notification retry schedule: hours after the previous attempt (at most 6 attempts in all).
     package static let retryScheduleHours: [Double] = [1, 12, 24, 48, 72]
 
+    /// ``SimulatorState/offsetIdentifiers(by:)``: IDs that do not collide with another engine's.
+    package mutating func offsetIdentifiers(by amount: Int64) {
+        state.offsetIdentifiers(by: amount)
+    }
+
     package init(catalog: Catalog, state: SimulatorState, signer: JWSSigner) throws(SimulatorError) {
         try catalog.validate()
         self.catalog = catalog

@@ -51,6 +51,15 @@ package struct SimulatorState: Codable, Sendable {
         var order: Int64 = 0
     }
 
+    /// Moves every identifier counter (transaction, web order line item, app transaction, order) on by `amount`: for
+    /// tools that build a large population in several engines, one after the other, whose IDs must not collide.
+    package mutating func offsetIdentifiers(by amount: Int64) {
+        scalars.counters.transaction += amount
+        scalars.counters.webOrderLineItem += amount
+        scalars.counters.appTransaction += amount
+        scalars.counters.order += amount
+    }
+
     /// The layout of `state.json` this build reads (``currentFormatVersion``).
     package var formatVersion: Int {
         get { scalars.formatVersion }

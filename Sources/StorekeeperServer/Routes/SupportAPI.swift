@@ -112,8 +112,11 @@ struct SupportAPI: Sendable {
         // Written as parts: the state and the events are JSON already (the customer read's, the events API's).
         var body = ByteBuffer(string: "{\"actions\":")
         body.writeBytes((try? AppStoreJSON.makeEncoder().encode(page.actions)) ?? Data("[]".utf8))
-        body.writeString(",\"consumptionConsent\":")
-        body.writeBytes((try? AppStoreJSON.makeEncoder().encode(page.consent)) ?? Data("null".utf8))
+        // Absent when the customer was never asked (a generated client reads an absent field best).
+        if let consent = page.consent, let encoded = try? AppStoreJSON.makeEncoder().encode(consent) {
+            body.writeString(",\"consumptionConsent\":")
+            body.writeBytes(encoded)
+        }
         body.writeString(",\"consumptionRequests\":")
         body.writeBytes((try? AppStoreJSON.makeEncoder().encode(page.consumptionRequests)) ?? Data("[]".utf8))
         body.writeString(",\"customer\":")
