@@ -369,6 +369,8 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            // What the tests run beside them: the browser's script and schemathesis's configuration.
+            exclude: ["Browser", "Schemathesis"],
             swiftSettings: swiftSettings
         ),
         // A client generated from the server's own /openapi.json by swift-openapi-generator's build plugin, calling the

@@ -155,6 +155,14 @@ enum PostgresSchema {
                 at BIGINT NOT NULL, PRIMARY KEY (bundle_id, environment, customer_id));
             """
         ),
+        // The support overview's window, as SQLite's v14.
+        (
+            "v8: transactions by app and purchase date, and refunds",
+            """
+            CREATE INDEX transactions_by_app_date ON transactions (bundle_id, environment, purchase_date);
+            CREATE INDEX transactions_refunded ON transactions (bundle_id, environment) WHERE revoked;
+            """
+        ),
     ]
 
     /// Brings the database's schema up to date on `connection`, under the migration lock; returns the migrations

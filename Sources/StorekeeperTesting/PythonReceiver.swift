@@ -12,16 +12,7 @@ package final class PythonReceiver: @unchecked Sendable {
     // Safety: every property is set in `init` and only read afterwards.
 
     /// Whether python3 with the `standardwebhooks` package is installed (`.ci/run` installs it).
-    package static let isAvailable: Bool = {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", "import standardwebhooks"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return false }
-        process.waitUntilExit()
-        return process.terminationStatus == 0
-    }()
+    package static let isAvailable = ExternalTool.succeeds(["python3", "-c", "import standardwebhooks"])
 
     /// Why a test that needs it is skipped.
     package static let missing: Comment = "python3 with the standardwebhooks package is not installed (pip install standardwebhooks; .ci/run does)"

@@ -144,7 +144,7 @@ struct DashboardTests {
                 try engine.createCustomer(id: "apple-mallory")
                 return try engine.purchase(.init(customerId: "apple-mallory", productId: "unlock.lifetime"))
             }
-            let decoded = try #require(try UnverifiedJWS.unsafeDecode(bob.signedTransaction).payload)
+            let decoded = try UnverifiedJWS.unsafeDecode(bob.signedTransaction).payload
             guard case .object(var fields) = decoded else { throw CancellationError() }
             let hostile = #"<img src=x onerror="alert(1)">"#
             fields["productId"] = .string(hostile)
@@ -167,37 +167,21 @@ struct DashboardTests {
     }
 
     /// Whether python3 with Playwright and a Chromium are installed (`.ci/run` installs them).
-    static let browserAvailable: Bool = {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", "import playwright"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return false }
-        process.waitUntilExit()
-        return process.terminationStatus == 0 && FileManager.default.isExecutableFile(atPath: chromium)
-    }()
+    static let browserAvailable =
+        ExternalTool.succeeds(["python3", "-c", "import playwright"]) && FileManager.default.isExecutableFile(atPath: chromium)
 
     static let chromium = ProcessInfo.processInfo.environment["STOREKEEPER_CHROMIUM"] ?? "/usr/bin/chromium"
 
     /// Runs the browser script's `phase`; its output (one line per check) and whether it passed.
     static func runBrowser(_ phase: String, base: String, orderId: String, screenshots: URL) throws -> (output: String, passed: Bool) {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Browser/dashboard_flow.py")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script.path, phase]
         // The key by the environment, not the command line (which `ps` shows).
-        process.environment = ProcessInfo.processInfo.environment.merging([
-            "DASHBOARD_URL": base, "DASHBOARD_KEY": T.supportKey, "ORDER_ID": orderId, "CUSTOMER_ID": "bob", "SCREENSHOTS": screenshots.path,
-            "CHROMIUM": chromium,
-        ]) { $1 }
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return (text, process.terminationStatus == 0)
+        return try ExternalTool.run(
+            ["python3", script.path, phase],
+            environment: [
+                "DASHBOARD_URL": base, "DASHBOARD_KEY": T.supportKey, "ORDER_ID": orderId, "CUSTOMER_ID": "bob", "SCREENSHOTS": screenshots.path,
+                "CHROMIUM": chromium,
+            ])
     }
 
     @Test(

@@ -13,16 +13,7 @@ import Testing
 struct OpenAPIDocumentTests {
     typealias T = ServerTestbed
 
-    static let validatorAvailable: Bool = {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", "import openapi_spec_validator"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return false }
-        process.waitUntilExit()
-        return process.terminationStatus == 0
-    }()
+    static let validatorAvailable = ExternalTool.succeeds(["python3", "-c", "import openapi_spec_validator"])
 
     /// The served document, parsed.
     static func document(_ client: some TestClientProtocol) async throws -> (bytes: Data, json: [String: Any]) {
@@ -41,20 +32,12 @@ struct OpenAPIDocumentTests {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("openapi-\(UUID()).json")
         defer { try? FileManager.default.removeItem(at: file) }
         try await testbed.withClient { client in try await Self.document(client).bytes.write(to: file) }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [
+        let (said, passed) = try ExternalTool.run([
             "python3", "-c",
             "import sys; from openapi_spec_validator import validate; from openapi_spec_validator.readers import read_from_filename; "
                 + "validate(read_from_filename(sys.argv[1])[0]); print('valid')", file.path,
-        ]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        process.waitUntilExit()
-        let said = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(process.terminationStatus == 0 && said.contains("valid"), "\(said)")
+        ])
+        #expect(passed && said.contains("valid"), "\(said)")
     }
 
     /// Every route the server answers, as a request (the router's paths, one concrete path each).

@@ -13,16 +13,7 @@ import Testing
 struct SchemathesisTests {
     typealias T = RecoveryTestbed
 
-    static let available: Bool = {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["schemathesis", "--version"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return false }
-        process.waitUntilExit()
-        return process.terminationStatus == 0
-    }()
+    static let available = ExternalTool.succeeds(["schemathesis", "--version"])
 
     /// Runs schemathesis on the document the server serves, with `key` (none: no Authorization header); its output.
     static func run(base: String, key: String?, scope: String) throws -> (output: String, passed: Bool) {
@@ -33,23 +24,14 @@ struct SchemathesisTests {
             "--checks",
             "not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance",
             "--max-examples", "10", "--workers", "1", "--seed", "20261126", "--no-color", "--request-timeout", "30",
-            "--report-dir", report.path, "--exclude-path", "/metrics", "--exclude-path", "/appstore/notifications",
+            "--report-dir", report.path, "--generation-database", "none", "--exclude-path", "/metrics", "--exclude-path", "/appstore/notifications",
             // Erasing customers at random would empty the ledger the other operations are tried on.
             "--exclude-operation-id", "eraseCustomer",
         ]
         if let key { arguments += ["--header", "Authorization: Bearer \(key)"] }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(["NO_COLOR": "1", "SCHEMATHESIS_TELEMETRY": "false"]) { $1 }
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let (text, passed) = try ExternalTool.run(arguments, environment: ["NO_COLOR": "1", "SCHEMATHESIS_TELEMETRY": "false"])
         // The keys are this run's, random; the output is kept short.
-        return (String(text.replacingOccurrences(of: key ?? "\u{0}", with: "<key>").suffix(6_000)), process.terminationStatus == 0)
+        return (String(text.replacingOccurrences(of: key ?? "\u{0}", with: "<key>").suffix(6_000)), passed)
     }
 
     @Test(

@@ -175,10 +175,10 @@ package struct SupportOverview: Sendable, Hashable, Encodable {
                 WHERE s.bundle_id = \(bundle) AND s.environment = \(environment)
                 GROUP BY t.product_id, s.status, trial, expired, ended
                 """
-            // The app's transactions bought or refunded in the window; for a renewal, whether the one before it was a
-            // free trial.
-            window = """
-                SELECT CASE WHEN t.transaction_id <> t.original_transaction_id THEN 1 ELSE 0 END AS renewal, t.purchase_date,
+            // The app's transactions bought or refunded in the window (by the app's purchase-date index and its partial
+            // index of refunds: no scan of the app's history); for a renewal, whether the one before it was a free trial.
+            let columns = """
+                CASE WHEN t.transaction_id <> t.original_transaction_id THEN 1 ELSE 0 END AS renewal, t.purchase_date,
                     \(json("t", "revocationDate", true)) AS revoked_at, \(json("t", "price", true)) AS price,
                     \(json("t", "currency", false)) AS currency,
                     CASE WHEN t.transaction_id <> t.original_transaction_id AND t.purchase_date > \(since) THEN (
@@ -186,9 +186,14 @@ package struct SupportOverview: Sendable, Hashable, Encodable {
                         WHERE p.environment = t.environment AND p.original_transaction_id = t.original_transaction_id
                             AND p.purchase_date < t.purchase_date
                         ORDER BY p.purchase_date DESC, p.transaction_id DESC LIMIT 1) ELSE 0 END AS after_trial
-                FROM transactions t
-                WHERE t.bundle_id = \(bundle) AND t.environment = \(environment)
-                    AND ((t.purchase_date > \(since) AND t.purchase_date <= \(now)) OR t.revoked)
+                """
+            window = """
+                SELECT \(columns) FROM transactions t
+                WHERE t.environment = \(environment) AND t.bundle_id = \(bundle) AND t.purchase_date > \(since) AND t.purchase_date <= \(now)
+                UNION ALL
+                SELECT \(columns) FROM transactions t
+                WHERE t.environment = \(environment) AND t.bundle_id = \(bundle) AND t.revoked
+                    AND NOT (t.purchase_date > \(since) AND t.purchase_date <= \(now))
                 """
         }
     }

@@ -282,9 +282,12 @@ extension Dashboard {
         }
         let note = form["note"].flatMap { $0.isEmpty ? nil : $0 }
         try SupportAPI.checkExtension(days: days, reason: reason, note: note)
-        let environment = try QueryParameters.environment(form["environment"])
         let app = try CustomerAPI.app(for: session.identity, asked: form["bundleId"], support.configuration.apps)
-        let key = CustomerKey(bundleId: app.bundleId, environment: environment ?? .production, customerId: customerId)
+        let environment = try QueryParameters.environment(form["environment"]) ?? (app.environments.contains(.production) ? .production : .sandbox)
+        guard app.environments.contains(environment) else {
+            throw APIError(.badRequest, .unknownEnvironment, "app '\(app.bundleId)' does not accept environment \(environment.rawValue)")
+        }
+        let key = CustomerKey(bundleId: app.bundleId, environment: environment, customerId: customerId)
         let action = try await support.performExtension(original, of: key, days: days, reason: reason, note: note, identity: session.identity)
         let until = action.detail["effectiveDate"].flatMap { value -> String? in
             if case .integer(let milliseconds) = value { return Self.time(Date(epochMilliseconds: milliseconds)) }

@@ -124,9 +124,18 @@ struct Dashboard: Sendable {
         guard let (_, session) = session(request) else { return Self.redirect("/dashboard/login") }
         do {
             return try await body(session)
-        } catch let error as APIError {
+        } catch {
+            return failure(error, session)
+        }
+    }
+
+    /// A failure as a page: the support API's error as it says it; anything else (the ledger failing) as 503.
+    func failure(_ error: any Error, _ session: DashboardSessions.Session) -> Response {
+        if let error = error as? APIError {
             return message(session, heading: "Not done", text: error.message, status: error.status, error: true)
         }
+        logger.error("dashboard page failed", metadata: ["error": .string("\(error)")])
+        return message(session, heading: "Not done", text: "The ledger could not be read; try again.", status: .serviceUnavailable, error: true)
     }
 
     /// A form's POST: a session and the form's CSRF token are required (else 303 to sign in, or 403); the form's
@@ -135,17 +144,17 @@ struct Dashboard: Sendable {
         _ request: Request, _ body: ([String: String], String, DashboardSessions.Session) async throws -> Response
     ) async throws -> Response {
         guard let (id, session) = session(request) else { return Self.redirect("/dashboard/login") }
-        let form = try await Self.form(request)
-        guard let token = form["csrf"], Self.same(token, session.csrf) else {
-            logger.warning("dashboard form refused: its CSRF token is missing or wrong", metadata: ["api_key": .string(session.identity.name)])
-            return message(
-                session, heading: "Refused", text: "This form's security token is missing or wrong: go back, reload the page and try again.",
-                status: .forbidden, error: true)
-        }
         do {
+            let form = try await Self.form(request)
+            guard let token = form["csrf"], Self.same(token, session.csrf) else {
+                logger.warning("dashboard form refused: its CSRF token is missing or wrong", metadata: ["api_key": .string(session.identity.name)])
+                return message(
+                    session, heading: "Refused", text: "This form's security token is missing or wrong: go back, reload the page and try again.",
+                    status: .forbidden, error: true)
+            }
             return try await body(form, id, session)
-        } catch let error as APIError {
-            return message(session, heading: "Not done", text: error.message, status: error.status, error: true)
+        } catch {
+            return failure(error, session)
         }
     }
 
