@@ -157,9 +157,9 @@ enum PostgresSchema {
         ),
         // The support overview's window, as SQLite's v14.
         (
-            "v8: transactions by app and purchase date, and refunds",
+            "v8: transactions by purchase date, and refunds",
             """
-            CREATE INDEX transactions_by_app_date ON transactions (bundle_id, environment, purchase_date);
+            CREATE INDEX transactions_by_purchase_date ON transactions (purchase_date);
             CREATE INDEX transactions_refunded ON transactions (bundle_id, environment) WHERE revoked;
             """
         ),

@@ -91,7 +91,8 @@ extension SQLiteLedgerStore {
     /// The overview's queries in SQLite's SQL: a payload's fields by `json_extract` (a transaction kept raw, whose parts
     /// were not canonical base64url, has none: rare, and left out of the figures).
     static let overviewQueries = SupportOverview.Queries(
-        json: { table, field, _ in "json_extract(CAST(\(table).jws_payload AS TEXT), '$.\(field)')" }, parameter: { "?\($0)" })
+        json: { table, field, _ in "json_extract(CAST(\(table).jws_payload AS TEXT), '$.\(field)')" }, parameter: { "?\($0)" },
+        byDate: "INDEXED BY transactions_by_purchase_date", refunds: "INDEXED BY transactions_refunded")
 
     package func overview(_ app: VerifierKey, since: Date, now: Date) async throws(StorageError) -> SupportOverview {
         try await read { db in

@@ -2,6 +2,7 @@ import AppStoreModels
 import AppStoreSimulator
 import Foundation
 import GRDB
+import StorekeeperCore
 import StorekeeperTesting
 import Synchronization
 import Testing
@@ -77,7 +78,18 @@ struct SQLiteQueryPlanTests {
             // Every table is keyed by environment first: a search on the environment alone reads all of it, whatever
             // the table's name or alias in the statement.
             #expect(!steps.contains { $0.hasPrefix("SEARCH ") && $0.hasSuffix("(environment=?)") }, "\(sql)\n\(steps)")
+            // Nor on an app alone (all its transactions), nor by purchase dates: those indexes are the overview's.
+            #expect(
+                !steps.contains { $0.hasPrefix("SEARCH ") && ($0.hasSuffix("(bundle_id=? AND environment=?)") || $0.contains("purchase_date>?")) },
+                "\(sql)\n\(steps)")
         }
+        // The overview's window reads its range of dates and the app's refunds by their indexes, never the history.
+        for sql in [SQLiteLedgerStore.overviewQueries.window, SQLiteLedgerStore.overviewQueries.subscriptions] {
+            let steps = try await Self.plan(sql, in: store)
+            #expect(!steps.contains { $0.hasPrefix("SCAN") }, "\(sql)\n\(steps)")
+        }
+        let window = try await Self.plan(SQLiteLedgerStore.overviewQueries.window, in: store)
+        #expect(window.contains { $0.contains("transactions_by_purchase_date (purchase_date>? AND purchase_date<?)") }, "\(window)")
     }
 
     @Test("a customer's subscriptions are found through their tokens by index, not by scanning the environment's transactions")

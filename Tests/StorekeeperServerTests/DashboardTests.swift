@@ -164,6 +164,16 @@ struct DashboardTests {
                 "\(search.body.prefix(200))")
             #expect(!search.body.contains("<script"), "no script anywhere on a dashboard page")
         }
+        // The templates write every value escaped: `{{{…}}}` (unescaped) only for the chart, drawn from numbers.
+        let templates = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../Sources/StorekeeperServer/Resources/Dashboard")
+        for file in try FileManager.default.contentsOfDirectory(atPath: templates.path) where file.hasSuffix(".mustache") {
+            let text = try String(contentsOf: templates.appendingPathComponent(file), encoding: .utf8)
+            let unescaped =
+                text.components(separatedBy: "{{{").dropFirst().map { $0.prefix { $0 != "}" } }
+                + text.components(separatedBy: "{{&").dropFirst().map { $0.prefix { $0 != "}" } }
+            #expect(unescaped.allSatisfy { $0 == "chart" }, "\(file): \(unescaped)")
+        }
     }
 
     /// Whether python3 with Playwright and a Chromium are installed (`.ci/run` installs them).

@@ -153,12 +153,14 @@ package struct SupportOverview: Sendable, Hashable, Encodable {
 
     /// The two queries, in a backend's SQL: `json(table, field, numeric)` reads a field of a transaction's stored
     /// payload (as a number when `numeric`), `parameter(n)` is the n-th parameter (1: bundle ID, 2: environment, 3: the
-    /// window's start, 4: its end, in epoch milliseconds).
+    /// window's start, 4: its end, in epoch milliseconds); `byDate` and `refunds` follow `FROM transactions t` where
+    /// the window's purchases and the app's refunds are read (SQLite's `INDEXED BY`: its planner prefers an equality on
+    /// the environment to a range of dates).
     package struct Queries: Sendable {
         package var subscriptions: String
         package var window: String
 
-        package init(json: (String, String, Bool) -> String, parameter: (Int) -> String) {
+        package init(json: (String, String, Bool) -> String, parameter: (Int) -> String, byDate: String = "", refunds: String = "") {
             let (bundle, environment, since, now) = (parameter(1), parameter(2), parameter(3), parameter(4))
             let expires = json("t", "expiresDate", true)
             // Each subscription's latest transaction (by the index reads use), grouped.
@@ -175,8 +177,8 @@ package struct SupportOverview: Sendable, Hashable, Encodable {
                 WHERE s.bundle_id = \(bundle) AND s.environment = \(environment)
                 GROUP BY t.product_id, s.status, trial, expired, ended
                 """
-            // The app's transactions bought or refunded in the window (by the app's purchase-date index and its partial
-            // index of refunds: no scan of the app's history); for a renewal, whether the one before it was a free trial.
+            // The app's transactions bought or refunded in the window (by the purchase-date index and the partial index
+            // of refunds: no scan of the app's history); for a renewal, whether the one before it was a free trial.
             let columns = """
                 CASE WHEN t.transaction_id <> t.original_transaction_id THEN 1 ELSE 0 END AS renewal, t.purchase_date,
                     \(json("t", "revocationDate", true)) AS revoked_at, \(json("t", "price", true)) AS price,
@@ -188,10 +190,10 @@ package struct SupportOverview: Sendable, Hashable, Encodable {
                         ORDER BY p.purchase_date DESC, p.transaction_id DESC LIMIT 1) ELSE 0 END AS after_trial
                 """
             window = """
-                SELECT \(columns) FROM transactions t
-                WHERE t.environment = \(environment) AND t.bundle_id = \(bundle) AND t.purchase_date > \(since) AND t.purchase_date <= \(now)
+                SELECT \(columns) FROM transactions t \(byDate)
+                WHERE t.purchase_date > \(since) AND t.purchase_date <= \(now) AND t.environment = \(environment) AND t.bundle_id = \(bundle)
                 UNION ALL
-                SELECT \(columns) FROM transactions t
+                SELECT \(columns) FROM transactions t \(refunds)
                 WHERE t.environment = \(environment) AND t.bundle_id = \(bundle) AND t.revoked
                     AND NOT (t.purchase_date > \(since) AND t.purchase_date <= \(now))
                 """
