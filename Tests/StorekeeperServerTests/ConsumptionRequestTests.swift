@@ -86,6 +86,9 @@ struct ConsumptionRequestTests {
             let bens = try await Self.buy("coins.100", as: "ben", testbed, base)
             try await Self.consent("ann", true, base)
             try await Self.consent("ben", false, base)
+            // Only a customer the app knows: a consent kept for any ID could not be erased with its customer.
+            let unknown = try await T.call(.PUT, base + "/v1/customers/nobody/consumption-consent", key: T.appKey, body: #"{"consented": true}"#)
+            #expect(unknown.status == 404 && SupportExtensionTests.error(unknown).code == "unknown-customer", "\(unknown.json)")
             try await testbed.act { (engine) throws(SimulatorError) in
                 try engine.requestRefund(transactionId: coins, reason: .unintendedPurchase)
                 try engine.requestRefund(transactionId: bens, reason: .unintendedPurchase)
@@ -169,14 +172,27 @@ struct ConsumptionRequestTests {
         try await T.serving(.sandbox, configure: Self.configure(ConsumptionPolicy(policy: .manual))) { testbed, base in
             let monthly = try await Self.buy("pro.monthly", as: "dee", testbed, base)
             let unlock = try await Self.buy("unlock.lifetime", as: "eve", testbed, base)
-            try await Self.consent("dee", true, base)
-            try await Self.consent("eve", true, base)
+            let coins = try await Self.buy("coins.100", as: "gil", testbed, base)
+            for customer in ["dee", "eve", "gil"] { try await Self.consent(customer, true, base) }
             try await testbed.act { (engine) throws(SimulatorError) in
                 try engine.requestRefund(transactionId: monthly, reason: .unsatisfiedWithPurchase)
                 try engine.requestRefund(transactionId: unlock, reason: .fulfillmentIssue)
+                try engine.requestRefund(transactionId: coins, reason: .other)
             }
             let waiting = try await Self.request(base, transactionId: monthly, state: "manual")
             let uuid = try #require(waiting["notificationUUID"] as? String)
+            // The same request whatever the case of its UUID.
+            #expect(try await T.call(.GET, base + "/v1/support/consumption-requests/\(uuid.uppercased())", key: T.supportKey).status == 200)
+
+            // gil withdraws consent while his request waits for a person: the answer is taken, and never sent.
+            let gils = try #require(try await Self.request(base, transactionId: coins, state: "manual")["notificationUUID"] as? String)
+            try await Self.consent("gil", false, base)
+            let taken = try await T.call(
+                .POST, base + "/v1/support/consumption-requests/\(gils)/answer", key: T.supportKey, body: #"{"deliveryStatus": "DELIVERED"}"#)
+            #expect(taken.status == 200, "\(taken.json)")
+            let withdrawn = try await Self.request(base, transactionId: coins, state: "not-consented")
+            #expect((withdrawn["lastError"] as? String)?.contains("withdrew") == true, "\(withdrawn)")
+            #expect(try await Self.received(testbed, coins).count == 0)
             #expect(waiting["decidedBy"] as? String == "policy manual" && waiting["deadline"] is Int, "\(waiting)")
             let answerURL = base + "/v1/support/consumption-requests/\(uuid)/answer"
             // Checked before anything is stored: Apple's rules, the body's shape, the key's scope.

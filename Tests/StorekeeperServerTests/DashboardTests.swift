@@ -183,10 +183,10 @@ struct DashboardTests {
     static let chromium = ProcessInfo.processInfo.environment["STOREKEEPER_CHROMIUM"] ?? "/usr/bin/chromium"
 
     /// Runs the browser script's `phase`; its output (one line per check) and whether it passed.
-    static func runBrowser(_ phase: String, base: String, orderId: String, screenshots: URL) throws -> (output: String, passed: Bool) {
+    static func runBrowser(_ phase: String, base: String, orderId: String, screenshots: URL) async throws -> (output: String, passed: Bool) {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Browser/dashboard_flow.py")
         // The key by the environment, not the command line (which `ps` shows).
-        return try ExternalTool.run(
+        return try await ExternalTool.run(
             ["python3", script.path, phase],
             environment: [
                 "DASHBOARD_URL": base, "DASHBOARD_KEY": T.supportKey, "ORDER_ID": orderId, "CUSTOMER_ID": "bob", "SCREENSHOTS": screenshots.path,
@@ -216,11 +216,11 @@ struct DashboardTests {
             #expect(try await T.submit(bob.signedTransaction, for: "bob", to: base) == 200)
             await testbed.deliverer.deliverDue()
             let orderId = try #require(await testbed.simulator.state.transactions[bob.transactionId]?.orderId)
-            let extend = try Self.runBrowser("extend", base: base, orderId: orderId, screenshots: screenshots)
+            let extend = try await Self.runBrowser("extend", base: base, orderId: orderId, screenshots: screenshots)
             #expect(extend.passed, "\(extend.output)")
             // Apple's RENEWAL_EXTENDED reaches the server.
             await testbed.deliverer.deliverDue()
-            let verify = try Self.runBrowser("verify", base: base, orderId: orderId, screenshots: screenshots)
+            let verify = try await Self.runBrowser("verify", base: base, orderId: orderId, screenshots: screenshots)
             #expect(verify.passed, "\(verify.output)")
             for name in [
                 "dashboard-sign-in", "dashboard-overview", "dashboard-customer", "dashboard-extend", "dashboard-customer-after",

@@ -32,7 +32,7 @@ struct OpenAPIDocumentTests {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("openapi-\(UUID()).json")
         defer { try? FileManager.default.removeItem(at: file) }
         try await testbed.withClient { client in try await Self.document(client).bytes.write(to: file) }
-        let (said, passed) = try ExternalTool.run([
+        let (said, passed) = try await ExternalTool.run([
             "python3", "-c",
             "import sys; from openapi_spec_validator import validate; from openapi_spec_validator.readers import read_from_filename; "
                 + "validate(read_from_filename(sys.argv[1])[0]); print('valid')", file.path,

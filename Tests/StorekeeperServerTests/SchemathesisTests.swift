@@ -16,7 +16,7 @@ struct SchemathesisTests {
     static let available = ExternalTool.succeeds(["schemathesis", "--version"])
 
     /// Runs schemathesis on the document the server serves, with `key` (none: no Authorization header); its output.
-    static func run(base: String, key: String?, scope: String) throws -> (output: String, passed: Bool) {
+    static func run(base: String, key: String?, scope: String) async throws -> (output: String, passed: Bool) {
         let report = FileManager.default.temporaryDirectory.appendingPathComponent("schemathesis-\(scope)-\(UUID())")
         let configuration = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Schemathesis/schemathesis.toml")
         var arguments = [
@@ -29,7 +29,7 @@ struct SchemathesisTests {
             "--exclude-operation-id", "eraseCustomer",
         ]
         if let key { arguments += ["--header", "Authorization: Bearer \(key)"] }
-        let (text, passed) = try ExternalTool.run(arguments, environment: ["NO_COLOR": "1", "SCHEMATHESIS_TELEMETRY": "false"])
+        let (text, passed) = try await ExternalTool.run(arguments, environment: ["NO_COLOR": "1", "SCHEMATHESIS_TELEMETRY": "false"])
         // The keys are this run's, random; the output is kept short.
         return (String(text.replacingOccurrences(of: key ?? "\u{0}", with: "<key>").suffix(6_000)), passed)
     }
@@ -50,7 +50,7 @@ struct SchemathesisTests {
             _ = try await T.call(.PUT, base + "/v1/customers/alice/consumption-consent", key: T.appKey, body: #"{"consented": true}"#)
             try await testbed.act { (engine) throws(SimulatorError) in try engine.requestRefund(transactionId: ann.transactionId, reason: .other) }
             for (scope, key) in [("app", T.appKey), ("support", T.supportKey), ("admin", T.adminKey), ("none", nil)] as [(String, String?)] {
-                let run = try Self.run(base: base, key: key, scope: scope)
+                let run = try await Self.run(base: base, key: key, scope: scope)
                 #expect(run.passed, "schemathesis with the \(scope) key:\n\(run.output)")
             }
         }

@@ -401,6 +401,10 @@ struct SupportExtensionTests {
             let status = try await T.call(.GET, mass + "/pro.monthly/\(identifier)", key: T.supportKey)
             #expect(
                 status.status == 200 && status.json["complete"] as? Bool == true && status.json["succeededCount"] as? Int == 2, "\(status.json)")
+            // The path percent-decoded, as every path value is; what Apple would refuse is the caller's mistake (400).
+            #expect(try await T.call(.GET, mass + "/pro%2Emonthly/\(identifier)", key: T.supportKey).status == 200)
+            let spaced = try await T.call(.GET, mass + "/pro.monthly/\(identifier)%20", key: T.supportKey)
+            #expect(spaced.status == 400 && Self.error(spaced).code == "invalid-parameter", "\(spaced.json)")
             for customer in ["gus", "hal"] {
                 let page = try await T.call(.GET, base + "/v1/support/customers/\(customer)", key: T.supportKey)
                 let types = ((page.json["events"] as? [[String: Any]]) ?? []).compactMap { $0["type"] as? String }

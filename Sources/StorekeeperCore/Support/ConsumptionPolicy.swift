@@ -9,13 +9,24 @@ package import Foundation
 /// (`customerConsented` must be `true`) and asks for no answer otherwise, so a customer who has not consented in the
 /// app (`PUT /v1/customers/{id}/consumption-consent`) gets no answer whatever the rules say.
 package struct ConsumptionPolicy: Codable, Hashable, Sendable {
-    package enum Mode: String, Codable, Hashable, Sendable {
+    package enum Mode: String, Codable, Hashable, Sendable, CaseIterable {
         /// The first rule that matches decides; ``otherwise`` when none does.
         case rules
         /// Every request waits for a person (the support API shows its deadline).
         case manual
         /// Requests are recorded and never answered.
         case off
+
+        package init(from decoder: any Decoder) throws {
+            let text = try decoder.singleValueContainer().decode(String.self)
+            guard let mode = Mode(rawValue: text) else {
+                throw DecodingError.dataCorrupted(
+                    .init(
+                        codingPath: decoder.codingPath,
+                        debugDescription: "\(UntrustedText.quoted(text, limit: 32)) is not a policy: give \"rules\", \"manual\" or \"off\""))
+            }
+            self = mode
+        }
     }
 
     /// What a rule (or ``otherwise``) does with a request.

@@ -186,6 +186,23 @@ package struct ConsumptionResponder: Sendable {
             record.lastError = "\(bundleId) has no serverAPI credentials for \(environment.rawValue): nothing can be sent"
             return record
         }
+        // Consent is asked again before each send: a customer who withdrew it since the request was decided (or while it
+        // waited for a person) gets no answer.
+        if let customer = record.customerId {
+            let consent: ConsumptionConsent?
+            do {
+                consent = try await store.consumptionConsent(CustomerKey(bundleId: bundleId, environment: environment, customerId: customer))
+            } catch {
+                record.lastError = "the customer's consent could not be read; retrying"
+                record.nextAttemptAt = at.addingTimeInterval(30)
+                return record
+            }
+            guard consent?.consented == true else {
+                record.state = .notConsented
+                record.lastError = "the customer withdrew their consent before the answer was sent"
+                return record
+            }
+        }
         record.attempts += 1
         let body = answer.request(for: record.productType)
         let called = await withinBudget(budget) { () -> AppStoreServerAPIError? in

@@ -86,7 +86,8 @@ extension Dashboard {
     // MARK: - Search and customers
 
     func search(_ request: Request, _ session: DashboardSessions.Session) async throws -> Response {
-        let text = (request.uri.queryParameters.get("q") ?? "").trimmingCharacters(in: .whitespaces)
+        // A browser's GET form writes a space as "+"; no ID searched here holds one.
+        let text = (request.uri.queryParameters.get("q") ?? "").replacingOccurrences(of: "+", with: " ").trimmingCharacters(in: .whitespaces)
         struct Match {
             var customerId: String
             var bundleId: String
@@ -101,7 +102,7 @@ extension Dashboard {
             var matches: [Match]
             var warnings: [String]
         }
-        guard !text.isEmpty, text.utf8.count <= 128 else {
+        guard !text.isEmpty, text.utf8.count <= 128, !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
             throw APIError(
                 .badRequest, .invalidParameter,
                 "search for a customer ID, a transaction ID, an app account token or an order ID (at most 128 characters)")
@@ -251,7 +252,7 @@ extension Dashboard {
 
     func extendForm(_ request: Request, _ context: StorekeeperRequestContext, _ session: DashboardSessions.Session) async throws -> Response {
         let key = try customerKey(request, context, session)
-        let original = context.parameters.get("originalTransactionId") ?? ""
+        let original = context.pathValue("originalTransactionId")
         let page = try await support.customerPage(key)
         guard
             let subscription = Self.objects(Self.object(page.state)["subscriptions"]).first(where: {
@@ -276,7 +277,7 @@ extension Dashboard {
 
     func extend(_ form: [String: String], _ context: StorekeeperRequestContext, _ session: DashboardSessions.Session) async throws -> Response {
         let customerId = try CustomerAPI.customerId(context)
-        let original = context.parameters.get("originalTransactionId") ?? ""
+        let original = context.pathValue("originalTransactionId")
         guard let days = Int(form["days"] ?? ""), let reason = Int(form["reason"] ?? "") else {
             throw APIError(.badRequest, .invalidParameter, "give the days (1 to 90) and a reason")
         }
@@ -339,7 +340,7 @@ extension Dashboard {
     }
 
     func answerForm(_ context: StorekeeperRequestContext, _ session: DashboardSessions.Session) async throws -> Response {
-        let uuid = context.parameters.get("uuid") ?? ""
+        let uuid = context.pathValue("uuid")
         let record = try await support.consumptionRequest(uuid, identity: session.identity)
         struct Form {
             var chrome: Chrome
@@ -355,7 +356,7 @@ extension Dashboard {
     }
 
     func answer(_ form: [String: String], _ context: StorekeeperRequestContext, _ session: DashboardSessions.Session) async throws -> Response {
-        let uuid = context.parameters.get("uuid") ?? ""
+        let uuid = context.pathValue("uuid")
         var percentage: Int?
         if let text = form["consumptionPercentage"], !text.isEmpty {
             guard let value = Double(text), (0...100).contains(value) else {

@@ -25,6 +25,20 @@ extension CustomerAPI {
                 #"the body must be JSON {"consented": true} or {"consented": false}: "# + UntrustedText.escaped(error.message, limit: 300))
         }
         let consent = ConsumptionConsent(consented: consented, at: now())
+        // Only a customer the app knows (a purchase, or a token issued): a consent kept for an unknown ID could not be
+        // erased with the customer.
+        let known: Bool
+        do {
+            known = try await reader.store.customerExists(customerId, bundleId: bundleId, environment: environment)
+        } catch {
+            throw APIError(.serviceUnavailable, .storageUnavailable, "the ledger could not be read; retry")
+        }
+        guard known else {
+            throw APIError(
+                .notFound, .unknownCustomer,
+                "no customer '\(customerId)' for \(bundleId) in \(environment): issue their app account token (POST /v1/customers/{id}/app-account-token) or submit a purchase first"
+            )
+        }
         do {
             try await reader.store.setConsumptionConsent(
                 consent, for: CustomerKey(bundleId: bundleId, environment: environment, customerId: customerId))

@@ -69,7 +69,7 @@ struct EventsAPI: Sendable {
             try await list(request, identity: try context.requireIdentity())
         }
         group.get("/events/:eventId") { request, context in
-            try await show(request, id: context.parameters.get("eventId") ?? "", identity: try context.requireIdentity())
+            try await show(request, id: context.pathValue("eventId"), identity: try context.requireIdentity())
         }
     }
 

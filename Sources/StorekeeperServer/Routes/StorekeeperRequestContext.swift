@@ -63,3 +63,12 @@ struct APIKeyAuthenticator: AuthenticatorMiddleware {
         return identity
     }
 }
+
+extension StorekeeperRequestContext {
+    /// A path parameter, percent-decoded (`pro%2Emonthly` and `pro.monthly` are the same product, whichever way a
+    /// client encodes the path); a malformed escape is kept as it came, to be refused as invalid by the route.
+    package func pathValue(_ name: String) -> String {
+        let raw = parameters.get(name) ?? ""
+        return raw.utf8.contains(UInt8(ascii: "%")) ? raw.removingPercentEncoding ?? raw : raw
+    }
+}

@@ -16,10 +16,10 @@ extension SupportAPI {
         group.get("/consumption-requests/:uuid") { request, context in
             _ = try QueryParameters(request, allowed: [])
             return StorekeeperApplication.jsonResponse(
-                try await consumptionRequest(context.parameters.get("uuid") ?? "", identity: try context.requireIdentity()))
+                try await consumptionRequest(context.pathValue("uuid"), identity: try context.requireIdentity()))
         }
         group.post("/consumption-requests/:uuid/answer") { request, context in
-            try await answerConsumptionRequest(request, uuid: context.parameters.get("uuid") ?? "", identity: try context.requireIdentity())
+            try await answerConsumptionRequest(request, uuid: context.pathValue("uuid"), identity: try context.requireIdentity())
         }
     }
 
@@ -59,7 +59,8 @@ extension SupportAPI {
         guard uuid.utf8.count <= 64 else { throw unknown }
         let found: ConsumptionRequestRecord?
         do {
-            found = try await store.consumptionRequest(uuid)
+            // Apple's UUIDs are lower case; one pasted in upper case is the same request.
+            found = try await store.consumptionRequest(uuid.lowercased())
         } catch {
             throw APIError(.serviceUnavailable, .storageUnavailable, "the ledger could not be read")
         }
@@ -88,7 +89,8 @@ extension SupportAPI {
         let existing = try await consumptionRequest(uuid, identity: identity)
         let answered: ConsumptionRequestRecord?
         do {
-            answered = try await store.answerConsumptionRequest(uuid, answer: answer, decidedBy: "key \(identity.name)", at: now())
+            answered = try await store.answerConsumptionRequest(
+                existing.notificationUUID, answer: answer, decidedBy: "key \(identity.name)", at: now())
         } catch {
             throw APIError(.serviceUnavailable, .storageUnavailable, "the answer could not be stored; retry")
         }

@@ -20,9 +20,7 @@ extension SupportAPI {
     /// Date at the App Store for one of the customer's subscriptions (``SubscriptionExtender``), audited.
     func extend(_ request: Request, customerId: String, originalTransactionId: String, identity: APIKeyIdentity) async throws -> Response {
         let query = try QueryParameters(request, allowed: ["bundleId", "environment"])
-        // Percent-decoded, as customer IDs are (`%32…` is `2…`).
-        let originalTransactionId =
-            originalTransactionId.contains("%") ? originalTransactionId.removingPercentEncoding ?? originalTransactionId : originalTransactionId
+        // (Percent-decoded by the route, as customer IDs are: `%32…` is `2…`.)
         guard !originalTransactionId.isEmpty, originalTransactionId.utf8.count <= 64,
             originalTransactionId.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
         else {
@@ -200,8 +198,17 @@ extension SupportAPI {
     func massExtensionStatus(_ request: Request, productId: String, requestIdentifier: String, identity: APIKeyIdentity) async throws -> Response {
         let query = try QueryParameters(request, allowed: ["bundleId", "environment"])
         let (bundleId, environment) = try CustomerAPI.scope(of: query, identity: identity, configuration.apps)
-        guard (1...128).contains(requestIdentifier.utf8.count), (1...128).contains(productId.utf8.count) else {
-            throw APIError(.badRequest, .invalidParameter, "give the product ID and the requestIdentifier of the mass extension")
+        // What Storekeeper sends Apple (a UUID, or the caller's own: letters, digits, '.', '_' and '-'), checked here: a
+        // path Apple would refuse is the caller's mistake (400), not the App Store failing.
+        let plain: (String) -> Bool = { text in
+            (1...128).contains(text.utf8.count)
+                && text.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "_" || $0 == "-") }
+        }
+        guard plain(productId), plain(requestIdentifier) else {
+            throw APIError(
+                .badRequest, .invalidParameter,
+                "give the product ID and the requestIdentifier of the mass extension (1-128 letters, digits, '.', '_' or '-'), not \(UntrustedText.quoted(productId, limit: 64)) and \(UntrustedText.quoted(requestIdentifier, limit: 64))"
+            )
         }
         let client = try appStoreAccess(bundleId, environment).client
         let answered = await callAppStore { () async throws(AppStoreServerAPIError) in
@@ -216,6 +223,11 @@ extension SupportAPI {
                     .notFound, .unknownMassExtension,
                     "the App Store knows no mass extension \(UntrustedText.quoted(requestIdentifier, limit: 64)) of \(UntrustedText.quoted(productId, limit: 64))"
                 )
+            }
+            if error.httpStatus == 400 {
+                // Apple refused what was asked (its error named): the caller's to mend.
+                throw APIError(
+                    .badRequest, .invalidParameter, "the App Store refused the request: \(UntrustedText.escaped(error.detail, limit: 300))")
             }
             throw APIError(.badGateway, .appStoreUnavailable, "the App Store failed: \(UntrustedText.escaped(error.detail, limit: 300))")
         case nil:

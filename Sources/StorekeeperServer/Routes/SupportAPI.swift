@@ -48,7 +48,7 @@ struct SupportAPI: Sendable {
         }
         group.get("/mass-extensions/:productId/:requestIdentifier") { request, context in
             try await massExtensionStatus(
-                request, productId: context.parameters.get("productId") ?? "", requestIdentifier: context.parameters.get("requestIdentifier") ?? "",
+                request, productId: context.pathValue("productId"), requestIdentifier: context.pathValue("requestIdentifier"),
                 identity: try context.requireIdentity())
         }
         addConsumptionRoutes(to: group)
@@ -56,7 +56,7 @@ struct SupportAPI: Sendable {
         group.post("/customers/:customerId/subscriptions/:originalTransactionId/extend") { request, context in
             try await extend(
                 request, customerId: try CustomerAPI.customerId(context),
-                originalTransactionId: context.parameters.get("originalTransactionId") ?? "",
+                originalTransactionId: context.pathValue("originalTransactionId"),
                 identity: try context.requireIdentity())
         }
     }

@@ -72,7 +72,7 @@ struct WebhookAdminAPI: Sendable {
         group.get("/admin/events/:eventId") { request, context in
             try Self.requireAdmin(context)
             _ = try QueryParameters(request, allowed: [])
-            let event = try await self.event(context.parameters.get("eventId") ?? "")
+            let event = try await self.event(context.pathValue("eventId"))
             let deliveries = try await storage { try await store.deliveries(of: event.position) }
             var out = ByteBuffer(string: "{\"deliveries\":")
             out.writeBytes((try? AppStoreJSON.makeEncoder().encode(deliveries)) ?? Data("[]".utf8))
@@ -89,7 +89,7 @@ struct WebhookAdminAPI: Sendable {
     }
 
     func endpoint(_ context: StorekeeperRequestContext) throws(APIError) -> ServerConfiguration.WebhookEndpoint {
-        let name = context.parameters.get("name") ?? ""
+        let name = context.pathValue("name")
         guard let endpoint = configuration.webhooks.first(where: { $0.name == name }) else {
             throw APIError(.notFound, .unknownEndpoint, "no webhook endpoint \(UntrustedText.quoted(name, limit: 64)) is configured")
         }
