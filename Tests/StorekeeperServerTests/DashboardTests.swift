@@ -116,6 +116,12 @@ struct DashboardTests {
             let figures = try await T.call(.GET, base + "/v1/support/overview?environment=Sandbox&days=7", key: T.supportKey)
             #expect(figures.status == 200 && figures.json["active"] as? Int == 1 && figures.json["newPurchases"] as? Int == 1, "\(figures.json)")
             #expect((figures.json["purchasesPerDay"] as? [Int])?.count == 7)
+            // Filters and searches are checked as the API checks them: a named 400 page, nothing echoed raw.
+            let badState = try await browser.request(.GET, "/dashboard/consumption-requests?state=%3Cb%3E")
+            #expect(badState.status == 400 && badState.body.contains("&lt;b&gt;") && !badState.body.contains("<b>"), "\(badState.status)")
+            let spaced = try await browser.request(.GET, "/dashboard/search?q=+bob+")
+            #expect(spaced.status == 303 && spaced.location?.hasPrefix("/dashboard/customers/bob?") == true, "a form's + is a space")
+            #expect(try await browser.request(.GET, "/dashboard/search?q=b%00ob").status == 400)
 
             // A forged POST: the session's cookie, no CSRF token (or another's): refused, nothing done.
             let extend = "/dashboard/customers/bob/subscriptions/\(bob.originalTransactionId)/extend"

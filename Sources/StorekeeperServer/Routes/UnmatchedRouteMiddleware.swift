@@ -27,6 +27,13 @@ struct UnmatchedRouteMiddleware<Context: RequestContext>: RouterMiddleware {
         case (4, "v1", "support", let id?) where third == "customers" && !id.isEmpty: return "GET"
         case (5, "v1", "support", "refunds") where third == "customers": return "GET"
         case (7, "v1", "support", "extend") where third == "customers" && parts.dropFirst(4).first == "subscriptions": return "POST"
+        case (4, "v1", "customers", "consumption-consent") where !third.isEmpty: return "PUT"
+        case (3, "v1", "support", "overview"), (3, "v1", "support", "consumption-requests"): return "GET"
+        case (4, "v1", "support", let id?) where third == "consumption-requests" && !id.isEmpty: return "GET"
+        case (5, "v1", "support", "answer") where third == "consumption-requests": return "POST"
+        case (2, "dashboard", "login", _): return "GET, POST"
+        case (2, "dashboard", "logout", _): return "POST"
+        case (1, "dashboard", _, _), (2, "dashboard", "search", _), (2, "dashboard", "consumption-requests", _): return "GET"
         default: return nil
         }
     }
