@@ -317,19 +317,7 @@ extension Dashboard {
     }
 
     func consumption(_ request: Request, _ session: DashboardSessions.Session) async throws -> Response {
-        var states: [ConsumptionRequestRecord.State] = [.new, .pending, .manual]
-        if let given = request.uri.queryParameters.get("state") {
-            states = []
-            for word in given.split(separator: ",", omittingEmptySubsequences: false) {
-                guard let state = ConsumptionRequestRecord.State(rawValue: String(word)) else {
-                    throw APIError(
-                        .badRequest, .invalidParameter,
-                        "state \(UntrustedText.quoted(String(word), limit: 32)) is not one of \(ConsumptionRequestRecord.State.allCases.map(\.rawValue).joined(separator: ", "))"
-                    )
-                }
-                states.append(state)
-            }
-        }
+        let states = try SupportAPI.states(request.uri.queryParameters.get("state"))
         struct Listed {
             var chrome: Chrome
             var showing: String

@@ -27,19 +27,7 @@ extension SupportAPI {
     /// deadline first (by default those still open: `new`, `pending`, `manual`).
     func consumptionRequests(_ request: Request, identity: APIKeyIdentity) async throws -> Response {
         let query = try QueryParameters(request, allowed: ["state", "limit"])
-        var states: [ConsumptionRequestRecord.State] = [.new, .pending, .manual]
-        if let given = query.string("state") {
-            states = []
-            for word in given.split(separator: ",", omittingEmptySubsequences: false) {
-                guard let state = ConsumptionRequestRecord.State(rawValue: String(word)) else {
-                    throw APIError(
-                        .badRequest, .invalidParameter,
-                        "state \(UntrustedText.quoted(String(word), limit: 32)) is not one of \(ConsumptionRequestRecord.State.allCases.map(\.rawValue).joined(separator: ", "))"
-                    )
-                }
-                states.append(state)
-            }
-        }
+        let states = try Self.states(query.string("state"))
         let limit = try query.int("limit", in: 1...500) ?? 100
         let found: [ConsumptionRequestRecord]
         do {
@@ -49,6 +37,22 @@ extension SupportAPI {
         }
         struct Listed: Encodable { var consumptionRequests: [ConsumptionRequestRecord] }
         return StorekeeperApplication.jsonResponse(Listed(consumptionRequests: found))
+    }
+
+    /// The states a `state` parameter names (comma-separated); the open ones (`new`, `pending`, `manual`) when absent.
+    static func states(_ given: String?) throws(APIError) -> [ConsumptionRequestRecord.State] {
+        guard let given else { return [.new, .pending, .manual] }
+        var states: [ConsumptionRequestRecord.State] = []
+        for word in given.split(separator: ",", omittingEmptySubsequences: false) {
+            guard let state = ConsumptionRequestRecord.State(rawValue: String(word)) else {
+                throw APIError(
+                    .badRequest, .invalidParameter,
+                    "state \(UntrustedText.quoted(String(word), limit: 32)) is not one of \(ConsumptionRequestRecord.State.allCases.map(\.rawValue).joined(separator: ", "))"
+                )
+            }
+            states.append(state)
+        }
+        return states
     }
 
     /// One request of the key's apps, or 404.
