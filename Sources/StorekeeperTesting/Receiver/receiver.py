@@ -3,8 +3,8 @@ from PyPI (an independent implementation of the specification), misbehaves as to
 accepts. Prints its port, then appends one JSON line per request to the log file.
 
 usage: RECEIVER_SECRET=whsec_… receiver.py LOGFILE PLAN
-PLAN: comma-separated behaviours for the first requests, in order: 500 (answer 500), slow (answer after 3 s, past
-the sender's timeout), stall (answer 200 at once but send the body 3 s later), close (drop the connection without
+PLAN: comma-separated behaviours for the first requests, in order: 500 (answer 500), slow (answer after 5 s, past
+the sender's timeout), stall (answer 200 at once but send the body 5 s later), close (drop the connection without
 answering), big (answer 200 with a 2 MiB body), ok. Every request after the plan is ok.
 """
 import json
@@ -65,7 +65,7 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("content-length", "100")
             self.end_headers()
             self.wfile.flush()
-            time.sleep(3)
+            time.sleep(5)
             self.wfile.write(b"x" * 100)
             return
         if behaviour == "big":
@@ -78,7 +78,7 @@ class Handler(BaseHTTPRequestHandler):
                 pass
             return
         if behaviour == "slow":
-            time.sleep(3)
+            time.sleep(5)
         status = 500 if behaviour == "500" else (204 if verified else 400)
         self.send_response(status)
         self.send_header("content-length", "0")
