@@ -253,9 +253,10 @@ extension Dashboard {
     func extendForm(_ request: Request, _ context: StorekeeperRequestContext, _ session: DashboardSessions.Session) async throws -> Response {
         let key = try customerKey(request, context, session)
         let original = context.pathValue("originalTransactionId")
-        let page = try await support.customerPage(key)
+        // The customer's state alone: the confirmation needs one subscription, not the timeline and audit log.
+        let state = try await support.customerState(key)
         guard
-            let subscription = Self.objects(Self.object(page.state)["subscriptions"]).first(where: {
+            let subscription = Self.objects(Self.object(state)["subscriptions"]).first(where: {
                 Self.text($0["originalTransactionId"]) == original
             })
         else {

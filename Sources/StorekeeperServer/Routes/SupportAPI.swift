@@ -145,16 +145,20 @@ struct SupportAPI: Sendable {
         var purchases: [Purchase]
     }
 
-    func customerPage(_ key: CustomerKey) async throws(APIError) -> CustomerPage {
-        let (customerId, bundleId, environment) = (key.customerId, key.bundleId, key.environment)
-        let state: ByteBuffer
-        switch await reader.read(customerId, bundleId: bundleId, environment: environment, now: now) {
-        case .found(let body): state = body
+    /// The JSON of `GET /v1/customers/{id}` for `key`; 404 when the app has no data for them.
+    func customerState(_ key: CustomerKey) async throws(APIError) -> ByteBuffer {
+        switch await reader.read(key.customerId, bundleId: key.bundleId, environment: key.environment, now: now) {
+        case .found(let body): return body
         case .unknownCustomer:
-            throw APIError(.notFound, .unknownCustomer, "no customer '\(customerId)' for \(bundleId) in \(environment)")
+            throw APIError(.notFound, .unknownCustomer, "no customer '\(key.customerId)' for \(key.bundleId) in \(key.environment)")
         case .storageFailure:
             throw APIError(.serviceUnavailable, .storageUnavailable, "the ledger could not be read")
         }
+    }
+
+    func customerPage(_ key: CustomerKey) async throws(APIError) -> CustomerPage {
+        let (customerId, bundleId, environment) = (key.customerId, key.bundleId, key.environment)
+        let state = try await customerState(key)
         let ledger: Ledger
         let actions: [SupportAction]
         let consumption: [ConsumptionRequestRecord]
