@@ -168,7 +168,7 @@ let package = Package(
             resources: [.embedInCode("Resources/openapi.json")]
                 + [
                     "top", "bottom", "login", "overview", "search", "customer", "consumptionrows", "consumption", "extend", "answer", "message",
-                    "refunds",
+                    "refunds", "grant", "revoke",
                 ]
                 .map { .embedInCode("Resources/Dashboard/\($0).mustache") },
             swiftSettings: swiftSettings

@@ -194,6 +194,8 @@ extension PostgresLedgerStore {
                 OR EXISTS (SELECT 1 FROM customer_links l JOIN transactions t
                     ON t.environment = l.environment AND t.original_transaction_id = l.original_transaction_id
                     WHERE l.customer_id = \(customerId) AND l.environment = \(environment) AND t.bundle_id = \(bundleId))
+                OR EXISTS (SELECT 1 FROM promotional_grants
+                    WHERE customer_id = \(customerId) AND bundle_id = \(bundleId) AND environment = \(environment))
                 """
             ).decode(Bool.self) { known = value }
             guard known else { return (nil, []) }
@@ -213,6 +215,8 @@ extension PostgresLedgerStore {
                 "DELETE FROM issued_tokens WHERE customer_id = \(customerId) AND bundle_id = \(bundleId) AND environment = \(environment)")
             try await connection.execute(
                 "DELETE FROM consumption_consents WHERE customer_id = \(customerId) AND bundle_id = \(bundleId) AND environment = \(environment)")
+            try await connection.execute(
+                "DELETE FROM promotional_grants WHERE customer_id = \(customerId) AND bundle_id = \(bundleId) AND environment = \(environment)")
             try await connection.execute(
                 """
                 DELETE FROM delivery_attempts WHERE position IN (SELECT position FROM events

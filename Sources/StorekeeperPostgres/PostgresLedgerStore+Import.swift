@@ -158,5 +158,6 @@ extension PostgresLedgerStore: LedgerImporting {
                     \(copied.consent.consented), \(copied.consent.at.epochMilliseconds))
                 """)
         }
+        for grant in page.promotionalGrants { try await Self.save(grant, connection) }
     }
 }

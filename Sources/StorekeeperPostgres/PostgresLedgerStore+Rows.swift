@@ -18,6 +18,7 @@ import StorekeeperCore
 /// | 2 | customer link | environment | | original ID | customer ID | | | | | | |
 /// | 3 | token owner | environment | token | bundle ID | customer ID | | | | | | |
 /// | 4 | consumables counted | environment | bundle ID | product ID | | | | units | purchases | | |
+/// | 5 | promotional grant | environment | grant ID | entitlement | customer ID | granted by | bundle ID | granted | expires | revoked | -, revoked by and revoke reason (UTF-8), reason |
 ///
 /// after a first column `q`: which of the statement's requests the row answers (1 when it answers one), and sorted
 /// by it, then by kind, then a family's transactions latest first (the order ``Ledger`` reads a subscription in).
@@ -35,6 +36,7 @@ extension PostgresLedgerStore {
             case customerLink(originalTransactionId: String, customerId: String)
             case tokenOwner(token: LowercaseUUID, bundleId: String, customerId: String)
             case consumables(bundleId: String, productId: String, units: Int64, purchases: Int64)
+            case grant(PromotionalGrant)
         }
 
         struct TransactionRow {
@@ -79,17 +81,27 @@ extension PostgresLedgerStore {
             case 4:
                 guard let bundleId = a, let productId = b, let units = n1, let purchases = n2 else { return nil }
                 record = .consumables(bundleId: bundleId, productId: productId, units: units, purchases: purchases)
+            case 5:
+                guard let id = a, let entitlement = b, let customer = c, let bundleId = e, let granted = n1, let expires = n2 else { return nil }
+                record = .grant(
+                    PromotionalGrant(
+                        id: id, customer: CustomerKey(bundleId: bundleId, environment: environment, customerId: customer), entitlement: entitlement,
+                        grantedAt: Date(epochMilliseconds: granted), expiresDate: Date(epochMilliseconds: expires), grantedBy: d, reason: r,
+                        revokedAt: n3.map(Date.init(epochMilliseconds:)), revokedBy: p.map { String(decoding: $0, as: UTF8.self) },
+                        revokeReason: s.map { String(decoding: $0, as: UTF8.self) }))
             default:
                 throw StorageError("a row of an unknown kind \(kind)")
             }
         }
     }
 
-    /// The five kinds of rows: of the families `from` selects in each table (given the table and its alias, a `FROM`
-    /// clause), of the token owners `owners` selects (alias `o`), and the consumables counted when given. `tagged`:
+    /// The kinds of rows: of the families `from` selects in each table (given the table and its alias, a `FROM`
+    /// clause), of the token owners `owners` selects (alias `o`), and the consumables counted and the grants when given. `tagged`:
     /// the families (alias `f`) and the owners have a column `q` (which request they answer); else every row answers
     /// request 1.
-    private static func rowsSQL(from: (String, String) -> String, owners: String, consumables: String?, tagged: Bool = false) -> String {
+    private static func rowsSQL(
+        from: (String, String) -> String, owners: String, consumables: String?, grants: String? = nil, tagged: Bool = false
+    ) -> String {
         let (family, owner) = tagged ? ("f.q", "o.q") : ("1::int8", "1::int8")
         let transactions = """
             SELECT \(family) AS q, 0 AS kind, t.environment AS env, t.transaction_id AS a, t.original_transaction_id AS b,
@@ -110,6 +122,7 @@ extension PostgresLedgerStore {
             SELECT \(owner), 3, o.environment, o.token, o.bundle_id, o.customer_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
             FROM \(owners)
             \(consumables.map { "UNION ALL\n" + $0 } ?? "")
+            \(grants.map { "UNION ALL\n" + $0 } ?? "")
             ORDER BY q, kind, env, b, n2 DESC, a DESC
             """
     }
@@ -216,6 +229,14 @@ extension PostgresLedgerStore {
             WHERE k.consumable AND t.product_type = 'Consumable'
             GROUP BY k.q, k.env, t.bundle_id, t.product_id
             """ : nil
+        // The customer's promotional grants (kind 5), through their index.
+        let grants = """
+            SELECT r.q, 5, g.environment, g.id, g.entitlement, g.customer_id, g.granted_by, g.bundle_id, g.granted_at, g.expires_at,
+                g.revoked_at, NULL, convert_to(g.revoked_by, 'UTF8'), convert_to(g.revoke_reason, 'UTF8'), g.reason
+            FROM req r CROSS JOIN LATERAL (
+                SELECT * FROM promotional_grants x WHERE x.customer_id = r.customer AND x.bundle_id = r.bundle AND x.environment = r.env OFFSET 0
+            ) g
+            """
         return """
             WITH req AS (
                 SELECT r.q, r.customer, r.bundle, r.env
@@ -228,7 +249,7 @@ extension PostgresLedgerStore {
                 ) x
             ),
             \(linked)
-            """ + "\n" + rowsSQL(from: joiningFamilies, owners: "owned o", consumables: consumables, tagged: true)
+            """ + "\n" + rowsSQL(from: joiningFamilies, owners: "owned o", consumables: consumables, grants: grants, tagged: true)
     }
 
     enum FamilyRowsStatement: PreparedStatementText {
@@ -242,12 +263,12 @@ extension PostgresLedgerStore {
     }
 
     enum CustomerRowsStatement: PreparedStatementText {
-        static let name = "storekeeper_customer_rows_v4"
+        static let name = "storekeeper_customer_rows_v5"
         static let sql = customerSQL(countingConsumables: false)
     }
 
     enum EntitlementRowsStatement: PreparedStatementText {
-        static let name = "storekeeper_entitlement_rows_v4"
+        static let name = "storekeeper_entitlement_rows_v5"
         static let sql = customerSQL(countingConsumables: true)
     }
 
@@ -365,6 +386,8 @@ extension PostgresLedgerStore {
                     let key = ConsumableTotalKey(customerId: customer, environment: environment, bundleId: bundleId, productId: productId)
                     ledger.consumableTotals[key] = ConsumableTotal(units: Int(units), purchases: Int(purchases))
                 }
+            case .grant(let grant):
+                ledger.grants[grant.id] = grant
             }
         }
         var references = Set<Int64>()

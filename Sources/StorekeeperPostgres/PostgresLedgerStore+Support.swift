@@ -44,18 +44,21 @@ extension PostgresLedgerStore {
 
 extension PostgresLedgerStore {
     package func recordSupportAction(_ action: SupportAction) async throws(StorageError) -> Int64 {
-        try await write { transaction in
-            var id: Int64 = 0
-            for try await inserted in try await transaction.connection.run(
-                """
-                INSERT INTO support_actions (at, key_name, bundle_id, environment, customer_id, action, target, request, outcome, detail)
-                VALUES (\(action.at.epochMilliseconds), \(action.keyName), \(action.customer.bundleId), \(action.customer.environment.rawValue),
-                \(action.customer.customerId), \(action.action), \(action.target), \(SupportAction.text(action.request)), \(action.outcome),
-                \(SupportAction.text(action.detail))) RETURNING id
-                """
-            ).decode(Int64.self) { id = inserted }
-            return (id, [])
-        }
+        try await write { transaction in (try await Self.insert(action, transaction.connection), []) }
+    }
+
+    /// Appends `action` to the audit log; its ID.
+    static func insert(_ action: SupportAction, _ connection: PostgresConnection) async throws -> Int64 {
+        var id: Int64 = 0
+        for try await inserted in try await connection.run(
+            """
+            INSERT INTO support_actions (at, key_name, bundle_id, environment, customer_id, action, target, request, outcome, detail)
+            VALUES (\(action.at.epochMilliseconds), \(action.keyName), \(action.customer.bundleId), \(action.customer.environment.rawValue),
+            \(action.customer.customerId), \(action.action), \(action.target), \(SupportAction.text(action.request)), \(action.outcome),
+            \(SupportAction.text(action.detail))) RETURNING id
+            """
+        ).decode(Int64.self) { id = inserted }
+        return id
     }
 
     package func supportActions(customer: CustomerKey) async throws(StorageError) -> [SupportAction] {

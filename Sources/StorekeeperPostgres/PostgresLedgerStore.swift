@@ -328,6 +328,8 @@ package final class PostgresLedgerStore: LedgerStore {
                     OR EXISTS (SELECT 1 FROM customer_links l JOIN transactions t
                         ON t.environment = l.environment AND t.original_transaction_id = l.original_transaction_id
                         WHERE l.customer_id = \(customerId) AND l.environment = \(environment.rawValue) AND t.bundle_id = \(bundleId))
+                    OR EXISTS (SELECT 1 FROM promotional_grants
+                        WHERE customer_id = \(customerId) AND bundle_id = \(bundleId) AND environment = \(environment.rawValue))
                 """
             ).decode(Bool.self) { exists = value }
             return exists

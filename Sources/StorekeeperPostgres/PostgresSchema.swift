@@ -163,6 +163,17 @@ enum PostgresSchema {
             CREATE INDEX transactions_refunded ON transactions (bundle_id, environment) WHERE revoked;
             """
         ),
+        // Promotional entitlements, as SQLite's v15.
+        (
+            "v9: promotional entitlements",
+            """
+            CREATE TABLE promotional_grants (
+                id TEXT PRIMARY KEY, bundle_id TEXT NOT NULL, environment TEXT NOT NULL, customer_id TEXT NOT NULL,
+                entitlement TEXT NOT NULL, granted_at BIGINT NOT NULL, expires_at BIGINT NOT NULL, granted_by TEXT NOT NULL,
+                reason TEXT NOT NULL, revoked_at BIGINT, revoked_by TEXT, revoke_reason TEXT);
+            CREATE INDEX promotional_grants_by_customer ON promotional_grants (customer_id, bundle_id, environment);
+            """
+        ),
     ]
 
     /// Brings the database's schema up to date on `connection`, under the migration lock; returns the migrations

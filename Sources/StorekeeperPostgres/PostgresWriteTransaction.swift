@@ -219,6 +219,7 @@ extension PostgresLedgerStore {
     /// Adds to `pending` the writes of what a unit of work changed, and of the notification received (completing its
     /// claimed row). Headers not yet stored are inserted now (their IDs go in the rows).
     func save(_ connection: PostgresConnection, _ memo: PostgresHeaders.Memo, _ changes: LedgerChanges, into pending: PendingWrites) async throws {
+        for grant in changes.grants { try await Self.save(grant, connection) }
         for transaction in changes.transactions {
             guard let environment = transaction.info.environment else { continue }
             let info = transaction.info

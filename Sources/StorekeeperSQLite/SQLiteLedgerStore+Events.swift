@@ -21,6 +21,7 @@ extension SQLiteWriteTransaction {
             for original in originals.sorted() where !reads.known.contains(LedgerKey(key.environment, original)) {
                 try store.loadSubscriptionFamily(db, memo, LedgerKey(key.environment, original), into: &ledger)
             }
+            try SQLiteLedgerStore.loadGrants(db, key, into: &ledger)
             results.ledgers[key] = ledger
             if let row = try Row.fetchOne(
                 db.cachedStatement(
@@ -175,6 +176,7 @@ extension SQLiteLedgerStore {
                         OR EXISTS (SELECT 1 FROM customer_links l JOIN transactions t
                             ON t.environment = l.environment AND t.original_transaction_id = l.original_transaction_id
                             WHERE l.customer_id = ?1 AND l.environment = ?3 AND t.bundle_id = ?2)
+                        OR EXISTS (SELECT 1 FROM promotional_grants WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3)
                         """, arguments: [customer.customerId, customer.bundleId, customer.environment.rawValue]) ?? false
             guard known else { return (nil, []) }
             let arguments: StatementArguments = [customer.customerId, customer.bundleId, customer.environment.rawValue]
@@ -189,6 +191,9 @@ extension SQLiteLedgerStore {
             try db.execute(sql: "DELETE FROM issued_tokens WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3", arguments: arguments)
             try db.execute(
                 sql: "DELETE FROM consumption_consents WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3", arguments: arguments)
+            // Grants are not financial records: they go with the identity (the audit log keeps who granted what).
+            try db.execute(
+                sql: "DELETE FROM promotional_grants WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3", arguments: arguments)
             let events =
                 try Int.fetchOne(
                     db, sql: "SELECT count(*) FROM events WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3", arguments: arguments) ?? 0

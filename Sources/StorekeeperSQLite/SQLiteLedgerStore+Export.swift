@@ -186,6 +186,19 @@ extension SQLiteLedgerStore: LedgerExporting {
             page.consumptionRequests = requests
             try await body(page)
         }
+        var lastGrant = ""
+        while true {
+            let after = lastGrant
+            let grants = try await readPage { db in
+                try Row.fetchAll(db, sql: "SELECT * FROM promotional_grants WHERE id > ? ORDER BY id LIMIT ?", arguments: [after, size]).map(
+                    Self.grant)
+            }
+            guard let final = grants.last else { break }
+            lastGrant = final.id
+            var page = LedgerPage()
+            page.promotionalGrants = grants
+            try await body(page)
+        }
         var consents = LedgerPage()
         consents.consumptionConsents = try await readPage { db in
             try Row.fetchAll(db, sql: "SELECT * FROM consumption_consents ORDER BY bundle_id, environment, customer_id").map { row in
@@ -207,6 +220,7 @@ extension SQLiteLedgerStore: LedgerExporting {
                     SELECT DISTINCT l.customer_id, t.bundle_id, l.environment FROM customer_links l JOIN transactions t
                         ON t.environment = l.environment AND t.original_transaction_id = l.original_transaction_id
                     UNION SELECT customer_id, bundle_id, environment FROM token_owners
+                    UNION SELECT customer_id, bundle_id, environment FROM promotional_grants
                     """)
             {
                 let environment = AppStoreEnvironment(rawValue: row["environment"])

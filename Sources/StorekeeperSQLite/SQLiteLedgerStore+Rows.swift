@@ -137,6 +137,7 @@ extension SQLiteLedgerStore {
 
     /// Writes what a unit of work changed, and the notification received.
     func save(_ db: Database, _ memo: HeaderReferences.Memo, _ changes: LedgerChanges) throws {
+        for grant in changes.grants { try Self.save(grant, db) }
         for transaction in changes.transactions {
             guard let environment = transaction.info.environment else { continue }
             let jws = try headers.store(transaction.jws, db, memo)

@@ -43,19 +43,22 @@ extension SQLiteLedgerStore {
 
 extension SQLiteLedgerStore {
     package func recordSupportAction(_ action: SupportAction) async throws(StorageError) -> Int64 {
-        try await write { db, _ in
-            try db.cachedStatement(
-                sql: """
-                    INSERT INTO support_actions (at, key_name, bundle_id, environment, customer_id, action, target, request, outcome, detail)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """
-            ).execute(arguments: [
-                action.at.epochMilliseconds, action.keyName, action.customer.bundleId, action.customer.environment.rawValue,
-                action.customer.customerId, action.action, action.target, SupportAction.text(action.request), action.outcome,
-                SupportAction.text(action.detail),
-            ])
-            return db.lastInsertedRowID
-        }
+        try await write { db, _ in try Self.insert(action, db) }
+    }
+
+    /// Appends `action` to the audit log; its ID.
+    static func insert(_ action: SupportAction, _ db: Database) throws -> Int64 {
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO support_actions (at, key_name, bundle_id, environment, customer_id, action, target, request, outcome, detail)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """
+        ).execute(arguments: [
+            action.at.epochMilliseconds, action.keyName, action.customer.bundleId, action.customer.environment.rawValue,
+            action.customer.customerId, action.action, action.target, SupportAction.text(action.request), action.outcome,
+            SupportAction.text(action.detail),
+        ])
+        return db.lastInsertedRowID
     }
 
     package func supportActions(customer: CustomerKey) async throws(StorageError) -> [SupportAction] {

@@ -260,6 +260,7 @@ package final class SQLiteLedgerStore: LedgerStore {
                         OR EXISTS (SELECT 1 FROM customer_links l CROSS JOIN transactions t
                             ON t.environment = l.environment AND t.original_transaction_id = l.original_transaction_id
                             WHERE l.customer_id = ?1 AND l.environment = ?3 AND t.bundle_id = ?2)
+                        OR EXISTS (SELECT 1 FROM promotional_grants WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3)
                     """, arguments: [customerId, bundleId, environment.rawValue]) ?? false
         }
     }
@@ -272,6 +273,7 @@ package final class SQLiteLedgerStore: LedgerStore {
             for original in originals.sorted() {
                 try self.loadSubscriptionFamily(db, nil, LedgerKey(environment, original), into: &ledger)
             }
+            try Self.loadGrants(db, CustomerKey(bundleId: bundleId, environment: environment, customerId: customerId), into: &ledger)
             return ledger
         }
     }
@@ -282,6 +284,7 @@ package final class SQLiteLedgerStore: LedgerStore {
             let (tokens, linked, byToken, consumables) = try self.customerFamiliesCountingConsumables(db, customerId, bundleId, environment)
             ledger.consumableTotals = consumables
             for token in tokens { ledger.tokenOwners[token] = customerId }
+            try Self.loadGrants(db, CustomerKey(bundleId: bundleId, environment: environment, customerId: customerId), into: &ledger)
             let decoder = AppStoreJSON.makeDecoder()
             for original in linked.union(byToken).sorted() {
                 let key = LedgerKey(environment, original)

@@ -201,8 +201,20 @@ extension SQLiteLedgerStore {
                     CREATE INDEX transactions_refunded ON transactions (bundle_id, environment) WHERE revoked;
                     """)
         }
+        migrator.registerMigration("v15: promotional entitlements") { db in
+            try db.execute(sql: promotionalGrantsSchema)
+        }
         return migrator
     }
+
+    /// Promotional entitlements support granted (``PromotionalGrant``), found by customer. Epoch milliseconds.
+    static let promotionalGrantsSchema = """
+        CREATE TABLE promotional_grants (
+            id TEXT PRIMARY KEY, bundle_id TEXT NOT NULL, environment TEXT NOT NULL, customer_id TEXT NOT NULL,
+            entitlement TEXT NOT NULL, granted_at INTEGER NOT NULL, expires_at INTEGER NOT NULL, granted_by TEXT NOT NULL,
+            reason TEXT NOT NULL, revoked_at INTEGER, revoked_by TEXT, revoke_reason TEXT);
+        CREATE INDEX promotional_grants_by_customer ON promotional_grants (customer_id, bundle_id, environment);
+        """
 
     /// The outbox (DESIGN: events flow out of the ledger): `events` in commit order (`position`, the rowid: SQLite has
     /// one writer, so rowid order is commit order), each customer's `sequence` without gaps; `customer_states` the

@@ -93,6 +93,18 @@ struct GeneratedClientTests {
             #expect(page.purchases.map(\.transaction.transactionId) == [purchase.transactionId] && page.consumptionRequests.isEmpty)
             let overview = try await support.supportOverview(query: .init(environment: .sandbox)).ok.body.json
             #expect(overview.active == 1 && overview.activeByProduct.additionalProperties == ["pro.monthly": 1])
+            // A promotional grant and its revocation, typed; the app's read has it as promotional, not as a purchase.
+            let granted = try await support.supportGrant(
+                path: .init(customerId: "ann"), query: .init(environment: .sandbox),
+                body: .json(.init(entitlement: "pro", days: 7, reason: "goodwill"))
+            ).created.body.json
+            #expect(granted.grant.active && granted.action.action == "grant-promotional-entitlement")
+            let withGrant = try await client.getCustomer(path: .init(customerId: "ann"), query: .init(environment: .sandbox)).ok.body.json
+            #expect(withGrant.entitlements.contains { $0.grantId == granted.grant.id && $0.source == "promotional" && $0.productId == nil })
+            let revoked = try await support.supportRevokeGrant(
+                path: .init(customerId: "ann", grantId: granted.grant.id), query: .init(environment: .sandbox), body: .json(.init(reason: "test"))
+            ).ok.body.json
+            #expect(!revoked.grant.active && revoked.grant.revokedAt != nil)
             group.cancelAll()
         }
     }

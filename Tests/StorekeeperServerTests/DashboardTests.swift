@@ -182,6 +182,59 @@ struct DashboardTests {
         }
     }
 
+    @Test(
+        "promotional entitlements from the customer page: granted and revoked behind a confirmation with a reason, refused without the CSRF token, shown escaped, in the entitlements and the audit log"
+    )
+    func promotionalGrants() async throws {
+        try await T.serving(.sandbox) { testbed, base in
+            let bob = try await testbed.simulator.perform { (engine) throws(SimulatorError) in
+                try engine.createCustomer(id: "apple-bob")
+                return try engine.purchase(.init(customerId: "apple-bob", productId: "pro.monthly"))
+            }
+            #expect(try await T.submit(bob.signedTransaction, for: "bob", to: base) == 200)
+            let browser = DashboardBrowser(base: base)
+            _ = try await browser.signIn(T.supportKey)
+            let customer = try await browser.request(.GET, "/dashboard/customers/bob?environment=Sandbox")
+            #expect(customer.status == 200 && customer.body.contains("Promotional entitlements"), "\(customer.status)")
+            let link = try #require(
+                customer.body.range(of: #"/dashboard/customers/bob/promotional-entitlements/new?[^"]*"#, options: .regularExpression))
+            let form = try await browser.request(.GET, String(customer.body[link]).replacingOccurrences(of: "&amp;", with: "&"))
+            #expect(form.status == 200 && form.body.contains("Confirm: grant"), "\(form.status)")
+            let action = "/dashboard/customers/bob/promotional-entitlements"
+            let fields = [("entitlement", "beta"), ("days", "14"), ("reason", #"<script>alert("x")</script> goodwill"#), ("environment", "Sandbox")]
+            let forged = try await browser.request(.POST, action, form: fields)
+            #expect(forged.status == 403, "no CSRF token: refused")
+            let badDays = try await browser.request(
+                .POST, action, form: [("csrf", form.csrf ?? "")] + fields.filter { $0.0 != "days" } + [("days", "0")])
+            #expect(badDays.status == 400 && badDays.body.contains("days must be 1-3650"), "\(badDays.status)")
+            let granted = try await browser.request(.POST, action, form: [("csrf", form.csrf ?? "")] + fields)
+            #expect(granted.status == 200 && granted.body.contains("has beta until"), "\(granted.status) \(granted.body.suffix(300))")
+            let state = try await T.call(.GET, base + "/v1/customers/bob?environment=Sandbox", key: T.appKey)
+            let promotional = ((state.json["entitlements"] as? [[String: Any]]) ?? []).filter { $0["source"] as? String == "promotional" }
+            #expect(promotional.count == 1 && promotional.first?["entitlement"] as? String == "beta", "\(state.json)")
+            let id = try #require(promotional.first?["grantId"] as? String)
+
+            let after = try await browser.request(.GET, "/dashboard/customers/bob?environment=Sandbox")
+            #expect(!after.body.contains("<script>") && after.body.contains("&lt;script&gt;"), "the reason is shown as text")
+            #expect(after.body.contains("promotional.granted") && after.body.contains("grant-promotional-entitlement"))
+            let revokeLink = "/dashboard/customers/bob/promotional-entitlements/\(id)/revoke"
+            #expect(after.body.contains(revokeLink))
+            let confirm = try await browser.request(.GET, revokeLink + "?environment=Sandbox")
+            #expect(confirm.status == 200 && confirm.body.contains("Confirm: revoke") && confirm.body.contains("beta"), "\(confirm.status)")
+            #expect(try await browser.request(.POST, revokeLink, form: [("reason", "oops"), ("environment", "Sandbox")]).status == 403)
+            let revoked = try await browser.request(
+                .POST, revokeLink, form: [("csrf", confirm.csrf ?? ""), ("reason", "granted to the wrong person"), ("environment", "Sandbox")])
+            #expect(revoked.status == 200 && revoked.body.contains("no longer has beta"), "\(revoked.status)")
+            let again = try await browser.request(
+                .POST, revokeLink, form: [("csrf", confirm.csrf ?? ""), ("reason", "twice"), ("environment", "Sandbox")])
+            #expect(again.status == 409, "\(again.status)")
+            let final = try await browser.request(.GET, "/dashboard/customers/bob?environment=Sandbox")
+            #expect(final.body.contains("revoked") && final.body.contains("promotional.revoked") && !final.body.contains(revokeLink))
+            let nobody = try await browser.request(.GET, "/dashboard/customers/nobody/promotional-entitlements/new?environment=Sandbox")
+            #expect(nobody.status == 404)
+        }
+    }
+
     /// Whether python3 with Playwright and a Chromium are installed (`.ci/run` installs them).
     static let browserAvailable =
         ExternalTool.succeeds(["python3", "-c", "import playwright"]) && FileManager.default.isExecutableFile(atPath: chromium)
@@ -230,7 +283,7 @@ struct DashboardTests {
             #expect(verify.passed, "\(verify.output)")
             for name in [
                 "dashboard-sign-in", "dashboard-overview", "dashboard-customer", "dashboard-extend", "dashboard-customer-after",
-                "dashboard-customer-phone",
+                "dashboard-customer-phone", "dashboard-grant",
             ] {
                 let size =
                     (try? FileManager.default.attributesOfItem(atPath: screenshots.appendingPathComponent(name + ".png").path)[.size] as? Int) ?? 0

@@ -52,7 +52,9 @@ struct OpenAPIDocumentTests {
         (.post, "/v1/support/mass-extensions"), (.get, "/v1/support/mass-extensions"), (.get, "/v1/support/mass-extensions/pro.monthly/abc"),
         (.put, "/v1/customers/alice/consumption-consent"), (.get, "/v1/support/consumption-requests"),
         (.get, "/v1/support/consumption-requests/abc"), (.post, "/v1/support/consumption-requests/abc/answer"),
-        (.get, "/v1/support/overview"),
+        (.get, "/v1/support/overview"), (.get, "/v1/support/customers/alice/promotional-entitlements"),
+        (.post, "/v1/support/customers/alice/promotional-entitlements"),
+        (.post, "/v1/support/customers/alice/promotional-entitlements/abc/revoke"),
     ]
 
     /// The documented template a concrete path matches (`{…}` matching one segment).

@@ -198,6 +198,8 @@ struct WebhookTests {
             (.get, "/nope", 404, nil), (.get, "/v1/customers/", 404, nil), (.post, "/appstore/notifications/extra", 404, nil),
             (.post, "/v1/customers/alice/consumption-consent", 405, "PUT"), (.get, "/dashboard/logout", 405, "POST"),
             (.delete, "/v1/support/consumption-requests/abc", 405, "GET"), (.get, "/v1/support/consumption-requests/abc/answer", 405, "POST"),
+            (.delete, "/v1/support/customers/alice/promotional-entitlements", 405, "GET, POST"),
+            (.get, "/v1/support/customers/alice/promotional-entitlements/abc/revoke", 405, "POST"),
         ] as [(HTTPRequest.Method, String, Int, String?)])
     func unmatchedRoutes(method: HTTPRequest.Method, path: String, status: Int, allow: String?) async throws {
         let testbed = try T()

@@ -24,14 +24,18 @@ extension CustomerAnswer {
                 out.object { out in
                     out.field("entitlement", entitlement.entitlement)
                     out.field("expiresDate", entitlement.expiresDate)
+                    out.field("grantId", entitlement.grantId)
                     out.field("inBillingRetry", entitlement.inBillingRetry)
                     out.field("inGracePeriod", entitlement.inGracePeriod)
-                    out.field("originalTransactionId", entitlement.originalTransactionId)
-                    out.field("ownership", entitlement.ownership.rawValue)
-                    out.field("productId", entitlement.productId)
-                    out.field("productType", entitlement.productType.rawValue)
+                    // A promotional grant's has no purchase fields (Entitlement's `encode(to:)`).
+                    if !entitlement.isPromotional {
+                        out.field("originalTransactionId", entitlement.originalTransactionId)
+                        out.field("ownership", entitlement.ownership.rawValue)
+                        out.field("productId", entitlement.productId)
+                        out.field("productType", entitlement.productType.rawValue)
+                    }
                     out.field("source", entitlement.source)
-                    out.field("transactionId", entitlement.transactionId)
+                    if !entitlement.isPromotional { out.field("transactionId", entitlement.transactionId) }
                     out.field("willRenew", entitlement.willRenew)
                 }
             }

@@ -64,10 +64,12 @@ package struct CustomerReader<Rendered: Sendable>: Sendable {
         }
         ledger.transactions = ledger.transactions.filter { $0.value.info.bundleId == bundleId }
         ledger.consumableTotals = ledger.consumableTotals.filter { $0.key.bundleId == bundleId }
+        ledger.grants = ledger.grants.filter { $0.value.bundleId == bundleId }
         // Known in this app and environment only: a purchase of the app is theirs there, or they own one of its
         // tokens there. Another app's customer, or the other environment's, is unknown like a customer nobody knows.
         let known =
             !ledger.consumableTotals.isEmpty || ledger.tokenOwners.values.contains(customerId)
+            || ledger.grants.values.contains { $0.customerId == customerId }
             || ledger.transactions.values.contains { ledger.customer(of: $0) == customerId }
         guard known else { return .unknownCustomer }
         let at = now()

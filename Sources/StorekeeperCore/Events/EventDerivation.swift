@@ -76,6 +76,7 @@ package enum EventDerivation {
     /// Whether the ledger (one app's, one environment's) has anything of the customer's: a purchase or a token.
     static func isKnown(_ customerId: String, in ledger: Ledger) -> Bool {
         !ledger.consumableTotals.isEmpty || ledger.tokenOwners.values.contains(customerId)
+            || ledger.grants.values.contains { $0.customerId == customerId }
             || ledger.transactions.values.contains { ledger.customer(of: $0) == customerId }
     }
 
@@ -95,8 +96,11 @@ package enum EventDerivation {
         let before = previous?.subscriptions ?? []
         let beforeSubscriptions = Dictionary(before.map { ($0.originalTransactionId, $0) }, uniquingKeysWith: { $1 })
         let afterSubscriptions = Dictionary(current.subscriptions.map { ($0.originalTransactionId, $0) }, uniquingKeysWith: { $1 })
-        let beforeEntitled = Dictionary((previous?.entitlements ?? []).map { ($0.originalTransactionId, $0) }, uniquingKeysWith: { $1 })
-        let afterEntitled = Dictionary(current.entitlements.map { ($0.originalTransactionId, $0) }, uniquingKeysWith: { $1 })
+        // Purchases' entitlements by their purchase; promotional grants' apart (they have none).
+        let beforeEntitled = Dictionary(
+            (previous?.entitlements ?? []).filter { !$0.isPromotional }.map { ($0.originalTransactionId, $0) }, uniquingKeysWith: { $1 })
+        let afterEntitled = Dictionary(
+            current.entitlements.filter { !$0.isPromotional }.map { ($0.originalTransactionId, $0) }, uniquingKeysWith: { $1 })
         let type = cause.notificationType
         let subtype = cause.subtype
 
@@ -266,7 +270,34 @@ package enum EventDerivation {
                     ))
             }
         }
+        found += grantChanges(from: previous, to: current, after: ledgers?.after)
         if found.isEmpty, stateDiffers { found.append((.customerUpdated, [:])) }
+        return found
+    }
+
+    /// Promotional grants that began or ended between two answers: ended by a revocation when the ledger after the
+    /// change says so, else by time.
+    static func grantChanges(from previous: CustomerAnswer?, to current: CustomerAnswer, after: Ledger?) -> [(EventType, [String: JSONValue])] {
+        func grants(_ answer: CustomerAnswer?) -> [String: Entitlement] {
+            Dictionary(
+                (answer?.entitlements ?? []).compactMap { entitlement in entitlement.grantId.map { ($0, entitlement) } }, uniquingKeysWith: { $1 })
+        }
+        let before = grants(previous)
+        let now = grants(current)
+        var found: [(EventType, [String: JSONValue])] = []
+        for id in Set(before.keys).symmetricDifference(now.keys).sorted() {
+            guard let entitlement = now[id] ?? before[id] else { continue }
+            var details: [String: JSONValue] = ["grantId": .string(id), "entitlement": .string(entitlement.entitlement)]
+            if let expires = entitlement.expiresDate { details["expiresDate"] = .integer(expires.epochMilliseconds) }
+            if now[id] != nil {
+                found.append((.promotionalGranted, details))
+            } else if let grant = after?.grants[id], let revoked = grant.revokedAt {
+                details["revokedAt"] = .integer(revoked.epochMilliseconds)
+                found.append((.promotionalRevoked, details))
+            } else {
+                found.append((.promotionalExpired, details))
+            }
+        }
         return found
     }
 

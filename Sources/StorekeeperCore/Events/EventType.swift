@@ -52,6 +52,13 @@ package enum EventType: String, CaseIterable, Codable, Hashable, Sendable, Compa
     /// The customer's identity was erased (`DELETE /v1/customers/{id}`): their links and tokens are gone, their
     /// earlier events too; the purchases stay in the ledger for accounting, nobody's until submitted again.
     case customerErased = "customer.erased"
+    /// Support granted a promotional entitlement (`changes.grantId`, `changes.entitlement`, `changes.expiresDate`):
+    /// it counts from now until it expires or is revoked. Not a purchase.
+    case promotionalGranted = "promotional.granted"
+    /// Support revoked a promotional entitlement before its expiry (`changes.revokedAt`): it ends at once.
+    case promotionalRevoked = "promotional.revoked"
+    /// A promotional entitlement reached its expiry.
+    case promotionalExpired = "promotional.expired"
     /// The customer's state changed in a way no other type names.
     case customerUpdated = "customer.updated"
 

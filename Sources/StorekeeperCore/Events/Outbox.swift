@@ -270,6 +270,7 @@ extension LedgerUnitOfWork {
         var ledger = ledger
         ledger.transactions = ledger.transactions.filter { $0.value.info.bundleId == bundleId }
         ledger.consumableTotals = ledger.consumableTotals.filter { $0.key.bundleId == bundleId }
+        ledger.grants = ledger.grants.filter { $0.value.bundleId == bundleId }
         return ledger
     }
 }

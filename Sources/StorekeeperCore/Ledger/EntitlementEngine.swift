@@ -25,7 +25,7 @@ package struct EntitlementEngine: Sendable {
         let transactions = ledger.transactions(of: customerId, environment: environment)
         return (
             state(of: customerId, transactions: transactions, in: ledger, environment: environment, at: now),
-            nextChange(transactions: transactions, in: ledger, environment: environment, after: now)
+            nextChange(of: customerId, transactions: transactions, in: ledger, environment: environment, after: now)
         )
     }
 
@@ -104,7 +104,11 @@ package struct EntitlementEngine: Sendable {
                 entitlements.append(copy)
             }
         }
-        entitlements.sort { ($0.entitlement, $0.productId) < ($1.entitlement, $1.productId) }
+        // Promotional grants: beside purchases, never instead of them (each names its grant).
+        for grant in ledger.grants.values where grant.customerId == customerId && grant.environment == environment && grant.isActive(at: now) {
+            entitlements.append(Entitlement(grant: grant))
+        }
+        entitlements.sort { ($0.entitlement, $0.productId, $0.grantId ?? "") < ($1.entitlement, $1.productId, $1.grantId ?? "") }
         return CustomerState(
             customerId: customerId, environment: environment, entitlements: entitlements,
             entitledProductIds: Set(chosen.map(\.productId)).sorted(), consumableBalance: balance
@@ -141,10 +145,14 @@ extension EntitlementEngine {
     /// expiry, the end of a grace period or of a non-renewing subscription), or `nil` if none is ahead. Until then
     /// ``state(of:in:environment:at:)`` gives the same answer for the same ledger, so it can be cached.
     package func nextChange(of customerId: String, in ledger: Ledger, environment: AppStoreEnvironment, after now: Date) -> Date? {
-        nextChange(transactions: ledger.transactions(of: customerId, environment: environment), in: ledger, environment: environment, after: now)
+        nextChange(
+            of: customerId, transactions: ledger.transactions(of: customerId, environment: environment), in: ledger, environment: environment,
+            after: now)
     }
 
-    private func nextChange(transactions: [LedgerTransaction], in ledger: Ledger, environment: AppStoreEnvironment, after now: Date) -> Date? {
+    private func nextChange(
+        of customerId: String, transactions: [LedgerTransaction], in ledger: Ledger, environment: AppStoreEnvironment, after now: Date
+    ) -> Date? {
         var next: Date? = nil
         func consider(_ date: Date?) {
             guard let date, date > now else { return }
@@ -159,6 +167,9 @@ extension EntitlementEngine {
             if let duration = configuration.nonRenewingDurations[transaction.info.productId] {
                 consider(transaction.info.purchaseDate.addingTimeInterval(duration))
             }
+        }
+        for grant in ledger.grants.values where grant.customerId == customerId && grant.environment == environment && grant.isActive(at: now) {
+            consider(grant.expiresDate)
         }
         return next
     }

@@ -26,6 +26,9 @@ package struct Ledger: Codable, Hashable, Sendable {
     /// For a partial ledger: consumable purchases counted by the store instead of held as transactions, attributed
     /// as ``customer(of:)`` attributes them (the explicit link, else the transaction's token's owner).
     package var consumableTotals: [ConsumableTotalKey: ConsumableTotal] = [:]
+    /// Promotional entitlements support granted (revoked and expired ones too), by grant ID: a customer's ledger holds
+    /// theirs in the app and environment it was read for.
+    package var grants: [String: PromotionalGrant] = [:]
 
     package init() {}
 

@@ -25,6 +25,8 @@ package struct LedgerPage: Sendable {
     /// Consumption requests (what became of each) and customers' consents.
     package var consumptionRequests: [ConsumptionRequestRecord] = []
     package var consumptionConsents: [CopiedConsent] = []
+    /// Promotional grants, revoked and expired ones too.
+    package var promotionalGrants: [PromotionalGrant] = []
 
     package init() {}
 
@@ -32,7 +34,7 @@ package struct LedgerPage: Sendable {
     package var count: Int {
         transactions.count + subscriptions.count + links.count + tokenOwners.count + notifications.count + refused.count + watermarks.count
             + issuedTokens.count + events.count + customerStates.count + endpoints.count + deliveries.count + attempts.count
-            + supportActions.count + consumptionRequests.count + consumptionConsents.count
+            + supportActions.count + consumptionRequests.count + consumptionConsents.count + promotionalGrants.count
     }
 }
 

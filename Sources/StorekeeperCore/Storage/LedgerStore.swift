@@ -126,6 +126,14 @@ package protocol LedgerStore: DeliveryStore, Sendable {
     ) async throws(StorageError)
         -> LowercaseUUID
 
+    /// Makes a change of a promotional grant (its ``PromotionalGrantChange/step``: the grant and the customer's events)
+    /// and, when it changed the grant, appends `audit` to the audit log, in one transaction: the outcome names the
+    /// audit record.
+    func changeGrant(_ change: PromotionalGrantChange, audit: SupportAction) async throws(StorageError) -> PromotionalGrantOutcome
+
+    /// A customer's promotional grants in an app and environment (revoked and expired ones too), oldest first.
+    func promotionalGrants(_ customer: CustomerKey) async throws(StorageError) -> [PromotionalGrant]
+
     /// Erases a customer's identity in one app and environment (``CustomerErasure``), with a `customer.erased` event,
     /// in one transaction; `nil` when the app has no data for the customer there.
     func erase(_ customer: CustomerKey) async throws(StorageError) -> CustomerErasure?

@@ -33,6 +33,10 @@ package struct SupportAction: Sendable, Hashable, Encodable {
         /// Send Consumption Information for a `CONSUMPTION_REQUEST`, by the consumption policy (key name
         /// `consumption-policy`) or by a person; the outcome is the request's state (`sent`, `late`, `failed`, …).
         case consumptionInformation = "consumption-information"
+        /// A promotional entitlement granted (target: the grant's ID).
+        case grantPromotional = "grant-promotional-entitlement"
+        /// A promotional entitlement revoked (target: the grant's ID).
+        case revokePromotional = "revoke-promotional-entitlement"
     }
 
     /// The customer ID of an action on a whole app (no customer ID has `*`: they are letters, digits and `-_.@:`).

@@ -176,13 +176,29 @@ extension Dashboard {
             var timeline: [Event]
             var actions: [Action]
             var requests: [ConsumptionRow]
+            var grants: [Grant]
+            var grantLink: String
+        }
+        struct Grant {
+            var entitlement, granted, grantedBy, reason, expires, state: String
+            var revokeLink: String?
         }
         let text = Self.text
         let date = Self.date
         let entitlements = Self.objects(state["entitlements"]).map {
             Entitlement(
-                name: text($0["entitlement"]), productId: text($0["productId"]), ownership: text($0["ownership"]), expires: date($0["expiresDate"]),
-                renews: text($0["willRenew"]), source: text($0["source"]))
+                name: text($0["entitlement"]), productId: $0["grantId"] == nil ? text($0["productId"]) : "promotional grant",
+                ownership: text($0["ownership"]), expires: date($0["expiresDate"]), renews: text($0["willRenew"]), source: text($0["source"]))
+        }
+        let at = support.now()
+        let grants = page.grants.reversed().map { grant in
+            Grant(
+                entitlement: grant.entitlement, granted: Self.time(grant.grantedAt), grantedBy: grant.grantedBy ?? "", reason: grant.reason ?? "",
+                expires: Self.time(grant.expiresDate),
+                state: grant.revokedAt.map { "revoked \(Self.time($0)) by \(grant.revokedBy ?? "")" }
+                    ?? (grant.isActive(at: at) ? "active" : "expired"),
+                revokeLink: grant.isActive(at: at)
+                    ? "/dashboard/customers/\(Self.segment(key.customerId))/promotional-entitlements/\(grant.id)/revoke?\(query)" : nil)
         }
         let subscriptions = Self.objects(state["subscriptions"]).map { subscription in
             let original = text(subscription["originalTransactionId"])
@@ -218,7 +234,8 @@ extension Dashboard {
                 consent: page.consent.map { $0.consented ? "given (\(Self.time($0.at)))" : "refused (\(Self.time($0.at)))" } ?? "never asked",
                 entitlements: entitlements, subscriptions: subscriptions, purchases: purchases,
                 refundsLink: "/dashboard/customers/\(Self.segment(key.customerId))/refunds?\(query)", timeline: timeline, actions: actions,
-                requests: page.consumptionRequests.map(Self.row)))
+                requests: page.consumptionRequests.map(Self.row), grants: Array(grants),
+                grantLink: "/dashboard/customers/\(Self.segment(key.customerId))/promotional-entitlements/new?\(query)"))
     }
 
     func refunds(_ request: Request, _ context: StorekeeperRequestContext, _ session: DashboardSessions.Session) async throws -> Response {

@@ -29,7 +29,8 @@ struct Dashboard: Sendable {
         ("customer", PackageResources.customer_mustache), ("consumptionrows", PackageResources.consumptionrows_mustache),
         ("consumption", PackageResources.consumption_mustache), ("extend", PackageResources.extend_mustache),
         ("answer", PackageResources.answer_mustache), ("message", PackageResources.message_mustache),
-        ("refunds", PackageResources.refunds_mustache),
+        ("refunds", PackageResources.refunds_mustache), ("grant", PackageResources.grant_mustache),
+        ("revoke", PackageResources.revoke_mustache),
     ]
 
     init(support: SupportAPI, sessions: DashboardSessions = DashboardSessions(), logger: Logger) throws {
@@ -65,6 +66,7 @@ struct Dashboard: Sendable {
         group.post("/customers/:customerId/subscriptions/:originalTransactionId/extend") { request, context in
             try await withForm(request) { form, _, session in try await extend(form, context, session) }
         }
+        addGrantRoutes(to: group)
         group.get("/consumption-requests") { request, _ in try await page(request) { session in try await consumption(request, session) } }
         group.get("/consumption-requests/:uuid/answer") { request, context in
             try await page(request) { session in try await answerForm(context, session) }

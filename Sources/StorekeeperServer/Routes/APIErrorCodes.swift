@@ -19,6 +19,10 @@ extension APIError.Code {
     package static let appStoreUnavailable = Self(rawValue: "app-store-unavailable")
     /// The customer has no such subscription in the app and environment (404).
     package static let unknownSubscription = Self(rawValue: "unknown-subscription")
+    /// The customer has no promotional grant with that ID in the app and environment (404).
+    package static let unknownGrant = Self(rawValue: "unknown-grant")
+    /// The promotional grant was revoked already (409).
+    package static let grantRevoked = Self(rawValue: "grant-revoked")
     /// The App Store knows no such mass extension (404).
     package static let unknownMassExtension = Self(rawValue: "unknown-mass-extension")
     /// A support search found no customer (404).

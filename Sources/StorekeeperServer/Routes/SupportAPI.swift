@@ -52,6 +52,7 @@ struct SupportAPI: Sendable {
                 identity: try context.requireIdentity())
         }
         addConsumptionRoutes(to: group)
+        addGrantRoutes(to: group)
         group.get("/overview") { request, context in try await overview(request, identity: try context.requireIdentity()) }
         group.post("/customers/:customerId/subscriptions/:originalTransactionId/extend") { request, context in
             try await extend(
@@ -126,7 +127,11 @@ struct SupportAPI: Sendable {
             if index > 0 { body.writeString(",") }
             body.writeImmutableBuffer(event.json())
         }
-        body.writeString("],\"purchases\":")
+        body.writeString("],\"promotionalGrants\":")
+        let at = now()
+        body.writeBytes(
+            (try? AppStoreJSON.makeEncoder().encode(page.grants.map { GrantView(grant: $0, active: $0.isActive(at: at)) })) ?? Data("[]".utf8))
+        body.writeString(",\"purchases\":")
         body.writeBytes((try? AppStoreJSON.makeEncoder().encode(page.purchases)) ?? Data("[]".utf8))
         body.writeString("}")
         return StorekeeperApplication.jsonResponse(encoded: body)
@@ -143,6 +148,8 @@ struct SupportAPI: Sendable {
         /// The latest ``timelineLimit`` events, oldest first.
         var events: [LedgerEvent]
         var purchases: [Purchase]
+        /// Promotional grants, oldest first (revoked and expired ones too).
+        var grants: [PromotionalGrant]
     }
 
     /// The JSON of `GET /v1/customers/{id}` for `key`; 404 when the app has no data for them.
@@ -193,7 +200,8 @@ struct SupportAPI: Sendable {
         return CustomerPage(
             state: state, actions: actions.filter { action in erasedAt.map { action.at > $0 } ?? true }, consent: consent,
             consumptionRequests: consumption.filter { request in erasedAt.map { request.receivedAt > $0 } ?? true }, events: events,
-            purchases: purchases)
+            purchases: purchases,
+            grants: ledger.grants.values.filter { $0.bundleId == bundleId }.sorted { ($0.grantedAt, $0.id) < ($1.grantedAt, $1.id) })
     }
 
     /// A purchase as the ledger holds it: the App Store's transaction and what delivered its latest version (a

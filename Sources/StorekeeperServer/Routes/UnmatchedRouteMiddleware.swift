@@ -26,6 +26,8 @@ struct UnmatchedRouteMiddleware<Context: RequestContext>: RouterMiddleware {
         case (5, "v1", "support", _) where third == "mass-extensions": return "GET"
         case (4, "v1", "support", let id?) where third == "customers" && !id.isEmpty: return "GET"
         case (5, "v1", "support", "refunds") where third == "customers": return "GET"
+        case (5, "v1", "support", "promotional-entitlements") where third == "customers": return "GET, POST"
+        case (7, "v1", "support", "revoke") where third == "customers" && parts.dropFirst(4).first == "promotional-entitlements": return "POST"
         case (7, "v1", "support", "extend") where third == "customers" && parts.dropFirst(4).first == "subscriptions": return "POST"
         case (4, "v1", "customers", "consumption-consent") where !third.isEmpty: return "PUT"
         case (3, "v1", "support", "overview"), (3, "v1", "support", "consumption-requests"): return "GET"
