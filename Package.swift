@@ -15,6 +15,7 @@ let package = Package(
         .executable(name: "storekeeper", targets: ["storekeeper"]),
         .library(name: "AppStoreModels", targets: ["AppStoreModels"]),
         .library(name: "AppStoreSigning", targets: ["AppStoreSigning"]),
+        .library(name: "AppStoreReceipts", targets: ["AppStoreReceipts"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
@@ -54,6 +55,16 @@ let package = Package(
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
             resources: [.embedInCode("Resources/AppleRootCA-G3.cer")],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "AppStoreReceipts",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            resources: [.embedInCode("Resources/AppleIncRootCertificate.cer")],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -196,6 +207,7 @@ let package = Package(
             dependencies: [
                 "AppStoreModels",
                 "AppStoreSigning",
+                "AppStoreReceipts",
                 "AppStoreSimulator",
                 "StorekeeperCore",
                 "StorekeeperServer",
@@ -220,6 +232,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 "AppStoreModels",
                 "AppStoreSigning",
+                "AppStoreReceipts",
                 "StorekeeperBenchmarks",
                 "AppStoreSimulator",
                 "AppStoreServerAPI",
@@ -254,6 +267,17 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["Receiver"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "AppStoreReceiptsTests",
+            dependencies: [
+                "AppStoreReceipts",
+                "StorekeeperTesting",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

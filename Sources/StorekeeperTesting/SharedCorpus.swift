@@ -16,6 +16,8 @@ package enum SharedCorpus {
 
     /// The real Apple-signed samples: `conformance/apple-signed`.
     package static var appleSigned: URL { directory.appendingPathComponent("conformance/apple-signed") }
+    /// Apple's receipt, Xcode and offer fixtures, and real sandbox receipts (INDEX.md inside).
+    package static var appleReceipts: URL { directory.appendingPathComponent("conformance/apple-receipts") }
 
     /// The names of the files in `folder`, or a stop with the message that says where the corpus was looked for.
     package static func files(in folder: URL) -> [String] {

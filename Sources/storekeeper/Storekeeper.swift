@@ -7,7 +7,9 @@ struct Storekeeper: AsyncParsableCommand {
         abstract: "A self-hosted App Store purchase server, with a local App Store simulator.",
         subcommands: [
             DemoCommand.self, ServeCommand.self, ConfigCommand.self, RecoverCommand.self, ReconcileCommand.self, BackupCommand.self, CopyCommand.self,
-            EventsCommand.self, APIKeyCommand.self, SimulatorCommand.self, APICommand.self, VerifyCommand.self, DecodeCommand.self, TokenCommand.self,
+            EventsCommand.self, APIKeyCommand.self, SimulatorCommand.self, APICommand.self, VerifyCommand.self, ReceiptCommand.self,
+            DecodeCommand.self,
+            TokenCommand.self,
             BenchCommand.self,
         ]
     )

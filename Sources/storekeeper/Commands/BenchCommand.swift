@@ -9,7 +9,8 @@ struct BenchCommand: AsyncParsableCommand {
         commandName: "bench",
         abstract: "Measure Storekeeper's performance on this machine (results as JSON).",
         subcommands: [
-            VerifyBench.self, IngestBench.self, EventsBench.self, EntitlementsBench.self, SupportBench.self, MemoryBench.self, SimulatorBench.self,
+            VerifyBench.self, ReceiptsBench.self, IngestBench.self, EventsBench.self, EntitlementsBench.self, SupportBench.self, MemoryBench.self,
+            SimulatorBench.self,
             ReconcileBench.self,
         ]
     )
@@ -30,6 +31,28 @@ struct BenchCommand: AsyncParsableCommand {
 
         func run() async throws {
             try JSONOutput.print(try await VerifyBenchmark.run(seconds: seconds))
+        }
+    }
+
+    struct ReceiptsBench: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "receipts",
+            abstract:
+                "App receipts parsed and verified per second on one core (chain checks remembered, and not), next to raw RSA verification of the same signature."
+        )
+
+        @Option(help: "The receipt measured (base64 or DER), verified at its creation date.")
+        var receipt = "../shared/conformance/apple-receipts/sandbox-2025-tpiar-g5.b64"
+
+        @Option(help: "Seconds per measurement (four measurements).")
+        var seconds: Double = 3
+
+        func validate() throws {
+            guard seconds > 0, seconds <= 600 else { throw ValidationError("--seconds must be between 0 and 600") }
+        }
+
+        func run() async throws {
+            try JSONOutput.print(try await ReceiptBenchmark.run(receipt: receipt, seconds: seconds))
         }
     }
 
