@@ -295,6 +295,7 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
+            exclude: ["Verifiers"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
