@@ -9,7 +9,7 @@ struct Storekeeper: AsyncParsableCommand {
             DemoCommand.self, ServeCommand.self, ConfigCommand.self, RecoverCommand.self, ReconcileCommand.self, BackupCommand.self, CopyCommand.self,
             EventsCommand.self, APIKeyCommand.self, SimulatorCommand.self, APICommand.self, VerifyCommand.self, ReceiptCommand.self,
             DecodeCommand.self,
-            TokenCommand.self,
+            TokenCommand.self, SignCommand.self,
             BenchCommand.self,
         ]
     )

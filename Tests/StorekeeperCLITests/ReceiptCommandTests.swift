@@ -40,3 +40,27 @@ struct ReceiptCommandTests {
         }
     }
 }
+
+@Suite("storekeeper sign")
+struct SignCommandTests {
+    @Test("offer-v1 prints the signature as base64 and as the bytes StoreKit 2 takes; a key file others can read is refused")
+    func offerV1() async throws {
+        let directory = try CLI.temporaryDirectory("sign")
+        let keyFile = directory.appendingPathComponent("key.p8")
+        try FileManager.default.copyItem(at: SharedCorpus.appleReceipts.appendingPathComponent("testSigningKey.p8"), to: keyFile)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: keyFile.path)
+        let key = ["--issuer-id", "issuer", "--key-id", "KEY1", "--bundle-id", "com.example.storekeeper", "--private-key", keyFile.path]
+        let output = try await CLI.runDetached(["sign", "offer-v1"] + key + ["--product-id", "pro.monthly", "--offer-id", "winback.50"])
+        #expect(output.status == 0, "\(output.stderr)")
+        let json = try CLI.json(output.stdout)
+        let signature = try #require(json["signature"] as? String)
+        #expect((json["signatureBytes"] as? [Int])?.map(UInt8.init) == Data(base64Encoded: signature).map { [UInt8]($0) })
+        #expect((json["nonce"] as? String).map { $0 == $0.lowercased() && UUID(uuidString: $0) != nil } == true)
+        let jws = try await CLI.runDetached(["sign", "offer"] + key + ["--product-id", "pro.monthly", "--offer-id", "winback.50"])
+        #expect(jws.status == 0 && jws.stdout.split(separator: ".").count == 3, "\(jws.stderr)")
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: keyFile.path)
+        let exposed = try await CLI.runDetached(["sign", "offer"] + key + ["--product-id", "p", "--offer-id", "o"])
+        #expect(exposed.status == 1 && exposed.stderr.hasPrefix("error: exposed-key-file"), "\(exposed.stderr)")
+        #expect(!exposed.stderr.contains("PRIVATE KEY") && !output.stdout.contains("PRIVATE KEY"))
+    }
+}
