@@ -1,4 +1,5 @@
 public import AppStoreModels
+import Crypto
 public import Foundation
 public import X509
 
@@ -30,6 +31,29 @@ extension SignedDataVerifier {
         public var chainCache: ChainCachePolicy = .default
         /// Online revocation checks; off by default.
         public var revocation: RevocationChecking = .disabled
+        /// For the Xcode environment only (``xcode(bundleID:certificate:)``): the StoreKit Testing certificate Xcode
+        /// exported ("Save Public Certificate"). A JWS is accepted only when its `x5c` is that one certificate, byte
+        /// for byte, and its signature is that certificate's key's; validity dates are not judged (Xcode's
+        /// certificates last a year).
+        public private(set) var xcodeCertificate: Certificate?
+
+        /// A configuration for an app's StoreKit testing in Xcode: JWS signed by the pinned `certificate`, with
+        /// `environment` `Xcode`, for `bundleID`. Never for Production or Sandbox: a payload claiming either is refused.
+        ///
+        /// - Throws: ``VerificationError/Code/invalidConfiguration`` for an empty bundle ID, or a certificate whose key
+        ///   is not P-256.
+        public static func xcode(bundleID: String, certificate: Certificate) throws(VerificationError) -> Configuration {
+            guard !bundleID.isEmpty else { throw VerificationError(.invalidConfiguration, "the bundle ID is empty") }
+            guard P256.Signing.PublicKey(certificate.publicKey) != nil else {
+                throw VerificationError(
+                    .invalidConfiguration, "the Xcode certificate '\(certificate.subject)' has no P-256 key: it cannot have signed ES256 data")
+            }
+            var configuration = Configuration(trustedRoots: [certificate])
+            configuration.bundleID = bundleID
+            configuration.environment = .xcode
+            configuration.xcodeCertificate = certificate
+            return configuration
+        }
 
         /// A configuration for one app in one environment.
         ///

@@ -23,6 +23,8 @@ public struct SignedDataVerifier: Sendable {
     private let cache: ChainCache
     private let validator: ChainValidator
     private let decoder: JSONDecoder
+    /// The pinned Xcode certificate's DER and key (``Configuration/xcodeCertificate``).
+    private let xcode: (der: [UInt8], key: P256.Signing.PublicKey)?
 
     public init(configuration: Configuration) {
         self.init(configuration: configuration, clock: { .now })
@@ -39,6 +41,11 @@ public struct SignedDataVerifier: Sendable {
         self.cache = ChainCache(policy: configuration.chainCache, now: clock)
         self.validator = ChainValidator(revocation: configuration.revocation)
         self.decoder = AppStoreJSON.makeDecoder()
+        self.xcode = configuration.xcodeCertificate.flatMap { certificate in
+            var serializer = DER.Serializer()
+            guard (try? serializer.serialize(certificate)) != nil, let key = P256.Signing.PublicKey(certificate.publicKey) else { return nil }
+            return (serializer.serializedBytes, key)
+        }
     }
 
     /// Counters of the chain cache.
@@ -169,6 +176,7 @@ public struct SignedDataVerifier: Sendable {
         validationDate: (Payload) -> (Date?, String)
     ) async throws(VerificationError) -> VerifiedSignedData<Payload> {
         let text = jws.text
+        if let xcode { return try verifyXcode(jws, pinned: xcode, decoded: decoded, as: type, validationDate: validationDate) }
 
         // A header seen before maps straight to its certificates and cached chain; otherwise decode it.
         var cached: ChainCache.Entry? = nil
@@ -228,6 +236,50 @@ public struct SignedDataVerifier: Sendable {
             payload: payload, jws: text, certificatesCheckedAt: time, certificatesCheckedAtSource: source,
             chainFromCache: false, uncheckedClaims: []
         )
+    }
+
+    /// Xcode's StoreKit testing: `alg` ES256, `x5c` exactly the pinned certificate, the signature by its key; no chain,
+    /// no validity dates (Apple's libraries check nothing at all for Xcode data).
+    private func verifyXcode<Payload: Decodable & Sendable>(
+        _ jws: CompactJWS, pinned: (der: [UInt8], key: P256.Signing.PublicKey), decoded: Payload?, as type: Payload.Type,
+        validationDate: (Payload) -> (Date?, String)
+    ) throws(VerificationError) -> VerifiedSignedData<Payload> {
+        let header: JWSHeader
+        do {
+            header = try decoder.decode(JWSHeader.self, from: Data(try jws.headerBytes()))
+        } catch let error as VerificationError {
+            throw error
+        } catch {
+            throw VerificationError(.malformedHeader, "protected header: \(Self.describe(error))")
+        }
+        guard header.alg == "ES256" else {
+            throw VerificationError(.unsupportedAlgorithm, "header alg is '\(header.alg)'; Xcode signs with ES256")
+        }
+        guard let x5c = header.x5c, x5c.count == 1, let der = try? Base64URL.decodeStandard(x5c[0]) else {
+            throw VerificationError(
+                .wrongCertificateCount, "x5c holds \(header.x5c?.count ?? 0) certificates; Xcode's data carries exactly its one certificate")
+        }
+        guard der == pinned.der else {
+            throw VerificationError(
+                .untrustedRoot,
+                "x5c[0] (SHA-256 \(CertificateChain.fingerprint(der))) is not the configured Xcode certificate (SHA-256 \(CertificateChain.fingerprint(pinned.der)))"
+            )
+        }
+        let signature: P256.Signing.ECDSASignature
+        do {
+            signature = try P256.Signing.ECDSASignature(rawRepresentation: jws.signature)
+        } catch {
+            throw VerificationError(.malformedSignature, "signature is not a valid P-256 r||s value")
+        }
+        guard jws.withSigningInput({ pinned.key.isValidSignature(signature, for: $0) }) else {
+            throw VerificationError(.invalidSignature, "the ES256 signature does not match the header and payload for the Xcode certificate's key")
+        }
+        let payload: Payload
+        if let decoded { payload = decoded } else { payload = try decodePayload(type, from: jws.payloadBytes) }
+        let (time, _) = validationDate(payload)
+        return VerifiedSignedData(
+            payload: payload, jws: jws.text, certificatesCheckedAt: time ?? Date(),
+            certificatesCheckedAtSource: "not judged: the pinned Xcode certificate", chainFromCache: false, uncheckedClaims: [])
     }
 
     /// The `x5c` certificates' DER bytes, after checking `alg` and the chain's length.

@@ -64,3 +64,29 @@ struct SignCommandTests {
         #expect(!exposed.stderr.contains("PRIVATE KEY") && !output.stdout.contains("PRIVATE KEY"))
     }
 }
+
+@Suite("storekeeper verify --xcode-certificate")
+struct VerifyXcodeCommandTests {
+    @Test("Xcode-signed data verifies against the pinned certificate and names what was checked; without --bundle-id it is refused")
+    func xcode() async throws {
+        let jws = try String(contentsOf: SharedCorpus.appleReceipts.appendingPathComponent("xcode-signed-transaction"), encoding: .utf8)
+        let header = try #require(jws.split(separator: ".").first)
+        var base64 = header.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.count % 4 != 0 { base64 += "=" }
+        let json = try JSONSerialization.jsonObject(with: try #require(Data(base64Encoded: base64))) as? [String: Any]
+        let first = try #require((json?["x5c"] as? [String])?.first)
+        let certificate = try #require(Data(base64Encoded: first))
+        let directory = try CLI.temporaryDirectory("xcode")
+        let file = directory.appendingPathComponent("StoreKitTestCertificate.cer")
+        try certificate.write(to: file)
+        let bundle = "com.example.naturelab.backyardbirds.example"
+        let output = try await CLI.runDetached(["verify", "--xcode-certificate", file.path, "--bundle-id", bundle, "-"], stdin: jws)
+        #expect(output.status == 0, "\(output.stderr)")
+        let checks = try #require(try CLI.json(output.stdout)["checks"] as? [String: String])
+        #expect(checks["certificateChain"]?.contains("pinned Xcode certificate") == true && checks["environment"] == "checked: Xcode")
+        let plain = try await CLI.runDetached(["verify", "-"], stdin: jws)
+        #expect(plain.status == 1 && plain.stderr.hasPrefix("error: wrong-certificate-count"), "\(plain.stderr)")
+        let noBundle = try await CLI.runDetached(["verify", "--xcode-certificate", file.path, "-"], stdin: jws)
+        #expect(noBundle.status == 1 && noBundle.stderr.hasPrefix("error: invalid-option"), "\(noBundle.stderr)")
+    }
+}

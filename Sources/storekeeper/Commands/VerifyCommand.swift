@@ -20,6 +20,11 @@ struct VerifyCommand: AsyncParsableCommand {
     @Option(name: .customLong("root"), help: "A trusted root certificate (DER or PEM). Repeatable. Default: the bundled Apple Root CA - G3.")
     var roots: [String] = []
 
+    @Option(
+        name: .customLong("xcode-certificate"),
+        help: "Verify data signed by Xcode's StoreKit testing against this certificate (exported from Xcode); needs --bundle-id.")
+    var xcodeCertificate: String?
+
     @Option(name: .customLong("bundle-id"), help: "Expected bundle ID. Without it, the bundle ID is not checked.")
     var bundleID: String?
 
@@ -48,6 +53,13 @@ struct VerifyCommand: AsyncParsableCommand {
     }
 
     private func makeConfiguration() throws -> SignedDataVerifier.Configuration {
+        if let xcodeCertificate {
+            guard let bundleID else { throw CLIError(code: "invalid-option", message: "--xcode-certificate needs --bundle-id (the app under test)") }
+            guard roots.isEmpty, environment == nil || environment?.lowercased() == "xcode" else {
+                throw CLIError(code: "invalid-option", message: "--xcode-certificate verifies Xcode data only: leave out --root and --environment")
+            }
+            return try .xcode(bundleID: bundleID, certificate: Self.loadCertificate(xcodeCertificate))
+        }
         var configuration = SignedDataVerifier.Configuration.unsafeSkippingClaimChecks(
             trustedRoots: try roots.isEmpty ? [.appleRootCAG3] : roots.map(Self.loadCertificate)
         )

@@ -1,6 +1,7 @@
 import AppStoreModels
 import AppStoreSigning
 import Foundation
+import X509
 
 /// What `storekeeper verify` prints: the decoded payload, with each nested signed value replaced in place by its
 /// own verified, decoded payload, and which checks ran.
@@ -59,6 +60,10 @@ struct VerificationReport: Encodable {
             "signature": "ES256 signature verified with the leaf certificate's key",
             "certificateChain": "x5c chain valid to a trusted root, with Apple's leaf and intermediate OIDs, " + summary(verified),
         ]
+        if let xcode = configuration.xcodeCertificate {
+            checks["signature"] = "ES256 signature verified with the pinned Xcode certificate's key"
+            checks["certificateChain"] = "x5c is exactly the pinned Xcode certificate '\(xcode.subject)' (validity dates not judged)"
+        }
         let unchecked = Set(verified.uncheckedClaims)
         checks["bundleId"] =
             unchecked.contains("bundleId")
