@@ -27,11 +27,11 @@ struct ConsumptionPolicyTests {
                 .init(when: .init(minRefunds: 2), then: .noAnswer),
             ],
             otherwise: .answer(Self.decline))
-        #expect(policy.decide(Self.facts()).decidedBy == "rule 1 (new)")
+        #expect(policy.decide(Self.facts()).decidedBy == "rules[0] (new)")
         #expect(policy.decide(Self.facts()).outcome == .answer(Self.grant))
         #expect(policy.decide(Self.facts(tenure: 4)).decidedBy == "otherwise")
         #expect(policy.decide(Self.facts(refunds: 1)).decidedBy == "otherwise")
-        #expect(policy.decide(Self.facts(.autoRenewable, reason: .other, consumed: 10)).decidedBy == "rule 2")
+        #expect(policy.decide(Self.facts(.autoRenewable, reason: .other, consumed: 10)).decidedBy == "rules[1]")
         #expect(policy.decide(Self.facts(.autoRenewable, reason: .other, consumed: 30)).decidedBy == "otherwise")
         // How much of a consumable was used is not known: a rule on it does not match.
         #expect(policy.decide(Self.facts(.consumable, reason: .other)).decidedBy == "otherwise")

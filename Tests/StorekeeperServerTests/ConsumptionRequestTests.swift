@@ -94,7 +94,7 @@ struct ConsumptionRequestTests {
                 try engine.requestRefund(transactionId: bens, reason: .unintendedPurchase)
             }
             let sent = try await Self.request(base, transactionId: coins, state: "sent")
-            #expect(sent["decidedBy"] as? String == "rule 1 (accidental coins)" && sent["attempts"] as? Int == 1, "\(sent)")
+            #expect(sent["decidedBy"] as? String == "rules[0] (accidental coins)" && sent["attempts"] as? Int == 1, "\(sent)")
             #expect((sent["facts"] as? [String: Any])?["consented"] as? Bool == true && sent["customerId"] as? String == "ann", "\(sent)")
             let requestedAt = try #require(sent["requestedAt"] as? Int)
             #expect(sent["deadline"] as? Int == requestedAt + 12 * 3_600_000, "\(sent)")

@@ -211,6 +211,18 @@ struct WebhookTests {
         }
     }
 
+    @Test("an unknown dashboard page is an HTML page for people, not JSON; nothing of the path is echoed")
+    func unknownDashboardPage() async throws {
+        let testbed = try T()
+        try await testbed.withClient { client in
+            let answer = try await client.execute(uri: "/dashboard/%3Cscript%3Enope", method: .get) { response in
+                (response.status.code, response.headers[.contentType], String(buffer: response.body))
+            }
+            #expect(answer.0 == 404 && answer.1 == "text/html; charset=utf-8" && answer.2.contains("Not found"), "\(answer)")
+            #expect(!answer.2.contains("script") && !answer.2.contains("nope"))
+        }
+    }
+
     @Test("a storage failure answers 503 and changes nothing; Apple's retry then applies fully")
     func storageFailure() async throws {
         let fired = Mutex(false)

@@ -68,7 +68,7 @@ package struct ConsumptionPolicy: Codable, Hashable, Sendable {
 
     /// One rule: when every condition given holds, its outcome decides.
     package struct Rule: Codable, Hashable, Sendable {
-        /// Shown in the audit log and the support API ("rule 2" when absent).
+        /// Shown in the audit log and the support API ("rules[1]" when absent: its place in the configuration).
         package var name: String?
         package var when: Conditions
         package var then: Outcome
@@ -162,7 +162,7 @@ package struct ConsumptionPolicy: Codable, Hashable, Sendable {
         guard facts.consented else { return (.noAnswer, "not consented") }
         if policy == .manual { return (.manual, "policy manual") }
         for (index, rule) in rules.enumerated() where rule.when.hold(for: facts) {
-            return (rule.then, "rule \(index + 1)" + (rule.name.map { " (\($0))" } ?? ""))
+            return (rule.then, "rules[\(index)]" + (rule.name.map { " (\($0))" } ?? ""))
         }
         return (otherwise, "otherwise")
     }

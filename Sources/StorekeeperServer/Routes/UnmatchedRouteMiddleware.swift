@@ -1,4 +1,5 @@
 import AppStoreModels
+import HTTPTypes
 import Hummingbird
 import StorekeeperHTTP
 
@@ -49,6 +50,20 @@ struct UnmatchedRouteMiddleware<Context: RequestContext>: RouterMiddleware {
             if let allowed = Self.allowedMethods(for: request.uri.path), !allowed.split(separator: ", ").contains(Substring(request.method.rawValue))
             {
                 throw APIError(.methodNotAllowed, .methodNotAllowed, "\(path) takes \(allowed), not \(method)", headers: [.allow: allowed])
+            }
+            if request.uri.path == "/dashboard" || request.uri.path.hasPrefix("/dashboard/") {
+                // People read the dashboard: a page, not JSON (nothing of the request is echoed).
+                var headers = HTTPFields()
+                headers[.contentType] = "text/html; charset=utf-8"
+                headers[.cacheControl] = "no-store"
+                headers[.contentSecurityPolicy] = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'"
+                headers[HTTPField.Name("X-Content-Type-Options")!] = "nosniff"
+                let page = """
+                    <!doctype html><html lang="en"><head><meta charset="utf-8"><title>Not found</title></head>\
+                    <body><main><h1>Not found</h1><p>There is no such page in the dashboard.</p>\
+                    <p><a href="/dashboard">Back to the dashboard</a></p></main></body></html>
+                    """
+                return Response(status: .notFound, headers: headers, body: .init(byteBuffer: ByteBuffer(string: page)))
             }
             throw APIError(.notFound, .noSuchRoute, "nothing is served at \(method) \(path)")
         }
