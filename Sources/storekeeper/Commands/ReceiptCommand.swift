@@ -33,7 +33,8 @@ struct ReceiptCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingFailures {
-            let bytes = try Self.read(input)
+            let bytes = try InputArgument.bytes(
+                input, limit: ReceiptParser.maximumBytes * 4 / 3 + 4, tooLarge: ReceiptError.Code.tooLarge.rawValue)
             let verifier = ReceiptVerifier(
                 roots: try roots.isEmpty ? [.appleIncRoot] : roots.map(VerifyCommand.loadCertificate),
                 xcodeCertificate: try xcodeCertificate.map(VerifyCommand.loadCertificate))
@@ -73,27 +74,5 @@ struct ReceiptCommand: AsyncParsableCommand {
             }
             try JSONOutput.print(Report(verified: verified, transactionIdForHistory: verified.receipt.transactionIdForHistory))
         }
-    }
-
-    /// The input's bytes: a file's (base64 or raw), standard input's, or the argument's; at most 4 MiB and a bit.
-    static func read(_ argument: String) throws -> [UInt8] {
-        let limit = ReceiptParser.maximumBytes * 4 / 3 + 5
-        let data: Data
-        if argument == "-" {
-            data = FileHandle.standardInput.readData(ofLength: limit)
-        } else if argument.hasPrefix("@") {
-            let path = String(argument.dropFirst())
-            guard let handle = FileHandle(forReadingAtPath: path) else {
-                throw CLIError(code: "unreadable-input", message: "cannot open '\(path.prefix(256))'")
-            }
-            defer { try? handle.close() }
-            data = handle.readData(ofLength: limit)
-        } else {
-            data = Data(argument.utf8)
-        }
-        guard data.count < limit else {
-            throw CLIError(code: ReceiptError.Code.tooLarge.rawValue, message: "input is over \(limit - 1) bytes: no receipt is that large")
-        }
-        return [UInt8](data)
     }
 }

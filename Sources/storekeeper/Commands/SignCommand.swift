@@ -10,15 +10,16 @@ struct SignCommand: AsyncParsableCommand {
         subcommands: [OfferV1.self, OfferJWS.self, IntroEligibility.self, AdvancedCommerce.self]
     )
 
-    /// The In-App Purchase key from App Store Connect (Users and Access → Integrations → In-App Purchase).
+    /// A key from App Store Connect (Users and Access → Integrations): the In-App Purchase key for signatures, an API
+    /// key for `storekeeper token`.
     struct KeyOptions: ParsableArguments {
-        @Option(name: .customLong("issuer-id"), help: "Issuer ID from App Store Connect.")
+        @Option(name: .customLong("issuer-id"), help: "Issuer ID from App Store Connect → Users and Access → Integrations.")
         var issuerID: String
 
-        @Option(name: .customLong("key-id"), help: "The In-App Purchase key's ID.")
+        @Option(name: .customLong("key-id"), help: "The private key's ID.")
         var keyID: String
 
-        @Option(name: .customLong("bundle-id"), help: "The app's bundle ID.")
+        @Option(name: .customLong("bundle-id"), help: "The app's bundle ID (the bid claim).")
         var bundleID: String
 
         @Option(name: .customLong("private-key"), help: "The .p8 private key file (mode 0600).")

@@ -8,25 +8,14 @@ struct TokenCommand: AsyncParsableCommand {
         abstract: "Print a JWT for the App Store Server API (Authorization: Bearer <token>)."
     )
 
-    @Option(name: .customLong("issuer-id"), help: "Issuer ID from App Store Connect → Users and Access → Integrations → Keys.")
-    var issuerID: String
-
-    @Option(name: .customLong("key-id"), help: "The private key's ID.")
-    var keyID: String
-
-    @Option(name: .customLong("bundle-id"), help: "The app's bundle ID (the token's bid claim).")
-    var bundleID: String
-
-    @Option(name: .customLong("private-key"), help: "The .p8 private key file.")
-    var privateKey: String
+    @OptionGroup var key: SignCommand.KeyOptions
 
     @Option(help: "Seconds until the token expires, at most 3600.")
     var lifetime: Int = Int(APIAuthToken.defaultLifetime)
 
     func run() async throws {
         try await reportingFailures {
-            let key = try AppStoreAPIKey(issuerID: issuerID, keyID: keyID, bundleID: bundleID, privateKeyFile: privateKey)
-            print(try APIAuthToken.make(key: key, lifetime: TimeInterval(lifetime)))
+            print(try APIAuthToken.make(key: try key.key(), lifetime: TimeInterval(lifetime)))
         }
     }
 }

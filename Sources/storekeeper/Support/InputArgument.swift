@@ -9,27 +9,33 @@ enum InputArgument {
     /// Reads the input, trimming surrounding white space. Reads at most one byte past the verifier's 1 MiB limit,
     /// so a huge file is refused without being loaded.
     static func read(_ argument: String) throws -> String {
-        let limit = (1 << 20) + 1
-        let data: Data
-        if argument == "-" {
-            data = FileHandle.standardInput.readData(ofLength: limit)
-        } else if argument.hasPrefix("@") {
-            let path = String(argument.dropFirst())
-            guard let handle = FileHandle(forReadingAtPath: path) else {
-                throw CLIError(code: "unreadable-input", message: "cannot open '\(path)'")
-            }
-            defer { try? handle.close() }
-            data = handle.readData(ofLength: limit)
-        } else {
-            data = Data(argument.utf8)
-        }
-        guard data.count < limit else {
-            throw CLIError(code: VerificationError.Code.inputTooLarge.rawValue, message: "input is over 1048576 bytes (1 MiB)")
-        }
-        guard let text = String(data: data, encoding: .utf8) else {
+        let data = try bytes(argument, limit: 1 << 20, tooLarge: VerificationError.Code.inputTooLarge.rawValue)
+        guard let text = String(bytes: data, encoding: .utf8) else {
             throw CLIError(code: VerificationError.Code.malformedJWS.rawValue, message: "input is not UTF-8 text")
         }
         return text.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// The input's bytes (the text itself, `@FILE` or `-`), at most `limit`: one byte more is read, so a huge file
+    /// is refused (with the code `tooLarge`) without being loaded.
+    static func bytes(_ argument: String, limit: Int, tooLarge: String) throws -> [UInt8] {
+        let data: Data
+        if argument == "-" {
+            data = FileHandle.standardInput.readData(ofLength: limit + 1)
+        } else if argument.hasPrefix("@") {
+            let path = String(argument.dropFirst())
+            guard let handle = FileHandle(forReadingAtPath: path) else {
+                throw CLIError(code: "unreadable-input", message: "cannot open '\(path.prefix(256))'")
+            }
+            defer { try? handle.close() }
+            data = handle.readData(ofLength: limit + 1)
+        } else {
+            data = Data(argument.utf8)
+        }
+        guard data.count <= limit else {
+            throw CLIError(code: tooLarge, message: "input is over \(limit) bytes (\(limit >> 20) MiB)")
+        }
+        return [UInt8](data)
     }
 }
 
