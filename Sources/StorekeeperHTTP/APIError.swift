@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 package import Hummingbird
 
 /// An error that answers itself as JSON, `{"error": {"code": "…", "message": "…"}}`, with a stable code: what the
@@ -47,6 +48,8 @@ package struct APIError: HTTPResponseError, Sendable, CustomStringConvertible {
     package func response(from request: Request, context: some RequestContext) throws -> Response {
         var fields = headers
         fields[.contentType] = "application/json"
+        // An error may quote what the request sent (escaped for JSON, not for HTML): no browser sniffs it into a page.
+        fields[HTTPField.Name("X-Content-Type-Options")!] = "nosniff"
         return Response(status: status, headers: fields, body: .init(byteBuffer: body))
     }
 }

@@ -10,10 +10,10 @@ extension PostgresLedgerStore {
     package func changeGrant(_ change: PromotionalGrantChange, audit: SupportAction) async throws(StorageError) -> PromotionalGrantOutcome {
         try await write { transaction in
             let outcome = try await change.step.run(in: transaction)
-            guard case .done(let grant, _) = outcome else { return (outcome, []) }
             try await transaction.flush()
-            let id = try await Self.insert(audit, transaction.connection)
-            return (.done(grant, actionId: id), [grant.customerId])
+            let id = try await Self.insert(audit.recording(outcome), transaction.connection)
+            guard case .done(let grant, _) = outcome else { return (outcome.recorded(as: id), []) }
+            return (outcome.recorded(as: id), [grant.customerId])
         }
     }
 

@@ -9,9 +9,9 @@ extension SQLiteLedgerStore {
     package func changeGrant(_ change: PromotionalGrantChange, audit: SupportAction) async throws(StorageError) -> PromotionalGrantOutcome {
         try await writeAnnouncing { db, memo in
             let outcome = try change.step.run(in: SQLiteWriteTransaction(store: self, db: db, memo: memo))
-            guard case .done(let grant, _) = outcome else { return (outcome, []) }
-            let id = try Self.insert(audit, db)
-            return (.done(grant, actionId: id), [grant.customerId])
+            let id = try Self.insert(audit.recording(outcome), db)
+            guard case .done(let grant, _) = outcome else { return (outcome.recorded(as: id), []) }
+            return (outcome.recorded(as: id), [grant.customerId])
         }
     }
 

@@ -115,15 +115,22 @@ struct PromotionalGrantTests {
                 .revoke(id: id, customer: customer, at: now.now, keyName: "lead", reason: "granted by mistake"),
                 audit: Self.audit(.revokePromotional, made, at: now.now))
         }
-        #expect(try await revoke(bobs.id) == .unknownGrant, "bob's grant is not alice's")
-        #expect(try await revoke(UUID().uuidString.lowercased()) == .unknownGrant)
+        guard case .refused(.unknownGrant, let probe) = try await revoke(bobs.id) else {
+            Issue.record("bob's grant is not alice's")
+            return
+        }
+        #expect(probe > 0, "a refused attempt is audited")
+        guard case .refused(.unknownGrant, _) = try await revoke(UUID().uuidString.lowercased()) else {
+            Issue.record("an unknown grant is refused")
+            return
+        }
         guard case .done(let revoked, _) = try await revoke(made.id) else {
             Issue.record("not revoked")
             return
         }
         #expect(revoked.revokedAt == now.now && revoked.revokedBy == "lead" && revoked.revokeReason == "granted by mistake")
         #expect(try await store.promotionalGrants(Self.alice) == [revoked])
-        guard case .alreadyRevoked(let again) = try await revoke(made.id) else {
+        guard case .refused(.alreadyRevoked(let again), _) = try await revoke(made.id) else {
             Issue.record("revoked twice")
             return
         }
@@ -133,10 +140,50 @@ struct PromotionalGrantTests {
         let events = try await OutboxTests.allEvents(store, filter: EventFilter(customerId: "alice"))
         #expect(events.filter { $0.type == .promotionalRevoked }.count == 1)
         #expect(events.last?.type == .promotionalRevoked && events.last?.draft.changes["revokedAt"] == .integer(now.now.epochMilliseconds))
-        #expect(try await store.supportActions(customer: Self.alice).count == 2, "the grant and one revocation: refusals change nothing")
+        let actions = try await store.supportActions(customer: Self.alice)
+        #expect(actions.map(\.outcome) == ["done", "refused", "refused", "done", "refused"], "refusals are audited and change nothing else")
+        #expect(actions[1].detail["refused"] == .string("unknown-grant") && actions[4].detail["refused"] == .string("grant-revoked"))
         // Nothing is due: the revoked grant's expiry no longer matters.
         now.set(TestAppStore.start.addingTimeInterval(20 * 86_400))
         #expect(try await store.customersDue(at: now.now, limit: 10).isEmpty)
+        await store.close()
+    }
+
+    @Test(
+        "an expired grant cannot be revoked; a customer has at most 20 active grants (expired and revoked ones do not count)",
+        arguments: Backend.available)
+    func limits(backend: Backend) async throws {
+        let now = TestClock(TestAppStore.start)
+        let store = try await Self.aliceSubscribed(backend, now: now)
+        let short = Self.grant("pro", at: now.now, days: 1)
+        _ = try await store.changeGrant(.grant(short), audit: Self.audit(.grantPromotional, short, at: now.now))
+        now.set(TestAppStore.start.addingTimeInterval(2 * 86_400))
+        guard
+            case .refused(.expired(let expired), _) = try await store.changeGrant(
+                .revoke(id: short.id, customer: Self.alice, at: now.now, keyName: "lead", reason: "late"),
+                audit: Self.audit(.revokePromotional, short, at: now.now))
+        else {
+            Issue.record("an expired grant was revoked")
+            return
+        }
+        let stored = try await store.promotionalGrants(Self.alice)
+        #expect(expired.revokedAt == nil && stored.first?.revokedAt == nil, "unchanged")
+        for _ in 0..<PromotionalGrant.activeLimit {
+            let grant = Self.grant("pro", at: now.now, days: 30)
+            guard case .done = try await store.changeGrant(.grant(grant), audit: Self.audit(.grantPromotional, grant, at: now.now)) else {
+                Issue.record("a grant under the limit was refused")
+                return
+            }
+        }
+        let over = Self.grant("pro", at: now.now, days: 30)
+        guard
+            case .refused(.tooMany(let limit), _) = try await store.changeGrant(.grant(over), audit: Self.audit(.grantPromotional, over, at: now.now))
+        else {
+            Issue.record("the 21st active grant was made")
+            return
+        }
+        let all = try await store.promotionalGrants(Self.alice)
+        #expect(limit == 20 && all.count == 21, "the expired one and 20 active")
         await store.close()
     }
 

@@ -23,14 +23,25 @@ final class DashboardBrowser: @unchecked Sendable {
 
     init(base: String) { self.base = base }
 
+    /// A fresh one-time form token, shaped as the server makes them (a form not sent before).
+    static func newToken() -> String {
+        let bytes = (0..<32).map { _ in UInt8.random(in: 0...255) }
+        return Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
     struct Page {
         var status: Int
         var headers: HTTPHeaders
         var body: String
         var location: String? { headers.first(name: "Location") }
         /// The first form's CSRF token on the page.
-        var csrf: String? {
-            guard let range = body.range(of: #"name="csrf" value=""#) else { return nil }
+        var csrf: String? { hidden("csrf") }
+        /// The first form's one-time token (action forms).
+        var formToken: String? { hidden("form") }
+
+        func hidden(_ name: String) -> String? {
+            guard let range = body.range(of: #"name="\#(name)" value=""#) else { return nil }
             return String(body[range.upperBound...].prefix { $0 != "\"" })
         }
     }
@@ -207,8 +218,16 @@ struct DashboardTests {
             let badDays = try await browser.request(
                 .POST, action, form: [("csrf", form.csrf ?? "")] + fields.filter { $0.0 != "days" } + [("days", "0")])
             #expect(badDays.status == 400 && badDays.body.contains("days must be 1-3650"), "\(badDays.status)")
-            let granted = try await browser.request(.POST, action, form: [("csrf", form.csrf ?? "")] + fields)
+            let sent = [("csrf", form.csrf ?? ""), ("form", form.formToken ?? "")] + fields
+            let granted = try await browser.request(.POST, action, form: sent)
             #expect(granted.status == 200 && granted.body.contains("has beta until"), "\(granted.status) \(granted.body.suffix(300))")
+            // The same form again (a reload, a double click): refused, nothing granted twice.
+            let replayed = try await browser.request(.POST, action, form: sent)
+            #expect(replayed.status == 409 && replayed.body.contains("sent already"), "\(replayed.status)")
+            // A one-app key of another app, named in the form: refused, not done in its own app.
+            let otherApp = try await browser.request(
+                .POST, action, form: [("csrf", form.csrf ?? ""), ("form", DashboardBrowser.newToken())] + fields + [("bundleId", "com.example.nope")])
+            #expect(otherApp.status == 403 || otherApp.status == 404 || otherApp.status == 400, "\(otherApp.status)")
             let state = try await T.call(.GET, base + "/v1/customers/bob?environment=Sandbox", key: T.appKey)
             let promotional = ((state.json["entitlements"] as? [[String: Any]]) ?? []).filter { $0["source"] as? String == "promotional" }
             #expect(promotional.count == 1 && promotional.first?["entitlement"] as? String == "beta", "\(state.json)")
@@ -223,11 +242,19 @@ struct DashboardTests {
             #expect(confirm.status == 200 && confirm.body.contains("Confirm: revoke") && confirm.body.contains("beta"), "\(confirm.status)")
             #expect(try await browser.request(.POST, revokeLink, form: [("reason", "oops"), ("environment", "Sandbox")]).status == 403)
             let revoked = try await browser.request(
-                .POST, revokeLink, form: [("csrf", confirm.csrf ?? ""), ("reason", "granted to the wrong person"), ("environment", "Sandbox")])
+                .POST, revokeLink,
+                form: [
+                    ("csrf", confirm.csrf ?? ""), ("form", confirm.formToken ?? ""), ("reason", "granted to the wrong person"),
+                    ("environment", "Sandbox"),
+                ])
             #expect(revoked.status == 200 && revoked.body.contains("no longer has beta"), "\(revoked.status)")
             let again = try await browser.request(
-                .POST, revokeLink, form: [("csrf", confirm.csrf ?? ""), ("reason", "twice"), ("environment", "Sandbox")])
+                .POST, revokeLink,
+                form: [("csrf", confirm.csrf ?? ""), ("form", DashboardBrowser.newToken()), ("reason", "twice"), ("environment", "Sandbox")])
             #expect(again.status == 409, "\(again.status)")
+            let revokedPage = try await browser.request(.GET, revokeLink + "?environment=Sandbox")
+            #expect(revokedPage.status == 409 && !revokedPage.body.contains("Confirm: revoke"), "a revoked grant offers no form")
+            #expect(try await browser.request(.GET, "/dashboard/customers/bob/promotional-entitlements/..%2Fx/revoke").status == 400)
             let final = try await browser.request(.GET, "/dashboard/customers/bob?environment=Sandbox")
             #expect(final.body.contains("revoked") && final.body.contains("promotional.revoked") && !final.body.contains(revokeLink))
             let nobody = try await browser.request(.GET, "/dashboard/customers/nobody/promotional-entitlements/new?environment=Sandbox")

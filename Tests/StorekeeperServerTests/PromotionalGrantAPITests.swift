@@ -94,7 +94,10 @@ struct PromotionalGrantAPITests {
             try await Self.deliver(notifications, client)
             let grants = "/v1/support/customers/alice/promotional-entitlements?\(Self.app)"
             for (body, code, words) in [
-                (#"{"entitlement": "gold", "days": 30, "reason": "x"}"#, "invalid-parameter", "not one the app's products grant (pro)"),
+                (
+                    #"{"entitlement": "gold", "days": 30, "reason": "x"}"#, "invalid-parameter",
+                    "not a name entitlements.productEntitlements gives (pro)"
+                ),
                 (#"{"entitlement": "pro", "days": 0, "reason": "x"}"#, "invalid-parameter", "days must be 1-3650"),
                 (#"{"entitlement": "pro", "days": 4000, "reason": "x"}"#, "invalid-parameter", "days must be 1-3650"),
                 (#"{"entitlement": "pro", "reason": "x"}"#, "invalid-parameter", "give days"),
@@ -119,11 +122,16 @@ struct PromotionalGrantAPITests {
                 #expect(answer.status == 403 && answer.errorCode == "wrong-scope", "\(answer.json)")
             }
             let other = try await client.send(.post, grants, body: #"{"entitlement": "pro", "days": 3, "reason": "x"}"#, key: T.otherSupportKey)
-            #expect(other.status == 404 && other.errorCode == "unknown-customer", "another app's key does not see alice: \(other.json)")
+            #expect(other.status == 403 && other.errorCode == "other-app", "another app's key cannot write to this app: \(other.json)")
+            let otherCustomer = try await client.send(
+                .post, "/v1/support/customers/alice/promotional-entitlements", body: #"{"entitlement": "pro", "days": 3, "reason": "x"}"#,
+                key: T.otherSupportKey)
+            #expect(otherCustomer.status == 404 && otherCustomer.errorCode == "unknown-customer", "in its own app, alice is unknown")
             let unknownGrant = try await client.send(
                 .post, "/v1/support/customers/alice/promotional-entitlements/\(UUID().uuidString)/revoke?\(Self.app)", body: #"{"reason": "x"}"#,
                 key: T.supportKey)
             #expect(unknownGrant.status == 404 && unknownGrant.errorCode == "unknown-grant", "\(unknownGrant.json)")
+            #expect(unknownGrant.errorMessage.contains("audit record"), "the probe is audited")
             let notUUID = try await client.send(
                 .post, "/v1/support/customers/alice/promotional-entitlements/1%27%20OR%201=1/revoke?\(Self.app)", body: #"{"reason": "x"}"#,
                 key: T.supportKey)
@@ -131,7 +139,8 @@ struct PromotionalGrantAPITests {
             // Nothing was granted by any of them.
             let page = try await client.send(.get, "/v1/support/customers/alice?\(Self.app)", key: T.supportKey)
             #expect((page.json["promotionalGrants"] as? [[String: Any]])?.isEmpty == true)
-            #expect((page.json["actions"] as? [[String: Any]])?.isEmpty == true)
+            let actions = (page.json["actions"] as? [[String: Any]]) ?? []
+            #expect(actions.map { $0["outcome"] as? String } == ["refused"], "only the revocation of an unknown grant reached the ledger: \(actions)")
         }
     }
 }

@@ -127,8 +127,8 @@ package protocol LedgerStore: DeliveryStore, Sendable {
         -> LowercaseUUID
 
     /// Makes a change of a promotional grant (its ``PromotionalGrantChange/step``: the grant and the customer's events)
-    /// and, when it changed the grant, appends `audit` to the audit log, in one transaction: the outcome names the
-    /// audit record.
+    /// and appends `audit` to the audit log (`refused`, with the refusal's code, when it was refused), in one
+    /// transaction: the outcome names the audit record.
     func changeGrant(_ change: PromotionalGrantChange, audit: SupportAction) async throws(StorageError) -> PromotionalGrantOutcome
 
     /// A customer's promotional grants in an app and environment (revoked and expired ones too), oldest first.

@@ -48,6 +48,10 @@ package struct PromotionalGrant: Codable, Hashable, Sendable {
     /// The `source` of the entitlements grants give (a purchase's is a notification UUID, `app` or the API's).
     package static let source = "promotional"
 
+    /// The most grants a customer may have active at once in an app and environment: each is listed in their state,
+    /// and every event carries the state.
+    package static let activeLimit = 20
+
     /// The longest grant: ten years.
     package static let longest: TimeInterval = 3_650 * 86_400
 
@@ -60,20 +64,49 @@ package struct PromotionalGrant: Codable, Hashable, Sendable {
             return "entitlement \(UntrustedText.quoted(name, limit: 64)) is not an entitlement name (1-128 letters, digits, '.', '_', '-', ':')"
         }
         guard configured.isEmpty || configured.contains(name) else {
-            return "entitlement '\(name)' is not one the app's products grant (\(configured.sorted().joined(separator: ", ")))"
+            return
+                "entitlement '\(name)' is not a name entitlements.productEntitlements gives (\(configured.sorted().joined(separator: ", "))): a grant names a configured entitlement"
         }
         return nil
     }
 }
 
-/// What came of granting or revoking a promotional entitlement.
+/// What came of granting or revoking a promotional entitlement. Either way the audit log has a record of it (its ID
+/// here; 0 before the store records it).
 package enum PromotionalGrantOutcome: Sendable, Hashable {
-    /// Done: the grant as it now stands, and the audit record's ID.
+    /// Done: the grant as it now stands.
     case done(PromotionalGrant, actionId: Int64)
-    /// No grant with that ID for that customer in that app and environment.
-    case unknownGrant
-    /// The grant was revoked already (when, and by whom).
-    case alreadyRevoked(PromotionalGrant)
+    /// Refused, changing nothing but the audit log.
+    case refused(Refusal, actionId: Int64)
+
+    package enum Refusal: Sendable, Hashable {
+        /// No grant with that ID for that customer in that app and environment.
+        case unknownGrant
+        /// The grant was revoked already (when, and by whom).
+        case alreadyRevoked(PromotionalGrant)
+        /// The grant has expired: there is nothing left to revoke.
+        case expired(PromotionalGrant)
+        /// The customer has ``PromotionalGrant/activeLimit`` active grants already.
+        case tooMany(limit: Int)
+
+        /// The audit record's word for it.
+        package var code: String {
+            switch self {
+            case .unknownGrant: "unknown-grant"
+            case .alreadyRevoked: "grant-revoked"
+            case .expired: "grant-expired"
+            case .tooMany: "too-many-grants"
+            }
+        }
+    }
+
+    /// The same outcome naming the audit record `id`.
+    package func recorded(as id: Int64) -> PromotionalGrantOutcome {
+        switch self {
+        case .done(let grant, _): .done(grant, actionId: id)
+        case .refused(let refusal, _): .refused(refusal, actionId: id)
+        }
+    }
 }
 
 /// A change of a promotional grant, as a store takes it (``LedgerStore/changeGrant(_:audit:)``).
@@ -96,7 +129,11 @@ package enum PromotionalGrantChange: Sendable, Hashable {
 extension LedgerUnitOfWork {
     /// Grants `grant`: written with the customer's events (`promotional.granted`), in one transaction.
     package static func granting(_ grant: PromotionalGrant) -> LedgerStep<PromotionalGrantOutcome> {
-        changingGrant(grant.customer) { _ in .success(grant) }
+        changingGrant(grant.customer) { grants, now in
+            let active = grants.values.filter { $0.isActive(at: now) }.count
+            guard active < PromotionalGrant.activeLimit else { return .failure(RefusedGrantChange(.tooMany(limit: PromotionalGrant.activeLimit))) }
+            return .success(grant)
+        }
     }
 
     /// Revokes the customer's grant `id` at `at` (by `keyName`, for `reason`): its entitlement ends at once
@@ -104,9 +141,10 @@ extension LedgerUnitOfWork {
     package static func revoking(
         grant id: String, of customer: CustomerKey, at: Date, keyName: String, reason: String
     ) -> LedgerStep<PromotionalGrantOutcome> {
-        changingGrant(customer) { grants in
-            guard var grant = grants[id] else { return .failure(.unknownGrant) }
-            guard grant.revokedAt == nil else { return .failure(.alreadyRevoked(grant)) }
+        changingGrant(customer) { grants, now in
+            guard var grant = grants[id] else { return .failure(RefusedGrantChange(.unknownGrant)) }
+            guard grant.revokedAt == nil else { return .failure(RefusedGrantChange(.alreadyRevoked(grant))) }
+            guard grant.expiresDate > now else { return .failure(RefusedGrantChange(.expired(grant))) }
             grant.revokedAt = at
             grant.revokedBy = keyName
             grant.revokeReason = reason
@@ -118,14 +156,14 @@ extension LedgerUnitOfWork {
     /// applies `change` to their grants, writes the grant and their events. The action ID of the outcome is 0: the
     /// backend records the audit record in the same transaction and sets it.
     private static func changingGrant(
-        _ customer: CustomerKey, _ change: @escaping ([String: PromotionalGrant]) -> Result<PromotionalGrant, RefusedGrantChange>
+        _ customer: CustomerKey, _ change: @escaping ([String: PromotionalGrant], Date) -> Result<PromotionalGrant, RefusedGrantChange>
     ) -> LedgerStep<PromotionalGrantOutcome> {
         .readCustomers(OutboxReads(customers: [customer])) { read in
             let before = onlyApp(read.ledgers[customer] ?? Ledger(), bundleId: customer.bundleId)
             let grant: PromotionalGrant
-            switch change(before.grants) {
+            switch change(before.grants, read.now) {
             case .success(let changed): grant = changed
-            case .failure(let refused): return .done(refused.outcome)
+            case .failure(let refused): return .done(.refused(refused.refusal, actionId: 0))
             }
             var after = before
             after.grants[grant.id] = grant
@@ -145,7 +183,6 @@ extension LedgerUnitOfWork {
 
 /// A grant change refused before anything is written.
 private struct RefusedGrantChange: Error {
-    var outcome: PromotionalGrantOutcome
-    static let unknownGrant = RefusedGrantChange(outcome: .unknownGrant)
-    static func alreadyRevoked(_ grant: PromotionalGrant) -> RefusedGrantChange { RefusedGrantChange(outcome: .alreadyRevoked(grant)) }
+    var refusal: PromotionalGrantOutcome.Refusal
+    init(_ refusal: PromotionalGrantOutcome.Refusal) { self.refusal = refusal }
 }

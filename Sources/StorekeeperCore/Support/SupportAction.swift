@@ -39,6 +39,15 @@ package struct SupportAction: Sendable, Hashable, Encodable {
         case revokePromotional = "revoke-promotional-entitlement"
     }
 
+    /// This record as a grant change came out: as given when done; `refused`, with the refusal's code, otherwise.
+    package func recording(_ outcome: PromotionalGrantOutcome) -> SupportAction {
+        guard case .refused(let refusal, _) = outcome else { return self }
+        var refused = self
+        refused.outcome = "refused"
+        refused.detail["refused"] = .string(refusal.code)
+        return refused
+    }
+
     /// The customer ID of an action on a whole app (no customer ID has `*`: they are letters, digits and `-_.@:`).
     package static let appWide = "*"
 

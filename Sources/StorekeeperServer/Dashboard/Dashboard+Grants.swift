@@ -12,13 +12,13 @@ extension Dashboard {
             try await page(request) { session in try await grantForm(request, context, session) }
         }
         group.post("/customers/:customerId/promotional-entitlements") { request, context in
-            try await withForm(request) { form, _, session in try await grant(form, context, session) }
+            try await withForm(request) { form, id, session in try await grant(form, id, context, session) }
         }
         group.get("/customers/:customerId/promotional-entitlements/:grantId/revoke") { request, context in
             try await page(request) { session in try await revokeForm(request, context, session) }
         }
         group.post("/customers/:customerId/promotional-entitlements/:grantId/revoke") { request, context in
-            try await withForm(request) { form, _, session in try await revoke(form, context, session) }
+            try await withForm(request) { form, id, session in try await revoke(form, id, context, session) }
         }
     }
 
@@ -28,6 +28,7 @@ extension Dashboard {
         struct Form {
             var chrome: Chrome
             var customerId, bundleId, environment, csrf, action, back: String
+            var formToken = DashboardSessions.token()
             var names: [String]
             var hasNames: Bool
         }
@@ -44,6 +45,7 @@ extension Dashboard {
     /// The customer the form names (its `bundleId` and `environment` fields), as the extension's form does.
     func formCustomer(_ form: [String: String], _ context: StorekeeperRequestContext, _ session: DashboardSessions.Session) throws -> CustomerKey {
         let customerId = try CustomerAPI.customerId(context)
+        try CustomerAPI.refuseOtherApp(session.identity, asked: form["bundleId"])
         let app = try CustomerAPI.app(for: session.identity, asked: form["bundleId"], support.configuration.apps)
         let environment = try QueryParameters.environment(form["environment"]) ?? (app.environments.contains(.production) ? .production : .sandbox)
         guard app.environments.contains(environment) else {
@@ -52,7 +54,9 @@ extension Dashboard {
         return CustomerKey(bundleId: app.bundleId, environment: environment, customerId: customerId)
     }
 
-    func grant(_ form: [String: String], _ context: StorekeeperRequestContext, _ session: DashboardSessions.Session) async throws -> Response {
+    func grant(
+        _ form: [String: String], _ sessionId: String, _ context: StorekeeperRequestContext, _ session: DashboardSessions.Session
+    ) async throws -> Response {
         let key = try formCustomer(form, context, session)
         guard let days = Int(form["days"] ?? "") else { throw APIError(.badRequest, .invalidParameter, "give the days (1 to 3650)") }
         let at = support.now()
@@ -64,6 +68,7 @@ extension Dashboard {
         }
         let reason = try SupportAPI.reason(form["reason"] ?? "")
         try await support.requireKnown(key)
+        try claimForm(form, session: sessionId)
         let made = PromotionalGrant(
             id: UUID().uuidString.lowercased(), customer: key, entitlement: entitlement, grantedAt: at, expiresDate: expires,
             grantedBy: session.identity.name, reason: reason)
@@ -78,7 +83,11 @@ extension Dashboard {
 
     /// The grant the path names, among the customer's; 404 otherwise.
     func namedGrant(_ context: StorekeeperRequestContext, _ key: CustomerKey) async throws -> PromotionalGrant {
-        let id = context.pathValue("grantId").lowercased()
+        let text = context.pathValue("grantId")
+        guard let uuid = UUID(uuidString: text) else {
+            throw APIError(.badRequest, .invalidParameter, "\(UntrustedText.quoted(text, limit: 64)) is not a grant ID (a UUID)")
+        }
+        let id = uuid.uuidString.lowercased()
         let grants: [PromotionalGrant]
         do {
             grants = try await support.store.promotionalGrants(key)
@@ -94,9 +103,16 @@ extension Dashboard {
     func revokeForm(_ request: Request, _ context: StorekeeperRequestContext, _ session: DashboardSessions.Session) async throws -> Response {
         let key = try customerKey(request, context, session)
         let grant = try await namedGrant(context, key)
+        if let revoked = grant.revokedAt {
+            throw APIError(.conflict, .grantRevoked, "this grant was revoked at \(Self.time(revoked)) by '\(grant.revokedBy ?? "")'")
+        }
+        guard grant.isActive(at: support.now()) else {
+            throw APIError(.conflict, .grantExpired, "this grant expired at \(Self.time(grant.expiresDate)): there is nothing left to revoke")
+        }
         struct Form {
             var chrome: Chrome
             var customerId, bundleId, environment, entitlement, granted, grantedBy, expires, csrf, action, back: String
+            var formToken = DashboardSessions.token()
         }
         return html(
             "revoke",
@@ -108,10 +124,13 @@ extension Dashboard {
                 back: Self.customerLink(key.customerId, key.bundleId, key.environment)))
     }
 
-    func revoke(_ form: [String: String], _ context: StorekeeperRequestContext, _ session: DashboardSessions.Session) async throws -> Response {
+    func revoke(
+        _ form: [String: String], _ sessionId: String, _ context: StorekeeperRequestContext, _ session: DashboardSessions.Session
+    ) async throws -> Response {
         let key = try formCustomer(form, context, session)
         let grant = try await namedGrant(context, key)
         let reason = try SupportAPI.reason(form["reason"] ?? "")
+        try claimForm(form, session: sessionId)
         let (_, action) = try await support.performRevoke(grant.id, of: key, reason: reason, identity: session.identity)
         return message(
             session, heading: "Revoked",

@@ -283,6 +283,7 @@ extension Dashboard {
         struct Form {
             var chrome: Chrome
             var customerId, bundleId, environment, originalTransactionId, productId, expires, csrf, action, back: String
+            var formToken = DashboardSessions.token()
         }
         return html(
             "extend",
@@ -293,7 +294,9 @@ extension Dashboard {
                 back: Self.customerLink(key.customerId, key.bundleId, key.environment)))
     }
 
-    func extend(_ form: [String: String], _ context: StorekeeperRequestContext, _ session: DashboardSessions.Session) async throws -> Response {
+    func extend(
+        _ form: [String: String], _ sessionId: String, _ context: StorekeeperRequestContext, _ session: DashboardSessions.Session
+    ) async throws -> Response {
         let customerId = try CustomerAPI.customerId(context)
         let original = context.pathValue("originalTransactionId")
         guard let days = Int(form["days"] ?? ""), let reason = Int(form["reason"] ?? "") else {
@@ -301,12 +304,14 @@ extension Dashboard {
         }
         let note = form["note"].flatMap { $0.isEmpty ? nil : $0 }
         try SupportAPI.checkExtension(days: days, reason: reason, note: note)
+        try CustomerAPI.refuseOtherApp(session.identity, asked: form["bundleId"])
         let app = try CustomerAPI.app(for: session.identity, asked: form["bundleId"], support.configuration.apps)
         let environment = try QueryParameters.environment(form["environment"]) ?? (app.environments.contains(.production) ? .production : .sandbox)
         guard app.environments.contains(environment) else {
             throw APIError(.badRequest, .unknownEnvironment, "app '\(app.bundleId)' does not accept environment \(environment.rawValue)")
         }
         let key = CustomerKey(bundleId: app.bundleId, environment: environment, customerId: customerId)
+        try claimForm(form, session: sessionId)
         let action = try await support.performExtension(original, of: key, days: days, reason: reason, note: note, identity: session.identity)
         let until = action.detail["effectiveDate"].flatMap { value -> String? in
             if case .integer(let milliseconds) = value { return Self.time(Date(epochMilliseconds: milliseconds)) }

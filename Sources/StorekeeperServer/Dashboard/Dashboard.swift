@@ -64,7 +64,7 @@ struct Dashboard: Sendable {
             try await page(request) { session in try await extendForm(request, context, session) }
         }
         group.post("/customers/:customerId/subscriptions/:originalTransactionId/extend") { request, context in
-            try await withForm(request) { form, _, session in try await extend(form, context, session) }
+            try await withForm(request) { form, id, session in try await extend(form, id, context, session) }
         }
         addGrantRoutes(to: group)
         group.get("/consumption-requests") { request, _ in try await page(request) { session in try await consumption(request, session) } }
@@ -157,6 +157,15 @@ struct Dashboard: Sendable {
             return try await body(form, id, session)
         } catch {
             return failure(error, session)
+        }
+    }
+
+    /// Claims an action form's one-time token for the session (`form`): a form sent again is refused, changing nothing.
+    func claimForm(_ form: [String: String], session id: String) throws(APIError) {
+        guard let token = form["form"], sessions.claimForm(id, token) else {
+            throw APIError(
+                .conflict, .formSentAlready,
+                "this form was sent already (a reload or a second click): nothing was done again; open the customer's page to see what was done")
         }
     }
 

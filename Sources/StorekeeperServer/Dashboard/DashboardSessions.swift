@@ -13,7 +13,13 @@ final class DashboardSessions: Sendable {
         var csrf: String
         var createdAt: ContinuousClock.Instant
         var lastUsedAt: ContinuousClock.Instant
+        /// The one-time tokens of the action forms this session has sent (the latest ``formMemory``): a form sent
+        /// again (a reload, a double click, a replay) is refused instead of acting twice.
+        var sentForms: [String] = []
     }
+
+    /// How many sent forms a session remembers.
+    static let formMemory = 256
 
     let idleLimit: Duration
     let absoluteLimit: Duration
@@ -60,6 +66,19 @@ final class DashboardSessions: Sendable {
             session.lastUsedAt = now
             sessions[id] = session
             return session
+        }
+    }
+
+    /// Records that session `id` sent the form whose one-time token is `form`: false when it had sent it already (or
+    /// the token is not one this server makes).
+    func claimForm(_ id: String, _ form: String) -> Bool {
+        guard form.utf8.count == 43 else { return false }
+        return sessions.withLock { sessions in
+            guard var session = sessions[id], !session.sentForms.contains(form) else { return false }
+            session.sentForms.append(form)
+            if session.sentForms.count > Self.formMemory { session.sentForms.removeFirst(session.sentForms.count - Self.formMemory) }
+            sessions[id] = session
+            return true
         }
     }
 

@@ -21,6 +21,14 @@ extension APIError.Code {
     package static let unknownSubscription = Self(rawValue: "unknown-subscription")
     /// The customer has no promotional grant with that ID in the app and environment (404).
     package static let unknownGrant = Self(rawValue: "unknown-grant")
+    /// A dashboard form sent a second time (409): nothing is done again.
+    package static let formSentAlready = Self(rawValue: "form-sent-already")
+    /// A one-app key's write names another app (403).
+    package static let otherApp = Self(rawValue: "other-app")
+    /// The promotional grant has expired: nothing left to revoke (409).
+    package static let grantExpired = Self(rawValue: "grant-expired")
+    /// The customer has as many active promotional grants as allowed (409).
+    package static let tooManyGrants = Self(rawValue: "too-many-grants")
     /// The promotional grant was revoked already (409).
     package static let grantRevoked = Self(rawValue: "grant-revoked")
     /// The App Store knows no such mass extension (404).

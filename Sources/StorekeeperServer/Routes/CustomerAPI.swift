@@ -153,6 +153,24 @@ struct CustomerAPI: Sendable {
         try Self.scope(of: query, identity: identity, configuration.apps)
     }
 
+    /// ``scope(of:identity:_:)`` for a route that changes something: a one-app key that names another app is refused
+    /// (403 `other-app`) rather than acting on its own app, which a read may do but a write must not.
+    static func writeScope(
+        of query: QueryParameters, identity: APIKeyIdentity, _ apps: [ServerConfiguration.App]
+    ) throws -> (bundleId: String, environment: AppStoreEnvironment) {
+        try refuseOtherApp(identity, asked: query.string("bundleId"))
+        return try scope(of: query, identity: identity, apps)
+    }
+
+    /// 403 `other-app` when a one-app key's request names another app.
+    static func refuseOtherApp(_ identity: APIKeyIdentity, asked: String?) throws(APIError) {
+        guard let own = identity.bundleId, let asked, !asked.isEmpty, asked != own else { return }
+        throw APIError(
+            .forbidden, .otherApp,
+            "this key acts for \(UntrustedText.quoted(own, limit: 128)) only, not for \(UntrustedText.quoted(asked, limit: 128)): leave out bundleId or use a key of that app"
+        )
+    }
+
     static func scope(
         of query: QueryParameters, identity: APIKeyIdentity, _ apps: [ServerConfiguration.App]
     ) throws -> (bundleId: String, environment: AppStoreEnvironment) {

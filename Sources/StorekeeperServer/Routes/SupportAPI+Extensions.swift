@@ -30,7 +30,7 @@ extension SupportAPI {
         }
         let body = try await Self.body(request, as: ExtendBody.self, shape: #"{"days": 1-90, "reason": 0-3, "note": "…"}"#)
         try Self.checkExtension(days: body.days, reason: body.reason, note: body.note)
-        let (bundleId, environment) = try CustomerAPI.scope(of: query, identity: identity, configuration.apps)
+        let (bundleId, environment) = try CustomerAPI.writeScope(of: query, identity: identity, configuration.apps)
         struct Done: Encodable { var action: SupportAction }
         let action = try await performExtension(
             originalTransactionId, of: CustomerKey(bundleId: bundleId, environment: environment, customerId: customerId), days: body.days,
@@ -119,7 +119,7 @@ extension SupportAPI {
                     "storefront \(UntrustedText.quoted(code, limit: 16)) is not an ISO 3166-1 alpha-3 code (USA, FRA, …)")
             }
         }
-        let (bundleId, environment) = try CustomerAPI.scope(of: query, identity: identity, configuration.apps)
+        let (bundleId, environment) = try CustomerAPI.writeScope(of: query, identity: identity, configuration.apps)
         let client = try appStoreAccess(bundleId, environment).client
         let identifier = UUID().uuidString.lowercased()
         var asked: [String: JSONValue] = [

@@ -100,7 +100,7 @@ extension SupportAPI {
     func grant(_ request: Request, customerId: String, identity: APIKeyIdentity) async throws -> Response {
         let query = try QueryParameters(request, allowed: ["bundleId", "environment"])
         let body = try await Self.body(request, as: GrantBody.self, shape: Self.grantShape)
-        let (bundleId, environment) = try CustomerAPI.scope(of: query, identity: identity, configuration.apps)
+        let (bundleId, environment) = try CustomerAPI.writeScope(of: query, identity: identity, configuration.apps)
         let key = CustomerKey(bundleId: bundleId, environment: environment, customerId: customerId)
         let at = now()
         let expires = try Self.grantExpiry(days: body.days, expiresDate: body.expiresDate, now: at)
@@ -135,7 +135,7 @@ extension SupportAPI {
         let id = uuid.uuidString.lowercased()
         let body = try await Self.body(request, as: RevokeBody.self, shape: #"{"reason": "…"}"#)
         let reason = try Self.reason(body.reason)
-        let (bundleId, environment) = try CustomerAPI.scope(of: query, identity: identity, configuration.apps)
+        let (bundleId, environment) = try CustomerAPI.writeScope(of: query, identity: identity, configuration.apps)
         let key = CustomerKey(bundleId: bundleId, environment: environment, customerId: customerId)
         let (grant, action) = try await performRevoke(id, of: key, reason: reason, identity: identity)
         struct Done: Encodable {
@@ -182,20 +182,30 @@ extension SupportAPI {
             throw APIError(
                 .serviceUnavailable, .storageUnavailable, "the ledger could not be written; look at the customer's grants before trying again")
         }
+        let at = { (date: Date) in ISO8601DateFormatter().string(from: date) }
         switch outcome {
         case .done(let grant, let actionId):
             var action = audit
             action.id = actionId
             return (grant, action)
-        case .unknownGrant:
+        case .refused(.unknownGrant, let actionId):
             throw APIError(
                 .notFound, .unknownGrant,
-                "customer '\(key.customerId)' has no promotional grant \(grantId) in \(key.bundleId) (\(key.environment.rawValue))")
-        case .alreadyRevoked(let grant):
+                "customer '\(key.customerId)' has no promotional grant \(grantId) in \(key.bundleId) (\(key.environment.rawValue)) (audit record \(actionId))"
+            )
+        case .refused(.alreadyRevoked(let grant), let actionId):
             throw APIError(
                 .conflict, .grantRevoked,
-                "promotional grant \(grantId) was revoked at \(grant.revokedAt.map { ISO8601DateFormatter().string(from: $0) } ?? "?") by '\(grant.revokedBy ?? "?")'"
+                "promotional grant \(grantId) was revoked at \(grant.revokedAt.map(at) ?? "?") by '\(grant.revokedBy ?? "?")' (audit record \(actionId))"
             )
+        case .refused(.expired(let grant), let actionId):
+            throw APIError(
+                .conflict, .grantExpired,
+                "promotional grant \(grantId) expired at \(at(grant.expiresDate)): there is nothing left to revoke (audit record \(actionId))")
+        case .refused(.tooMany(let limit), let actionId):
+            throw APIError(
+                .conflict, .tooManyGrants,
+                "customer '\(key.customerId)' has \(limit) active promotional grants, the most allowed: revoke one first (audit record \(actionId))")
         }
     }
 
