@@ -99,8 +99,15 @@ struct ConfigurationTests {
     @Test(
         "mistakes in the apps list are named at load: unknown environment, duplicate app, no root, empty bundle ID, a root that is not a certificate",
         arguments: [
-            (#"[{"bundleId": "a.b", "environments": ["Sandbx"]}]"#, #"app 'a.b': environment 'Sandbx' is not "Sandbox" or "Production""#),
-            (#"[{"bundleId": "a.b", "environments": ["Xcode"]}]"#, #"app 'a.b': environment 'Xcode' is not "Sandbox" or "Production""#),
+            (#"[{"bundleId": "a.b", "environments": ["Sandbx"]}]"#, #"app 'a.b': environment 'Sandbx' is not "Sandbox", "Production" or "Xcode""#),
+            (
+                #"[{"bundleId": "a.b", "environments": ["Xcode"]}]"#,
+                #"app 'a.b' accepts Xcode but has no xcodeCertificate: give the certificate Xcode exports for the StoreKit configuration (Editor → Save Public Certificate)"#
+            ),
+            (
+                #"[{"bundleId": "a.b", "environments": ["Sandbox"], "xcodeCertificate": "x.cer"}]"#,
+                #"app 'a.b' has an xcodeCertificate but does not accept the Xcode environment: add "Xcode" to apps[0].environments, or remove it"#
+            ),
             (
                 #"[{"bundleId": "a.b", "environments": ["Sandbox"]}, {"bundleId": "a.b", "environments": ["Sandbox"]}]"#,
                 "app 'a.b' is configured twice"

@@ -62,7 +62,7 @@ struct ReconciliationTests {
                     ("?dryRun=banana", "invalid-parameter", "dryRun must be true or false, not 'banana'"),
                     ("?dryRun=1", "invalid-parameter", "dryRun must be true or false, not '1'"),
                     ("?dryRun=true&dryRun=false", "repeated-parameter", "dryRun"),
-                    ("?environment=sandbox", "invalid-parameter", "environment must be Production or Sandbox, not 'sandbox'"),
+                    ("?environment=sandbox", "invalid-parameter", "environment must be Production, Sandbox or Xcode, not 'sandbox'"),
                     ("?environment=Production", "unknown-app", "no app with credentials matches"),
                     ("?bundleId=com.nope", "unknown-app", "no app with credentials matches"),
                 ] {

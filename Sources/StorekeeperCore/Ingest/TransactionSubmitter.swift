@@ -67,7 +67,7 @@ package struct TransactionSubmitter: Sendable {
     /// Verifies a submitted transaction with the verifier of the app and environment it names (unverified claims pick
     /// the verifier; the verifier checks them): for a caller limited to one app, the transaction must name that app; a
     /// transaction without an environment, or in one the app does not accept, is checked by the app's first verifier
-    /// (Production, then Sandbox), which says exactly that.
+    /// (Production, then Sandbox, then Xcode), which says exactly that.
     package func verify(_ jws: String, forApp app: String?) async throws(SubmissionRejection) -> VerifiedSignedData<TransactionInfo> {
         let unverified: UnverifiedSignedData<TransactionInfo>
         do {
@@ -89,7 +89,9 @@ package struct TransactionSubmitter: Sendable {
                 message: "bundle-id-mismatch: transaction.bundleId \(UntrustedText.quoted(bundleId, limit: 64)) is not this API key's app '\(app)'"
             )
         }
-        let environments = [AppStoreEnvironment.production, .sandbox].filter { verifiers[VerifierKey(bundleId: bundleId, environment: $0)] != nil }
+        let environments = [AppStoreEnvironment.production, .sandbox, .xcode].filter {
+            verifiers[VerifierKey(bundleId: bundleId, environment: $0)] != nil
+        }
         guard let first = environments.first else {
             throw SubmissionRejection(
                 .forbidden, code: "unknown-app",

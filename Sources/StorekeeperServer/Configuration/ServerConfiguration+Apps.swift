@@ -50,9 +50,24 @@ extension ServerConfiguration {
             for environment in app.environments {
                 let configuration: SignedDataVerifier.Configuration
                 do {
-                    configuration = try SignedDataVerifier.Configuration(
-                        bundleID: app.bundleId, appAppleID: app.appAppleId, environment: environment, trustedRoots: roots
-                    )
+                    if environment == .xcode {
+                        // StoreKit testing in Xcode: the exported certificate alone, never an App Store root.
+                        let certificate: Certificate
+                        switch CertificateFile.load(app.xcodeCertificate ?? "") {
+                        case .success(let loaded): certificate = loaded
+                        case .failure(let problem):
+                            throw ConfigurationError(
+                                "app '\(app.bundleId)': the xcodeCertificate \(CertificateFile.describe(problem, UntrustedText.quoted(app.xcodeCertificate ?? "", limit: 256)))"
+                            )
+                        }
+                        configuration = try SignedDataVerifier.Configuration.xcode(bundleID: app.bundleId, certificate: certificate)
+                    } else {
+                        configuration = try SignedDataVerifier.Configuration(
+                            bundleID: app.bundleId, appAppleID: app.appAppleId, environment: environment, trustedRoots: roots
+                        )
+                    }
+                } catch let error as ConfigurationError {
+                    throw error
                 } catch {
                     throw ConfigurationError("app '\(app.bundleId)' (\(environment.rawValue)): \(error)")
                 }

@@ -25,10 +25,19 @@ package struct ServerConfiguration: Codable, Sendable {
         package var serverAPI: [String: ServerAPICredentials]
         /// How `CONSUMPTION_REQUEST`s are answered. Default `{"policy": "manual"}`: by a person, through the support API.
         package var consumption: ConsumptionPolicy
+        /// For the `Xcode` environment (StoreKit testing in Xcode): the certificate Xcode exports for the StoreKit
+        /// configuration ("Editor → Save Public Certificate"), DER or PEM. Xcode-signed data verifies against it alone.
+        package var xcodeCertificate: String?
+
+        /// The environment a request means when it names none: Production when the app accepts it, else Sandbox,
+        /// else Xcode.
+        package var defaultEnvironment: AppStoreEnvironment {
+            [.production, .sandbox, .xcode].first { environments.contains($0) } ?? .production
+        }
 
         package init(
             bundleId: String, appAppleId: Int64?, environments: [AppStoreEnvironment], trustedRoots: [String] = ["apple"],
-            serverAPI: [String: ServerAPICredentials] = [:], consumption: ConsumptionPolicy = ConsumptionPolicy()
+            serverAPI: [String: ServerAPICredentials] = [:], consumption: ConsumptionPolicy = ConsumptionPolicy(), xcodeCertificate: String? = nil
         ) {
             self.bundleId = bundleId
             self.appAppleId = appAppleId
@@ -36,9 +45,12 @@ package struct ServerConfiguration: Codable, Sendable {
             self.trustedRoots = trustedRoots
             self.serverAPI = serverAPI
             self.consumption = consumption
+            self.xcodeCertificate = xcodeCertificate
         }
 
-        private enum CodingKeys: String, CodingKey { case bundleId, appAppleId, environments, trustedRoots, serverAPI, consumption }
+        private enum CodingKeys: String, CodingKey {
+            case bundleId, appAppleId, environments, trustedRoots, serverAPI, consumption, xcodeCertificate
+        }
 
         package init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -48,7 +60,8 @@ package struct ServerConfiguration: Codable, Sendable {
                 environments: try container.decode([AppStoreEnvironment].self, forKey: .environments),
                 trustedRoots: try container.decodeIfPresent([String].self, forKey: .trustedRoots) ?? ["apple"],
                 serverAPI: try container.decodeIfPresent([String: ServerAPICredentials].self, forKey: .serverAPI) ?? [:],
-                consumption: try container.decodeIfPresent(ConsumptionPolicy.self, forKey: .consumption) ?? ConsumptionPolicy()
+                consumption: try container.decodeIfPresent(ConsumptionPolicy.self, forKey: .consumption) ?? ConsumptionPolicy(),
+                xcodeCertificate: try container.decodeIfPresent(String.self, forKey: .xcodeCertificate)
             )
         }
 
@@ -61,6 +74,7 @@ package struct ServerConfiguration: Codable, Sendable {
             try container.encode(trustedRoots, forKey: .trustedRoots)
             try container.encode(serverAPI, forKey: .serverAPI)
             try container.encode(consumption, forKey: .consumption)
+            try container.encode(xcodeCertificate, forKey: .xcodeCertificate)
         }
     }
 
@@ -224,6 +238,7 @@ package struct ServerConfiguration: Codable, Sendable {
             for (environment, credentials) in apps[index].serverAPI {
                 apps[index].serverAPI[environment]?.privateKeyFile = resolved(credentials.privateKeyFile)
             }
+            apps[index].xcodeCertificate = apps[index].xcodeCertificate.map(resolved)
         }
     }
 
@@ -250,10 +265,20 @@ package struct ServerConfiguration: Codable, Sendable {
             guard !app.environments.isEmpty else {
                 throw ConfigurationError("app '\(app.bundleId)' accepts no environment (\(name).environments is empty)")
             }
-            for environment in app.environments where ![.sandbox, .production].contains(environment) {
+            for environment in app.environments where ![.sandbox, .production, .xcode].contains(environment) {
                 throw ConfigurationError(
-                    "app '\(app.bundleId)': environment \(UntrustedText.quoted(environment.rawValue, limit: 64)) is not \"Sandbox\" or \"Production\""
+                    "app '\(app.bundleId)': environment \(UntrustedText.quoted(environment.rawValue, limit: 64)) is not \"Sandbox\", \"Production\" or \"Xcode\""
                 )
+            }
+            if app.environments.contains(.xcode), app.xcodeCertificate?.isEmpty != false {
+                throw ConfigurationError(
+                    "app '\(app.bundleId)' accepts Xcode but has no xcodeCertificate: give the certificate Xcode exports for the StoreKit configuration (Editor → Save Public Certificate)",
+                    setting: "\(name).xcodeCertificate")
+            }
+            if app.xcodeCertificate != nil, !app.environments.contains(.xcode) {
+                throw ConfigurationError(
+                    "app '\(app.bundleId)' has an xcodeCertificate but does not accept the Xcode environment: add \"Xcode\" to \(name).environments, or remove it",
+                    setting: "\(name).xcodeCertificate")
             }
             if app.trustedRoots.isEmpty {
                 throw ConfigurationError(

@@ -306,7 +306,7 @@ extension Dashboard {
         try SupportAPI.checkExtension(days: days, reason: reason, note: note)
         try CustomerAPI.refuseOtherApp(session.identity, asked: form["bundleId"])
         let app = try CustomerAPI.app(for: session.identity, asked: form["bundleId"], support.configuration.apps)
-        let environment = try QueryParameters.environment(form["environment"]) ?? (app.environments.contains(.production) ? .production : .sandbox)
+        let environment = try QueryParameters.environment(form["environment"]) ?? app.defaultEnvironment
         guard app.environments.contains(environment) else {
             throw APIError(.badRequest, .unknownEnvironment, "app '\(app.bundleId)' does not accept environment \(environment.rawValue)")
         }

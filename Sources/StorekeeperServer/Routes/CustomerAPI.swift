@@ -175,7 +175,7 @@ struct CustomerAPI: Sendable {
         of query: QueryParameters, identity: APIKeyIdentity, _ apps: [ServerConfiguration.App]
     ) throws -> (bundleId: String, environment: AppStoreEnvironment) {
         let app = try Self.app(for: identity, asked: query.string("bundleId"), apps)
-        let environment = try query.environment() ?? (app.environments.contains(.production) ? .production : .sandbox)
+        let environment = try query.environment() ?? app.defaultEnvironment
         guard app.environments.contains(environment) else {
             throw APIError(
                 .badRequest, .unknownEnvironment,
@@ -190,7 +190,7 @@ struct CustomerAPI: Sendable {
         let app = try Self.app(for: identity, asked: query.string("bundleId"), configuration.apps)
         let bundleId = app.bundleId
         let requested = try query.environment()
-        let environment = requested ?? (app.environments.contains(.production) ? .production : .sandbox)
+        let environment = requested ?? app.defaultEnvironment
         guard app.environments.contains(environment) else {
             throw APIError(
                 .badRequest, .unknownEnvironment,

@@ -67,8 +67,9 @@ struct QueryParameters {
     /// `text` as an environment (nil when absent): `Production` or `Sandbox`, nothing else.
     static func environment(_ text: String?, _ name: String = "environment") throws(APIError) -> AppStoreEnvironment? {
         guard let text else { return nil }
-        guard let environment = [AppStoreEnvironment.production, .sandbox].first(where: { $0.rawValue == text }) else {
-            throw APIError(.badRequest, .invalidParameter, "\(name) must be Production or Sandbox, not \(UntrustedText.quoted(text, limit: 64))")
+        guard let environment = [AppStoreEnvironment.production, .sandbox, .xcode].first(where: { $0.rawValue == text }) else {
+            throw APIError(
+                .badRequest, .invalidParameter, "\(name) must be Production, Sandbox or Xcode, not \(UntrustedText.quoted(text, limit: 64))")
         }
         return environment
     }
