@@ -37,6 +37,13 @@ public enum OfferSignatures {
         key: AppStoreAPIKey, productId: String, offerId: String, appAccountToken: String?, nonce: UUID = UUID(), at date: Date = Date()
     ) throws(SigningError) -> V1 {
         try requireFields(["productId": productId, "offerId": offerId])
+        // The separator in a field would let one signature stand for another split of the same text.
+        for (name, value) in [
+            ("bundleId", key.bundleID), ("keyId", key.keyID), ("productId", productId), ("offerId", offerId),
+            ("appAccountToken", appAccountToken ?? ""),
+        ] where value.contains(separator) {
+            throw SigningError(.encodingFailed, "\(name) contains U+2063, the V1 payload's separator: refused")
+        }
         let timestamp = Int64((date.timeIntervalSince1970 * 1_000).rounded(.down))
         let lowercaseNonce = nonce.uuidString.lowercased()
         let payload = payloadV1(

@@ -108,5 +108,12 @@ struct OfferSignatureTests {
         #expect {
             try OfferSignatures.advancedCommerceJWS(key: key, requestJSON: Array("[1]".utf8))
         } throws: { ($0 as? SigningError)?.code == .encodingFailed }
+        // "a⁣b" + "o" and "a" + "b⁣o" would sign the same text: the separator is refused in every field.
+        #expect {
+            try OfferSignatures.signV1(key: key, productId: "a\u{2063}b", offerId: "o", appAccountToken: nil)
+        } throws: { "\($0)".contains("productId contains U+2063") }
+        #expect {
+            try OfferSignatures.signV1(key: key, productId: "p", offerId: "o", appAccountToken: "t\u{2063}")
+        } throws: { "\($0)".contains("appAccountToken contains U+2063") }
     }
 }

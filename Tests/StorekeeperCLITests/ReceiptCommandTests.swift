@@ -33,7 +33,9 @@ struct ReceiptCommandTests {
             (["receipt", "not a receipt!"], "error: not-base64:"), (["receipt", "eyJhbGciOiJFUzI1NiJ9.eyJ4IjoxfQ.c2ln"], "error: jws-given:"),
             (["receipt", "@/nonexistent/receipt"], "error: unreadable-input:"),
             (["receipt", "--at", "yesterday", "x"], "error: invalid-option:"),
-            (["receipt", "--xcode-certificate", "/nonexistent.cer", "x"], "error: unreadable-input:"),
+            (["receipt", "--xcode-certificate", "/nonexistent.cer", "x"], "error: unreadable-input: Xcode certificate"),
+            (["receipt", "@/tmp"], "error: unreadable-input: '/tmp' is a directory"),
+            (["verify", "@/tmp"], "error: unreadable-input: '/tmp' is a directory"),
         ] {
             let output = try await CLI.runDetached(arguments)
             #expect(output.status == 1 && output.stderr.hasPrefix(prefix), "\(arguments): \(output.stderr)")
@@ -86,6 +88,9 @@ struct VerifyXcodeCommandTests {
         #expect(checks["certificateChain"]?.contains("pinned Xcode certificate") == true && checks["environment"] == "checked: Xcode")
         let plain = try await CLI.runDetached(["verify", "-"], stdin: jws)
         #expect(plain.status == 1 && plain.stderr.hasPrefix("error: wrong-certificate-count"), "\(plain.stderr)")
+        let badAt = try await CLI.runDetached(
+            ["verify", "--xcode-certificate", file.path, "--bundle-id", bundle, "--at", "garbage", "-"], stdin: jws)
+        #expect(badAt.status == 1 && badAt.stderr.hasPrefix("error: invalid-option: --at"), "\(badAt.stderr)")
         let noBundle = try await CLI.runDetached(["verify", "--xcode-certificate", file.path, "-"], stdin: jws)
         #expect(noBundle.status == 1 && noBundle.stderr.hasPrefix("error: invalid-option"), "\(noBundle.stderr)")
     }

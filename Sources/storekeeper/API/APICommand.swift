@@ -79,7 +79,7 @@ struct APIOptions: ParsableArguments {
         let value = try JSONOutput.value(response)
         guard !raw else { return try JSONOutput.print(value) }
         var configuration = SignedDataVerifier.Configuration.unsafeSkippingClaimChecks(
-            trustedRoots: try roots.isEmpty ? [.appleRootCAG3] : roots.map(VerifyCommand.loadCertificate)
+            trustedRoots: try roots.isEmpty ? [.appleRootCAG3] : roots.map { try VerifyCommand.loadCertificate($0) }
         )
         configuration.bundleID = client.configuration.key.bundleID
         configuration.environment = client.configuration.endpoint.environment

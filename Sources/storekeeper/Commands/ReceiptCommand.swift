@@ -36,8 +36,8 @@ struct ReceiptCommand: AsyncParsableCommand {
             let bytes = try InputArgument.bytes(
                 input, limit: ReceiptParser.maximumBytes * 4 / 3 + 4, tooLarge: ReceiptError.Code.tooLarge.rawValue)
             let verifier = ReceiptVerifier(
-                roots: try roots.isEmpty ? [.appleIncRoot] : roots.map(VerifyCommand.loadCertificate),
-                xcodeCertificate: try xcodeCertificate.map(VerifyCommand.loadCertificate))
+                roots: try roots.isEmpty ? [.appleIncRoot] : roots.map { try VerifyCommand.loadCertificate($0) },
+                xcodeCertificate: try xcodeCertificate.map { try VerifyCommand.loadCertificate($0, role: "Xcode certificate") })
             let moment: ReceiptVerifier.Moment
             switch at.lowercased() {
             case "created", "creation": moment = .creation

@@ -54,14 +54,16 @@ struct VerifyCommand: AsyncParsableCommand {
 
     private func makeConfiguration() throws -> SignedDataVerifier.Configuration {
         if let xcodeCertificate {
+            // Validity dates are not judged for Xcode's data, but a mistyped --at is still a mistake.
+            _ = try Self.parseValidationTime(at)
             guard let bundleID else { throw CLIError(code: "invalid-option", message: "--xcode-certificate needs --bundle-id (the app under test)") }
             guard roots.isEmpty, environment == nil || environment?.lowercased() == "xcode" else {
                 throw CLIError(code: "invalid-option", message: "--xcode-certificate verifies Xcode data only: leave out --root and --environment")
             }
-            return try .xcode(bundleID: bundleID, certificate: Self.loadCertificate(xcodeCertificate))
+            return try .xcode(bundleID: bundleID, certificate: Self.loadCertificate(xcodeCertificate, role: "Xcode certificate"))
         }
         var configuration = SignedDataVerifier.Configuration.unsafeSkippingClaimChecks(
-            trustedRoots: try roots.isEmpty ? [.appleRootCAG3] : roots.map(Self.loadCertificate)
+            trustedRoots: try roots.isEmpty ? [.appleRootCAG3] : roots.map { try Self.loadCertificate($0) }
         )
         configuration.bundleID = bundleID
         configuration.appAppleID = appAppleID
@@ -110,12 +112,12 @@ struct VerifyCommand: AsyncParsableCommand {
         }
     }
 
-    static func loadCertificate(_ path: String) throws -> Certificate {
+    static func loadCertificate(_ path: String, role: String = "root certificate") throws -> Certificate {
         switch CertificateFile.load(path) {
         case .success(let certificate): return certificate
         case .failure(let problem):
             let code = [.missing, .unreadable, .directory].contains(problem) ? "unreadable-input" : "invalid-certificate"
-            throw CLIError(code: code, message: "root certificate \(CertificateFile.describe(problem, "'\(path.prefix(256))'"))")
+            throw CLIError(code: code, message: "\(role) \(CertificateFile.describe(problem, "'\(path.prefix(256))'"))")
         }
     }
 }

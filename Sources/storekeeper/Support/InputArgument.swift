@@ -24,6 +24,10 @@ enum InputArgument {
             data = FileHandle.standardInput.readData(ofLength: limit + 1)
         } else if argument.hasPrefix("@") {
             let path = String(argument.dropFirst())
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+                throw CLIError(code: "unreadable-input", message: "'\(path.prefix(256))' is a directory, not a file")
+            }
             guard let handle = FileHandle(forReadingAtPath: path) else {
                 throw CLIError(code: "unreadable-input", message: "cannot open '\(path.prefix(256))'")
             }
