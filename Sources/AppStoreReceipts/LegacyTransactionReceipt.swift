@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 /// A StoreKit 1 transaction receipt (`SKPaymentTransaction.transactionReceipt`, deprecated since iOS 7): base64 of a
 /// NeXTSTEP-style property list whose `purchase-info` is base64 of another, holding `transaction-id`. Unsigned in

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import SwiftASN1
 import Synchronization
 public import X509
@@ -137,7 +137,7 @@ public enum ReceiptParser {
         guard parts.count >= 5 else { throw ReceiptError(.notPKCS7, "SignerInfo has \(parts.count) parts, not at least 5") }
         let sid = try children(parts[1], "SignerInfo.sid (IssuerAndSerialNumber)")
         guard sid.count == 2 else { throw ReceiptError(.unsupportedSignature, "the signer is not named by issuer and serial number") }
-        let issuer = try DistinguishedName(derEncoded: Array(sid[0].encodedBytes))
+        let issuer = try DistinguishedName(derEncoded: sid[0])
         guard case .primitive(let serial) = sid[1].content else { throw ReceiptError(.notPKCS7, "the signer's serial number is not an INTEGER") }
         let digest = try algorithm(parts[2], "digestAlgorithm")
         var index = 3

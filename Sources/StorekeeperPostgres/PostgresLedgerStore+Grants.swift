@@ -1,5 +1,5 @@
 import AppStoreModels
-package import Foundation
+import Foundation
 import PostgresNIO
 package import StorekeeperCore
 

@@ -1,5 +1,5 @@
 import AppStoreModels
-package import Foundation
+import Foundation
 import GRDB
 package import StorekeeperCore
 

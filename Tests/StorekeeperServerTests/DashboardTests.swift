@@ -80,16 +80,22 @@ final class DashboardBrowser: @unchecked Sendable {
 struct DashboardTests {
     typealias T = RecoveryTestbed
 
+    /// bob bought pro.monthly at the simulator and the app submitted it: his purchase.
+    static func bobSubscribed(_ testbed: RecoveryTestbed, _ base: String) async throws -> LifecycleEngine.PurchaseResult {
+        let bob = try await testbed.simulator.perform { (engine) throws(SimulatorError) in
+            try engine.createCustomer(id: "apple-bob")
+            return try engine.purchase(.init(customerId: "apple-bob", productId: "pro.monthly"))
+        }
+        #expect(try await T.submit(bob.signedTransaction, for: "bob", to: base) == 200)
+        return bob
+    }
+
     @Test(
         "sessions: signed out, every page sends to sign-in; only support and admin keys sign in; cookies are HttpOnly, SameSite=Strict, Secure behind TLS; a form without its CSRF token is refused and changes nothing"
     )
     func sessions() async throws {
         try await T.serving(.sandbox) { testbed, base in
-            let bob = try await testbed.simulator.perform { (engine) throws(SimulatorError) in
-                try engine.createCustomer(id: "apple-bob")
-                return try engine.purchase(.init(customerId: "apple-bob", productId: "pro.monthly"))
-            }
-            #expect(try await T.submit(bob.signedTransaction, for: "bob", to: base) == 200)
+            let bob = try await Self.bobSubscribed(testbed, base)
             let browser = DashboardBrowser(base: base)
             for path in ["/dashboard", "/dashboard/customers/bob", "/dashboard/search?q=bob", "/dashboard/consumption-requests"] {
                 let page = try await browser.request(.GET, path)
@@ -198,11 +204,7 @@ struct DashboardTests {
     )
     func promotionalGrants() async throws {
         try await T.serving(.sandbox) { testbed, base in
-            let bob = try await testbed.simulator.perform { (engine) throws(SimulatorError) in
-                try engine.createCustomer(id: "apple-bob")
-                return try engine.purchase(.init(customerId: "apple-bob", productId: "pro.monthly"))
-            }
-            #expect(try await T.submit(bob.signedTransaction, for: "bob", to: base) == 200)
+            _ = try await Self.bobSubscribed(testbed, base)
             let browser = DashboardBrowser(base: base)
             _ = try await browser.signIn(T.supportKey)
             let customer = try await browser.request(.GET, "/dashboard/customers/bob?environment=Sandbox")
