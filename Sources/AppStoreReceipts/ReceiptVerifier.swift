@@ -83,14 +83,16 @@ public struct ReceiptVerifier: Sendable {
         case .date(let date): time = date
         }
         guard
-            let signer = parsed.certificates.first(where: {
+            let index = parsed.certificates.firstIndex(where: {
                 $0.serialNumber == parsed.signer.serialNumber && $0.issuer == parsed.signer.issuer
             })
         else {
             throw ReceiptError(.unsupportedSignature, "no certificate of the receipt is its signer's (issuer \(parsed.signer.issuer))")
         }
+        let signer = parsed.certificates[index]
         try Self.checkSignature(parsed, signer: signer)
-        let fingerprint = SHA256.hash(data: try Self.der(signer)).map { String(format: "%02x", $0) }.joined()
+        // The DER the receipt carries: no need to serialize the certificate again.
+        let fingerprint = SHA256.hash(data: parsed.certificateDER[index]).map { String(format: "%02x", $0) }.joined()
         if let xcode = xcodeCertificate, signer == xcode {
             return Verified(receipt: parsed.receipt, judgedAt: time, signedBy: "xcode", signer: "\(signer.subject)", signerSHA256: fingerprint)
         }
@@ -192,16 +194,6 @@ public struct ReceiptVerifier: Sendable {
                 .untrustedChain, "the intermediate '\(intermediate.subject)' is not signed by a pinned root (issuer '\(intermediate.issuer)')")
         }
         return root
-    }
-
-    static func der(_ certificate: Certificate) throws(ReceiptError) -> [UInt8] {
-        var serializer = DER.Serializer()
-        do {
-            try serializer.serialize(certificate)
-        } catch {
-            throw ReceiptError(.notPKCS7, "a certificate does not serialize: \(error)")
-        }
-        return serializer.serializedBytes
     }
 }
 

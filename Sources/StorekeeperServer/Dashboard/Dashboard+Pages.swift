@@ -250,9 +250,7 @@ extension Dashboard {
             var refunds: [Refund]
             var back: String
         }
-        guard try await support.store.customerExists(key.customerId, bundleId: key.bundleId, environment: key.environment) else {
-            throw APIError(.notFound, .unknownCustomer, "no customer '\(key.customerId)' for \(key.bundleId) in \(key.environment)")
-        }
+        try await support.requireKnown(key)
         let (found, checked) = try await support.refundList(key)
         return html(
             "refunds",
