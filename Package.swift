@@ -85,6 +85,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 "AppStoreModels",
+                "AppStoreReceipts",
                 "AppStoreSigning",
                 "StorekeeperHTTP",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -157,6 +158,7 @@ let package = Package(
             name: "StorekeeperServer",
             dependencies: [
                 "AppStoreModels",
+                "AppStoreReceipts",
                 "AppStoreSigning",
                 "StorekeeperCore",
                 "StorekeeperHTTP",

@@ -113,10 +113,13 @@ public struct ReceiptVerifier: Sendable {
         switch (info.digestAlgorithm, info.signatureAlgorithm) {
         case (.sha1, .rsaEncryption), (_, .sha1WithRSAEncryption): algorithm = .sha1WithRSAEncryption
         case (.sha256, .rsaEncryption), (_, .sha256WithRSAEncryption): algorithm = .sha256WithRSAEncryption
+        // A Storekeeper simulator's (``ReceiptSigner``): its chain is ECC. Still only from a pinned root.
+        case (.sha256, ReceiptSigner.ecdsaWithSHA256): algorithm = .ecdsaWithSHA256
         default:
             throw ReceiptError(
                 .unsupportedSignature,
-                "digest \(info.digestAlgorithm) with signature \(info.signatureAlgorithm): receipts are RSA with SHA-1 or SHA-256")
+                "digest \(info.digestAlgorithm) with signature \(info.signatureAlgorithm): receipts are RSA with SHA-1 or SHA-256 (or, from a simulator, ECDSA with SHA-256)"
+            )
         }
         var signed = parsed.content
         if let attributes = info.signedAttributes {

@@ -1,4 +1,4 @@
-import Crypto
+public import Crypto
 public import Foundation
 import SwiftASN1
 public import X509
@@ -207,6 +207,15 @@ public struct TestCertificateAuthority: Sendable {
 
     /// Issues a leaf certificate for a new P-256 key and returns a signer that signs with it.
     public func makeSigner(leaf leafOptions: LeafOptions = LeafOptions()) throws(SigningError) -> JWSSigner {
+        let (key, chain) = try issueLeaf(leafOptions)
+        return try JWSSigner(privateKey: key, certificateChain: chain)
+    }
+
+    /// Issues a leaf certificate for a new P-256 key: the key, and the chain leaf, intermediate, root (for signers of
+    /// other formats than JWS, e.g. the simulator's app receipts).
+    public func issueLeaf(
+        _ leafOptions: LeafOptions = LeafOptions()
+    ) throws(SigningError) -> (key: P256.Signing.PrivateKey, chain: [Certificate]) {
         let key = P256.Signing.PrivateKey()
         let validity = leafOptions.validity ?? options.validity
         let leaf: Certificate
@@ -242,7 +251,7 @@ public struct TestCertificateAuthority: Sendable {
         } catch {
             throw SigningError(.encodingFailed, "could not issue a leaf certificate: \(error)")
         }
-        return try JWSSigner(privateKey: key, certificateChain: [leaf, intermediateCertificate, rootCertificate])
+        return (key, [leaf, intermediateCertificate, rootCertificate])
     }
 
     /// An Apple marker extension: the OID with an ASN.1 NULL value, as in Apple's certificates.

@@ -1,4 +1,5 @@
 import AppStoreModels
+import AppStoreReceipts
 import AppStoreSigning
 package import Crypto
 package import Foundation
@@ -42,8 +43,12 @@ package actor Simulator {
     package init(directory: SimulatorDirectory) throws(SimulatorError) {
         let authority = try directory.loadAuthority()
         let signer: JWSSigner
+        let receiptSigner: ReceiptSigner
         do {
-            signer = try authority.makeSigner()
+            // One leaf signs both: JWS and app receipts chain to the same root (the app's trusted root).
+            let (key, chain) = try authority.issueLeaf()
+            signer = try JWSSigner(privateKey: key, certificateChain: chain)
+            receiptSigner = try ReceiptSigner(privateKey: key, certificateChain: chain)
         } catch {
             throw SimulatorError(.storage, "cannot issue a signing certificate: \(error)")
         }
@@ -51,7 +56,9 @@ package actor Simulator {
         var state = try store.load()
         self.savedScalars = state.scalars
         state.forgetChanges()
-        self.engine = try LifecycleEngine(catalog: try directory.loadCatalog(), state: state, signer: signer)
+        var engine = try LifecycleEngine(catalog: try directory.loadCatalog(), state: state, signer: signer)
+        engine.receiptSigner = receiptSigner
+        self.engine = engine
         self.directory = directory
         self.store = store
         self.apiKey = try directory.loadAPIKeyInfo()

@@ -1,4 +1,5 @@
 package import AppStoreModels
+package import AppStoreReceipts
 package import AppStoreSigning
 package import Crypto
 package import Foundation
@@ -20,7 +21,10 @@ package enum TestAppStore {
         return try! TestCertificateAuthority.generate(options: options)
     }()
 
-    package static let signer: JWSSigner = try! authority.makeSigner()
+    /// The leaf that signs JWS and receipts.
+    static let leaf = try! authority.issueLeaf()
+    package static let signer: JWSSigner = try! JWSSigner(privateKey: leaf.key, certificateChain: leaf.chain)
+    package static let receiptSigner: ReceiptSigner = try! ReceiptSigner(privateKey: leaf.key, certificateChain: leaf.chain)
 
     /// A verifier for the test app in `environment` that trusts the test authority's root (and nothing else).
     package static func verifier(environment: AppStoreEnvironment = .sandbox, bundleID: String = bundleID) -> SignedDataVerifier {
@@ -34,9 +38,11 @@ package enum TestAppStore {
     package static func engine(
         environment: AppStoreEnvironment = .sandbox, rate: RenewalRate = .realTime, now: Date = start
     ) throws -> LifecycleEngine {
-        try LifecycleEngine(
+        var engine = try LifecycleEngine(
             catalog: .sample, state: SimulatorState(environment: environment, renewalRate: rate, now: now), signer: signer
         )
+        engine.receiptSigner = receiptSigner
+        return engine
     }
 
     // MARK: - The App Store Server API key

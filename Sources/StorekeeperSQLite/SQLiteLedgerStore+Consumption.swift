@@ -1,4 +1,4 @@
-package import AppStoreModels
+import AppStoreModels
 package import Foundation
 import GRDB
 package import StorekeeperCore

@@ -1,4 +1,4 @@
-package import Foundation
+import Foundation
 
 /// A program from outside the package that a test runs (Python's reference libraries, schemathesis, a browser), found
 /// on the `PATH`: whether it is installed, and its run.

@@ -1,4 +1,5 @@
 import AppStoreModels
+package import AppStoreReceipts
 package import AppStoreSigning
 package import Foundation
 
@@ -12,6 +13,8 @@ package struct LifecycleEngine: Sendable {
     package let catalog: Catalog
     package internal(set) var state: SimulatorState
     let signer: JWSSigner
+    /// Signs app receipts (``appReceipt(customerId:bundleId:)``); `nil`: this engine issues none.
+    package var receiptSigner: ReceiptSigner?
     /// Send Consumption Information requests accepted since the engine was loaded, by transaction ID (not saved: a
     /// test's and an operator's count of how many times a developer answered).
     package internal(set) var consumptionInformationReceived: [String: Int] = [:]

@@ -76,6 +76,15 @@ package struct SimulatorControlAPI: Sendable {
                 try engine.groundTruth(customerId: context.parameters.get("id") ?? "")
             }
         }
+        // The customer's app receipt (StoreKit 1), base64 as an app sends it.
+        group.get("/customers/:id/receipt") { request, context in
+            let bundleId = request.uri.queryParameters.get("bundleId")
+            let id = context.parameters.get("id") ?? ""
+            return try await read { (engine) throws(SimulatorError) in
+                AppReceiptAnswer(
+                    customerId: id, receiptData: Data(try engine.appReceipt(customerId: id, bundleId: bundleId)).base64EncodedString())
+            }
+        }
         group.post("/purchases") { request, context in
             try await act(request, context) { (body: LifecycleEngine.PurchaseRequest, engine) throws(SimulatorError) in
                 try engine.purchase(body)
@@ -321,6 +330,13 @@ package struct SimulatorControlAPI: Sendable {
         @unknown default: return "invalid"
         }
     }
+}
+
+/// `GET /simulator/v1/customers/{id}/receipt`'s answer.
+struct AppReceiptAnswer: Codable, Sendable {
+    var customerId: String
+    /// Base64 of the DER receipt, as an app sends `Bundle.main.appStoreReceiptURL`'s bytes.
+    var receiptData: String
 }
 
 /// `GET /simulator/v1/consumption-information/{transactionId}`'s answer.

@@ -1,4 +1,4 @@
-package import AppStoreModels
+import AppStoreModels
 package import Foundation
 import Synchronization
 

@@ -1,4 +1,5 @@
 import AppStoreModels
+package import AppStoreReceipts
 package import AppStoreServerAPI
 package import AppStoreSigning
 import Foundation
@@ -73,6 +74,24 @@ extension ServerConfiguration {
                 }
                 verifiers[VerifierKey(bundleId: app.bundleId, environment: environment)] = SignedDataVerifier(configuration: configuration)
             }
+        }
+        return verifiers
+    }
+
+    /// An app receipt verifier for each app: its trusted roots (`"apple"`: the 2006 Apple Root CA that receipts chain
+    /// to; a file: the same certificate as for its signed data, e.g. a simulator's root) and its Xcode certificate.
+    package func makeReceiptVerifiers() throws(ConfigurationError) -> [String: ReceiptVerifier] {
+        var verifiers: [String: ReceiptVerifier] = [:]
+        for app in apps {
+            var roots: [Certificate] = []
+            for root in app.trustedRoots {
+                roots.append(root == "apple" ? .appleIncRoot : try Self.loadCertificate(root, app: app.bundleId))
+            }
+            var xcode: Certificate?
+            if app.environments.contains(.xcode), let path = app.xcodeCertificate, case .success(let certificate) = CertificateFile.load(path) {
+                xcode = certificate
+            }
+            verifiers[app.bundleId] = ReceiptVerifier(roots: roots, xcodeCertificate: xcode)
         }
         return verifiers
     }

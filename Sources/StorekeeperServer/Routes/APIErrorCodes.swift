@@ -86,3 +86,13 @@ extension APIError.Code {
     /// passed (409).
     package static let consumptionRequestClosed = Self(rawValue: "consumption-request-closed")
 }
+
+extension APIError.Code {
+    /// The app receipt does not parse or verify; the message starts with the receipt's own reason (`signature-invalid`,
+    /// `untrusted-chain`, …) (400).
+    package static let invalidReceipt = Self(rawValue: "invalid-receipt")
+    /// The receipt verifies but holds no in-app purchase, or only Xcode's: nothing to migrate (422).
+    package static let noPurchases = Self(rawValue: "no-purchases")
+    /// The App Store does not know the transaction ID the receipt (or the request) gave (422).
+    package static let unknownTransaction = Self(rawValue: "unknown-transaction")
+}

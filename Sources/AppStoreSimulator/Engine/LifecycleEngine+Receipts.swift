@@ -1,0 +1,42 @@
+import AppStoreModels
+import AppStoreReceipts
+import Foundation
+
+extension LifecycleEngine {
+    /// The app receipt a customer's device would hold for `bundleId` now (StoreKit 1's `appStoreReceiptURL`): the
+    /// App Store's fields and one in-app entry per transaction of theirs in the app, family-shared ones included
+    /// (finished consumables left out, as Apple leaves them out), signed by the simulator's receipt signer.
+    package func appReceipt(customerId: String, bundleId: String?) throws(SimulatorError) -> [UInt8] {
+        let customer = try customer(customerId)
+        guard let app = bundleId.map({ id in catalog.apps.first { $0.bundleId == id } }) ?? catalog.apps.first else {
+            throw SimulatorError(.notFound, "no app '\(bundleId ?? "")' in the catalog")
+        }
+        guard let receiptSigner else { throw SimulatorError(.storage, "this simulator has no receipt signer") }
+        var receipt = AppReceipt(
+            receiptType: state.environment == .production ? "Production" : "ProductionSandbox", bundleId: app.bundleId,
+            applicationVersion: "1", originalApplicationVersion: "1.0", creationDate: state.now)
+        let records = transactions(customerId: customer.id, bundleId: app.bundleId)
+            .filter { !($0.info.type == .consumable && $0.finished) }
+            .sorted { ($0.info.purchaseDate, $0.info.transactionId) < ($1.info.purchaseDate, $1.info.transactionId) }
+        for record in records {
+            let info = record.info
+            var purchase = InAppPurchase()
+            purchase.quantity = info.quantity ?? 1
+            purchase.productId = info.productId
+            purchase.transactionId = info.transactionId
+            purchase.originalTransactionId = info.originalTransactionId
+            purchase.purchaseDate = info.purchaseDate
+            purchase.originalPurchaseDate = info.originalPurchaseDate
+            purchase.expiresDate = info.expiresDate
+            purchase.webOrderLineItemId = info.webOrderLineItemId.flatMap { Int64($0) }
+            purchase.cancellationDate = info.revocationDate
+            if info.type == .autoRenewable { purchase.isInIntroOfferPeriod = info.offerType == .introductory }
+            receipt.inAppPurchases.append(purchase)
+        }
+        do {
+            return try receiptSigner.sign(receipt)
+        } catch {
+            throw SimulatorError(.storage, "the receipt could not be signed: \(error)")
+        }
+    }
+}

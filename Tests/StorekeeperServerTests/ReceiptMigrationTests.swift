@@ -1,0 +1,124 @@
+import AppStoreModels
+import AppStoreReceipts
+import AppStoreSimulator
+import Foundation
+import NIOHTTP1
+import StorekeeperServer
+import StorekeeperTesting
+import Testing
+
+/// `POST /v1/customers/{id}/receipts`: customers of the StoreKit 1 era migrated from their app receipts.
+@Suite("Storekeeper server: migration from app receipts")
+struct ReceiptMigrationTests {
+    typealias T = RecoveryTestbed
+
+    static func post(
+        _ receipt: String, for customer: String, to base: String, key: String = T.appKey
+    ) async throws -> (status: Int, json: [String: Any]) {
+        try await T.call(.POST, base + "/v1/customers/\(customer)/receipts", key: key, body: #"{"receipt":"\#(receipt)"}"#)
+    }
+
+    static func code(_ answer: (status: Int, json: [String: Any])) -> String? {
+        (answer.json["error"] as? [String: Any])?["code"] as? String
+    }
+
+    @Test(
+        "every customer of played scenarios, migrated from the receipt the simulator issues, has the ground truth's entitlements; again, nothing changes"
+    )
+    func scenariosFromReceipts() async throws {
+        let testbed = try await T(environment: .sandbox)
+        // The scenarios play with no server listening: the ledger learns nothing from notifications.
+        for name in ["subscriber-lifecycle", "refunds", "family-sharing", "plan-changes"] {
+            let scenario = try #require(try ShippedScenarios.named(name))
+            _ = try await ScenarioRunner(simulator: testbed.simulator).run(scenario)
+        }
+        testbed.clock.set(await testbed.simulator.state.now)
+        try await testbed.withSimulator { simulatorURL in
+            let configuration = try testbed.configuration(baseURL: simulatorURL, recovery: .init(enabled: false))
+            try await testbed.withServer(configuration) { base in
+                _ = try await testbed.simulator.perform { engine in engine.setNotificationURL(nil) }
+                let truths = try await testbed.simulator.read { $0.groundTruth() }
+                let before = try await testbed.mismatches(at: base)
+                #expect(
+                    before.count == truths.filter { !$0.entitlements.isEmpty || $0.consumableBalance.contains { $0.value != 0 } }.count,
+                    "the ledger starts empty: \(before)")
+                var migrated = 0
+                for truth in truths {
+                    let receipt = try await testbed.simulator.read { (engine) throws(SimulatorError) in
+                        Data(try engine.appReceipt(customerId: truth.customerId, bundleId: nil)).base64EncodedString()
+                    }
+                    let answer = try await Self.post(receipt, for: truth.customerId, to: base)
+                    if answer.status == 422 {
+                        #expect(Self.code(answer) == "no-purchases" && truth.entitlements.isEmpty, "\(truth.customerId): \(answer.json)")
+                        continue
+                    }
+                    #expect(answer.status == 200, "\(truth.customerId): \(answer.json)")
+                    let report = try #require(answer.json["import"] as? [String: Any])
+                    #expect((report["refused"] as? [Any])?.isEmpty == true, "\(report)")
+                    #expect((answer.json["customer"] as? [String: Any])?["customerId"] as? String == truth.customerId)
+                    migrated += 1
+                    // The same receipt again: linked again, nothing changed.
+                    let again = try await Self.post(receipt, for: truth.customerId, to: base)
+                    #expect(again.status == 200)
+                    #expect((again.json["import"] as? [String: Any])?["recordsChanged"] as? Int == 0, "\(again.json)")
+                    #expect((again.json["import"] as? [String: Any])?["linked"] as? [String] == report["linked"] as? [String])
+                }
+                #expect(migrated >= 5)
+                let after = try await testbed.mismatches(at: base)
+                #expect(after == [], "\(after)")
+            }
+        }
+    }
+
+    @Test("a receipt changed, of another root, a JWS, garbage, another customer's, another app's: each refused with its reason, nothing stored")
+    func refusals() async throws {
+        let testbed = try await T(environment: .sandbox)
+        let (receipt, bytes) = try await testbed.simulator.perform { (engine) throws(SimulatorError) in
+            try engine.createCustomer(id: "ada")
+            let purchase = try engine.purchase(.init(customerId: "ada", productId: "unlock.lifetime"))
+            let bytes = try engine.appReceipt(customerId: "ada", bundleId: nil)
+            return (purchase, bytes)
+        }
+        try await testbed.withSimulator { simulatorURL in
+            var configuration = try testbed.configuration(baseURL: simulatorURL, recovery: .init(enabled: false))
+            configuration.apps.append(
+                .init(bundleId: "com.example.other", appAppleId: 1, environments: [.sandbox], trustedRoots: configuration.apps[0].trustedRoots))
+            try await testbed.withServer(configuration) { base in
+                _ = try await testbed.simulator.perform { engine in engine.setNotificationURL(nil) }
+                var changed = bytes
+                let product = Array("unlock.lifetime".utf8)
+                let at = try #require(changed.indices.first { changed[$0...].starts(with: product) })
+                changed[at] = UInt8(ascii: "v")
+                // A real App Store receipt: another app's (the key's app is checked before the chain).
+                let apple = try String(contentsOf: SharedCorpus.appleReceipts.appendingPathComponent("sandbox-2025-tpiar-g5.b64"), encoding: .utf8)
+                let cases: [(String, Int, String, String)] = [
+                    (Data(changed).base64EncodedString(), 400, "invalid-receipt", "signature-invalid"),
+                    (apple.trimmingCharacters(in: .whitespacesAndNewlines), 403, "other-app", "the receipt is app"),
+                    (receipt.signedTransaction, 400, "invalid-receipt", "jws-given"),
+                    ("bm90IGEgcmVjZWlwdA==", 400, "invalid-receipt", "not-"),
+                    ("", 400, "invalid-receipt", ""),
+                ]
+                for (text, status, code, reason) in cases {
+                    let answer = try await Self.post(text, for: "ada", to: base)
+                    #expect(answer.status == status && Self.code(answer) == code, "\(reason): \(answer.json)")
+                    let message = ((answer.json["error"] as? [String: Any])?["message"] as? String) ?? ""
+                    #expect(message.hasPrefix(reason), "\(message)")
+                }
+                let body = try await T.call(.POST, base + "/v1/customers/ada/receipts", key: T.appKey, body: #"{"receipt":"x","extra":1}"#)
+                #expect(body.status == 400 && Self.code(body) == "malformed-body", "\(body.json)")
+                #expect(try await T.call(.GET, base + "/v1/customers/ada", key: T.appKey).status == 404, "nothing was stored")
+
+                let good = Data(bytes).base64EncodedString()
+                #expect(try await Self.post(good, for: "ada", to: base).status == 200)
+                // Another customer sending ada's receipt takes nothing (restore policy keep).
+                let thief = try await Self.post(good, for: "mallory", to: base)
+                #expect(thief.status == 409 && Self.code(thief) == "purchase-owned-by-another-customer", "\(thief.json)")
+                #expect(try await T.call(.GET, base + "/v1/customers/mallory", key: T.appKey).status == 404)
+                // Naming another app than the key's.
+                let otherApp = try await T.call(
+                    .POST, base + "/v1/customers/ada/receipts?bundleId=com.example.other", key: T.appKey, body: #"{"receipt":"\#(good)"}"#)
+                #expect(otherApp.status == 403 && Self.code(otherApp) == "other-app", "\(otherApp.json)")
+            }
+        }
+    }
+}
