@@ -58,13 +58,7 @@ package enum StorekeeperApplication {
             }(),
             reader: reader, now: now
         ).addRoutes(to: v1)
-        var importers: [VerifierKey: AccountImporter] = [:]
-        for (app, client) in apiClients {
-            guard let verifier = verifiers[app] else { continue }
-            var importer = AccountImporter(app: app, client: client, verifier: verifier, store: store, logger: logger)
-            importer.restorePolicy = configuration.restorePolicy
-            importers[app] = importer
-        }
+        let importers = configuration.makeImporters(store: store, clients: apiClients, verifiers: verifiers, logger: logger)
         ReceiptMigrationAPI(
             configuration: configuration, receiptVerifiers: (try? configuration.makeReceiptVerifiers()) ?? [:], importers: importers,
             reader: reader, now: now

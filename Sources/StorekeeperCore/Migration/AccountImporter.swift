@@ -33,6 +33,8 @@ package struct AccountImporter: Sendable {
         package var transactionId: String
         /// The purchases (original transaction IDs) of the account in the app and environment, now the customer's.
         package var linked: [String]
+        /// How many of `linked` were not linked to the customer before.
+        package var newlyLinked: Int
         /// The purchases that stay another customer's, and why.
         package var refused: [Refusal]
         /// Transactions the App Store returned.
@@ -93,9 +95,10 @@ package struct AccountImporter: Sendable {
         // Applied only where the ledger differs (each status is signed again on every call: applying it anyway would
         // count a change that is none).
         var changed = 0
+        let ledger: Ledger
         do {
             let families = snapshot.families.filter { $0.environment == app.environment }
-            let ledger = try await store.ledger(families: families.sorted())
+            ledger = try await store.ledger(families: families.sorted())
             if !Drift.between(ledger, and: snapshot).isEmpty { changed = try await store.applySnapshot(snapshot) }
         } catch {
             throw .storage(error)
@@ -108,12 +111,14 @@ package struct AccountImporter: Sendable {
             latest[original] = verified
         }
         var report = Report(
-            transactionId: transactionId, linked: [], refused: [], transactions: snapshot.transactions.count, recordsChanged: changed,
+            transactionId: transactionId, linked: [], newlyLinked: 0, refused: [], transactions: snapshot.transactions.count, recordsChanged: changed,
             requests: requests)
         for (original, verified) in latest.sorted(by: { $0.key < $1.key }) {
             do {
                 switch try await store.submit(verified, customerId: customerId, policy: restorePolicy) {
-                case .linked: report.linked.append(original)
+                case .linked:
+                    report.linked.append(original)
+                    if ledger.explicitLinks[LedgerKey(app.environment, original)] != customerId { report.newlyLinked += 1 }
                 case .refused(let conflict):
                     report.refused.append(Refusal(originalTransactionId: original, code: conflict.code, message: conflict.message))
                 }

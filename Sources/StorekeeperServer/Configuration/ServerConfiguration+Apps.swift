@@ -96,6 +96,21 @@ extension ServerConfiguration {
         return verifiers
     }
 
+    /// An account importer for each app and environment with a client and a verifier, under the configured restore
+    /// policy (receipt migration and `storekeeper import`).
+    package func makeImporters(
+        store: any LedgerStore, clients: [VerifierKey: AppStoreServerAPIClient], verifiers: [VerifierKey: SignedDataVerifier], logger: Logger
+    ) -> [VerifierKey: AccountImporter] {
+        var importers: [VerifierKey: AccountImporter] = [:]
+        for (app, client) in clients {
+            guard let verifier = verifiers[app] else { continue }
+            var importer = AccountImporter(app: app, client: client, verifier: verifier, store: store, logger: logger)
+            importer.restorePolicy = restorePolicy
+            importers[app] = importer
+        }
+        return importers
+    }
+
     /// A trusted root certificate file, PEM or DER.
     static func loadCertificate(_ path: String, app: String) throws(ConfigurationError) -> Certificate {
         switch CertificateFile.load(path) {

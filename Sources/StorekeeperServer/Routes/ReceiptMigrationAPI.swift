@@ -1,11 +1,11 @@
-import AppStoreModels
-import AppStoreReceipts
+package import AppStoreModels
+package import AppStoreReceipts
 import AppStoreServerAPI
-import Foundation
+package import Foundation
 import Hummingbird
 import HummingbirdAuth
 import StorekeeperCore
-import StorekeeperHTTP
+package import StorekeeperHTTP
 
 /// `POST /v1/customers/{id}/receipts` with `{"receipt": "<base64 app receipt>"}`: what an app build of the StoreKit 1
 /// era sends. The receipt is verified (its signature and chain, ``ReceiptVerifier``, against the app's trusted roots:
@@ -13,7 +13,7 @@ import StorekeeperHTTP
 /// imported from the App Store (``AccountImporter``: statuses and history, verified, applied and linked under the
 /// ownership rules and the restore policy). The answer: what was linked or refused, and the customer's entitlements.
 /// Idempotent: sending the same receipt again links nothing new.
-struct ReceiptMigrationAPI: Sendable {
+package struct ReceiptMigrationAPI: Sendable {
     let configuration: ServerConfiguration
     let receiptVerifiers: [String: ReceiptVerifier]
     let importers: [VerifierKey: AccountImporter]
@@ -42,18 +42,21 @@ struct ReceiptMigrationAPI: Sendable {
         }
     }
 
-    func migrate(_ request: Request, customerId: String, identity: APIKeyIdentity) async throws -> Response {
-        let query = try QueryParameters(request, allowed: ["bundleId"])
-        try CustomerAPI.refuseOtherApp(identity, asked: query.string("bundleId"))
-        let buffer = try await StorekeeperApplication.readBody(request)
-        let text: String
-        do {
-            text = try StrictJSONDecoder.decode(Body.self, from: Array(buffer.readableBytesView), file: "the body").receipt
-        } catch {
-            throw APIError(
-                .badRequest, .malformedBody,
-                #"the body must be JSON {"receipt": "<base64 app receipt>"}: "# + UntrustedText.escaped(error.message, limit: 300))
-        }
+    /// What a verified receipt names: its app and environment, the transaction ID to import its account with.
+    package struct ReceiptAccount: Sendable {
+        package var bundleId: String
+        package var environment: AppStoreEnvironment
+        package var transactionId: String
+        package var verified: ReceiptVerifier.Verified
+    }
+
+    /// Parses `text` (a base64 receipt) to learn its app, verifies it with that app's roots, and says which account
+    /// to import; the error names what is wrong. `keyApp`: the only app the caller may act for; `asked`: the app the
+    /// request names.
+    package static func account(
+        ofReceipt text: String, verifiers receiptVerifiers: [String: ReceiptVerifier], apps: [ServerConfiguration.App], keyApp: String?,
+        asked: String?, now: Date
+    ) throws(APIError) -> ReceiptAccount {
         // Parsed first to learn its app; then verified with that app's roots.
         let parsed: ParsedReceipt
         do {
@@ -62,23 +65,23 @@ struct ReceiptMigrationAPI: Sendable {
             throw APIError(.badRequest, .invalidReceipt, "\(error.code.rawValue): \(UntrustedText.escaped(error.message, limit: 400))")
         }
         let bundleId = parsed.receipt.bundleId
-        if let own = identity.bundleId, own != bundleId {
+        if let own = keyApp, own != bundleId {
             throw APIError(
                 .forbidden, .otherApp,
                 "the receipt is app \(UntrustedText.quoted(bundleId, limit: 128))'s; this key acts for \(UntrustedText.quoted(own, limit: 128)) only")
         }
-        if let asked = query.string("bundleId"), asked != bundleId {
+        if let asked = asked, asked != bundleId {
             throw APIError(
                 .badRequest, .invalidReceipt,
                 "the receipt is app \(UntrustedText.quoted(bundleId, limit: 128))'s, not \(UntrustedText.quoted(asked, limit: 128))'s")
         }
-        guard let app = configuration.apps.first(where: { $0.bundleId == bundleId }), let verifier = receiptVerifiers[bundleId] else {
+        guard let app = apps.first(where: { $0.bundleId == bundleId }), let verifier = receiptVerifiers[bundleId] else {
             throw APIError(
                 .badRequest, .unknownApp, "the receipt's app \(UntrustedText.quoted(bundleId, limit: 128)) is not configured on this server")
         }
         let verified: ReceiptVerifier.Verified
         do {
-            verified = try verifier.verify(Array(text.utf8), at: .creation, now: now())
+            verified = try verifier.verify(Array(text.utf8), at: .creation, now: now)
         } catch {
             throw APIError(.badRequest, .invalidReceipt, "\(error.code.rawValue): \(UntrustedText.escaped(error.message, limit: 400))")
         }
@@ -94,6 +97,24 @@ struct ReceiptMigrationAPI: Sendable {
         guard let transactionId = verified.receipt.transactionIdForHistory else {
             throw APIError(.unprocessableContent, .noPurchases, "the receipt holds no in-app purchase: there is nothing to migrate")
         }
+        return ReceiptAccount(bundleId: bundleId, environment: environment, transactionId: transactionId, verified: verified)
+    }
+
+    func migrate(_ request: Request, customerId: String, identity: APIKeyIdentity) async throws -> Response {
+        let query = try QueryParameters(request, allowed: ["bundleId"])
+        try CustomerAPI.refuseOtherApp(identity, asked: query.string("bundleId"))
+        let buffer = try await StorekeeperApplication.readBody(request)
+        let text: String
+        do {
+            text = try StrictJSONDecoder.decode(Body.self, from: Array(buffer.readableBytesView), file: "the body").receipt
+        } catch {
+            throw APIError(
+                .badRequest, .malformedBody,
+                #"the body must be JSON {"receipt": "<base64 app receipt>"}: "# + UntrustedText.escaped(error.message, limit: 300))
+        }
+        let account = try Self.account(
+            ofReceipt: text, verifiers: receiptVerifiers, apps: configuration.apps, keyApp: identity.bundleId, asked: query.string("bundleId"), now: now())
+        let (bundleId, environment, transactionId, verified) = (account.bundleId, account.environment, account.transactionId, account.verified)
         let key = VerifierKey(bundleId: bundleId, environment: environment)
         guard let importer = importers[key] else {
             throw APIError(

@@ -136,15 +136,19 @@ final class ProgressLine: Sendable {
     init(label: String) { self.label = label }
 
     func show(_ progress: Reconciler.Progress) {
-        let seconds = max(0.001, progress.elapsed / .seconds(1))
-        let rate = Double(progress.done) / seconds
-        let left = rate > 0 ? Double(progress.total - progress.done) / rate : 0
+        show(done: progress.done, total: progress.total, requests: progress.requests, seconds: progress.elapsed / .seconds(1), unit: "purchases")
+    }
+
+    func show(done: Int, total: Int, requests: Int, seconds elapsed: Double, unit: String) {
+        let seconds = max(0.001, elapsed)
+        let rate = Double(done) / seconds
+        let left = rate > 0 ? Double(total - done) / rate : 0
         let width = 30
-        let filled = progress.total == 0 ? width : width * progress.done / progress.total
+        let filled = total == 0 ? width : width * min(done, total) / total
         let bar = String(repeating: "=", count: filled) + String(repeating: " ", count: width - filled)
         let line = String(
-            format: "\r%@ [%@] %d/%d · %.1f purchases/s · %.1f requests/s · ETA %d:%02d ", label, bar, progress.done, progress.total, rate,
-            Double(progress.requests) / seconds, Int(left) / 60, Int(left) % 60
+            format: "\r%@ [%@] %d/%d · %.1f %@/s · %.1f requests/s · ETA %d:%02d ", label, bar, done, total, rate, unit,
+            Double(requests) / seconds, Int(left) / 60, Int(left) % 60
         )
         shown.withLock { $0 = true }
         FileHandle.standardError.write(Data(line.utf8))
