@@ -52,10 +52,38 @@ package enum ReconcileBenchmark {
         for (customer, jws) in purchases { _ = try await store.submit(try await verifier.verifyTransaction(jws), customerId: customer) }
 
         let logger = Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() })
+        return try await RateLimitedSimulator.serve(simulator, directory: simulatorDirectory, app: app) { client in
+            let reconciler = Reconciler(app: app, client: client, verifier: verifier, store: store, logger: logger, concurrency: concurrency)
+            let report: Reconciler.Report?
+            do {
+                report = try await reconciler.reconcile(.allSubscriptions, dryRun: false)
+            } catch let error as AppStoreServerAPIError where error.httpStatus == 429 {
+                report = nil
+            }
+            let allowed = APIRateLimitFamily.general.rate(sandbox: environment != .production)
+            let requests = report?.requests ?? 0, seconds = report?.seconds ?? 0
+            let rate = Double(requests) / max(seconds, 0.001)
+            return Result(
+                environment: environment.rawValue, subscriptions: subscriptions, accountsFetched: report?.accountsFetched ?? 0, requests: requests,
+                seconds: (seconds * 100).rounded() / 100, requestsPerSecond: (rate * 10).rounded() / 10, allowedPerSecond: allowed,
+                shareOfAllowed: (rate / allowed * 1000).rounded() / 1000, rateLimited: report == nil ? 1 : 0, drift: report?.drift.count ?? 0
+            )
+        }
+    }
+}
+
+/// A simulator that enforces Apple's rate limits, served over loopback for one benchmark, and a client of its App
+/// Store Server API paced as the server's jobs are (95 % of the limits), without retries (one 429 fails the run).
+enum RateLimitedSimulator {
+    static func serve<T: Sendable>(
+        _ simulator: Simulator, directory simulatorDirectory: SimulatorDirectory, app: VerifierKey,
+        _ body: @escaping @Sendable (AppStoreServerAPIClient) async throws -> T
+    ) async throws -> T {
+        let logger = Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() })
         let deliverer = NotificationDeliverer(simulator: simulator, logger: logger)
         let ports = AsyncStream<Int>.makeStream()
         let served = SimulatorApplication.build(simulator: simulator, deliverer: deliverer, port: 0, logger: logger) { ports.continuation.yield($0) }
-        return try await withThrowingTaskGroup(of: Result?.self) { group in
+        return try await withThrowingTaskGroup(of: T?.self) { group in
             group.addTask {
                 try await served.runService(gracefulShutdownSignals: [])
                 return nil
@@ -68,27 +96,12 @@ package enum ReconcileBenchmark {
                 privateKeyFile: simulatorDirectory.apiPrivateKeyFile(keyId: keyInfo.keyId).path
             )
             var configuration = AppStoreServerAPIClient.Configuration(
-                key: key, endpoint: .custom(baseURL: "http://127.0.0.1:\(port)", environment: environment))
-            // What the server's jobs use; and no retry, so that a single 429 would end the run.
+                key: key, endpoint: .custom(baseURL: "http://127.0.0.1:\(port)", environment: app.environment))
             configuration.rateLimiting = .appleShare(0.95)
             configuration.retry = RetryPolicy(maximumAttempts: 1)
-            let client = AppStoreServerAPIClient(configuration: configuration, logger: logger)
-            let reconciler = Reconciler(app: app, client: client, verifier: verifier, store: store, logger: logger, concurrency: concurrency)
-            let report: Reconciler.Report?
-            do {
-                report = try await reconciler.reconcile(.allSubscriptions, dryRun: false)
-            } catch let error as AppStoreServerAPIError where error.httpStatus == 429 {
-                report = nil
-            }
-            let allowed = APIRateLimitFamily.general.rate(sandbox: environment != .production)
-            let requests = report?.requests ?? 0, seconds = report?.seconds ?? 0
-            let rate = Double(requests) / max(seconds, 0.001)
+            let result = try await body(AppStoreServerAPIClient(configuration: configuration, logger: logger))
             group.cancelAll()
-            return Result(
-                environment: environment.rawValue, subscriptions: subscriptions, accountsFetched: report?.accountsFetched ?? 0, requests: requests,
-                seconds: (seconds * 100).rounded() / 100, requestsPerSecond: (rate * 10).rounded() / 10, allowedPerSecond: allowed,
-                shareOfAllowed: (rate / allowed * 1000).rounded() / 1000, rateLimited: report == nil ? 1 : 0, drift: report?.drift.count ?? 0
-            )
+            return result
         }!
     }
 }

@@ -14,6 +14,12 @@ package enum CustomerImport {
         package var customerId: String
         package var source: Source
 
+        package init(number: Int, customerId: String, source: Source) {
+            self.number = number
+            self.customerId = customerId
+            self.source = source
+        }
+
         package enum Source: Sendable, Hashable {
             /// Digits: a transaction ID (any of the account's; the original one is usual).
             case transactionId(String)

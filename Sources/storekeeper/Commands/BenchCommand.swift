@@ -12,6 +12,7 @@ struct BenchCommand: AsyncParsableCommand {
             VerifyBench.self, ReceiptsBench.self, IngestBench.self, EventsBench.self, EntitlementsBench.self, SupportBench.self, MemoryBench.self,
             SimulatorBench.self,
             ReconcileBench.self,
+            ImportBench.self,
         ]
     )
 
@@ -249,6 +250,28 @@ struct BenchCommand: AsyncParsableCommand {
                 try await ReconcileBenchmark.run(
                     subscriptions: subscriptions, environment: AppStoreEnvironment(rawValue: environment), concurrency: concurrency
                 ))
+        }
+    }
+}
+
+extension BenchCommand {
+    struct ImportBench: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "import",
+            abstract: "storekeeper import's run against a simulator enforcing Apple's rate limits: the request rate against the allowed one, and 429s."
+        )
+        @Option(help: "Customers (one Apple account each) to import by original transaction ID.") var customers: Int = 1000
+        @Option(help: "Production (50 calls/s allowed) or Sandbox (5/s).") var environment: String = "Production"
+        @Option(help: "Customers imported at once (the rate limiter sets the pace).") var concurrency: Int = 8
+
+        func validate() throws {
+            guard customers > 0, concurrency > 0 else { throw ValidationError("--customers and --concurrency must be positive") }
+            guard ["Production", "Sandbox"].contains(environment) else { throw ValidationError("--environment must be Production or Sandbox") }
+        }
+
+        func run() async throws {
+            try JSONOutput.print(
+                try await ImportBenchmark.run(customers: customers, environment: AppStoreEnvironment(rawValue: environment), concurrency: concurrency))
         }
     }
 }
