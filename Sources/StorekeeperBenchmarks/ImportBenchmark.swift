@@ -57,10 +57,14 @@ package enum ImportBenchmark {
             let started = ContinuousClock.now
             var rateLimited = 0
             do {
-                try await run.run(lines, concurrency: concurrency, resolve: { line in
-                    guard case .transactionId(let id) = line.source else { return .failure(.init(line: line.number, customerId: line.customerId, outcome: .failed)) }
-                    return .success((importer, id))
-                }, done: { _ in })
+                try await run.run(
+                    lines, concurrency: concurrency,
+                    resolve: { line in
+                        guard case .transactionId(let id) = line.source else {
+                            return .failure(.init(line: line.number, customerId: line.customerId, outcome: .failed))
+                        }
+                        return .success((importer, id))
+                    }, done: { _ in })
             } catch let error as CustomerImport.Stopped {
                 rateLimited = error.reason.contains("429") ? 1 : 0
                 if rateLimited == 0 { throw error }

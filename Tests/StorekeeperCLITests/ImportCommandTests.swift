@@ -20,7 +20,8 @@ struct ImportCommandTests {
                     let original = engine.transactions(customerId: truth.customerId, bundleId: TestAppStore.bundleID)[0].info.originalTransactionId
                     rows.append("\(truth.customerId),\(original)")
                 } else {
-                    rows.append("\(truth.customerId),\(Data(try engine.appReceipt(customerId: truth.customerId, bundleId: nil)).base64EncodedString())")
+                    rows.append(
+                        "\(truth.customerId),\(Data(try engine.appReceipt(customerId: truth.customerId, bundleId: nil)).base64EncodedString())")
                 }
             }
             return rows.joined(separator: "\n") + "\n"
@@ -48,7 +49,8 @@ struct ImportCommandTests {
         let missed = try await MissedNotifications.make(10, in: directory)
         let file = directory.appendingPathComponent("customers.csv").path
         let good = try await Self.csv(missed)
-        try (good + "bad id!,123\nc99,1,2\nc98,99999999999\nc97,not a receipt at all, really no\n").write(toFile: file, atomically: true, encoding: .utf8)
+        try (good + "bad id!,123\nc99,1,2\nc98,99999999999\nc97,not a receipt at all, really no\n").write(
+            toFile: file, atomically: true, encoding: .utf8)
         try await missed.serve { _ in
             _ = try SQLiteLedgerStore(path: missed.database)
             let first = try await CLI.runDetached(["import", "--config", missed.config, "--database", missed.database, "--file", file])
@@ -57,7 +59,8 @@ struct ImportCommandTests {
             let counts = report["counts"] as? [String: Int] ?? [:]
             #expect(counts["imported"] == 10 && counts["failed"] == 4 && counts["known"] == 0, "\(first.stdout)")
             let problems = (report["problems"] as? [[String: Any]]) ?? []
-            #expect(Set(problems.compactMap { $0["code"] as? String }) == ["invalid-customer-id", "malformed-line", "unknown-transaction"], "\(problems)")
+            #expect(
+                Set(problems.compactMap { $0["code"] as? String }) == ["invalid-customer-id", "malformed-line", "unknown-transaction"], "\(problems)")
             #expect(problems.contains { $0["line"] as? Int == 14 && $0["code"] as? String == "unknown-transaction" }, "\(problems)")
             #expect(first.stderr.contains("customers/s"), "the progress line: \(first.stderr)")
             let customers = (0..<10).map { "c\($0)" }

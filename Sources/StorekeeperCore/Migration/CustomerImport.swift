@@ -1,5 +1,5 @@
-package import Foundation
 import AppStoreModels
+package import Foundation
 import Synchronization
 
 /// A migration from another backend: a list of customers, each with one transaction ID of their Apple account (an
@@ -192,7 +192,9 @@ package enum CustomerImport {
                             } catch let error as Stopped {
                                 shared.stop.withLock { if $0 == nil { $0 = error } }
                             } catch {
-                                shared.stop.withLock { if $0 == nil { $0 = Stopped(line: line.number, reason: "the journal could not be written: \(error)") } }
+                                shared.stop.withLock {
+                                    if $0 == nil { $0 = Stopped(line: line.number, reason: "the journal could not be written: \(error)") }
+                                }
                             }
                         }
                     }
@@ -215,7 +217,8 @@ package enum CustomerImport {
                 let report = try await importer.importCustomer(line.customerId, transactionId: transactionId)
                 let result: LineResult
                 if report.linked.isEmpty, let refusal = report.refused.first {
-                    result = LineResult(line: line.number, customerId: line.customerId, outcome: .refused, code: refusal.code, message: refusal.message)
+                    result = LineResult(
+                        line: line.number, customerId: line.customerId, outcome: .refused, code: refusal.code, message: refusal.message)
                 } else if report.newlyLinked > 0 || report.recordsChanged > 0 {
                     result = LineResult(line: line.number, customerId: line.customerId, outcome: .imported)
                 } else {

@@ -113,7 +113,8 @@ package struct ReceiptMigrationAPI: Sendable {
                 #"the body must be JSON {"receipt": "<base64 app receipt>"}: "# + UntrustedText.escaped(error.message, limit: 300))
         }
         let account = try Self.account(
-            ofReceipt: text, verifiers: receiptVerifiers, apps: configuration.apps, keyApp: identity.bundleId, asked: query.string("bundleId"), now: now())
+            ofReceipt: text, verifiers: receiptVerifiers, apps: configuration.apps, keyApp: identity.bundleId, asked: query.string("bundleId"),
+            now: now())
         let (bundleId, environment, transactionId, verified) = (account.bundleId, account.environment, account.transactionId, account.verified)
         let key = VerifierKey(bundleId: bundleId, environment: environment)
         guard let importer = importers[key] else {
@@ -141,6 +142,12 @@ package struct ReceiptMigrationAPI: Sendable {
         }
         if report.linked.isEmpty, let first = report.refused.first {
             throw APIError(.conflict, .init(rawValue: first.code), first.message)
+        }
+        guard !report.linked.isEmpty else {
+            throw APIError(
+                .unprocessableContent, .noPurchases,
+                "the App Store holds no purchase of the receipt's account (transaction \(transactionId)) in \(environment.rawValue): there is nothing to migrate"
+            )
         }
         return try await answer(report, receipt: verified, customerId: customerId, key: key)
     }
@@ -171,7 +178,7 @@ package struct ReceiptMigrationAPI: Sendable {
         body.writeString(#","customer":"#)
         switch await reader.read(customerId, bundleId: key.bundleId, environment: key.environment, now: now) {
         case .found(let customer): body.writeImmutableBuffer(customer)
-        case .unknownCustomer: body.writeString("null")
+        case .unknownCustomer: throw APIError(.serviceUnavailable, .storageUnavailable, "the ledger could not be read; the purchases are stored")
         case .storageFailure: throw APIError(.serviceUnavailable, .storageUnavailable, "the ledger could not be read; the purchases are stored")
         }
         body.writeString("}")

@@ -258,7 +258,8 @@ extension BenchCommand {
     struct ImportBench: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "import",
-            abstract: "storekeeper import's run against a simulator enforcing Apple's rate limits: the request rate against the allowed one, and 429s."
+            abstract:
+                "storekeeper import's run against a simulator enforcing Apple's rate limits: the request rate against the allowed one, and 429s."
         )
         @Option(help: "Customers (one Apple account each) to import by original transaction ID.") var customers: Int = 1000
         @Option(help: "Production (50 calls/s allowed) or Sandbox (5/s).") var environment: String = "Production"
@@ -271,7 +272,8 @@ extension BenchCommand {
 
         func run() async throws {
             try JSONOutput.print(
-                try await ImportBenchmark.run(customers: customers, environment: AppStoreEnvironment(rawValue: environment), concurrency: concurrency))
+                try await ImportBenchmark.run(customers: customers, environment: AppStoreEnvironment(rawValue: environment), concurrency: concurrency)
+            )
         }
     }
 }

@@ -74,7 +74,9 @@ struct ImportCommand: AsyncParsableCommand {
             let clients = try configuration.makeServerAPIClients(logger: logger)
             guard !clients.isEmpty else { throw CLIError(code: "no-credentials", message: "no app in \(config) has serverAPI credentials") }
             // The app and environment of lines that give a transaction ID.
-            let candidates = clients.keys.filter { (bundleId == nil || $0.bundleId == bundleId) && (environment == nil || $0.environment.rawValue == environment) }
+            let candidates = clients.keys.filter {
+                (bundleId == nil || $0.bundleId == bundleId) && (environment == nil || $0.environment.rawValue == environment)
+            }
             let defaultApp: VerifierKey? = candidates.count == 1 ? candidates.first : nil
             if defaultApp == nil, lines.contains(where: { if case .transactionId = $0.source { true } else { false } }) {
                 throw CLIError(
@@ -118,7 +120,8 @@ struct ImportCommand: AsyncParsableCommand {
                                 lines, alreadyDone: done, concurrency: concurrency,
                                 resolve: { line in
                                     Self.resolve(
-                                        line, importers: importers, defaultApp: defaultApp, receiptVerifiers: receiptVerifiers, apps: apps, bundleId: askedApp)
+                                        line, importers: importers, defaultApp: defaultApp, receiptVerifiers: receiptVerifiers, apps: apps,
+                                        bundleId: askedApp)
                                 },
                                 done: { try journal.append($0) })
                         }
@@ -163,7 +166,10 @@ struct ImportCommand: AsyncParsableCommand {
         switch line.source {
         case .transactionId(let id):
             guard let defaultApp, let importer = importers[defaultApp] else {
-                return .failure(.init(line: line.number, customerId: line.customerId, outcome: .failed, code: "no-credentials", message: "no app for transaction IDs"))
+                return .failure(
+                    .init(
+                        line: line.number, customerId: line.customerId, outcome: .failed, code: "no-credentials",
+                        message: "no app for transaction IDs"))
             }
             return .success((importer, id))
         case .receipt(let text):
@@ -178,7 +184,8 @@ struct ImportCommand: AsyncParsableCommand {
                 }
                 return .success((importer, account.transactionId))
             } catch {
-                return .failure(.init(line: line.number, customerId: line.customerId, outcome: .failed, code: error.code.rawValue, message: error.message))
+                return .failure(
+                    .init(line: line.number, customerId: line.customerId, outcome: .failed, code: error.code.rawValue, message: error.message))
             }
         }
     }
@@ -247,7 +254,8 @@ final class ImportJournal: Sendable {
     func hasProblems() throws -> Bool {
         let text = try String(contentsOfFile: path, encoding: .utf8)
         return text.split(separator: "\n").dropFirst().contains { row in
-            (try? JSONDecoder().decode(CustomerImport.LineResult.self, from: Data(row.utf8))).map { $0.outcome == .refused || $0.outcome == .failed } ?? false
+            (try? JSONDecoder().decode(CustomerImport.LineResult.self, from: Data(row.utf8))).map { $0.outcome == .refused || $0.outcome == .failed }
+                ?? false
         }
     }
 }
