@@ -58,11 +58,17 @@ package actor Simulator {
         state.forgetChanges()
         var engine = try LifecycleEngine(catalog: try directory.loadCatalog(), state: state, signer: signer)
         engine.receiptSigner = receiptSigner
+        let apiKey = try directory.loadAPIKeyInfo()
+        let apiPublicKey = try directory.loadAPIPublicKey()
+        // Its In-App Purchase key signs offers too, as App Store Connect's do.
+        engine.offerKey = OfferKey(keyId: apiKey.keyId, issuerId: apiKey.issuerId, publicKey: apiPublicKey)
+        engine.scenarioOfferKey = try? AppStoreAPIKey(
+            issuerID: apiKey.issuerId, keyID: apiKey.keyId, bundleID: "any", privateKeyFile: directory.apiPrivateKeyFile(keyId: apiKey.keyId).path)
         self.engine = engine
         self.directory = directory
         self.store = store
-        self.apiKey = try directory.loadAPIKeyInfo()
-        self.apiPublicKey = try directory.loadAPIPublicKey()
+        self.apiKey = apiKey
+        self.apiPublicKey = apiPublicKey
     }
 
     /// An in-memory simulator (nothing saved), for tests.

@@ -63,6 +63,7 @@ package enum StorekeeperApplication {
             configuration: configuration, receiptVerifiers: (try? configuration.makeReceiptVerifiers()) ?? [:], importers: importers,
             reader: reader, now: now
         ).addRoutes(to: v1)
+        OfferAPI(configuration: configuration, keys: (try? configuration.makeOfferKeys()) ?? [:], store: store, now: now).addRoutes(to: v1)
         EventsAPI(configuration: configuration, store: store).addRoutes(to: v1)
         WebhookAdminAPI(configuration: configuration, store: store).addRoutes(to: v1)
         var reconcilers: [VerifierKey: Reconciler] = [:]

@@ -12,6 +12,10 @@ extension LifecycleEngine {
         package var appAccountToken: LowercaseUUID?
         /// An offer from the product's catalog entry: introductory, promotional, offer code or win-back.
         package var offerId: String?
+        /// The developer's signature of a promotional or win-back offer (checked when the engine has an offer key).
+        package var offerSignature: OfferSignatureRequest?
+        /// The developer's `introductory-offer-eligibility` JWS, which overrides the App Store's own judgement.
+        package var introductoryOfferEligibility: String?
 
         package init(
             customerId: String, productId: String, quantity: Int = 1, appAccountToken: LowercaseUUID? = nil,
@@ -31,6 +35,8 @@ extension LifecycleEngine {
             quantity = try container.decodeIfPresent(Int.self, forKey: .quantity) ?? 1
             appAccountToken = try container.decodeIfPresent(LowercaseUUID.self, forKey: .appAccountToken)
             offerId = try container.decodeIfPresent(String.self, forKey: .offerId)
+            offerSignature = try container.decodeIfPresent(OfferSignatureRequest.self, forKey: .offerSignature)
+            introductoryOfferEligibility = try container.decodeIfPresent(String.self, forKey: .introductoryOfferEligibility)
         }
     }
 
@@ -69,6 +75,16 @@ extension LifecycleEngine {
                 throw SimulatorError(.notFound, "product '\(product.productId)' has no offer '\(id)'")
             }
             return offer
+        }
+        if let key = offerKey {
+            if let offer, offer.type == .promotional || offer.type == .winBack {
+                try checkOfferSignature(request, product: product, offer: offer, key: key)
+            }
+            if let jws = request.introductoryOfferEligibility, offer?.type == .introductory,
+                try !introductoryEligibility(jws, product: product, key: key)
+            {
+                throw SimulatorError(.conflict, "the developer's introductory-offer-eligibility signature says this customer may not have the offer")
+            }
         }
         if product.type == .autoRenewable {
             return try purchaseSubscription(product, customer: customer, request: request, offer: offer)
@@ -123,7 +139,9 @@ extension LifecycleEngine {
         let existing = state.subscriptions.records(of: customer.id).first {
             $0.groupId == groupId && $0.ownership == .purchased
         }
-        if let offer {
+        // A developer's signed "allowed" replaces the App Store's own judgement of an introductory offer.
+        let developerAllowsIntroductory = request.introductoryOfferEligibility != nil && offerKey != nil
+        if let offer, !(offer.type == .introductory && developerAllowsIntroductory) {
             try checkEligibility(offer, product: product, existing: existing)
         }
         guard let existing else {

@@ -15,6 +15,11 @@ package struct LifecycleEngine: Sendable {
     let signer: JWSSigner
     /// Signs app receipts (``appReceipt(customerId:bundleId:)``); `nil`: this engine issues none.
     package var receiptSigner: ReceiptSigner?
+    /// The key that signs the developer's offers (promotional and win-back, introductory eligibility); `nil`: offers
+    /// are taken unsigned.
+    package var offerKey: OfferKey?
+    /// The private half, for scenarios only: their offer purchases are signed as the developer's server would.
+    package var scenarioOfferKey: AppStoreAPIKey?
     /// Send Consumption Information requests accepted since the engine was loaded, by transaction ID (not saved: a
     /// test's and an operator's count of how many times a developer answered).
     package internal(set) var consumptionInformationReceived: [String: Int] = [:]

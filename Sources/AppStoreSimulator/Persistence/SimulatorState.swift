@@ -42,6 +42,8 @@ package struct SimulatorState: Codable, Sendable {
         var notificationURL: String?
         var clockRunning = false
         var counters = Counters()
+        /// The offer signatures' nonces used, with when each was signed (kept while a signature could be valid).
+        var offerNonces: [String: Date]?
     }
 
     struct Counters: Codable, Hashable, Sendable {

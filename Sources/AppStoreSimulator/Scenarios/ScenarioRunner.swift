@@ -92,9 +92,10 @@ package struct ScenarioRunner: Sendable {
                 return token
             }
             let quantity = Int(step.options["quantity"] ?? "1") ?? 0
-            let result = try engine.purchase(
-                .init(customerId: a[0], productId: a[1], quantity: quantity, appAccountToken: token, offerId: step.options["offer"])
-            )
+            var request = LifecycleEngine.PurchaseRequest(
+                customerId: a[0], productId: a[1], quantity: quantity, appAccountToken: token, offerId: step.options["offer"])
+            request.offerSignature = try engine.scenarioOfferSignature(for: request)
+            let result = try engine.purchase(request)
             return "\(a[0]) buys \(a[1]): \(result.outcome), transaction \(result.transactionId)"
         case "advance", "advance-to":
             // On a bare engine the advance is one action; ``play(_:of:)`` steps through it on a simulator.

@@ -37,6 +37,11 @@ package struct SupportAction: Sendable, Hashable, Encodable {
         case grantPromotional = "grant-promotional-entitlement"
         /// A promotional entitlement revoked (target: the grant's ID).
         case revokePromotional = "revoke-promotional-entitlement"
+        /// A subscription offer signed for the customer, or refused by the offer policy (target: the offer's ID; the
+        /// detail keeps the V1 nonce, which is never issued twice).
+        case signOffer = "sign-offer"
+        /// An introductory-offer eligibility signed for the customer (target: the product).
+        case signIntroductoryEligibility = "sign-introductory-offer-eligibility"
     }
 
     /// This record as a grant change came out: as given when done; `refused`, with the refusal's code, otherwise.

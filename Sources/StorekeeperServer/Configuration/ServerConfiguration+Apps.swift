@@ -96,6 +96,33 @@ extension ServerConfiguration {
         return verifiers
     }
 
+    /// The key that signs each app's subscription offers (apps with `offers`), loaded and checked like the App Store
+    /// Server API's (a file others may read is refused); errors name the app and the file, never the key.
+    package func makeOfferKeys() throws(ConfigurationError) -> [String: AppStoreAPIKey] {
+        var keys: [String: AppStoreAPIKey] = [:]
+        for (appIndex, app) in apps.enumerated() {
+            guard let offers = app.offers else { continue }
+            let which = "app '\(app.bundleId)'"
+            guard UUID(uuidString: offers.issuerId) != nil else {
+                throw ConfigurationError("\(which): offers.issuerId must be a UUID (App Store Connect → Users and Access → Integrations)")
+            }
+            guard !offers.keyId.isEmpty, !offers.keyId.contains(OfferSignatures.separator) else {
+                throw ConfigurationError("\(which): offers.keyId is empty or holds U+2063")
+            }
+            for (index, rule) in offers.rules.enumerated() where rule.offerId.isEmpty || rule.offerId.contains(OfferSignatures.separator) {
+                throw ConfigurationError(
+                    "\(which): offers.rules[\(index)].offerId is empty or holds U+2063", setting: "apps[\(appIndex)].offers.rules[\(index)].offerId")
+            }
+            do {
+                keys[app.bundleId] = try AppStoreAPIKey(
+                    issuerID: offers.issuerId, keyID: offers.keyId, bundleID: app.bundleId, privateKeyFile: offers.privateKeyFile)
+            } catch {
+                throw ConfigurationError("\(which): offers.privateKeyFile: \(error.message)")
+            }
+        }
+        return keys
+    }
+
     /// An account importer for each app and environment with a client and a verifier, under the configured restore
     /// policy (receipt migration and `storekeeper import`).
     package func makeImporters(

@@ -28,6 +28,10 @@ package struct ServerConfiguration: Codable, Sendable {
         /// For the `Xcode` environment (StoreKit testing in Xcode): the certificate Xcode exports for the StoreKit
         /// configuration ("Editor → Save Public Certificate"), DER or PEM. Xcode-signed data verifies against it alone.
         package var xcodeCertificate: String?
+        /// Subscription offers signed by the server (`POST /v1/customers/{id}/offers/{offerId}/signature`,
+        /// introductory-offer eligibility): the In-App Purchase key that signs them, and the offer policy. Default
+        /// none: those routes answer 404 for the app.
+        package var offers: OfferSettings?
 
         /// The environment a request means when it names none: Production when the app accepts it, else Sandbox,
         /// else Xcode.
@@ -49,7 +53,7 @@ package struct ServerConfiguration: Codable, Sendable {
         }
 
         private enum CodingKeys: String, CodingKey {
-            case bundleId, appAppleId, environments, trustedRoots, serverAPI, consumption, xcodeCertificate
+            case bundleId, appAppleId, environments, trustedRoots, serverAPI, consumption, xcodeCertificate, offers
         }
 
         package init(from decoder: any Decoder) throws {
@@ -63,6 +67,7 @@ package struct ServerConfiguration: Codable, Sendable {
                 consumption: try container.decodeIfPresent(ConsumptionPolicy.self, forKey: .consumption) ?? ConsumptionPolicy(),
                 xcodeCertificate: try container.decodeIfPresent(String.self, forKey: .xcodeCertificate)
             )
+            offers = try container.decodeIfPresent(OfferSettings.self, forKey: .offers)
         }
 
         /// Every setting, `appAppleId` as `null` when there is none (`ServerConfiguration.report(file:)` lists it).
@@ -75,6 +80,42 @@ package struct ServerConfiguration: Codable, Sendable {
             try container.encode(serverAPI, forKey: .serverAPI)
             try container.encode(consumption, forKey: .consumption)
             try container.encode(xcodeCertificate, forKey: .xcodeCertificate)
+            try container.encode(offers, forKey: .offers)
+        }
+    }
+
+    /// An app's subscription offers: the key that signs them (an In-App Purchase key from App Store Connect, the
+    /// same kind as the App Store Server API's, and it may be the same key) and the policy.
+    package struct OfferSettings: Codable, Sendable {
+        /// The issuer ID (a UUID), for the signed-request JWS (`iss`).
+        package var issuerId: String
+        /// The key's ID (V1's `keyIdentifier`, the JWS's `kid`).
+        package var keyId: String
+        /// The `.p8` file, readable by its owner only; relative to the configuration file.
+        package var privateKeyFile: String
+        package var rules: [OfferPolicy.Rule]
+        /// Subscription groups by identifier: their product IDs.
+        package var subscriptionGroups: [String: [String]]
+
+        package init(issuerId: String, keyId: String, privateKeyFile: String, policy: OfferPolicy) {
+            self.issuerId = issuerId
+            self.keyId = keyId
+            self.privateKeyFile = privateKeyFile
+            self.rules = policy.rules
+            self.subscriptionGroups = policy.subscriptionGroups
+        }
+
+        package var policy: OfferPolicy { OfferPolicy(rules: rules, subscriptionGroups: subscriptionGroups) }
+
+        private enum CodingKeys: String, CodingKey { case issuerId, keyId, privateKeyFile, rules, subscriptionGroups }
+
+        package init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            issuerId = try container.decode(String.self, forKey: .issuerId)
+            keyId = try container.decode(String.self, forKey: .keyId)
+            privateKeyFile = try container.decode(String.self, forKey: .privateKeyFile)
+            rules = try container.decodeIfPresent([OfferPolicy.Rule].self, forKey: .rules) ?? []
+            subscriptionGroups = try container.decodeIfPresent([String: [String]].self, forKey: .subscriptionGroups) ?? [:]
         }
     }
 
@@ -239,11 +280,14 @@ package struct ServerConfiguration: Codable, Sendable {
                 apps[index].serverAPI[environment]?.privateKeyFile = resolved(credentials.privateKeyFile)
             }
             apps[index].xcodeCertificate = apps[index].xcodeCertificate.map(resolved)
+            if let file = apps[index].offers?.privateKeyFile { apps[index].offers?.privateKeyFile = resolved(file) }
         }
     }
 
     package func validate() throws(ConfigurationError) {
         guard !apps.isEmpty else { throw ConfigurationError("no apps configured: \"apps\" lists at least one") }
+        // The offers' keys load now, so that a wrong one stops `serve` and `config check`, never a request.
+        _ = try makeOfferKeys()
         var seen = Set<String>()
         for (index, app) in apps.enumerated() {
             let name = "apps[\(index)]"

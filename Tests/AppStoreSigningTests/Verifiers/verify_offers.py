@@ -2,7 +2,7 @@
 SHA-256 over the exact U+2063-joined payload, DER signature) and PyJWT for the signed-request JWS.
 
 Usage: verify_offers.py CASES.json PUBLIC_KEY.pem — each case is {"kind": "v1", "payload": [fields…], "signature":
-base64} or {"kind": "jws", "jws": …, "audience": …, "claims": {…}}. Prints one line per case; exits 1 on any failure.
+base64} or {"kind": "jws", "jws": …, "audience": …, "claims": {…}[, "verifyIat": false]}. Prints one line per case; exits 1 on any failure.
 """
 import base64, json, sys
 import jwt
@@ -21,7 +21,9 @@ for index, case in enumerate(cases):
         else:
             header = jwt.get_unverified_header(case["jws"])
             assert header == {"alg": "ES256", "kid": case["kid"], "typ": "JWT"}, header
-            claims = jwt.decode(case["jws"], key, algorithms=["ES256"], audience=case["audience"])
+            claims = jwt.decode(
+                case["jws"], key, algorithms=["ES256"], audience=case["audience"],
+                options={"verify_iat": case.get("verifyIat", True)})
             assert "exp" not in claims, "no exp"
             for name, value in case["claims"].items():
                 assert claims.get(name) == value, f"{name}: {claims.get(name)!r} != {value!r}"

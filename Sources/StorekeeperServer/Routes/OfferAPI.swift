@@ -1,0 +1,194 @@
+import AppStoreModels
+import AppStoreSigning
+import Foundation
+import Hummingbird
+import HummingbirdAuth
+import StorekeeperCore
+import StorekeeperHTTP
+
+/// Subscription offers signed by the server, for the app to pass to StoreKit:
+/// - `POST /v1/customers/{id}/offers/{offerId}/signature?format=v1|v2` with `{"productId"[, "transactionId"]}`: the
+///   offer policy (``OfferPolicy``) judges the customer's ledger; allowed, V1 answers the fields StoreKit takes (key ID,
+///   a nonce the server issues, lowercase, the timestamp, the signature as base64 and as bytes, and the customer's
+///   app account token, which the purchase must carry), V2 the `promotional-offer` JWS.
+/// - `POST /v1/customers/{id}/introductory-offer-eligibility` with `{"productId"}`: the
+///   `introductory-offer-eligibility` JWS, with the ledger's answer (has this customer had an introductory offer in the
+///   product's group?).
+///
+/// Every signature and refusal is an audit record (`sign-offer`, `sign-introductory-offer-eligibility`) with the
+/// key's name, the nonce and the decision. Apps without `offers` in the configuration: 404 `offers-not-configured`.
+struct OfferAPI: Sendable {
+    let configuration: ServerConfiguration
+    let keys: [String: AppStoreAPIKey]
+    let store: any LedgerStore
+    let now: @Sendable () -> Date
+
+    struct SignatureBody: Decodable {
+        var productId: String
+        var transactionId: String?
+    }
+
+    struct EligibilityBody: Decodable { var productId: String }
+
+    func addRoutes(to group: RouterGroup<StorekeeperRequestContext>) {
+        group.post("/customers/:customerId/offers/:offerId/signature") { request, context in
+            try await sign(request, context, customerId: try CustomerAPI.customerId(context), identity: try context.requireIdentity())
+        }
+        group.post("/customers/:customerId/introductory-offer-eligibility") { request, context in
+            try await eligibility(request, customerId: try CustomerAPI.customerId(context), identity: try context.requireIdentity())
+        }
+    }
+
+    /// A product or offer identifier: 1-256 characters, printable, without U+2063 (the V1 payload's separator).
+    static func identifier(_ value: String, _ name: String) throws(APIError) -> String {
+        guard (1...256).contains(value.utf8.count), !value.contains(OfferSignatures.separator),
+            value.unicodeScalars.allSatisfy({ !CharacterSet.controlCharacters.contains($0) && $0 != " " })
+        else {
+            throw APIError(
+                .badRequest, .invalidParameter,
+                "\(name) \(UntrustedText.quoted(value, limit: 64)) is not an identifier: 1-256 printable characters, no spaces or U+2063")
+        }
+        return value
+    }
+
+    /// The app's key, policy and scope for a request, and the customer's facts for the product.
+    func context(
+        _ query: QueryParameters, identity: APIKeyIdentity, customerId: String, productId: String, offerId: String?
+    ) async throws -> (key: AppStoreAPIKey, policy: OfferPolicy, scope: CustomerKey, facts: OfferPolicy.Facts) {
+        let (bundleId, environment) = try CustomerAPI.writeScope(of: query, identity: identity, configuration.apps)
+        guard let key = keys[bundleId], let settings = configuration.apps.first(where: { $0.bundleId == bundleId })?.offers else {
+            throw APIError(
+                .notFound, .offersNotConfigured, "app '\(bundleId)' signs no offers: give it \"offers\" (a key and a policy) in the configuration")
+        }
+        guard environment != .xcode else {
+            throw APIError(
+                .badRequest, .unknownEnvironment, "offers are signed for Production and Sandbox; Xcode's StoreKit configuration signs its own")
+        }
+        let ledger: Ledger
+        do {
+            ledger = try await store.ledger(for: customerId, bundleId: bundleId, environment: environment)
+        } catch {
+            throw APIError(.serviceUnavailable, .storageUnavailable, "the ledger could not be read")
+        }
+        let policy = settings.policy
+        let facts = policy.facts(ledger: ledger, customerId: customerId, bundleId: bundleId, productId: productId, offerId: offerId, now: now())
+        return (key, policy, CustomerKey(bundleId: bundleId, environment: environment, customerId: customerId), facts)
+    }
+
+    func sign(_ request: Request, _ routeContext: StorekeeperRequestContext, customerId: String, identity: APIKeyIdentity) async throws -> Response {
+        let query = try QueryParameters(request, allowed: ["format", "bundleId", "environment"])
+        let format = query.string("format") ?? "v1"
+        guard ["v1", "v2"].contains(format) else {
+            throw APIError(.badRequest, .invalidParameter, "format must be v1 or v2, not \(UntrustedText.quoted(format, limit: 16))")
+        }
+        let offerId = try Self.identifier(routeContext.parameters.get("offerId") ?? "", "the offer ID")
+        let body: SignatureBody = try await Self.body(request, #"{"productId": "…"[, "transactionId": "…"]}"#)
+        let productId = try Self.identifier(body.productId, "productId")
+        if let id = body.transactionId, id.isEmpty || id.utf8.count > 20 || !id.utf8.allSatisfy({ (48...57).contains($0) }) {
+            throw APIError(.badRequest, .malformedBody, "transactionId must be digits, not \(UntrustedText.quoted(id, limit: 32))")
+        }
+        let (key, policy, scope, facts) = try await context(query, identity: identity, customerId: customerId, productId: productId, offerId: offerId)
+        let at = now()
+        var request: [String: JSONValue] = ["productId": .string(productId), "format": .string(format)]
+        if let id = body.transactionId { request["transactionId"] = .string(id) }
+        func audit(_ outcome: String, _ detail: [String: JSONValue]) async {
+            _ = try? await store.recordSupportAction(
+                SupportAction(
+                    at: at, keyName: identity.name, customer: scope, action: SupportAction.Kind.signOffer.rawValue, target: offerId, request: request,
+                    outcome: outcome, detail: detail))
+        }
+        switch policy.decide(offerId: offerId, productId: productId, environment: scope.environment, facts: facts) {
+        case .refused(let code, let reason):
+            await audit("refused", ["refused": .string(code), "reason": .string(reason)])
+            throw APIError(.forbidden, .init(rawValue: code), reason)
+        case .allowed(let rule):
+            if format == "v2" {
+                let jws = try OfferSignatures.promotionalOfferJWS(
+                    key: key, productId: productId, offerIdentifier: offerId, transactionId: body.transactionId, at: at)
+                await audit("done", ["rule": .string("rules[\(rule)]")])
+                struct V2: Encodable {
+                    var format = "v2"
+                    var productId: String
+                    var offerId: String
+                    var signedOffer: String
+                }
+                return StorekeeperApplication.jsonResponse(V2(productId: productId, offerId: offerId, signedOffer: jws))
+            }
+            let token: LowercaseUUID
+            do {
+                token = try await store.appAccountToken(for: customerId, bundleId: scope.bundleId, environment: scope.environment, renew: false)
+            } catch {
+                throw APIError(.serviceUnavailable, .storageUnavailable, "the customer's app account token could not be issued; retry")
+            }
+            let v1 = try OfferSignatures.signV1(key: key, productId: productId, offerId: offerId, appAccountToken: token.description, at: at)
+            await audit("done", ["rule": .string("rules[\(rule)]"), "nonce": .string(v1.nonce), "timestamp": .number(Double(v1.timestamp))])
+            struct V1: Encodable {
+                var format = "v1"
+                var productId: String
+                var offerId: String
+                var keyIdentifier: String
+                var nonce: String
+                var timestamp: Int64
+                /// Base64 of the DER signature (StoreKit 1's `SKPaymentDiscount.signature`).
+                var signature: String
+                /// The same DER bytes, as numbers (StoreKit 2's `signature: Data`: `Data(signatureBytes)`).
+                var signatureBytes: [UInt8]
+                /// The purchase must carry this token (`.appAccountToken(_:)`): it is part of what was signed.
+                var appAccountToken: String
+            }
+            return StorekeeperApplication.jsonResponse(
+                V1(
+                    productId: productId, offerId: offerId, keyIdentifier: v1.keyIdentifier, nonce: v1.nonce, timestamp: v1.timestamp,
+                    signature: v1.signature, signatureBytes: Array(Data(base64Encoded: v1.signature) ?? Data()), appAccountToken: token.description))
+        }
+    }
+
+    func eligibility(_ request: Request, customerId: String, identity: APIKeyIdentity) async throws -> Response {
+        let query = try QueryParameters(request, allowed: ["bundleId", "environment"])
+        let body: EligibilityBody = try await Self.body(request, #"{"productId": "…"}"#)
+        let productId = try Self.identifier(body.productId, "productId")
+        let (key, _, scope, facts) = try await context(query, identity: identity, customerId: customerId, productId: productId, offerId: nil)
+        guard let transactionId = facts.latestTransactionId else {
+            throw APIError(
+                .unprocessableContent, .noPurchases,
+                "customer '\(customerId)' has no transaction in \(scope.bundleId) (\(scope.environment.rawValue)): the signature names one; StoreKit decides a new customer's eligibility itself"
+            )
+        }
+        let allow = !facts.hadIntroductoryOffer
+        let at = now()
+        let jws = try OfferSignatures.introductoryOfferEligibilityJWS(
+            key: key, productId: productId, allowIntroductoryOffer: allow, transactionId: transactionId, at: at)
+        _ = try? await store.recordSupportAction(
+            SupportAction(
+                at: at, keyName: identity.name, customer: scope, action: SupportAction.Kind.signIntroductoryEligibility.rawValue, target: productId,
+                request: ["productId": .string(productId)], outcome: "done",
+                detail: [
+                    "allowIntroductoryOffer": .bool(allow), "transactionId": .string(transactionId),
+                    "group": facts.group.map { .string($0) } ?? .null,
+                ]
+            ))
+        struct Answer: Encodable {
+            var productId: String
+            var allowIntroductoryOffer: Bool
+            var transactionId: String
+            var signedEligibility: String
+        }
+        return StorekeeperApplication.jsonResponse(
+            Answer(productId: productId, allowIntroductoryOffer: allow, transactionId: transactionId, signedEligibility: jws))
+    }
+
+    /// The body, strictly; `shape` in the error.
+    static func body<Body: Decodable>(_ request: Request, _ shape: String) async throws -> Body {
+        let buffer = try await StorekeeperApplication.readBody(request)
+        do {
+            return try StrictJSONDecoder.decode(Body.self, from: Array(buffer.readableBytesView), file: "the body")
+        } catch {
+            throw APIError(.badRequest, .malformedBody, "the body must be JSON \(shape): " + UntrustedText.escaped(error.message, limit: 300))
+        }
+    }
+}
+
+extension APIError.Code {
+    /// The app has no `offers` in the configuration (404).
+    static let offersNotConfigured = Self(rawValue: "offers-not-configured")
+}
