@@ -44,7 +44,8 @@ struct OpenAPIDocumentTests {
     static let routes: [(HTTPRequest.Method, String)] = [
         (.post, "/appstore/notifications"), (.get, "/health"), (.get, "/metrics"), (.get, "/openapi.json"),
         (.get, "/v1/customers/alice"), (.delete, "/v1/customers/alice"), (.post, "/v1/customers/alice/transactions"),
-        (.post, "/v1/customers/alice/app-account-token"), (.post, "/v1/customers/alice/receipts"), (.get, "/v1/events"),
+        (.post, "/v1/customers/alice/app-account-token"), (.post, "/v1/customers/alice/receipts"),
+        (.post, "/v1/customers/alice/offers/promo.half/signature"), (.post, "/v1/customers/alice/introductory-offer-eligibility"), (.get, "/v1/events"),
         (.get, "/v1/events/evt_01jzz00000000000000000000a"),
         (.get, "/v1/admin/webhooks"), (.post, "/v1/admin/webhooks/backend/resume"), (.post, "/v1/admin/webhooks/backend/replay"),
         (.post, "/v1/admin/webhooks/backend/redeliver"), (.get, "/v1/admin/events/evt_01jzz00000000000000000000a"),
