@@ -30,7 +30,8 @@ package enum StorekeeperApplication {
         now: @escaping @Sendable () -> Date = { Date() },
         apiClients: [VerifierKey: AppStoreServerAPIClient] = [:],
         credentialCheck: CredentialCheckService? = nil,
-        ingester: NotificationIngester? = nil
+        ingester: NotificationIngester? = nil,
+        relay: NotificationRelay? = nil
     ) -> Router<StorekeeperRequestContext> {
         let metrics = exporter.metrics
         // The outbox decides customers' states with the server's rules and clock.
@@ -43,7 +44,7 @@ package enum StorekeeperApplication {
             ?? NotificationIngester(
                 store: store, verifiers: verifiers, configuration: configuration, logger: logger, metrics: metrics
             )
-        NotificationWebhook(ingester: ingester).addRoutes(to: router)
+        NotificationWebhook(ingester: ingester, relay: relay).addRoutes(to: router)
         let reader = CustomerReader(
             store: store, configuration: configuration.entitlements, cache: configuration.makeCustomerCache(of: ByteBuffer.self),
             logger: logger, metrics: metrics, render: { $0.json() }
@@ -176,6 +177,8 @@ package enum StorekeeperApplication {
             ConsumptionService(
                 store: store, configuration: configuration, verifiers: verifiers, clients: apiClients, now: now, logger: logger,
                 metrics: exporter.metrics))
+        let relay = configuration.relay.map { NotificationRelay(settings: $0, logger: logger, metrics: exporter.metrics) }
+        if let relay { services.append(relay) }
         if !configuration.webhooks.isEmpty {
             services.append(WebhookDeliveryService(store: store, endpoints: configuration.webhooks, logger: logger, metrics: exporter.metrics))
         }
@@ -192,7 +195,7 @@ package enum StorekeeperApplication {
             router: buildRouter(
                 store: store, configuration: configuration, verifiers: verifiers, logger: logger, exporter: exporter, now: now,
                 apiClients: apiClients,
-                credentialCheck: credentialCheck, ingester: ingester
+                credentialCheck: credentialCheck, ingester: ingester, relay: relay
             ),
             server: .guardedHTTP1(limits: configuration.http),
             configuration: .init(

@@ -66,6 +66,7 @@ package struct StorekeeperMetrics: Sendable {
     /// The metrics' names and help texts (an exporter that can show help uses these).
     package enum Name {
         package static let notifications = "storekeeper_notifications_total"
+        package static let relay = "storekeeper_relay_notifications_total"
         package static let verificationFailures = "storekeeper_verification_failures_total"
         package static let customerCache = "storekeeper_customer_cache_requests_total"
         package static let requestDuration = "storekeeper_http_request_duration_seconds"
@@ -157,6 +158,12 @@ package struct StorekeeperMetrics: Sendable {
     /// What the App Store said of an app's credentials at an authenticated call: refused (401) or accepted.
     package func credentials(bundleId: String, environment: String, refused: Bool) {
         gauge(Name.credentialsRefused, [("bundle_id", bundleId), ("environment", environment)]).record(refused ? 1 : 0)
+    }
+
+    /// A relayed notification: `sent`, `retried` (an attempt failed, another follows), `failed` (given up) or
+    /// `dropped` (the queue was full).
+    package func relay(outcome: String) {
+        counter(Name.relay, [("outcome", outcome)]).increment()
     }
 
     /// One webhook delivery attempt, by what came of it (`delivered`, `failed`, `dead_lettered`).

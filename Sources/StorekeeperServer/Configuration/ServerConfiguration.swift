@@ -181,6 +181,58 @@ package struct ServerConfiguration: Codable, Sendable {
     /// What a customer's submission of another customer's purchase does: `keep` (refused, 409; the default) or
     /// `transfer` (the purchase moves to them).
     package var restorePolicy: RestorePolicy
+    /// Where every verified notification is forwarded, unchanged (the old backend during a migration); none by
+    /// default.
+    package var relay: RelaySettings?
+
+    /// The notification relay (``NotificationRelay``).
+    package struct RelaySettings: Codable, Sendable, Equatable {
+        /// `http://` or `https://`, without a user or password.
+        package var url: String
+        /// How long one attempt may take. Default 10.
+        package var timeoutSeconds: Double
+        /// Attempts per notification (1 s, 2 s, 4 s… apart, at most 5 minutes). Default 10.
+        package var maxAttempts: Int
+        /// Notifications waiting at most; the oldest is dropped beyond. Default 10,000.
+        package var queueCapacity: Int
+
+        package init(url: String, timeoutSeconds: Double = 10, maxAttempts: Int = 10, queueCapacity: Int = 10_000) {
+            self.url = url
+            self.timeoutSeconds = timeoutSeconds
+            self.maxAttempts = maxAttempts
+            self.queueCapacity = queueCapacity
+        }
+
+        private enum CodingKeys: String, CodingKey { case url, timeoutSeconds, maxAttempts, queueCapacity }
+
+        package init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            self.init(
+                url: try container.decode(String.self, forKey: .url),
+                timeoutSeconds: try container.decodeIfPresent(Double.self, forKey: .timeoutSeconds) ?? 10,
+                maxAttempts: try container.decodeIfPresent(Int.self, forKey: .maxAttempts) ?? 10,
+                queueCapacity: try container.decodeIfPresent(Int.self, forKey: .queueCapacity) ?? 10_000)
+        }
+
+        func validate() throws(ConfigurationError) {
+            if ServerConfiguration.authority(of: url).contains("@") {
+                throw ConfigurationError("relay.url carries a user or password: remove it", setting: "relay.url")
+            }
+            guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(), ["http", "https"].contains(scheme), parsed.host != nil
+            else {
+                throw ConfigurationError("relay.url \(UntrustedText.quoted(url, limit: 256)) is not an http(s) URL", setting: "relay.url")
+            }
+            guard timeoutSeconds > 0, timeoutSeconds <= 300 else {
+                throw ConfigurationError("relay.timeoutSeconds must be more than 0 and at most 300", setting: "relay.timeoutSeconds")
+            }
+            guard (1...100).contains(maxAttempts) else {
+                throw ConfigurationError("relay.maxAttempts must be 1 to 100", setting: "relay.maxAttempts")
+            }
+            guard (1...1_000_000).contains(queueCapacity) else {
+                throw ConfigurationError("relay.queueCapacity must be 1 to 1000000", setting: "relay.queueCapacity")
+            }
+        }
+    }
 
     package init(
         apps: [App], entitlements: EntitlementConfiguration, apiKeys: [APIKey], customerCache: CustomerCacheSettings = .init(),
@@ -201,7 +253,7 @@ package struct ServerConfiguration: Codable, Sendable {
     }
 
     private enum CodingKeys: String, CodingKey {
-        case apps, entitlements, apiKeys, customerCache, http, retention, recovery, jobs, events, webhooks, restorePolicy
+        case apps, entitlements, apiKeys, customerCache, http, retention, recovery, jobs, events, webhooks, restorePolicy, relay
     }
 
     /// `apps` is required; `entitlements` (each product grants an entitlement named after it), `apiKeys` (none: the
@@ -222,6 +274,7 @@ package struct ServerConfiguration: Codable, Sendable {
             webhooks: try container.decodeIfPresent([WebhookEndpoint].self, forKey: .webhooks) ?? [],
             restorePolicy: try container.decodeIfPresent(RestorePolicy.self, forKey: .restorePolicy) ?? .keep
         )
+        relay = try container.decodeIfPresent(RelaySettings.self, forKey: .relay)
     }
 
     /// How long a scheduled job's lease lasts without renewal (``JobSettings/leaseSeconds``, default 60 s).
@@ -288,6 +341,7 @@ package struct ServerConfiguration: Codable, Sendable {
         guard !apps.isEmpty else { throw ConfigurationError("no apps configured: \"apps\" lists at least one") }
         // The offers' keys load now, so that a wrong one stops `serve` and `config check`, never a request.
         _ = try makeOfferKeys()
+        try relay?.validate()
         var seen = Set<String>()
         for (index, app) in apps.enumerated() {
             let name = "apps[\(index)]"

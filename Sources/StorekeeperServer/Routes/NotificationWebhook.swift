@@ -12,6 +12,8 @@ import StorekeeperHTTP
 /// serve), 408/413 (a body too slow or too large); a storage failure 503, so that Apple retries.
 struct NotificationWebhook: Sendable {
     let ingester: NotificationIngester
+    /// Where verified notifications are forwarded too, if anywhere.
+    var relay: NotificationRelay?
 
     struct Outcome: Encodable {
         var outcome: String
@@ -43,6 +45,7 @@ struct NotificationWebhook: Sendable {
         }
         switch await ingester.ingest(signedPayload: envelope.signedPayload) {
         case .stored(let outcome, let verified):
+            relay?.enqueue(bytes)
             return StorekeeperApplication.jsonResponse(Outcome(outcome: outcome.rawValue, notificationUUID: verified.payload.notificationUUID))
         case .refused(let refusal):
             throw Self.error(refusal)
