@@ -60,10 +60,11 @@ package enum StorekeeperApplication {
             reader: reader, now: now
         ).addRoutes(to: v1)
         let importers = configuration.makeImporters(store: store, clients: apiClients, verifiers: verifiers, logger: logger)
+        let receiptVerifiers = (try? configuration.makeReceiptVerifiers()) ?? [:]
         ReceiptMigrationAPI(
-            configuration: configuration, receiptVerifiers: (try? configuration.makeReceiptVerifiers()) ?? [:], importers: importers,
-            reader: reader, now: now
+            configuration: configuration, receiptVerifiers: receiptVerifiers, importers: importers, reader: reader, now: now
         ).addRoutes(to: v1)
+        ImportsAPI(configuration: configuration, importers: importers, receiptVerifiers: receiptVerifiers).addRoutes(to: v1)
         OfferAPI(configuration: configuration, keys: (try? configuration.makeOfferKeys()) ?? [:], store: store, now: now).addRoutes(to: v1)
         EventsAPI(configuration: configuration, store: store).addRoutes(to: v1)
         WebhookAdminAPI(configuration: configuration, store: store).addRoutes(to: v1)

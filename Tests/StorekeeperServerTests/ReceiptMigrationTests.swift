@@ -121,4 +121,49 @@ struct ReceiptMigrationTests {
             }
         }
     }
+
+    @Test("POST /v1/admin/imports runs an import on the server: followed to its end, every customer has the ground truth")
+    func adminImport() async throws {
+        let testbed = try await T(environment: .sandbox)
+        for name in ["subscriber-lifecycle", "refunds"] {
+            _ = try await ScenarioRunner(simulator: testbed.simulator).run(try #require(try ShippedScenarios.named(name)))
+        }
+        testbed.clock.set(await testbed.simulator.state.now)
+        let csv = try await testbed.simulator.read { (engine) throws(SimulatorError) in
+            var rows = ["customerId,transactionOrReceipt"]
+            for (index, truth) in engine.groundTruth().enumerated() {
+                guard let first = engine.transactions(customerId: truth.customerId, bundleId: TestAppStore.bundleID).first else { continue }
+                rows.append(
+                    index % 2 == 0
+                        ? "\(truth.customerId),\(first.info.originalTransactionId)"
+                        : "\(truth.customerId),\(Data(try engine.appReceipt(customerId: truth.customerId, bundleId: nil)).base64EncodedString())")
+            }
+            return rows.joined(separator: "\n") + "\nbad line\n"
+        }
+        try await testbed.withSimulator { simulatorURL in
+            let configuration = try testbed.configuration(baseURL: simulatorURL, recovery: .init(enabled: false))
+            try await testbed.withServer(configuration) { base in
+                _ = try await testbed.simulator.perform { engine in engine.setNotificationURL(nil) }
+                #expect(try await T.call(.POST, base + "/v1/admin/imports", key: T.appKey, body: csv).status == 403)
+                let started = try await T.call(.POST, base + "/v1/admin/imports", key: T.adminKey, body: csv)
+                #expect(started.status == 202, "\(started.json)")
+                let status = try #require(started.json["status"] as? String)
+                var answer: (status: Int, json: [String: Any]) = (0, [:])
+                let deadline = ContinuousClock.now + .seconds(60)
+                repeat {
+                    try await Task.sleep(for: .milliseconds(100))
+                    answer = try await T.call(.GET, base + status, key: T.adminKey)
+                } while answer.json["state"] as? String == "running" && ContinuousClock.now < deadline
+                #expect(answer.json["state"] as? String == "finished", "\(answer.json)")
+                let progress = try #require(answer.json["progress"] as? [String: Any])
+                let counts = progress["counts"] as? [String: Int] ?? [:]
+                #expect(
+                    counts["failed"] == 1 && (counts["imported"] ?? 0) >= 2 && progress["done"] as? Int == progress["total"] as? Int, "\(progress)")
+                #expect(try await testbed.mismatches(at: base) == [])
+                let list = try await T.call(.GET, base + "/v1/admin/imports", key: T.adminKey)
+                #expect((list.json["imports"] as? [[String: Any]])?.count == 1)
+                #expect(try await T.call(.GET, base + "/v1/admin/imports/imp_nope", key: T.adminKey).status == 404)
+            }
+        }
+    }
 }

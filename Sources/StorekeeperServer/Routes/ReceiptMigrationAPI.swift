@@ -4,7 +4,7 @@ import AppStoreServerAPI
 package import Foundation
 import Hummingbird
 import HummingbirdAuth
-import StorekeeperCore
+package import StorekeeperCore
 package import StorekeeperHTTP
 
 /// `POST /v1/customers/{id}/receipts` with `{"receipt": "<base64 app receipt>"}`: what an app build of the StoreKit 1
@@ -98,6 +98,39 @@ package struct ReceiptMigrationAPI: Sendable {
             throw APIError(.unprocessableContent, .noPurchases, "the receipt holds no in-app purchase: there is nothing to migrate")
         }
         return ReceiptAccount(bundleId: bundleId, environment: environment, transactionId: transactionId, verified: verified)
+    }
+
+    /// A line's importer and transaction ID: the default app's for a transaction ID, the receipt's (verified) for a
+    /// receipt; or its failed result.
+    package static func resolve(
+        _ line: CustomerImport.Line, importers: [VerifierKey: AccountImporter], defaultApp: VerifierKey?,
+        receiptVerifiers: [String: ReceiptVerifier], apps: [ServerConfiguration.App], bundleId: String?
+    ) -> Result<(AccountImporter, String), CustomerImport.LineResult> {
+        switch line.source {
+        case .transactionId(let id):
+            guard let defaultApp, let importer = importers[defaultApp] else {
+                return .failure(
+                    .init(
+                        line: line.number, customerId: line.customerId, outcome: .failed, code: "no-credentials",
+                        message: "no app for transaction IDs"))
+            }
+            return .success((importer, id))
+        case .receipt(let text):
+            do {
+                let account = try ReceiptMigrationAPI.account(
+                    ofReceipt: text, verifiers: receiptVerifiers, apps: apps, keyApp: nil, asked: bundleId, now: Date())
+                guard let importer = importers[VerifierKey(bundleId: account.bundleId, environment: account.environment)] else {
+                    return .failure(
+                        .init(
+                            line: line.number, customerId: line.customerId, outcome: .failed, code: "no-credentials",
+                            message: "app '\(account.bundleId)' has no serverAPI credentials for \(account.environment.rawValue)"))
+                }
+                return .success((importer, account.transactionId))
+            } catch {
+                return .failure(
+                    .init(line: line.number, customerId: line.customerId, outcome: .failed, code: error.code.rawValue, message: error.message))
+            }
+        }
     }
 
     func migrate(_ request: Request, customerId: String, identity: APIKeyIdentity) async throws -> Response {

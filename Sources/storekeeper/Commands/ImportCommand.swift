@@ -119,7 +119,7 @@ struct ImportCommand: AsyncParsableCommand {
                             try await run.run(
                                 lines, alreadyDone: done, concurrency: concurrency,
                                 resolve: { line in
-                                    Self.resolve(
+                                    ReceiptMigrationAPI.resolve(
                                         line, importers: importers, defaultApp: defaultApp, receiptVerifiers: receiptVerifiers, apps: apps,
                                         bundleId: askedApp)
                                 },
@@ -154,39 +154,6 @@ struct ImportCommand: AsyncParsableCommand {
         } catch {
             FileHandle.standardError.write(Data("error: \(error)\n".utf8))
             throw ExitCode.failure
-        }
-    }
-
-    /// A line's importer and transaction ID: the default app's for a transaction ID, the receipt's (verified) for a
-    /// receipt; or its failed result.
-    static func resolve(
-        _ line: CustomerImport.Line, importers: [VerifierKey: AccountImporter], defaultApp: VerifierKey?,
-        receiptVerifiers: [String: ReceiptVerifier], apps: [ServerConfiguration.App], bundleId: String?
-    ) -> Result<(AccountImporter, String), CustomerImport.LineResult> {
-        switch line.source {
-        case .transactionId(let id):
-            guard let defaultApp, let importer = importers[defaultApp] else {
-                return .failure(
-                    .init(
-                        line: line.number, customerId: line.customerId, outcome: .failed, code: "no-credentials",
-                        message: "no app for transaction IDs"))
-            }
-            return .success((importer, id))
-        case .receipt(let text):
-            do {
-                let account = try ReceiptMigrationAPI.account(
-                    ofReceipt: text, verifiers: receiptVerifiers, apps: apps, keyApp: nil, asked: bundleId, now: Date())
-                guard let importer = importers[VerifierKey(bundleId: account.bundleId, environment: account.environment)] else {
-                    return .failure(
-                        .init(
-                            line: line.number, customerId: line.customerId, outcome: .failed, code: "no-credentials",
-                            message: "app '\(account.bundleId)' has no serverAPI credentials for \(account.environment.rawValue)"))
-                }
-                return .success((importer, account.transactionId))
-            } catch {
-                return .failure(
-                    .init(line: line.number, customerId: line.customerId, outcome: .failed, code: error.code.rawValue, message: error.message))
-            }
         }
     }
 }

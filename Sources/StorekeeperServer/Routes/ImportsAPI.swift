@@ -1,0 +1,132 @@
+import AppStoreModels
+import AppStoreReceipts
+import Foundation
+import Hummingbird
+import HummingbirdAuth
+import StorekeeperCore
+import StorekeeperHTTP
+import Synchronization
+
+/// `storekeeper import` run by the server (admin keys only): `POST /v1/admin/imports[?bundleId=…&environment=…]` with
+/// the list as its body (`text/csv`, at most 1 MiB: `customerId,transactionId` or `customerId,<base64 receipt>` per
+/// line) starts it and answers 202 with its ID; `GET /v1/admin/imports/{id}` follows its progress and report;
+/// `GET /v1/admin/imports` lists this instance's. An import runs on the instance that took it, in memory: one the
+/// process loses (a restart) is started again by posting the list again — every line already imported is then
+/// `known`. For a list over 1 MiB, or to resume after a crash without asking again, use the command.
+struct ImportsAPI: Sendable {
+    let configuration: ServerConfiguration
+    let importers: [VerifierKey: AccountImporter]
+    let receiptVerifiers: [String: ReceiptVerifier]
+    let imports = Registry()
+
+    /// The imports this instance runs or ran (the last 100).
+    final class Registry: Sendable {
+        struct Entry: Sendable {
+            var id: String
+            var run: CustomerImport.Run
+        }
+        private let entries = Mutex<[Entry]>([])
+
+        func add(_ entry: Entry) {
+            entries.withLock {
+                $0.append(entry)
+                if $0.count > 100 { $0.removeFirst($0.count - 100) }
+            }
+        }
+
+        func find(_ id: String) -> Entry? { entries.withLock { $0.first { $0.id == id } } }
+        var all: [Entry] { entries.withLock { $0 } }
+    }
+
+    struct Status: Encodable {
+        var id: String
+        /// `running`, `finished` or `stopped`.
+        var state: String
+        var progress: CustomerImport.Progress
+    }
+
+    static func status(_ entry: Registry.Entry) -> Status {
+        let progress = entry.run.progress
+        let state = progress.finishedAt == nil ? "running" : progress.stopped == nil ? "finished" : "stopped"
+        return Status(id: entry.id, state: state, progress: progress)
+    }
+
+    func addRoutes(to group: RouterGroup<StorekeeperRequestContext>) {
+        group.post("/admin/imports") { request, context in
+            try Self.requireAdmin(context)
+            return try await start(request)
+        }
+        group.get("/admin/imports") { request, context in
+            try Self.requireAdmin(context)
+            _ = try QueryParameters(request, allowed: [])
+            return StorekeeperApplication.jsonResponse(["imports": imports.all.map(Self.status)])
+        }
+        group.get("/admin/imports/:importId") { request, context in
+            try Self.requireAdmin(context)
+            _ = try QueryParameters(request, allowed: [])
+            let id = context.parameters.get("importId") ?? ""
+            guard let entry = imports.find(id) else {
+                throw APIError(.notFound, .unknownImport, "no import \(UntrustedText.quoted(id, limit: 64)) on this instance")
+            }
+            return StorekeeperApplication.jsonResponse(Self.status(entry))
+        }
+    }
+
+    static func requireAdmin(_ context: StorekeeperRequestContext) throws {
+        guard try context.requireIdentity().isAdmin else { throw APIError(.forbidden, .adminOnly, "imports take an admin API key") }
+    }
+
+    func start(_ request: Request) async throws -> Response {
+        let query = try QueryParameters(request, allowed: ["bundleId", "environment"])
+        let buffer = try await StorekeeperApplication.readBody(request)
+        guard let text = String(validating: buffer.readableBytesView, as: UTF8.self) else {
+            throw APIError(
+                .badRequest, .malformedBody, "the body must be the list as UTF-8 text (customerId,transactionId or customerId,receipt per line)")
+        }
+        let (lines, malformed) = CustomerImport.parse(text, isCustomerId: isCustomerId)
+        guard !lines.isEmpty || !malformed.isEmpty else {
+            throw APIError(.badRequest, .malformedBody, "the list is empty: give customerId,transactionId or customerId,receipt per line")
+        }
+        // The app and environment of lines that give a transaction ID.
+        let asked = query.string("bundleId")
+        let environment = try query.environment()
+        let candidates = importers.keys.filter { (asked == nil || $0.bundleId == asked) && (environment == nil || $0.environment == environment) }
+        let defaultApp = candidates.count == 1 ? candidates.first : nil
+        if defaultApp == nil, lines.contains(where: { if case .transactionId = $0.source { true } else { false } }) {
+            throw APIError(
+                .badRequest, .noCredentials,
+                "lines give transaction IDs, and \(candidates.isEmpty ? "no" : "\(candidates.count)") apps and environments with App Store Server API credentials match: give bundleId and environment"
+            )
+        }
+        let id = "imp_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(20)
+        let run = CustomerImport.Run(total: lines.count + malformed.count)
+        for result in malformed { run.record(result) }
+        imports.add(.init(id: String(id), run: run))
+        let (importers, receiptVerifiers, apps) = (self.importers, self.receiptVerifiers, configuration.apps)
+        Task {
+            do {
+                try await run.run(
+                    lines,
+                    resolve: { line in
+                        ReceiptMigrationAPI.resolve(
+                            line, importers: importers, defaultApp: defaultApp, receiptVerifiers: receiptVerifiers, apps: apps, bundleId: asked)
+                    }, done: { _ in })
+                run.finish(stopped: nil)
+            } catch {
+                run.finish(stopped: "\(error)")
+            }
+        }
+        struct Started: Encodable {
+            var id: String
+            var total: Int
+            var status: String
+        }
+        return StorekeeperApplication.jsonResponse(
+            Started(id: String(id), total: lines.count + malformed.count, status: "/v1/admin/imports/\(id)"), status: .accepted)
+    }
+}
+
+extension APIError.Code {
+    /// No import of that ID on this instance (404).
+    static let unknownImport = Self(rawValue: "unknown-import")
+}
