@@ -66,6 +66,29 @@ package struct DemoRunner: Sendable {
             router: receiver.router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)),
             onServerRunning: { channel in receiverPorts.continuation.yield(channel.localAddress?.port ?? 0) }, logger: logger)
         var configuration = Self.configuration(root: simulatorDirectory.rootCertificateFile.path, apiKey: apiKey)
+        // The App Store Server API (for migration) is the simulator's, served on a port of its own; its key signs offers.
+        let simulatorPorts = AsyncStream<Int>.makeStream()
+        let servedSimulator = SimulatorApplication.build(
+            simulator: simulator, deliverer: NotificationDeliverer(simulator: simulator, logger: logger), port: 0, logger: logger
+        ) { simulatorPorts.continuation.yield($0) }
+        let simulatorTask = Task { try await servedSimulator.runService(gracefulShutdownSignals: []) }
+        defer { simulatorTask.cancel() }
+        var simulatorIterator = simulatorPorts.stream.makeAsyncIterator()
+        guard let simulatorPort = await simulatorIterator.next() else { throw DemoError(message: "the simulator's API did not start") }
+        let keyInfo = try simulatorDirectory.loadAPIKeyInfo()
+        let keyFile = simulatorDirectory.apiPrivateKeyFile(keyId: keyInfo.keyId).path
+        configuration.apps[0].serverAPI = [
+            "Sandbox": .init(issuerId: keyInfo.issuerId, keyId: keyInfo.keyId, privateKeyFile: keyFile, baseURL: "http://127.0.0.1:\(simulatorPort)")
+        ]
+        configuration.apps[0].offers = .init(
+            issuerId: keyInfo.issuerId, keyId: keyInfo.keyId, privateKeyFile: keyFile,
+            policy: OfferPolicy(
+                rules: [
+                    .init(offerId: "winback.month", customers: .lapsed, oncePerCustomer: true), .init(offerId: "promo.half", customers: .subscribed),
+                ],
+                subscriptionGroups: ["21000001": ["premium.monthly", "pro.monthly", "pro.yearly", "basic.monthly"]]))
+        // The demo shows what arrives by webhook and by migration: no recovery job pulling history meanwhile.
+        configuration.recovery = .init(enabled: false)
         let store = try SQLiteLedgerStore(path: directory.appendingPathComponent("storekeeper.sqlite").path)
         let clock = DemoClock(await simulator.state.now)
         let ports = AsyncStream<Int>.makeStream()
@@ -79,7 +102,8 @@ package struct DemoRunner: Sendable {
         try await WebhookDeliveryService.register(configuration.webhooks, in: store)
         let app = StorekeeperApplication.buildApplication(
             store: store, configuration: configuration, verifiers: try configuration.makeVerifiers(), port: 0, logger: logger,
-            now: { clock.now }, onServerRunning: { port in ports.continuation.yield(port) }
+            now: { clock.now }, apiClients: try configuration.makeServerAPIClients(logger: logger),
+            onServerRunning: { port in ports.continuation.yield(port) }
         )
         let rows = try await withThrowingTaskGroup(of: [Row]?.self) { group in
             group.addTask {
@@ -98,6 +122,8 @@ package struct DemoRunner: Sendable {
             for (scenario, faults) in Self.plan {
                 try await session.play(scenario, faults: faults)
             }
+            try await session.migrateFromReceipts()
+            try await session.offerWinBack()
             let rows = try await session.table()
             try await Self.reportEvents(receiver: receiver, store: store, rows: rows, print: print)
             group.cancelAll()
@@ -169,6 +195,9 @@ actor DemoSession {
     let print: @Sendable (String) -> Void
     let deliverer: NotificationDeliverer
     private var submitted: Set<String> = []
+
+    /// A transaction the apps must not submit (it was bought before the server existed).
+    func markSubmitted(_ transactionId: String) { submitted.insert(transactionId) }
     private var lastEntitlements: [String: [String]] = [:]
     private var notificationsSeen = 0
 

@@ -200,17 +200,23 @@ struct CustomerAPITests {
 
 @Suite("Storekeeper demo")
 struct DemoTests {
-    @Test("the demo plays every scenario through simulator and server, and every customer matches the ground truth")
+    @Test(
+        "the demo plays every scenario through simulator and server, migrates customers from receipts, signs a win-back offer, and every customer matches the ground truth"
+    )
     func demo() async throws {
         let lines = LineCollector()
         let rows = try await DemoRunner(print: { lines.add($0) }).run()
-        #expect(rows.count == 6)
+        #expect(rows.count == 10)
+        #expect(rows.contains { $0.customerId == "legacy-ann" && $0.storekeeper == ["pro.yearly"] })
+        #expect(rows.contains { $0.customerId == "winnie" && $0.storekeeper == ["pro.monthly"] })
         let mismatched = rows.filter { !$0.matches }.map(\.customerId)
         #expect(mismatched.isEmpty, "\(mismatched)")
         #expect(rows.contains { $0.customerId == "carol" && $0.groundTruth == ["coins.100 ×3"] })
         let text = lines.all.joined(separator: "\n")
         #expect(text.contains("notification DID_FAIL_TO_RENEW/GRACE_PERIOD → SUCCESS"))
         #expect(text.contains("delivered the held notifications, newest first"))
+        #expect(text.contains("sent for mallory → 400: signature-invalid"))
+        #expect(text.contains("the same signature again → refused"))
     }
 }
 
