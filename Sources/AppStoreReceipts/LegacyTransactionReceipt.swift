@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// A StoreKit 1 transaction receipt (`SKPaymentTransaction.transactionReceipt`, deprecated since iOS 7): base64 of a
 /// NeXTSTEP-style property list whose `purchase-info` is base64 of another, holding `transaction-id`. Unsigned in
@@ -17,6 +17,35 @@ public enum LegacyTransactionReceipt {
             throw ReceiptError(.malformedLegacyReceipt, "the purchase-info has no \"transaction-id\" = \"<digits>\"; entry")
         }
         return id
+    }
+
+    /// A transaction receipt in the old layout (what a simulator issues): `purchase-info` holding `transaction-id`,
+    /// `original-transaction-id`, `product-id`, `purchase-date`, `quantity` and `bid`, beside `signature` (base64 of
+    /// `signature`'s bytes, as given) and `environment`; base64 of the whole, as the app had it.
+    public static func make(
+        transactionId: String, originalTransactionId: String, productId: String, bundleId: String, purchaseDate: Date, quantity: Int,
+        environment: String, signature: [UInt8]
+    ) -> String {
+        func quoted(_ text: String) -> String { text.replacingOccurrences(of: "\\", with: "").replacingOccurrences(of: "\"", with: "") }
+        let info = """
+            {
+            \t"original-transaction-id" = "\(quoted(originalTransactionId))";
+            \t"transaction-id" = "\(quoted(transactionId))";
+            \t"product-id" = "\(quoted(productId))";
+            \t"purchase-date" = "\(purchaseDate.formatted(.iso8601))";
+            \t"quantity" = "\(quantity)";
+            \t"bid" = "\(quoted(bundleId))";
+            }
+            """
+        let outer = """
+            {
+            \t"signature" = "\(Data(signature).base64EncodedString())";
+            \t"purchase-info" = "\(Data(info.utf8).base64EncodedString())";
+            \t"environment" = "\(quoted(environment))";
+            \t"signing-status" = "0";
+            }
+            """
+        return Data(outer.utf8).base64EncodedString()
     }
 
     private static func decoded(_ bytes: [UInt8], _ name: String) throws(ReceiptError) -> String {

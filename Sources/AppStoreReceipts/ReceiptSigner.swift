@@ -46,6 +46,15 @@ public struct ReceiptSigner: Sendable {
         }
     }
 
+    /// A DER ECDSA signature of `bytes` by the signer's key (a legacy transaction receipt's `signature`).
+    public func signature(of bytes: [UInt8]) throws(ReceiptError) -> [UInt8] {
+        do {
+            return Array(try privateKey.signature(for: bytes).derRepresentation)
+        } catch {
+            throw ReceiptError(.unsupportedSignature, "signing failed")
+        }
+    }
+
     static let ecdsaWithSHA256: ASN1ObjectIdentifier = [1, 2, 840, 10_045, 4, 3, 2]
 
     /// ContentInfo { signedData, [0] SignedData { 1, {sha256}, {data, [0] content}, [0] certificates, {SignerInfo} } }.

@@ -99,4 +99,16 @@ struct AppReceiptTests {
             #expect(error.message.contains("com.example.other"))
         }
     }
+
+    @Test("a transaction's legacy transaction receipt gives its transaction ID to the legacy parser")
+    func legacy() throws {
+        var engine = try TestAppStore.engine()
+        try engine.createCustomer(id: "ada")
+        let bought = try engine.purchase(.init(customerId: "ada", productId: "coins.100", quantity: 3))
+        let receipt = try engine.legacyTransactionReceipt(transactionId: bought.transactionId)
+        #expect(try LegacyTransactionReceipt.transactionId(Array(receipt.utf8)) == bought.transactionId)
+        let text = String(decoding: Data(base64Encoded: receipt) ?? Data(), as: UTF8.self)
+        #expect(text.contains(#""environment" = "Sandbox";"#) && text.contains(#""signature" = ""#))
+        #expect(throws: SimulatorError.self) { try engine.legacyTransactionReceipt(transactionId: "999") }
+    }
 }

@@ -39,4 +39,22 @@ extension LifecycleEngine {
             throw SimulatorError(.storage, "the receipt could not be signed: \(error)")
         }
     }
+
+    /// The StoreKit 1 transaction receipt of one transaction (`SKPaymentTransaction.transactionReceipt`, deprecated
+    /// since iOS 7): its `purchase-info` names the transaction; the `signature` is the simulator leaf's over it.
+    package func legacyTransactionReceipt(transactionId: String) throws(SimulatorError) -> String {
+        guard let record = state.transactions[transactionId] else { throw SimulatorError(.notFound, "no transaction '\(transactionId)'") }
+        guard let receiptSigner else { throw SimulatorError(.storage, "this simulator has no receipt signer") }
+        let info = record.info
+        let signature: [UInt8]
+        do {
+            signature = try receiptSigner.signature(of: Array("\(info.transactionId)|\(info.productId)".utf8))
+        } catch {
+            throw SimulatorError(.storage, "the receipt could not be signed: \(error)")
+        }
+        return LegacyTransactionReceipt.make(
+            transactionId: info.transactionId, originalTransactionId: info.originalTransactionId, productId: info.productId, bundleId: info.bundleId,
+            purchaseDate: info.purchaseDate, quantity: info.quantity ?? 1,
+            environment: state.environment == .production ? "Production" : "Sandbox", signature: signature)
+    }
 }

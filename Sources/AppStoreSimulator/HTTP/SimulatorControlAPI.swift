@@ -85,6 +85,13 @@ package struct SimulatorControlAPI: Sendable {
                     customerId: id, receiptData: Data(try engine.appReceipt(customerId: id, bundleId: bundleId)).base64EncodedString())
             }
         }
+        // A transaction's StoreKit 1 transaction receipt.
+        group.get("/transactions/:id/legacy-receipt") { _, context in
+            let id = context.parameters.get("id") ?? ""
+            return try await read { (engine) throws(SimulatorError) in
+                ["transactionId": id, "transactionReceipt": try engine.legacyTransactionReceipt(transactionId: id)]
+            }
+        }
         group.post("/purchases") { request, context in
             try await act(request, context) { (body: LifecycleEngine.PurchaseRequest, engine) throws(SimulatorError) in
                 try engine.purchase(body)
