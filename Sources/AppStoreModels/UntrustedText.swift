@@ -2,8 +2,9 @@
 /// made safe to put in a log line, an error message or an audit record: it can neither start a line of its own nor
 /// be longer than a bound.
 ///
-/// Control characters (C0, DEL, C1), line and paragraph separators, and the bidirectional formatting characters that
-/// can make a line display differently from what it holds are written as `\u{…}` escapes (`\n`, `\r` and `\t` by
+/// Control characters (C0, DEL, C1), line and paragraph separators, the bidirectional formatting characters that
+/// can make a line display differently from what it holds, and invisible characters (zero widths, U+2060-U+2064) are
+/// written as `\u{…}` escapes (`\n`, `\r` and `\t` by
 /// their usual names), and a backslash as `\\`, so the escaped text reads back unambiguously. Anything longer than
 /// the limit (in UTF-8 bytes of the escaped text) is cut at a character boundary and marked with how much was left
 /// out.
@@ -55,6 +56,10 @@ package enum UntrustedText {
         case 0x00...0x1F, 0x7F...0x9F: true  // C0 controls (line feed, carriage return, escape…), DEL, C1 controls
         case 0x2028, 0x2029: true  // line and paragraph separators
         case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true  // bidirectional formatting
+        // Invisible ones, which make two different values read the same: zero widths, the word joiner and invisible
+        // operators (U+2063 joins an offer signature's fields), the byte order mark, soft hyphen, interlinear
+        // annotations.
+        case 0x00AD, 0x200B...0x200D, 0x2060...0x2064, 0xFEFF, 0xFFF9...0xFFFB: true
         default: false
         }
     }

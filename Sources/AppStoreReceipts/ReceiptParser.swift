@@ -83,8 +83,30 @@ public enum ReceiptParser {
             return try parseSignedData(bytes)
         } catch let error as ReceiptError {
             throw error
+        } catch let error as ASN1Error {
+            throw ReceiptError(.notPKCS7, "not a PKCS#7 SignedData: the DER/BER does not parse (\(Self.describe(error)))")
         } catch {
-            throw ReceiptError(.notPKCS7, "not a PKCS#7 SignedData: \(error)")
+            throw ReceiptError(.notPKCS7, "not a PKCS#7 SignedData: \(Self.plain(error))")
+        }
+    }
+
+    /// An error in words, without the source file and line swift-asn1 and swift-certificates put in theirs.
+    static func plain(_ error: any Error) -> String {
+        if let error = error as? ASN1Error { return describe(error) }
+        return "\(error)".split(separator: " ").filter { !$0.contains(".swift:") }.joined(separator: " ")
+    }
+
+    /// swift-asn1's error in words, without its source file and line.
+    static func describe(_ error: ASN1Error) -> String {
+        switch error.code {
+        case .truncatedASN1Field: "a field is cut short"
+        case .invalidASN1Object: "an invalid object"
+        case .unexpectedFieldType: "a field of an unexpected type"
+        case .unsupportedFieldLength: "a length too large"
+        case .invalidASN1IntegerEncoding: "an invalid INTEGER"
+        case .invalidStringRepresentation: "an invalid string"
+        case .tooFewOIDComponents: "an OBJECT IDENTIFIER too short"
+        default: "malformed"
         }
     }
 
@@ -94,18 +116,22 @@ public enum ReceiptParser {
 
     private static func parseSignedData(_ bytes: [UInt8]) throws -> ParsedReceipt {
         let root = try BER.parse(bytes)
-        let info = try children(root, "ContentInfo")
-        guard info.count >= 2, try ASN1ObjectIdentifier(berEncoded: info[0]) == signedDataOID else {
+        let info = try children(try expect(root, .sequence, "ContentInfo"), "ContentInfo")
+        guard info.count == 2, try ASN1ObjectIdentifier(berEncoded: info[0]) == signedDataOID else {
             throw ReceiptError(.notPKCS7, "ContentInfo is not SignedData (1.2.840.113549.1.7.2)")
         }
-        let signedData = try children(try explicit(info[1], "ContentInfo.content"), "SignedData")
+        let signedData = try children(try expect(try explicit(info[1], "ContentInfo.content"), .sequence, "SignedData"), "SignedData")
         guard signedData.count >= 4 else { throw ReceiptError(.notPKCS7, "SignedData has \(signedData.count) parts, not at least 4") }
         // version, digestAlgorithms, encapContentInfo, [0] certificates?, [1] crls?, signerInfos
-        let encapsulated = try children(signedData[2], "encapContentInfo")
+        try version(signedData[0], "SignedData", allowed: 1...5)
+        let digestAlgorithms = try children(try expect(signedData[1], .set, "SignedData.digestAlgorithms"), "digestAlgorithms").map {
+            try algorithm($0, "a digest algorithm")
+        }
+        let encapsulated = try children(try expect(signedData[2], .sequence, "encapContentInfo"), "encapContentInfo")
         guard encapsulated.count == 2, try ASN1ObjectIdentifier(berEncoded: encapsulated[0]) == dataOID else {
             throw ReceiptError(.notPKCS7, "encapContentInfo holds no data content (a detached signature?)")
         }
-        let content = try octets(try explicit(encapsulated[1], "eContent"), "eContent")
+        let content = try octets(try expect(try explicit(encapsulated[1], "eContent"), .octetString, "eContent"), "eContent")
         var certificates: [Certificate] = []
         var certificateDER: [[UInt8]] = []
         var signerInfos: ASN1Node?
@@ -117,7 +143,7 @@ public enum ReceiptParser {
                         certificates.append(try parsedCertificates.certificate(der))
                         certificateDER.append(der)
                     } catch {
-                        throw ReceiptError(.notPKCS7, "a certificate of the receipt does not parse: \(error)")
+                        throw ReceiptError(.notPKCS7, "a certificate of the receipt does not parse: \(Self.plain(error))")
                     }
                 }
             } else if node.identifier == .set {
@@ -127,7 +153,10 @@ public enum ReceiptParser {
         guard let signerInfos else { throw ReceiptError(.notPKCS7, "SignedData has no signerInfos") }
         let signers = try children(signerInfos, "signerInfos")
         guard signers.count == 1 else { throw ReceiptError(.unsupportedSignature, "\(signers.count) signers: a receipt has one") }
-        let signer = try self.signer(signers[0])
+        let signer = try self.signer(try expect(signers[0], .sequence, "SignerInfo"))
+        guard digestAlgorithms.contains(signer.digestAlgorithm) else {
+            throw ReceiptError(.notPKCS7, "the signer's digest algorithm \(signer.digestAlgorithm) is not among SignedData's digestAlgorithms")
+        }
         let receipt = try payload(content)
         return ParsedReceipt(receipt: receipt, content: content, certificates: certificates, certificateDER: certificateDER, signer: signer)
     }
@@ -135,10 +164,14 @@ public enum ReceiptParser {
     private static func signer(_ node: ASN1Node) throws -> ParsedReceipt.Signer {
         let parts = try children(node, "SignerInfo")
         guard parts.count >= 5 else { throw ReceiptError(.notPKCS7, "SignerInfo has \(parts.count) parts, not at least 5") }
-        let sid = try children(parts[1], "SignerInfo.sid (IssuerAndSerialNumber)")
+        // Version 1: the signer named by issuer and serial number (what receipts do).
+        try version(parts[0], "SignerInfo", allowed: 1...1)
+        let sid = try children(try expect(parts[1], .sequence, "SignerInfo.sid (IssuerAndSerialNumber)"), "SignerInfo.sid (IssuerAndSerialNumber)")
         guard sid.count == 2 else { throw ReceiptError(.unsupportedSignature, "the signer is not named by issuer and serial number") }
         let issuer = try DistinguishedName(derEncoded: sid[0])
-        guard case .primitive(let serial) = sid[1].content else { throw ReceiptError(.notPKCS7, "the signer's serial number is not an INTEGER") }
+        guard sid[1].identifier == .integer, case .primitive(let serial) = sid[1].content else {
+            throw ReceiptError(.notPKCS7, "the signer's serial number is not an INTEGER")
+        }
         let digest = try algorithm(parts[2], "digestAlgorithm")
         var index = 3
         var signedAttributes: [UInt8]?
@@ -157,7 +190,7 @@ public enum ReceiptParser {
         }
         guard parts.count > index + 1 else { throw ReceiptError(.notPKCS7, "SignerInfo has no signature") }
         let signatureAlgorithm = try algorithm(parts[index], "signatureAlgorithm")
-        let signature = try octets(parts[index + 1], "signature")
+        let signature = try octets(try expect(parts[index + 1], .octetString, "the signature"), "signature")
         return ParsedReceipt.Signer(
             issuer: issuer, serialNumber: Certificate.SerialNumber(bytes: serial), digestAlgorithm: digest,
             signatureAlgorithm: signatureAlgorithm, signature: signature, signedAttributes: signedAttributes, messageDigest: messageDigest)
@@ -170,7 +203,7 @@ public enum ReceiptParser {
         do {
             set = try BER.parse(content)
         } catch {
-            throw ReceiptError(.malformedPayload, "the signed content is not ASN.1: \(error)")
+            throw ReceiptError(.malformedPayload, "the signed content is not ASN.1: \(Self.plain(error))")
         }
         guard set.identifier == .set else { throw ReceiptError(.malformedPayload, "the signed content is not a SET of receipt attributes") }
         var receipt = AppReceipt(bundleId: "")
@@ -199,7 +232,7 @@ public enum ReceiptParser {
         do {
             set = try BER.parse(value)
         } catch {
-            throw ReceiptError(.malformedPayload, "\(where_) is not ASN.1: \(error)")
+            throw ReceiptError(.malformedPayload, "\(where_) is not ASN.1: \(Self.plain(error))")
         }
         var purchase = InAppPurchase()
         for (type, field) in try attributes(set, where_) {
@@ -319,6 +352,19 @@ public enum ReceiptParser {
         return Array(items)
     }
 
+    /// `node` when it has `identifier` (a SEQUENCE where a SEQUENCE belongs, not a SET with the same contents).
+    private static func expect(_ node: ASN1Node, _ identifier: ASN1Identifier, _ name: String) throws -> ASN1Node {
+        guard node.identifier == identifier else { throw ReceiptError(.notPKCS7, "\(name) is tagged \(node.identifier), not \(identifier)") }
+        return node
+    }
+
+    /// A version INTEGER within `allowed`.
+    private static func version(_ node: ASN1Node, _ name: String, allowed: ClosedRange<Int64>) throws {
+        guard node.identifier == .integer, case .primitive(let bytes) = node.content, let value = signedInteger(bytes), allowed.contains(value) else {
+            throw ReceiptError(.notPKCS7, "\(name)'s version is not an INTEGER in \(allowed.lowerBound)...\(allowed.upperBound)")
+        }
+    }
+
     private static func explicit(_ node: ASN1Node, _ name: String) throws -> ASN1Node {
         guard node.identifier == ASN1Identifier(tagWithNumber: 0, tagClass: .contextSpecific), let inner = try children(node, name).first else {
             throw ReceiptError(.notPKCS7, "\(name) is not [0] EXPLICIT")
@@ -334,8 +380,13 @@ public enum ReceiptParser {
         }
     }
 
+    /// An AlgorithmIdentifier: a SEQUENCE of the OID and no parameters or NULL (as every receipt's algorithms have).
     private static func algorithm(_ node: ASN1Node, _ name: String) throws -> ASN1ObjectIdentifier {
-        guard let first = try children(node, name).first else { throw ReceiptError(.notPKCS7, "\(name) is empty") }
+        let parts = try children(try expect(node, .sequence, name), name)
+        guard let first = parts.first else { throw ReceiptError(.notPKCS7, "\(name) is empty") }
+        guard parts.count == 1 || (parts.count == 2 && parts[1].identifier == .null && parts[1].encodedBytes.count == 2) else {
+            throw ReceiptError(.notPKCS7, "\(name) has parameters other than NULL")
+        }
         return try ASN1ObjectIdentifier(berEncoded: first)
     }
 }

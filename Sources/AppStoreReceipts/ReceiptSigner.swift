@@ -33,6 +33,13 @@ public struct ReceiptSigner: Sendable {
         self.certificateDER = ders
     }
 
+    /// A certificate's DER.
+    public static func derBytes(of certificate: Certificate) throws -> [UInt8] {
+        var serializer = DER.Serializer()
+        try serializer.serialize(certificate)
+        return serializer.serializedBytes
+    }
+
     /// The receipt's DER bytes (base64 them for what an app sends).
     public func sign(_ receipt: AppReceipt) throws(ReceiptError) -> [UInt8] {
         do {

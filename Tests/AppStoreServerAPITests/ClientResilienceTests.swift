@@ -129,22 +129,32 @@ struct ClientResilienceTests {
         try await live.setFaults { $0.rateLimitsEnabled = true }
         try await live.serve { url in
             let client = live.client(url, retry: .none, rateLimiting: .disabled)
-            let limited = await withTaskGroup(of: Bool.self) { group in
-                for _ in 0..<500 {
-                    group.addTask {
-                        do throws(AppStoreServerAPIError) {
-                            _ = try await client.transactionHistory("2000000000000001").all()
-                            return false
-                        } catch {
-                            return error.errorCode == 4_290_000
-                        }
-                    }
-                }
-                var count = 0
-                for await wasLimited in group where wasLimited { count += 1 }
-                return count
+            // On a machine busy enough that a burst's calls come slower than the sandbox's 5 a second, none is refused:
+            // up to three bursts, until one is.
+            var limited = 0
+            for _ in 0..<3 where limited == 0 {
+                limited = await Self.burst(client)
             }
             #expect(limited > 0)
+        }
+    }
+
+    /// 500 history calls at once; how many the App Store refused with 429.
+    static func burst(_ client: AppStoreServerAPIClient) async -> Int {
+        await withTaskGroup(of: Bool.self) { group in
+            for _ in 0..<500 {
+                group.addTask {
+                    do throws(AppStoreServerAPIError) {
+                        _ = try await client.transactionHistory("2000000000000001").all()
+                        return false
+                    } catch {
+                        return error.errorCode == 4_290_000
+                    }
+                }
+            }
+            var count = 0
+            for await wasLimited in group where wasLimited { count += 1 }
+            return count
         }
     }
 

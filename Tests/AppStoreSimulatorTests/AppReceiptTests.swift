@@ -111,4 +111,32 @@ struct AppReceiptTests {
         #expect(text.contains(#""environment" = "Sandbox";"#) && text.contains(#""signature" = ""#))
         #expect(throws: SimulatorError.self) { try engine.legacyTransactionReceipt(transactionId: "999") }
     }
+
+    @Test(
+        "every one-bit change of a receipt is refused, but in the certificates it carries where the certificate still reads the same (the root is never trusted: it is pinned)"
+    )
+    func everyByte() throws {
+        var engine = try TestAppStore.engine()
+        try engine.createCustomer(id: "ada")
+        _ = try engine.purchase(.init(customerId: "ada", productId: "pro.monthly"))
+        let bytes = try engine.appReceipt(customerId: "ada", bundleId: nil)
+        let original = try verifier.verify(bytes)
+        let certificates = try TestAppStore.receiptSigner.certificateChain.map { certificate -> Range<Int> in
+            let der = try ReceiptSigner.derBytes(of: certificate)
+            let at = try #require(bytes.indices.first { bytes[$0...].starts(with: der) })
+            return at..<(at + der.count)
+        }
+        var accepted: [Int] = []
+        for index in bytes.indices {
+            var changed = bytes
+            changed[index] ^= 0x01
+            guard let verified = try? verifier.verify(changed) else { continue }
+            // Only an encoding swift-certificates tolerates in a certificate's unsigned part (its signature BIT
+            // STRING's unused-bits count), or anything in the root, which is never read: the same receipt, signer
+            // and chain.
+            let inCertificate = certificates.contains { $0.contains(index) }
+            if !inCertificate || verified.receipt != original.receipt || verified.signer != original.signer { accepted.append(index) }
+        }
+        #expect(accepted.isEmpty, "accepted with a bit changed at \(accepted.prefix(20)) of \(bytes.count)")
+    }
 }

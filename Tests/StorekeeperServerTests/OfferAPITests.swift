@@ -72,6 +72,9 @@ struct OfferAPITests {
             let token = try #require(winback.json["appAccountToken"] as? String)
             #expect(nonce == nonce.lowercased() && winback.json["keyIdentifier"] as? String == key.keyId)
             #expect((winback.json["signatureBytes"] as? [Int]).map { Data($0.map(UInt8.init)) } == Data(base64Encoded: signature), "bytes = base64's")
+            // Once per customer: a second signature while the first can still be redeemed is refused.
+            let second = try await sign("bob", "winback.month", #"{"productId":"pro.monthly"}"#)
+            #expect(second.status == 403 && Self.error(second).code == "offer-signature-outstanding", "\(second.json)")
             let issued = try await T.call(.POST, base + "/v1/customers/bob/app-account-token", key: T.appKey)
             #expect(issued.json["appAccountToken"] as? String == token, "the customer's own token is signed")
             let offer = OfferSignatureRequest(keyIdentifier: key.keyId, nonce: nonce, timestamp: timestamp, signature: signature)
@@ -103,7 +106,14 @@ struct OfferAPITests {
             }
 
             // ada, subscribed: the promotional offer, V2; the simulator takes it on her active subscription.
-            let promo = try await sign("ada", "promo.half", #"{"productId":"pro.monthly","transactionId":"\#(ada.transactionId)"}"#, format: "v2")
+            // A V2 signature names only the customer's own transaction.
+            let othersTransaction = try await sign(
+                "ada", "promo.half", #"{"productId":"pro.monthly","transactionId":"\#(bob.transactionId)"}"#, format: "v2")
+            #expect(
+                othersTransaction.status == 400 && Self.error(othersTransaction).message.contains("is not one of customer"),
+                "\(othersTransaction.json)")
+            // The offer ID in the path is percent-decoded, as customer IDs are.
+            let promo = try await sign("ada", "promo%2Ehalf", #"{"productId":"pro.monthly","transactionId":"\#(ada.transactionId)"}"#, format: "v2")
             #expect(promo.status == 200, "\(promo.json)")
             let jws = try #require(promo.json["signedOffer"] as? String)
             var promoRequest = LifecycleEngine.PurchaseRequest(customerId: "ada", productId: "pro.monthly", offerId: "promo.half")

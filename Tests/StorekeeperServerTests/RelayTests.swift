@@ -1,6 +1,7 @@
 import AppStoreModels
 import AppStoreSimulator
 import Foundation
+import Glibc
 import Hummingbird
 import Logging
 import NIOCore
@@ -85,12 +86,30 @@ struct RelayTests {
         }
     }
 
-    @Test("a relay that is down never delays or fails the webhook")
-    func downRelay() async throws {
+    /// A loopback port that takes connections (the kernel completes them) and never answers: a relay target that hangs.
+    static func silentListener() throws -> (socket: Int32, port: Int) {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+                bind(socket, raw, length) == 0 && listen(socket, 64) == 0 && getsockname(socket, raw, &length) == 0
+            }
+        }
+        try #require(bound, "a loopback port")
+        return (socket, Int(UInt16(bigEndian: address.sin_port)))
+    }
+
+    @Test("a relay that hangs (each attempt a minute) never delays or fails the webhook")
+    func hangingRelay() async throws {
         let testbed = try await T(environment: .sandbox)
+        let (socket, port) = try Self.silentListener()
+        defer { close(socket) }
         var configuration = try testbed.configuration(baseURL: "http://127.0.0.1:9", recovery: .init(enabled: false))
         configuration.apps[0].serverAPI = [:]
-        configuration.relay = .init(url: "http://127.0.0.1:9/nothing-listens", timeoutSeconds: 1, maxAttempts: 3)
+        configuration.relay = .init(url: "http://127.0.0.1:\(port)/hangs", timeoutSeconds: 60, maxAttempts: 1)
         try await testbed.withServer(configuration) { base in
             let issued = try await T.call(.POST, base + "/v1/customers/bob/app-account-token", key: T.appKey)
             let token = LowercaseUUID(uuidString: try #require(issued.json["appAccountToken"] as? String))
@@ -99,7 +118,8 @@ struct RelayTests {
                 try engine.createCustomer(id: "bob")
                 for _ in 0..<5 { _ = try engine.purchase(.init(customerId: "bob", productId: "coins.100", appAccountToken: token)) }
             }
-            #expect(ContinuousClock.now - started < .seconds(5))
+            // Had the webhook waited for the relay, five deliveries would take five minutes.
+            #expect(ContinuousClock.now - started < .seconds(50))
             let notifications = await testbed.simulator.state.notifications
             #expect(notifications.allSatisfy { $0.sendAttempts.last?.sendAttemptResult == "SUCCESS" }, "Apple got 200 for each")
             let customer = try await T.call(.GET, base + "/v1/customers/bob", key: T.appKey)

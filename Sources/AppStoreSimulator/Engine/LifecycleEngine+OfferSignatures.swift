@@ -76,6 +76,12 @@ extension LifecycleEngine {
             guard claims["productId"] as? String == product.productId, claims["offerIdentifier"] as? String == offer.id else {
                 throw SimulatorError(.invalidRequest, "the signed offer is for another product or offer")
             }
+            // A signed offer naming a transaction is that account's alone.
+            if let transactionId = claims["transactionId"] as? String,
+                customerId(forAnyTransactionId: transactionId, bundleId: product.bundleId) != request.customerId
+            {
+                throw SimulatorError(.invalidRequest, "the signed offer names transaction \(transactionId), which is not this customer's")
+            }
             guard let claimed = claims["nonce"] as? String, let iat = claims["iat"] as? Double else {
                 throw SimulatorError(.invalidRequest, "the signed offer has no nonce or iat")
             }

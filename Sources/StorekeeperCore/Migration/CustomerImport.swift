@@ -73,9 +73,9 @@ package enum CustomerImport {
         var lines: [Line] = []
         var malformed: [LineResult] = []
         var number = 0
-        for raw in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        // Any line break: "\r\n" (a spreadsheet's export) is one Character, and so one break, as "\n" and "\r" are.
+        for row in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline) {
             number += 1
-            let row = raw.hasSuffix("\r") ? raw.dropLast() : raw
             let trimmed = row.trimmingCharacters(in: .whitespaces)
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
             let fields = trimmed.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }

@@ -106,12 +106,13 @@ extension ServerConfiguration {
             guard UUID(uuidString: offers.issuerId) != nil else {
                 throw ConfigurationError("\(which): offers.issuerId must be a UUID (App Store Connect → Users and Access → Integrations)")
             }
-            guard !offers.keyId.isEmpty, !offers.keyId.contains(OfferSignatures.separator) else {
-                throw ConfigurationError("\(which): offers.keyId is empty or holds U+2063")
-            }
-            for (index, rule) in offers.rules.enumerated() where rule.offerId.isEmpty || rule.offerId.contains(OfferSignatures.separator) {
+            guard Self.isKeyId(offers.keyId) else {
+                // Never echoed: it may be the key's text, pasted in the wrong place.
                 throw ConfigurationError(
-                    "\(which): offers.rules[\(index)].offerId is empty or holds U+2063", setting: "apps[\(appIndex)].offers.rules[\(index)].offerId")
+                    "\(which): offers.keyId is not a key ID (letters and digits, like 2X9R4HXF34)", setting: "apps[\(appIndex)].offers.keyId")
+            }
+            if let problem = offers.policy.problem() {
+                throw ConfigurationError("\(which): offers.\(problem.message)", setting: "apps[\(appIndex)].offers.\(problem.setting)")
             }
             do {
                 keys[app.bundleId] = try AppStoreAPIKey(

@@ -339,9 +339,20 @@ package struct ServerConfiguration: Codable, Sendable {
 
     package func validate() throws(ConfigurationError) {
         guard !apps.isEmpty else { throw ConfigurationError("no apps configured: \"apps\" lists at least one") }
+        try validateApps()
         // The offers' keys load now, so that a wrong one stops `serve` and `config check`, never a request.
         _ = try makeOfferKeys()
         try relay?.validate()
+        try validateSettings()
+    }
+
+    /// Whether `keyId` is a key ID as App Store Connect makes them (10 letters and digits; up to 64 accepted): never
+    /// the key itself pasted in the wrong place, which an error must then not repeat.
+    static func isKeyId(_ keyId: String) -> Bool {
+        (1...64).contains(keyId.utf8.count) && keyId.utf8.allSatisfy { (48...57).contains($0) || (65...90).contains($0) || (97...122).contains($0) }
+    }
+
+    private func validateApps() throws(ConfigurationError) {
         var seen = Set<String>()
         for (index, app) in apps.enumerated() {
             let name = "apps[\(index)]"
@@ -393,6 +404,10 @@ package struct ServerConfiguration: Codable, Sendable {
                         "\(which): serverAPI privateKeyFile holds what looks like a key's text, not a path: give the .p8 file's path (the key is never copied into the configuration)"
                     )
                 }
+                guard Self.isKeyId(credentials.keyId) else {
+                    // Never echoed: it may be the key's text, pasted in the wrong place.
+                    throw ConfigurationError("\(which): serverAPI keyId is not a key ID (letters and digits, like 2X9R4HXF34)")
+                }
                 if let base = credentials.baseURL, let url = URL(string: base), url.user != nil || url.password != nil {
                     throw ConfigurationError(
                         "\(which): serverAPI baseURL carries a user or password: remove it (the App Store Server API authenticates with the key)"
@@ -414,6 +429,9 @@ package struct ServerConfiguration: Codable, Sendable {
                 )
             }
         }
+    }
+
+    private func validateSettings() throws(ConfigurationError) {
         if customerCache.capacity < 0 {
             throw ConfigurationError(
                 "customerCache.capacity must be 0 (off) or more, not \(customerCache.capacity)", setting: "customerCache.capacity")

@@ -39,14 +39,14 @@ struct OfferAPI: Sendable {
         }
     }
 
-    /// A product or offer identifier: 1-256 characters, printable, without U+2063 (the V1 payload's separator).
+    /// A product or offer identifier (a path's percent-decoded, as customer IDs are): 1-256 printable characters, no
+    /// spaces, no invisible characters (U+2063 is the V1 payload's separator).
     static func identifier(_ value: String, _ name: String) throws(APIError) -> String {
-        guard (1...256).contains(value.utf8.count), !value.contains(OfferSignatures.separator),
-            value.unicodeScalars.allSatisfy({ !CharacterSet.controlCharacters.contains($0) && $0 != " " })
-        else {
+        guard OfferPolicy.isIdentifier(value) else {
             throw APIError(
                 .badRequest, .invalidParameter,
-                "\(name) \(UntrustedText.quoted(value, limit: 64)) is not an identifier: 1-256 printable characters, no spaces or U+2063")
+                "\(name) \(UntrustedText.quoted(value, limit: 64)) is not an identifier: 1-256 printable characters, no spaces or invisible characters"
+            )
         }
         return value
     }
@@ -81,14 +81,31 @@ struct OfferAPI: Sendable {
         guard ["v1", "v2"].contains(format) else {
             throw APIError(.badRequest, .invalidParameter, "format must be v1 or v2, not \(UntrustedText.quoted(format, limit: 16))")
         }
-        let offerId = try Self.identifier(routeContext.parameters.get("offerId") ?? "", "the offer ID")
+        let rawOffer = routeContext.parameters.get("offerId") ?? ""
+        let offerId = try Self.identifier(
+            rawOffer.utf8.contains(UInt8(ascii: "%")) ? rawOffer.removingPercentEncoding ?? rawOffer : rawOffer, "the offer ID")
         let body: SignatureBody = try await Self.body(request, #"{"productId": "…"[, "transactionId": "…"]}"#)
         let productId = try Self.identifier(body.productId, "productId")
         if let id = body.transactionId, id.isEmpty || id.utf8.count > 20 || !id.utf8.allSatisfy({ (48...57).contains($0) }) {
             throw APIError(.badRequest, .malformedBody, "transactionId must be digits, not \(UntrustedText.quoted(id, limit: 32))")
         }
-        let (key, policy, scope, facts) = try await context(query, identity: identity, customerId: customerId, productId: productId, offerId: offerId)
+        var (key, policy, scope, facts) = try await context(query, identity: identity, customerId: customerId, productId: productId, offerId: offerId)
         let at = now()
+        if let id = body.transactionId, !facts.transactionIds.contains(id) {
+            throw APIError(
+                .badRequest, .invalidParameter,
+                "transactionId \(id) is not one of customer '\(customerId)''s transactions in \(scope.bundleId) (\(scope.environment.rawValue))")
+        }
+        // A signature issued, still valid (24 hours), and not yet redeemed as far as the ledger knows, counts for a
+        // once-per-customer offer: two signatures asked before redeeming either must not give two redemptions.
+        do {
+            facts.outstandingSignature = try await store.supportActions(customer: scope).last { action in
+                action.action == SupportAction.Kind.signOffer.rawValue && action.target == offerId && action.outcome == "done"
+                    && at.timeIntervalSince(action.at) < 24 * 3_600
+            }?.at
+        } catch {
+            throw APIError(.serviceUnavailable, .storageUnavailable, "the audit log could not be read")
+        }
         var request: [String: JSONValue] = ["productId": .string(productId), "format": .string(format)]
         if let id = body.transactionId { request["transactionId"] = .string(id) }
         func audit(_ outcome: String, _ detail: [String: JSONValue]) async {
@@ -147,7 +164,13 @@ struct OfferAPI: Sendable {
         let query = try QueryParameters(request, allowed: ["bundleId", "environment"])
         let body: EligibilityBody = try await Self.body(request, #"{"productId": "…"}"#)
         let productId = try Self.identifier(body.productId, "productId")
-        let (key, _, scope, facts) = try await context(query, identity: identity, customerId: customerId, productId: productId, offerId: nil)
+        let (key, policy, scope, facts) = try await context(query, identity: identity, customerId: customerId, productId: productId, offerId: nil)
+        if !policy.subscriptionGroups.isEmpty, facts.group == nil || policy.subscriptionGroups[facts.group ?? ""] == nil {
+            throw APIError(
+                .badRequest, .invalidParameter,
+                "product \(UntrustedText.quoted(productId, limit: 64)) is in no subscription group of offers.subscriptionGroups: introductory offers are a subscription's"
+            )
+        }
         guard let transactionId = facts.latestTransactionId else {
             throw APIError(
                 .unprocessableContent, .noPurchases,

@@ -55,12 +55,18 @@ struct ImportCommand: AsyncParsableCommand {
                     code: "unknown-app",
                     message: "no app '\(bundleId.prefix(128))' in \(config) (apps: \(configuration.apps.map(\.bundleId).joined(separator: ", ")))")
             }
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: file, isDirectory: &isDirectory) else {
+                throw CLIError(code: "unreadable-file", message: "\(file) does not exist")
+            }
+            guard !isDirectory.boolValue else { throw CLIError(code: "unreadable-file", message: "\(file) is a directory, not a list of customers") }
             let data: Data
             do {
                 data = try Data(contentsOf: URL(fileURLWithPath: file))
             } catch {
-                throw CLIError(code: "unreadable-file", message: "cannot read \(file): \((error as NSError).localizedDescription)")
+                throw CLIError(code: "unreadable-file", message: "cannot read \(file): \(String(cString: strerror(errno)))")
             }
+            guard !data.isEmpty else { throw CLIError(code: "malformed-file", message: "\(file) is empty") }
             guard let text = String(data: data, encoding: .utf8) else {
                 throw CLIError(code: "malformed-file", message: "\(file) is not UTF-8 text")
             }
@@ -80,7 +86,7 @@ struct ImportCommand: AsyncParsableCommand {
             let defaultApp: VerifierKey? = candidates.count == 1 ? candidates.first : nil
             if defaultApp == nil, lines.contains(where: { if case .transactionId = $0.source { true } else { false } }) {
                 throw CLIError(
-                    code: "ambiguous-app",
+                    code: candidates.isEmpty ? "no-credentials" : "ambiguous-app",
                     message:
                         "lines give transaction IDs, and \(candidates.isEmpty ? "no" : "\(candidates.count)") apps and environments with credentials match: give --bundle-id and --environment (\(clients.keys.map(\.description).sorted().joined(separator: ", ")))"
                 )
@@ -204,7 +210,13 @@ final class ImportJournal: Sendable {
         guard let handle = FileHandle(forWritingAtPath: path) else {
             throw CLIError(code: "unwritable-journal", message: "cannot write the journal \(path)")
         }
-        try handle.seekToEnd()
+        let end = try handle.seekToEnd()
+        // A line cut by a crash is closed, so that the next result starts a line of its own.
+        if end > 0, let reader = FileHandle(forReadingAtPath: path) {
+            try reader.seek(toOffset: end - 1)
+            if try reader.read(upToCount: 1) != Data("\n".utf8) { try handle.write(contentsOf: Data("\n".utf8)) }
+            try reader.close()
+        }
         self.handle = Mutex(handle)
         self.done = done
     }

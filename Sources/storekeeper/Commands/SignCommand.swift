@@ -40,6 +40,13 @@ struct SignCommand: AsyncParsableCommand {
         @Option(name: .customLong("app-account-token"), help: "The customer's app account token (empty when the app passes none).")
         var appAccountToken: String?
 
+        func validate() throws {
+            // StoreKit's token is a UUID; anything else would be signed and then never match the purchase's.
+            if let appAccountToken, !appAccountToken.isEmpty, UUID(uuidString: appAccountToken) == nil {
+                throw ValidationError("--app-account-token must be a UUID (or empty), not '\(appAccountToken.prefix(64))'")
+            }
+        }
+
         func run() async throws {
             try await reportingFailures {
                 let signed = try OfferSignatures.signV1(key: try key.key(), productId: productID, offerId: offerID, appAccountToken: appAccountToken)
