@@ -2,7 +2,10 @@ import AppStoreModels
 import AppStoreReceipts
 import AppStoreSimulator
 import Foundation
+import Logging
 import NIOHTTP1
+import StorekeeperCore
+import StorekeeperPostgres
 import StorekeeperServer
 import StorekeeperTesting
 import Testing
@@ -165,5 +168,54 @@ struct ReceiptMigrationTests {
                 #expect(try await T.call(.GET, base + "/v1/admin/imports/imp_nope", key: T.adminKey).status == 404)
             }
         }
+    }
+
+    @Test("on PostgreSQL: every customer of played scenarios, imported by receipt or transaction ID, has the ground truth", .needsPostgres)
+    func postgres() async throws {
+        let testbed = try await T(environment: .sandbox)
+        for name in ["subscriber-lifecycle", "refunds", "family-sharing"] {
+            _ = try await ScenarioRunner(simulator: testbed.simulator).run(try #require(try ShippedScenarios.named(name)))
+        }
+        let now = await testbed.simulator.state.now
+        let truths = try await testbed.simulator.read { $0.groundTruth() }
+        let store = try await PostgresTestDatabase.openStore()
+        try await testbed.withSimulator { simulatorURL in
+            let configuration = try testbed.configuration(baseURL: simulatorURL, recovery: .init(enabled: false))
+            let logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+            let importers = configuration.makeImporters(
+                store: store, clients: try configuration.makeServerAPIClients(logger: logger), verifiers: try configuration.makeVerifiers(),
+                logger: logger)
+            let importer = try #require(importers[VerifierKey(bundleId: TestAppStore.bundleID, environment: .sandbox)])
+            let receiptVerifiers = try configuration.makeReceiptVerifiers()
+            for (index, truth) in truths.enumerated() {
+                let transactions = try await testbed.simulator.read { $0.transactions(customerId: truth.customerId, bundleId: TestAppStore.bundleID) }
+                guard let first = transactions.first else { continue }
+                let transactionId: String
+                if index % 2 == 0 {
+                    transactionId = first.info.originalTransactionId
+                } else {
+                    let receipt = try await testbed.simulator.read { (engine) throws(SimulatorError) in
+                        Data(try engine.appReceipt(customerId: truth.customerId, bundleId: nil)).base64EncodedString()
+                    }
+                    transactionId = try ReceiptMigrationAPI.account(
+                        ofReceipt: receipt, verifiers: receiptVerifiers, apps: configuration.apps, keyApp: nil, asked: nil, now: now
+                    ).transactionId
+                }
+                let report = try await importer.importCustomer(truth.customerId, transactionId: transactionId)
+                #expect(report.refused.isEmpty && !report.linked.isEmpty, "\(truth.customerId): \(report)")
+                let again = try await importer.importCustomer(truth.customerId, transactionId: transactionId)
+                #expect(again.recordsChanged == 0 && again.newlyLinked == 0, "\(truth.customerId) again: \(again)")
+            }
+        }
+        for truth in truths {
+            let ledger = try await store.ledger(for: truth.customerId, bundleId: TestAppStore.bundleID, environment: .sandbox)
+            let answer = CustomerAnswer(
+                for: truth.customerId, in: ledger, bundleId: TestAppStore.bundleID, environment: .sandbox,
+                configuration: SimulatorFixture.entitlements,
+                at: now)
+            #expect(Set(answer.entitlements.map(\.productId)) == Set(truth.entitlements.map(\.productId)), "\(truth.customerId)")
+            #expect(answer.consumableBalance.filter { $0.value != 0 } == truth.consumableBalance.filter { $0.value != 0 }, "\(truth.customerId)")
+        }
+        try await store.close()
     }
 }
