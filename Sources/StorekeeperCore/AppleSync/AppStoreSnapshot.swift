@@ -1,4 +1,5 @@
 package import AppStoreModels
+package import AppStoreServerAPI
 package import AppStoreSigning
 import Foundation
 
@@ -25,6 +26,27 @@ package struct AppStoreSnapshot: Sendable {
     package init(transactions: [VerifiedSignedData<TransactionInfo>] = [], subscriptions: [Subscription] = []) {
         self.transactions = transactions
         self.subscriptions = subscriptions
+    }
+
+    /// What the App Store says of the Apple account of `transactionId` (any of its transaction IDs): Get All
+    /// Subscription Statuses, and Get Transaction History, every page, all verified; and the calls made.
+    package static func fetch(
+        account transactionId: String, client: AppStoreServerAPIClient, verifier: SignedDataVerifier
+    ) async throws(AppStoreServerAPIError) -> (snapshot: AppStoreSnapshot, requests: Int) {
+        var requests = 0
+        var snapshot = AppStoreSnapshot()
+        let statuses = try await client.subscriptionStatuses(transactionId, verifier: verifier)
+        requests += 1
+        snapshot.subscriptions = statuses.map { .init(status: $0.status, transaction: $0.transaction, renewalInfo: $0.renewalInfo) }
+        let pages = try client.transactions(transactionId, verifier: verifier)
+        var token: String? = nil
+        repeat {
+            let (page, next) = try await pages.page(after: token)
+            requests += 1
+            snapshot.transactions += page
+            token = next
+        } while token != nil
+        return (snapshot, requests)
     }
 
     /// The families (environment and original transaction ID) the snapshot speaks of.

@@ -198,19 +198,7 @@ package struct Reconciler: Sendable {
 
     /// Fetches one account (by one of its original transaction IDs), compares, and applies.
     func reconcile(original: String, dryRun: Bool) async throws -> AccountResult {
-        var requests = 0
-        var snapshot = AppStoreSnapshot()
-        let statuses = try await client.subscriptionStatuses(original, verifier: verifier)
-        requests += 1
-        snapshot.subscriptions = statuses.map { .init(status: $0.status, transaction: $0.transaction, renewalInfo: $0.renewalInfo) }
-        let pages = try client.transactions(original, verifier: verifier)
-        var token: String? = nil
-        repeat {
-            let (page, next) = try await pages.page(after: token)
-            requests += 1
-            snapshot.transactions += page
-            token = next
-        } while token != nil
+        let (snapshot, requests) = try await AppStoreSnapshot.fetch(account: original, client: client, verifier: verifier)
         let families = snapshot.families.filter { $0.environment == app.environment }
         let ledger = try await store.ledger(families: families.sorted())
         let drift = Drift.between(ledger, and: snapshot)

@@ -75,20 +75,10 @@ package struct AccountImporter: Sendable {
 
     /// Imports the account of `transactionId` for `customerId`.
     package func importCustomer(_ customerId: String, transactionId: String) async throws(Failure) -> Report {
-        var requests = 0
-        var snapshot = AppStoreSnapshot()
+        let snapshot: AppStoreSnapshot
+        let requests: Int
         do {
-            let statuses = try await client.subscriptionStatuses(transactionId, verifier: verifier)
-            requests += 1
-            snapshot.subscriptions = statuses.map { .init(status: $0.status, transaction: $0.transaction, renewalInfo: $0.renewalInfo) }
-            let pages = try client.transactions(transactionId, verifier: verifier)
-            var token: String? = nil
-            repeat {
-                let (page, next) = try await pages.page(after: token)
-                requests += 1
-                snapshot.transactions += page
-                token = next
-            } while token != nil
+            (snapshot, requests) = try await AppStoreSnapshot.fetch(account: transactionId, client: client, verifier: verifier)
         } catch {
             throw .appStore(error)
         }
