@@ -218,4 +218,32 @@ struct ReceiptMigrationTests {
         }
         try await store.close()
     }
+
+    @Test("with restorePolicy transfer, a receipt sent for another customer moves the purchases to them, as a submission would")
+    func transfer() async throws {
+        let testbed = try await T(environment: .sandbox)
+        let bytes = try await testbed.simulator.perform { (engine) throws(SimulatorError) in
+            try engine.createCustomer(id: "ada")
+            _ = try engine.purchase(.init(customerId: "ada", productId: "unlock.lifetime"))
+            return try engine.appReceipt(customerId: "ada", bundleId: nil)
+        }
+        try await testbed.withSimulator { simulatorURL in
+            var configuration = try testbed.configuration(baseURL: simulatorURL, recovery: .init(enabled: false))
+            configuration.restorePolicy = .transfer
+            try await testbed.withServer(configuration) { base in
+                _ = try await testbed.simulator.perform { engine in engine.setNotificationURL(nil) }
+                let receipt = Data(bytes).base64EncodedString()
+                #expect(try await Self.post(receipt, for: "old-account", to: base).status == 200)
+                let moved = try await Self.post(receipt, for: "new-account", to: base)
+                #expect(moved.status == 200, "\(moved.json)")
+                #expect((moved.json["import"] as? [String: Any])?["newlyLinked"] as? Int == 1)
+                let new = try await T.call(.GET, base + "/v1/customers/new-account", key: T.appKey)
+                let old = try await T.call(.GET, base + "/v1/customers/old-account", key: T.appKey)
+                func products(_ answer: (status: Int, json: [String: Any])) -> [String] {
+                    ((answer.json["entitlements"] as? [[String: Any]]) ?? []).compactMap { $0["productId"] as? String }
+                }
+                #expect(products(new) == ["unlock.lifetime"] && products(old).isEmpty, "\(new.json) \(old.json)")
+            }
+        }
+    }
 }
