@@ -3,8 +3,8 @@
 /// be longer than a bound.
 ///
 /// Control characters (C0, DEL, C1), line and paragraph separators, the bidirectional formatting characters that
-/// can make a line display differently from what it holds, and invisible characters (zero widths, U+2060-U+2064) are
-/// written as `\u{…}` escapes (`\n`, `\r` and `\t` by
+/// can make a line display differently from what it holds, and invisible characters (format characters and every
+/// default-ignorable code point: zero widths, U+2060-U+2064, fillers, variation selectors, tags) are written as `\u{…}` escapes (`\n`, `\r` and `\t` by
 /// their usual names), and a backslash as `\\`, so the escaped text reads back unambiguously. Anything longer than
 /// the limit (in UTF-8 bytes of the escaped text) is cut at a character boundary and marked with how much was left
 /// out.
@@ -52,7 +52,11 @@ package enum UntrustedText {
 
     /// Whether a scalar must not appear raw in a log line.
     package static func needsEscape(_ scalar: Unicode.Scalar) -> Bool {
-        switch scalar.value {
+        // ASCII first (nearly every byte of a log line): only its controls.
+        if scalar.value < 0x80 { return scalar.value < 0x20 || scalar.value == 0x7F }
+        // Format characters and those Unicode says to draw as nothing (fillers, variation selectors, tags…).
+        if scalar.properties.generalCategory == .format || scalar.properties.isDefaultIgnorableCodePoint { return true }
+        return switch scalar.value {
         case 0x00...0x1F, 0x7F...0x9F: true  // C0 controls (line feed, carriage return, escape…), DEL, C1 controls
         case 0x2028, 0x2029: true  // line and paragraph separators
         case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true  // bidirectional formatting

@@ -14,6 +14,13 @@ struct CertificateChain: Sendable {
 
     static let positions = ["leaf", "intermediate", "root"]
 
+    /// A parser's error in words: swift-asn1 and swift-certificates put their source file and line in theirs
+    /// (`ASN1Error.truncatedASN1Field:  SwiftASN1/ASN1.swift:202`), which no answer should carry.
+    static func plain(_ error: any Error) -> String {
+        "\(error)".split(separator: " ").filter { !$0.contains(".swift:") }.joined(separator: " ")
+            .trimmingCharacters(in: CharacterSet(charactersIn: ": "))
+    }
+
     /// Parses DER certificates (leaf first) and checks that the last one is a trusted root.
     init(der certificates: [[UInt8]], trustedRoots: Set<[UInt8]>) throws(VerificationError) {
         var parsed: [Certificate] = []
@@ -23,7 +30,7 @@ struct CertificateChain: Sendable {
             } catch {
                 throw VerificationError(
                     .malformedCertificate,
-                    "x5c[\(index)] (\(Self.positions[index])) is not a DER X.509 certificate: \(error)"
+                    "x5c[\(index)] (\(Self.positions[index])) is not a DER X.509 certificate: \(Self.plain(error))"
                 )
             }
         }

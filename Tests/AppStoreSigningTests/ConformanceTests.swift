@@ -146,4 +146,22 @@ struct ConformanceTests {
         let der = try #require(Data(base64Encoded: first))
         return try Certificate(derEncoded: Array(der)).notValidAfter
     }
+
+    @Test("a malformed x5c certificate is named without the parser's source file and line")
+    func malformedCertificateMessage() async throws {
+        func segment(_ text: String) -> String {
+            Data(text.utf8).base64EncodedString().replacingOccurrences(of: "=", with: "").replacingOccurrences(of: "+", with: "-")
+                .replacingOccurrences(of: "/", with: "_")
+        }
+        let jws =
+            segment(#"{"alg":"ES256","x5c":["MIIBAAAA","AAAA","AAAA"]}"#) + "." + segment(#"{"transactionId":"1"}"#) + "."
+            + String(repeating: "A", count: 86)
+        do {
+            _ = try await Self.verifier().verifyTransaction(jws)
+            Issue.record("verified")
+        } catch {
+            #expect(error.code == .malformedCertificate, "\(error)")
+            #expect(!error.message.contains(".swift:") && error.message.contains("x5c[0] (leaf)"), "\(error.message)")
+        }
+    }
 }

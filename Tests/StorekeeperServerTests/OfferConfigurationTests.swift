@@ -134,4 +134,31 @@ struct OfferFactsTests {
         }
         #expect(code == "offer-signature-outstanding")
     }
+
+    @Test("a customer in billing retry is neither lapsed nor new: neither win-back nor a new customer's offer")
+    func retryIsNotNew() {
+        let policy = OfferPolicy(rules: [.init(offerId: "welcome", customers: .new), .init(offerId: "winback", customers: .lapsed)])
+        var facts = OfferPolicy.Facts(
+            group: "g", subscribed: false, lapsed: false, hadIntroductoryOffer: false, redemptions: 0, latestTransactionId: "1")
+        facts.inBillingRetry = true
+        for offer in ["welcome", "winback"] {
+            guard case .refused(let code, _) = policy.decide(offerId: offer, productId: "p", environment: .sandbox, facts: facts) else {
+                Issue.record("\(offer) was allowed to a customer in billing retry")
+                continue
+            }
+            #expect(code == "offer-not-eligible")
+        }
+    }
+
+    @Test("invisible characters of every kind are escaped in messages, and are no identifier")
+    func invisible() {
+        for scalar: Unicode.Scalar in [
+            "\u{2063}", "\u{200B}", "\u{3164}", "\u{115F}", "\u{180E}", "\u{034F}", "\u{FE0F}", "\u{E0041}", "\u{1D173}", "\u{00AD}",
+        ] {
+            let text = "a\(Character(scalar))b"
+            #expect(!UntrustedText.escaped(text).unicodeScalars.contains(scalar), "U+\(String(scalar.value, radix: 16))")
+            #expect(!OfferPolicy.isIdentifier(text), "U+\(String(scalar.value, radix: 16))")
+        }
+        #expect(UntrustedText.escaped("promo.half é ü 日本") == "promo.half é ü 日本")
+    }
 }

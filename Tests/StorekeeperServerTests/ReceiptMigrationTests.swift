@@ -2,6 +2,7 @@ import AppStoreModels
 import AppStoreReceipts
 import AppStoreSimulator
 import Foundation
+import Glibc
 import Logging
 import NIOHTTP1
 import StorekeeperCore
@@ -244,6 +245,25 @@ struct ReceiptMigrationTests {
                 }
                 #expect(products(new) == ["unlock.lifetime"] && products(old).isEmpty, "\(new.json) \(old.json)")
             }
+        }
+    }
+
+    @Test("an App Store that never answers is a 502 within the migration's bound, never a connection dropped unanswered")
+    func appStoreHangs() async throws {
+        let testbed = try await T(environment: .sandbox)
+        let bytes = try await testbed.simulator.perform { (engine) throws(SimulatorError) in
+            try engine.createCustomer(id: "ada")
+            _ = try engine.purchase(.init(customerId: "ada", productId: "unlock.lifetime"))
+            return try engine.appReceipt(customerId: "ada", bundleId: nil)
+        }
+        let (socket, port) = try RelayTests.silentListener()
+        defer { close(socket) }
+        let configuration = try testbed.configuration(baseURL: "http://127.0.0.1:\(port)", recovery: .init(enabled: false))
+        try await testbed.withServer(configuration) { base in
+            let started = ContinuousClock.now
+            let answer = try await Self.post(Data(bytes).base64EncodedString(), for: "ada", to: base)
+            #expect(answer.status == 502 && Self.code(answer) == "app-store-unavailable", "\(answer.json)")
+            #expect(ContinuousClock.now - started < .seconds(55), "answered before the HTTP response timeout")
         }
     }
 }

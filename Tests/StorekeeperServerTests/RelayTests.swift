@@ -1,5 +1,6 @@
 import AppStoreModels
 import AppStoreSimulator
+import AsyncHTTPClient
 import Foundation
 import Glibc
 import Hummingbird
@@ -82,6 +83,21 @@ struct RelayTests {
                 #expect(payloads == Set(sent.map(\.signedPayload)), "each notification, unchanged")
                 #expect(bodies.count == sent.count, "once each")
                 #expect(old.attempts.withLock { $0 } == sent.count + 2, "the two failures were retried")
+                // A notification that comes relayed (a relay pointed at this server, or one relaying back) is stored and
+                // never relayed again: no loop. The same body unmarked (Apple's retry) is relayed.
+                let body = #"{"signedPayload":"\#(sent[0].signedPayload)"}"#
+                var marked = HTTPClientRequest(url: base + "/appstore/notifications")
+                marked.method = .POST
+                marked.headers.add(name: "Storekeeper-Relayed", value: "1")
+                marked.body = .bytes(ByteBuffer(string: body))
+                let answer = try await HTTPClient.shared.execute(marked, timeout: .seconds(10))
+                #expect(answer.status == .ok)
+                try await Task.sleep(for: .milliseconds(500))
+                #expect(old.received.withLock { $0.count } == sent.count, "a relayed notification was relayed again")
+                #expect(try await T.call(.POST, base + "/appstore/notifications", key: "", body: body).status == 200)
+                let again = ContinuousClock.now + .seconds(10)
+                while old.received.withLock({ $0.count }) == sent.count, ContinuousClock.now < again { try await Task.sleep(for: .milliseconds(50)) }
+                #expect(old.received.withLock { $0.count } == sent.count + 1)
             }
         }
     }
@@ -131,7 +147,8 @@ struct RelayTests {
     func configuration() throws {
         for (relay, named) in [
             (#"{"url": "ftp://old.example/x"}"#, "relay.url"), (#"{"url": "https://user:pw@old.example/x"}"#, "user or password"),
-            (#"{"url": "https://old.example/x", "maxAttempts": 0}"#, "relay.maxAttempts"),
+            (#"{"url": "https://old.example/x", "maxAttempts": 0}"#, "relay.maxAttempts"), (#"{"url": "http://127.0.0.1:99999/x"}"#, "relay.url"),
+            (#"{"url": "http://old\u200B.example/x"}"#, "relay.url"),
             (#"{"url": "https://old.example/x", "timeout": 3}"#, "unknown key"),
         ] {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("relay-config-\(UUID())")

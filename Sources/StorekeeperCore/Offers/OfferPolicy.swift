@@ -251,7 +251,7 @@ package struct OfferPolicy: Codable, Hashable, Sendable {
                     : facts.inBillingRetry
                         ? "offer \(offerId) is for lapsed subscribers, and the customer's subscription is in billing retry (rules[\(index)])"
                         : "offer \(offerId) is for lapsed subscribers, and the customer never subscribed to the group (rules[\(index)])")
-        case .new where facts.subscribed || facts.lapsed:
+        case .new where facts.subscribed || facts.lapsed || facts.inBillingRetry:
             return .refused(
                 code: "offer-not-eligible", reason: "offer \(offerId) is for customers who never subscribed to the group (rules[\(index)])")
         default: break

@@ -218,7 +218,14 @@ package struct ServerConfiguration: Codable, Sendable {
             if ServerConfiguration.authority(of: url).contains("@") {
                 throw ConfigurationError("relay.url carries a user or password: remove it", setting: "relay.url")
             }
-            guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(), ["http", "https"].contains(scheme), parsed.host != nil
+            // Printable ASCII only (an international host in its xn-- form): no invisible character hides in it.
+            guard url.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 0x20 && $0.value != 0x7F }),
+                let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(), ["http", "https"].contains(scheme),
+                let host = parsed.host, !host.isEmpty,
+                host.unicodeScalars.allSatisfy({
+                    $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || ".-:[]".unicodeScalars.contains($0))
+                }),
+                parsed.port.map({ (1...65_535).contains($0) }) ?? true
             else {
                 throw ConfigurationError("relay.url \(UntrustedText.quoted(url, limit: 256)) is not an http(s) URL", setting: "relay.url")
             }
@@ -358,10 +365,14 @@ package struct ServerConfiguration: Codable, Sendable {
             let name = "apps[\(index)]"
             guard !app.bundleId.isEmpty else { throw ConfigurationError("\(name).bundleId is empty", setting: "\(name).bundleId") }
             // Apple's bundle IDs: letters, digits, '-' and '.'.
+            if SecretFile.looksLikeKeyText(app.bundleId) {
+                throw ConfigurationError(
+                    "\(name).bundleId holds what looks like a key's text (never repeated): give the app's bundle ID", setting: "\(name).bundleId")
+            }
             guard app.bundleId.utf8.count <= 155, app.bundleId.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == ".") })
             else {
                 throw ConfigurationError(
-                    "\(name).bundleId \(UntrustedText.quoted(app.bundleId, limit: 160)) is not a bundle ID: letters, digits, '-' and '.' only (no spaces)",
+                    "\(name).bundleId \(UntrustedText.quoted(app.bundleId, limit: 32)) is not a bundle ID: letters, digits, '-' and '.' only (no spaces)",
                     setting: "\(name).bundleId"
                 )
             }

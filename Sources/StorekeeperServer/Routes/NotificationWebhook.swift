@@ -1,6 +1,7 @@
 import AppStoreModels
 package import AppStoreSigning
 import Foundation
+import HTTPTypes
 import Hummingbird
 package import Logging
 package import StorekeeperCore
@@ -45,7 +46,7 @@ struct NotificationWebhook: Sendable {
         }
         switch await ingester.ingest(signedPayload: envelope.signedPayload) {
         case .stored(let outcome, let verified):
-            relay?.enqueue(bytes)
+            if let relay, request.headers[HTTPField.Name(NotificationRelay.relayedHeader)!] == nil { relay.enqueue(bytes) }
             return StorekeeperApplication.jsonResponse(Outcome(outcome: outcome.rawValue, notificationUUID: verified.payload.notificationUUID))
         case .refused(let refusal):
             throw Self.error(refusal)

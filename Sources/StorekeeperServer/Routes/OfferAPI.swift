@@ -8,7 +8,7 @@ import StorekeeperHTTP
 
 /// Subscription offers signed by the server, for the app to pass to StoreKit:
 /// - `POST /v1/customers/{id}/offers/{offerId}/signature?format=v1|v2` with `{"productId"[, "transactionId"]}`: the
-///   offer policy (``OfferPolicy``) judges the customer's ledger; allowed, V1 answers the fields StoreKit takes (key ID,
+///   offer policy (`OfferPolicy`) judges the customer's ledger; allowed, V1 answers the fields StoreKit takes (key ID,
 ///   a nonce the server issues, lowercase, the timestamp, the signature as base64 and as bytes, and the customer's
 ///   app account token, which the purchase must carry), V2 the `promotional-offer` JWS.
 /// - `POST /v1/customers/{id}/introductory-offer-eligibility` with `{"productId"}`: the

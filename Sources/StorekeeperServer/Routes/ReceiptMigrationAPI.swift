@@ -8,9 +8,9 @@ package import StorekeeperCore
 package import StorekeeperHTTP
 
 /// `POST /v1/customers/{id}/receipts` with `{"receipt": "<base64 app receipt>"}`: what an app build of the StoreKit 1
-/// era sends. The receipt is verified (its signature and chain, ``ReceiptVerifier``, against the app's trusted roots:
+/// era sends. The receipt is verified (its signature and chain, `ReceiptVerifier`, against the app's trusted roots:
 /// `"apple"` is the 2006 Apple Root CA for receipts), one transaction ID taken from it, and the customer's account
-/// imported from the App Store (``AccountImporter``: statuses and history, verified, applied and linked under the
+/// imported from the App Store (`AccountImporter`: statuses and history, verified, applied and linked under the
 /// ownership rules and the restore policy). The answer: what was linked or refused, and the customer's entitlements.
 /// Idempotent: sending the same receipt again links nothing new.
 package struct ReceiptMigrationAPI: Sendable {
@@ -21,6 +21,9 @@ package struct ReceiptMigrationAPI: Sendable {
     let now: @Sendable () -> Date
 
     struct Body: Decodable { var receipt: String }
+
+    /// How long a migration waits for the App Store (below the HTTP response timeout's default, 60 s).
+    static let appStoreTimeout: Duration = .seconds(25)
 
     func addRoutes(to group: RouterGroup<StorekeeperRequestContext>) {
         group.post("/customers/:customerId/receipts") { request, context in
@@ -156,10 +159,34 @@ package struct ReceiptMigrationAPI: Sendable {
                 "migrating a receipt asks the App Store for its history, and app '\(bundleId)' has no App Store Server API credentials for \(environment.rawValue) (serverAPI in the configuration)"
             )
         }
+        // Within the App Store's own bound, well inside the HTTP response timeout: an App Store that does not answer is
+        // a 502 the app can retry, never a connection dropped unanswered.
+        let outcome = await withTaskGroup(of: Result<AccountImporter.Report, AccountImporter.Failure>?.self) { group in
+            group.addTask {
+                do throws(AccountImporter.Failure) {
+                    return .success(try await importer.importCustomer(customerId, transactionId: transactionId))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: Self.appStoreTimeout)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
         let report: AccountImporter.Report
-        do {
-            report = try await importer.importCustomer(customerId, transactionId: transactionId)
-        } catch let failure {
+        switch outcome {
+        case .none:
+            throw APIError(
+                .badGateway, .appStoreUnavailable,
+                "the App Store did not answer the history of the receipt's transaction within \(Self.appStoreTimeout): what was applied stays; send the receipt again"
+            )
+        case .success(let done)?:
+            report = done
+        case .failure(let failure)?:
             switch failure {
             case _ where failure.isUnknownTransaction:
                 throw APIError(

@@ -20,6 +20,9 @@ package final class NotificationRelay: Service, Sendable {
     private let continuation: AsyncStream<[UInt8]>.Continuation
     /// Sends at once.
     static let concurrency = 4
+    /// Marks a relayed request; the webhook never relays a request that carries it, so a relay pointed at itself (or
+    /// two relaying to each other) forwards each notification once, not for ever.
+    package static let relayedHeader = "Storekeeper-Relayed"
 
     package init(settings: ServerConfiguration.RelaySettings, logger: Logger, metrics: StorekeeperMetrics) {
         self.settings = settings
@@ -61,6 +64,8 @@ package final class NotificationRelay: Service, Sendable {
             request.method = .POST
             request.headers.add(name: "Content-Type", value: "application/json")
             request.headers.add(name: "User-Agent", value: "Storekeeper-Relay")
+            // A Storekeeper that receives it (itself, by mistake, or one relaying back) does not relay it again.
+            request.headers.add(name: Self.relayedHeader, value: "1")
             request.body = .bytes(ByteBuffer(bytes: body))
             var problem: String
             do {

@@ -25,6 +25,13 @@ struct SignCommand: AsyncParsableCommand {
         @Option(name: .customLong("private-key"), help: "The .p8 private key file (mode 0600).")
         var privateKey: String
 
+        func validate() throws {
+            // Never echoed: it may be the key itself, pasted in the wrong place.
+            guard (1...64).contains(keyID.utf8.count), keyID.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
+                throw ValidationError("--key-id is not a key ID (letters and digits, like 2X9R4HXF34)")
+            }
+        }
+
         func key() throws -> AppStoreAPIKey {
             try AppStoreAPIKey(issuerID: issuerID, keyID: keyID, bundleID: bundleID, privateKeyFile: privateKey)
         }
