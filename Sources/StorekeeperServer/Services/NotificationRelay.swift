@@ -1,9 +1,9 @@
 import AsyncHTTPClient
-package import Foundation
+import Foundation
 package import Logging
 import NIOCore
 import NIOHTTP1
-package import ServiceLifecycle
+import ServiceLifecycle
 package import StorekeeperCore
 import Synchronization
 
