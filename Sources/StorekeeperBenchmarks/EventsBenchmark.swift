@@ -23,6 +23,11 @@ package enum EventsBenchmark {
         package var ingestOutboxOff: [Double]
         /// 1 − median(on) / median(off), in percent: what the outbox costs ingestion.
         package var outboxCostPercent: Double
+        /// 1 − on / off of each round (its two halves run back to back, in alternating order), in percent.
+        package var outboxCostPercentByRound: [Double]
+        /// The median of ``outboxCostPercentByRound``: steadier than ``outboxCostPercent`` when the machine's speed
+        /// drifts from round to round.
+        package var outboxCostPercentPaired: Double
         /// The process's CPU time (user and system, every thread: server and load alike) per notification posted, in
         /// microseconds, of each round. Steadier than throughput on a busy machine: with every core saturated,
         /// throughput follows it.
@@ -57,8 +62,9 @@ package enum EventsBenchmark {
         var cpuOff: [Double] = []
         var description = ""
         var eventsPerNotification = 0.0
-        for _ in 0..<rounds {
-            for outbox in [true, false] {
+        for round in 0..<rounds {
+            // On then off, then off then on: neither side always runs second (after the other warmed the machine).
+            for outbox in round.isMultiple(of: 2) ? [true, false] : [false, true] {
                 let (throughput, cpu, events, storageDescription) = try await ingest(
                     count: count, concurrency: concurrency, storage: ServerBenchmark.Storage(postgres: storage.postgres), outbox: outbox)
                 description = storageDescription
@@ -74,9 +80,12 @@ package enum EventsBenchmark {
         }
         let delivery = measured ? try await deliver(count: count, concurrency: concurrency, storage: storage) : nil
         func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
+        // Each round's on and off ran back to back: their ratio is free of the machine's drift between rounds.
+        let paired = zip(on, off).map { ((1 - $0 / $1) * 1_000).rounded() / 10 }
         return Result(
             storage: description, notifications: count, concurrency: concurrency, ingestOutboxOn: on, ingestOutboxOff: off,
-            outboxCostPercent: ((1 - median(on) / median(off)) * 1_000).rounded() / 10, cpuMicrosecondsOutboxOn: cpuOn,
+            outboxCostPercent: ((1 - median(on) / median(off)) * 1_000).rounded() / 10, outboxCostPercentByRound: paired,
+            outboxCostPercentPaired: median(paired), cpuMicrosecondsOutboxOn: cpuOn,
             cpuMicrosecondsOutboxOff: cpuOff, outboxCPUCostPercent: ((median(cpuOn) / median(cpuOff) - 1) * 1_000).rounded() / 10,
             eventsPerNotification: eventsPerNotification,
             delivery: delivery)

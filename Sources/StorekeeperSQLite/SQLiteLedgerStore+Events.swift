@@ -4,6 +4,25 @@ import GRDB
 package import StorekeeperCore
 
 extension SQLiteWriteTransaction {
+    /// Rows `(kind, text, sequence, valid_until, token)` for customer `?1` of app `?2` in environment `?3`: kind 0 a
+    /// token, 1 a linked family, 2 a family carrying one of their tokens, 3 their recorded state (text, sequence,
+    /// valid_until), 4 present when they have promotional grants. `CROSS JOIN` keeps the customer's tokens as the outer
+    /// loop: left to itself, SQLite's planner searched every transaction of the environment for each.
+    static let outboxCustomerSQL = """
+        SELECT 0, token, NULL, NULL, NULL FROM token_owners WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3
+        UNION ALL
+        SELECT 1, original_transaction_id, NULL, NULL, NULL FROM customer_links WHERE customer_id = ?1 AND environment = ?3
+        UNION ALL
+        SELECT 2, t.original_transaction_id, NULL, NULL, o.token FROM token_owners o
+            CROSS JOIN transactions t ON t.app_account_token = o.token AND t.environment = o.environment
+            WHERE o.customer_id = ?1 AND o.bundle_id = ?2 AND o.environment = ?3
+        UNION ALL
+        SELECT 3, state, sequence, valid_until, NULL FROM customer_states WHERE bundle_id = ?2 AND environment = ?3 AND customer_id = ?1
+        UNION ALL
+        SELECT 4, NULL, NULL, NULL, NULL WHERE EXISTS (
+            SELECT 1 FROM promotional_grants WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3)
+        """
+
     func readCustomers(_ reads: OutboxReads) throws -> OutboxReadResults {
         let keys = reads.customers
         var results = OutboxReadResults()
@@ -15,23 +34,33 @@ extension SQLiteWriteTransaction {
         results.now = store.outbox.now
         for key in keys {
             var ledger = Ledger()
-            let (tokens, originals) = try store.customerFamilies(db, key.customerId, key.bundleId, key.environment)
-            for token in tokens { ledger.tokenOwners[token] = key.customerId }
+            var originals = Set<String>()
+            var hasGrants = false
+            // One statement for all the outbox reads of a customer: their tokens, the families linked to them or
+            // carrying one of those tokens, whether they have promotional grants, and their recorded state (five
+            // statements cost the writer more than their searches).
+            let rows = try Row.fetchCursor(
+                db.cachedStatement(sql: Self.outboxCustomerSQL), arguments: [key.customerId, key.bundleId, key.environment.rawValue])
+            while let row = try rows.next() {
+                switch row[0] as Int {
+                case 0:
+                    if let token = LowercaseUUID(uuidString: row[1]) {
+                        ledger.tokenOwners[AppAccountTokenKey(bundleId: key.bundleId, environment: key.environment, token: token)] = key.customerId
+                    }
+                case 1: originals.insert(row[1])
+                case 2: if LowercaseUUID(uuidString: row[4]) != nil { originals.insert(row[1]) }
+                case 3:
+                    results.stored[key] = CustomerStateRecord(
+                        customer: key, sequence: row[2], state: row[1], validUntil: (row[3] as Int64?).map(Date.init(epochMilliseconds:)))
+                default: hasGrants = true
+                }
+            }
             // The families the unit of work holds are taken from its snapshots: not loaded (nor decoded) again.
             for original in originals.sorted() where !reads.known.contains(LedgerKey(key.environment, original)) {
                 try store.loadSubscriptionFamily(db, memo, LedgerKey(key.environment, original), into: &ledger)
             }
-            try SQLiteLedgerStore.loadGrants(db, key, into: &ledger)
+            if hasGrants { try SQLiteLedgerStore.loadGrants(db, key, into: &ledger) }
             results.ledgers[key] = ledger
-            if let row = try Row.fetchOne(
-                db.cachedStatement(
-                    sql: "SELECT sequence, state, valid_until FROM customer_states WHERE bundle_id = ? AND environment = ? AND customer_id = ?"),
-                arguments: [key.bundleId, key.environment.rawValue, key.customerId])
-            {
-                results.stored[key] = CustomerStateRecord(
-                    customer: key, sequence: row["sequence"], state: row["state"],
-                    validUntil: (row["valid_until"] as Int64?).map(Date.init(epochMilliseconds:)))
-            }
         }
         return results
     }

@@ -64,6 +64,11 @@ package final class SQLiteLedgerStore: LedgerStore {
                 at: URL(fileURLWithPath: path).deletingLastPathComponent(), withIntermediateDirectories: true
             )
             pool = try DatabasePool(path: path, configuration: configuration)
+            // GRDB turns WAL on for the writer after `prepareDatabase` ran, and sets `synchronous = NORMAL` with it: a
+            // commit would then be durable across a crash of the process but not of the machine (the last commits
+            // before a power cut rolled back, acknowledged notifications lost). The writer is set back to FULL: its
+            // log is synced at every commit.
+            try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
             let migrator = Self.migrator
             let before = try pool.read { db in try migrator.appliedIdentifiers(db) }
             // A ledger migrated by a newer Storekeeper may hold data this version would misread or leave stale.
@@ -398,6 +403,11 @@ package final class SQLiteLedgerStore: LedgerStore {
         } catch {
             throw StorageError("cannot measure the database: \(error)", underlying: error)
         }
+    }
+
+    /// The writer connection's `PRAGMA synchronous` (2: FULL).
+    func writerSynchronous() async throws(StorageError) -> Int {
+        try await write { db, _ in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
     }
 
     package func checkHealth() async throws(StorageError) {

@@ -22,6 +22,15 @@ struct SimulatorStoreTests {
         return try encoder.encode(state)
     }
 
+    @Test("the database syncs its log at every commit (synchronous FULL: GRDB sets NORMAL when it turns WAL on)")
+    func commitsAreSynced() throws {
+        let directory = Self.temporaryDirectory()
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try SimulatorStore(path: directory.appendingPathComponent("simulator.sqlite").path)
+        #expect(try store.synchronousSetting() == 2)
+    }
+
     @Test("an action writes only the records it changed, however long the history")
     func changesDoNotGrowWithHistory() throws {
         var h = H(environment: .production)

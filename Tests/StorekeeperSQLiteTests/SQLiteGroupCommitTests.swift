@@ -17,6 +17,17 @@ struct SQLiteGroupCommitTests {
         FileManager.default.temporaryDirectory.appendingPathComponent("group-\(UUID()).sqlite").path
     }
 
+    @Test("the writer syncs its log at every commit (synchronous FULL: GRDB sets NORMAL when it turns WAL on), also when reopened")
+    func writerSyncsEveryCommit() async throws {
+        let path = Self.temporaryPath()
+        let store = try SQLiteLedgerStore(path: path)
+        #expect(try await store.writerSynchronous() == 2)
+        await store.close()
+        let reopened = try SQLiteLedgerStore(path: path, creating: false)
+        #expect(try await reopened.writerSynchronous() == 2)
+        await reopened.close()
+    }
+
     @Test("notifications arriving together are applied in batches, each once, the same ledger as one by one; one the database refuses fails alone")
     func batchedNotifications() async throws {
         var harness = H()

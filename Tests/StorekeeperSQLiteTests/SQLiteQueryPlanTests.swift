@@ -71,6 +71,8 @@ struct SQLiteQueryPlanTests {
         let queries = log.all.subtracting(migrations.all).filter(Self.isLedgerQuery)
         #expect(queries.count >= 10, "\(queries.sorted())")
         #expect(queries.contains(SQLiteLedgerStore.familiesByTokenSQL) && queries.contains(SQLiteLedgerStore.familyOrderSQL))
+        // The outbox's read of a customer (tokens, families, grants, recorded state in one statement) among them.
+        #expect(queries.contains(SQLiteWriteTransaction.outboxCustomerSQL))
         let store = try SQLiteLedgerStore(path: Self.temporaryPath())
         for sql in queries.sorted() {
             let steps = try await Self.plan(sql, in: store)

@@ -29,6 +29,8 @@ package final class SimulatorStore: Sendable {
         configuration.busyMode = .timeout(10)
         do {
             database = try DatabaseQueue(path: path, configuration: configuration)
+            // GRDB sets `synchronous = NORMAL` when it turns WAL on, after `prepareDatabase`: set back to FULL.
+            try database.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
             try Self.migrator.migrate(database)
         } catch {
             throw SimulatorError(.storage, "cannot open the simulator database \(path): \(error)")
@@ -46,6 +48,11 @@ package final class SimulatorStore: Sendable {
             try db.execute(sql: "CREATE TABLE notifications (position INTEGER PRIMARY KEY, json BLOB NOT NULL)")
         }
         return migrator
+    }
+
+    /// The connection's `PRAGMA synchronous` (2: FULL).
+    func synchronousSetting() throws -> Int {
+        try database.read { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
     }
 
     /// Whether the database holds a simulator (its scalars row is written with the first state).

@@ -70,8 +70,13 @@ extension CustomerAnswer {
 /// in sorted order.
 package struct JSONWriter {
     /// Room for a typical answer from the start: growing a buffer byte by byte reallocates it several times.
-    private(set) var buffer = ByteBufferAllocator().buffer(capacity: 1_024)
+    private(set) var buffer: ByteBuffer
     private var afterValue = false
+
+    /// `capacity`: room for a typical answer from the start (1 KiB), less for a small object.
+    init(capacity: Int = 1_024) {
+        buffer = ByteBufferAllocator().buffer(capacity: capacity)
+    }
 
     mutating func object(_ body: (inout JSONWriter) -> Void) {
         open(UInt8(ascii: "{"))
@@ -118,6 +123,19 @@ package struct JSONWriter {
     mutating func string(_ value: String) {
         separate()
         buffer.writeInteger(UInt8(ascii: "\""))
+        // Most strings need no escape: one scan of their UTF-8 and one copy.
+        let plain = value.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
+            for byte in bytes where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte == UInt8(ascii: "/") {
+                return false
+            }
+            buffer.writeBytes(UnsafeRawBufferPointer(bytes))
+            return true
+        }
+        if plain == true {
+            buffer.writeInteger(UInt8(ascii: "\""))
+            afterValue = true
+            return
+        }
         var plainFrom = value.utf8.startIndex
         for index in value.utf8.indices {
             let byte = value.utf8[index]

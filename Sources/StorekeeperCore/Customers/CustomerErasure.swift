@@ -41,6 +41,6 @@ package struct CustomerErasure: Codable, Hashable, Sendable {
         let draft = EventDraft(
             customer: customer, sequence: sequence, type: .customerErased, occurredAt: now, cause: EventCause(.api, id: "erase"), changes: removed,
             state: empty)
-        return (draft, CustomerStateRecord(customer: customer, sequence: sequence, state: empty, validUntil: nil))
+        return (draft, CustomerStateRecord(customer: customer, sequence: sequence, state: CustomerStateRecord.digest(of: empty), validUntil: nil))
     }
 }

@@ -32,11 +32,10 @@ package enum EventDerivation {
         _ input: Input, configuration: EntitlementConfiguration, at now: Date
     ) -> (drafts: [EventDraft], record: CustomerStateRecord?) {
         let key = input.customer
+        guard input.stored != nil || input.ledgers.contains(where: { isKnown(key.customerId, in: $0) }) else { return ([], nil) }
         let answers = input.ledgers.map {
             CustomerAnswer(for: key.customerId, in: $0, bundleId: key.bundleId, environment: key.environment, configuration: configuration, at: now)
         }
-        let known = input.ledgers.map { isKnown(key.customerId, in: $0) }
-        guard input.stored != nil || known.contains(true) else { return ([], nil) }
         // The state before the write is rendered only to compare it with the recorded one (a time-driven change).
         let rendered = answers.indices.map { index in index == 0 && input.stored == nil && answers.count > 1 ? "" : answers[index].jsonText }
         var drafts: [EventDraft] = []
@@ -48,11 +47,14 @@ package enum EventDerivation {
                     EventDraft(customer: key, sequence: sequence, type: type, occurredAt: now, cause: cause, changes: details, state: state))
             }
         }
-        if let stored = input.stored, stored.state != rendered[0] {
-            let previous = decode(stored.state)
-            emit(
-                changes(from: previous, to: answers[0], ledgers: nil, context: input.ledgers[0], cause: EventCause(.expiry), stateDiffers: true),
-                cause: EventCause(.expiry), state: rendered[0])
+        if let stored = input.stored, !stored.records(rendered[0]) {
+            if let previous = previous(stored, ledger: input.ledgers[0], key: key, configuration: configuration) {
+                emit(
+                    changes(from: previous, to: answers[0], ledgers: nil, context: input.ledgers[0], cause: EventCause(.expiry), stateDiffers: true),
+                    cause: EventCause(.expiry), state: rendered[0])
+            } else {
+                emit([(.customerUpdated, [:])], cause: EventCause(.expiry), state: rendered[0])
+            }
         }
         for index in input.causes.indices {
             let cause = input.causes[index]
@@ -63,7 +65,24 @@ package enum EventDerivation {
             emit(found, cause: cause, state: rendered[index + 1])
         }
         let last = answers.count - 1
-        return (drafts, CustomerStateRecord(customer: key, sequence: sequence, state: rendered[last], validUntil: answers[last].validUntil))
+        let record = CustomerStateRecord(
+            customer: key, sequence: sequence, state: CustomerStateRecord.digest(of: rendered[last]), validUntil: answers[last].validUntil)
+        return (drafts, record)
+    }
+
+    /// The answer the outbox recorded, typed: read back from the record's JSON (a ledger written before digests), or
+    /// the answer of the same ledger just before the recorded state stopped holding (`validUntil`: the ledger has not
+    /// changed since, every write of it having gone through the outbox), when that answer is the recorded one. `nil`
+    /// when it cannot be known (the entitlement configuration changed since: the change is told as
+    /// `customer.updated`).
+    static func previous(_ stored: CustomerStateRecord, ledger: Ledger, key: CustomerKey, configuration: EntitlementConfiguration) -> CustomerAnswer?
+    {
+        if let json = stored.recordedJSON { return decode(json) }
+        guard let validUntil = stored.validUntil else { return nil }
+        let answer = CustomerAnswer(
+            for: key.customerId, in: ledger, bundleId: key.bundleId, environment: key.environment, configuration: configuration,
+            at: validUntil.addingTimeInterval(-0.001))
+        return stored.records(answer.jsonText) ? answer : nil
     }
 
     /// Whether two answers say the same (what their JSON says: ``CustomerAnswer/validUntil`` aside).

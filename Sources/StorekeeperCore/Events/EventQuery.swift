@@ -107,7 +107,7 @@ extension JSONWriter {
 extension EventDraft {
     /// The stored JSON of `cause` and `changes`, written without `JSONEncoder` (a write's hot path).
     package var causeJSON: String {
-        var out = JSONWriter()
+        var out = JSONWriter(capacity: 128)
         out.object { out in
             out.field("id", cause.id)
             out.field("kind", cause.kind.rawValue)
@@ -120,7 +120,7 @@ extension EventDraft {
     }
 
     package var changesJSON: String {
-        var out = JSONWriter()
+        var out = JSONWriter(capacity: 256)
         out.value(.object(changes))
         return String(buffer: out.buffer)
     }

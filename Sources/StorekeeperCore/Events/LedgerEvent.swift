@@ -1,4 +1,5 @@
 package import AppStoreModels
+import Crypto
 package import Foundation
 
 /// One customer of one app in one environment: the subject of events, with its own sequence.
@@ -130,7 +131,8 @@ package struct CustomerStateRecord: Hashable, Sendable {
     package var customer: CustomerKey
     /// The sequence number of their last event (0 before the first).
     package var sequence: Int64
-    /// The JSON of their answer after that event (or when it was first recorded).
+    /// What identifies their answer after that event (or when it was first recorded): ``digest(of:)`` of its JSON
+    /// (the event itself holds the JSON), or, in a ledger written before digests, the JSON itself.
     package var state: String
     /// When that state changes by itself (an expiry): the expiry job looks at the customer then.
     package var validUntil: Date?
@@ -141,4 +143,28 @@ package struct CustomerStateRecord: Hashable, Sendable {
         self.state = state
         self.validUntil = validUntil
     }
+
+    /// The recorded form of a state's JSON: `sha256:` and the first 128 bits of its SHA-256, in hex. Storing the
+    /// JSON once (in the event) instead of twice halves what the outbox appends per change.
+    package static func digest(of json: String) -> String {
+        var text = "sha256:"
+        text.reserveCapacity(39)
+        let hex = Array("0123456789abcdef".utf8)
+        var json = json
+        let hash = json.withUTF8 { SHA256.hash(data: UnsafeRawBufferPointer($0)) }
+        for byte in hash.prefix(16) {
+            text.unicodeScalars.append(UnicodeScalar(hex[Int(byte >> 4)]))
+            text.unicodeScalars.append(UnicodeScalar(hex[Int(byte & 0x0F)]))
+        }
+        return text
+    }
+
+    /// Whether the recorded state is the state whose JSON is `json`.
+    package func records(_ json: String) -> Bool {
+        state.hasPrefix("{") ? state == json : state == Self.digest(of: json)
+    }
+
+    /// The recorded answer itself when the record holds its JSON (a ledger written before digests); `nil` when it
+    /// holds a digest.
+    var recordedJSON: String? { state.hasPrefix("{") ? state : nil }
 }

@@ -89,7 +89,9 @@ extension LedgerUnitOfWork {
         guard let first = snapshots.first, let last = snapshots.last else { return .done(result) }
         precondition(snapshots.count == causes.count + 1, "a snapshot before the first change and after each")
         let changed = changed ?? Array(repeating: families, count: causes.count)
-        let (changesOf, familiesOf) = ownership(snapshots: snapshots, families: families, changed: changed, affected: affected)
+        let transactionsOf = transactionsByFamily(first, last, families: families)
+        let (changesOf, familiesOf) = ownership(
+            snapshots: snapshots, families: families, transactionsOf: transactionsOf, changed: changed, affected: affected)
         let customers = Set(changesOf.keys)
         guard !customers.isEmpty else { return .done(result) }
         var apps = Set<AppScope>()
@@ -122,7 +124,9 @@ extension LedgerUnitOfWork {
                 guard let firstChange = mine.first else { continue }
                 let theirs = familiesOf[key.customerId] ?? []
                 let ledgers = ([firstChange] + mine.map { $0 + 1 }).map {
-                    replacing(theirs, tokens: tokens, of: current, with: snapshots[$0], customerId: key.customerId, bundleId: key.bundleId)
+                    replacing(
+                        theirs, transactionsOf: transactionsOf, tokens: tokens, of: current, with: snapshots[$0], customerId: key.customerId,
+                        bundleId: key.bundleId)
                 }
                 let (drafts, record) = EventDerivation.derive(
                     .init(customer: key, stored: read.stored[key], ledgers: ledgers, causes: mine.map { causes[$0] }),
@@ -141,10 +145,10 @@ extension LedgerUnitOfWork {
     /// and after it (its notification's families: a family's owners change only in a snapshot after a change that
     /// touched it), so a batch costs each change its own families, not a comparison of two whole batches.
     static func ownership(
-        snapshots: [Ledger], families: Set<LedgerKey>, changed: [Set<LedgerKey>], affected: Set<String>?
+        snapshots: [Ledger], families: Set<LedgerKey>, transactionsOf: [LedgerKey: Set<LedgerKey>], changed: [Set<LedgerKey>],
+        affected: Set<String>?
     ) -> (changesOf: [String: [Int]], familiesOf: [String: Set<LedgerKey>]) {
         guard let first = snapshots.first, let last = snapshots.last else { return ([:], [:]) }
-        let transactionsOf = transactionsByFamily(first, last, families: families)
         var changesOf: [String: [Int]] = [:]
         var familiesOf: [String: Set<LedgerKey>] = [:]
         var latest: [LedgerKey: Set<String>] = [:]
@@ -232,24 +236,27 @@ extension LedgerUnitOfWork {
     }
 
     /// A customer's ledger with the write's families (and the owners of `tokens`) as `snapshot` holds them, one app's
-    /// transactions only.
+    /// transactions only. `transactionsOf`: the transactions of each family (``transactionsByFamily(_:_:families:)``),
+    /// so that a customer's ledger costs their own transactions, not the whole batch's.
     static func replacing(
-        _ families: Set<LedgerKey>, tokens: Set<AppAccountTokenKey>, of current: Ledger, with snapshot: Ledger, customerId: String, bundleId: String
+        _ families: Set<LedgerKey>, transactionsOf: [LedgerKey: Set<LedgerKey>], tokens: Set<AppAccountTokenKey>, of current: Ledger,
+        with snapshot: Ledger, customerId: String, bundleId: String
     ) -> Ledger {
         var ledger = current
-        ledger.transactions = ledger.transactions.filter { _, transaction in
+        func kept(_ transaction: LedgerTransaction) -> Bool {
             guard let environment = transaction.info.environment else { return false }
             return !families.contains(LedgerKey(environment, transaction.info.originalTransactionId))
         }
+        if !ledger.transactions.values.allSatisfy(kept) { ledger.transactions = ledger.transactions.filter { kept($0.value) } }
         // Only the write's families that are the customer's in this snapshot: a customer's answer is made of their
         // own purchases (the others of a batch are other customers').
         var owned: [LedgerKey: Bool] = [:]
-        for (key, transaction) in snapshot.transactions {
-            guard let environment = transaction.info.environment else { continue }
-            let family = LedgerKey(environment, transaction.info.originalTransactionId)
-            guard families.contains(family) else { continue }
-            if owned[family] == nil { owned[family] = snapshot.customer(of: transaction) == customerId }
-            if owned[family] == true { ledger.transactions[key] = transaction }
+        for family in families {
+            for key in transactionsOf[family] ?? [] {
+                guard let transaction = snapshot.transactions[key] else { continue }
+                if owned[family] == nil { owned[family] = snapshot.customer(of: transaction) == customerId }
+                if owned[family] == true { ledger.transactions[key] = transaction }
+            }
         }
         for family in families {
             let mine = owned[family] ?? (snapshot.explicitLinks[family] == customerId)
@@ -268,9 +275,16 @@ extension LedgerUnitOfWork {
 
     static func onlyApp(_ ledger: Ledger, bundleId: String) -> Ledger {
         var ledger = ledger
-        ledger.transactions = ledger.transactions.filter { $0.value.info.bundleId == bundleId }
-        ledger.consumableTotals = ledger.consumableTotals.filter { $0.key.bundleId == bundleId }
-        ledger.grants = ledger.grants.filter { $0.value.bundleId == bundleId }
+        // Filtered only when another app's are there: a filter builds a new dictionary even when it keeps everything.
+        if ledger.transactions.values.contains(where: { $0.info.bundleId != bundleId }) {
+            ledger.transactions = ledger.transactions.filter { $0.value.info.bundleId == bundleId }
+        }
+        if ledger.consumableTotals.keys.contains(where: { $0.bundleId != bundleId }) {
+            ledger.consumableTotals = ledger.consumableTotals.filter { $0.key.bundleId == bundleId }
+        }
+        if ledger.grants.values.contains(where: { $0.bundleId != bundleId }) {
+            ledger.grants = ledger.grants.filter { $0.value.bundleId == bundleId }
+        }
         return ledger
     }
 }
