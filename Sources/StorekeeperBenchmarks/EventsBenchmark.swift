@@ -35,6 +35,8 @@ package enum EventsBenchmark {
         package var cpuMicrosecondsOutboxOff: [Double]
         /// median(on) / median(off) − 1 of the CPU per notification, in percent.
         package var outboxCPUCostPercent: Double
+        /// The median over rounds of on − off of the CPU per notification, in microseconds: the outbox's own CPU.
+        package var outboxCPUMicrosecondsPaired: Double
         /// Events the outbox appended per notification (in an outbox-on round).
         package var eventsPerNotification: Double
         /// `nil` with `--no-delivery`.
@@ -79,14 +81,18 @@ package enum EventsBenchmark {
             }
         }
         let delivery = measured ? try await deliver(count: count, concurrency: concurrency, storage: storage) : nil
-        func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
+        func median(_ values: [Double]) -> Double {
+            let sorted = values.sorted()
+            return sorted.count.isMultiple(of: 2) ? (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2 : sorted[sorted.count / 2]
+        }
         // Each round's on and off ran back to back: their ratio is free of the machine's drift between rounds.
         let paired = zip(on, off).map { ((1 - $0 / $1) * 1_000).rounded() / 10 }
         return Result(
             storage: description, notifications: count, concurrency: concurrency, ingestOutboxOn: on, ingestOutboxOff: off,
             outboxCostPercent: ((1 - median(on) / median(off)) * 1_000).rounded() / 10, outboxCostPercentByRound: paired,
-            outboxCostPercentPaired: median(paired), cpuMicrosecondsOutboxOn: cpuOn,
+            outboxCostPercentPaired: (median(paired) * 10).rounded() / 10, cpuMicrosecondsOutboxOn: cpuOn,
             cpuMicrosecondsOutboxOff: cpuOff, outboxCPUCostPercent: ((median(cpuOn) / median(cpuOff) - 1) * 1_000).rounded() / 10,
+            outboxCPUMicrosecondsPaired: (median(zip(cpuOn, cpuOff).map { $0 - $1 }) * 10).rounded() / 10,
             eventsPerNotification: eventsPerNotification,
             delivery: delivery)
     }

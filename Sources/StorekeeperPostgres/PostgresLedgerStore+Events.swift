@@ -30,16 +30,19 @@ extension PostgresWriteTransaction {
         for (key, ledger) in zip(keys, ledgers) { results.ledgers[key] = ledger }
         let rows = try await connection.run(
             """
-            SELECT s.bundle_id, s.environment, s.customer_id, s.sequence, s.state, s.valid_until FROM customer_states s
+            SELECT s.bundle_id, s.environment, s.customer_id, s.sequence, s.state, s.valid_until, ev.state FROM customer_states s
             JOIN unnest(\(keys.map(\.bundleId))::text[], \(keys.map(\.environment.rawValue))::text[], \(keys.map(\.customerId))::text[]) AS k(b, e, c)
             ON s.bundle_id = k.b AND s.environment = k.e AND s.customer_id = k.c
+            LEFT JOIN events ev ON ev.bundle_id = s.bundle_id AND ev.environment = s.environment AND ev.customer_id = s.customer_id
+                AND ev.sequence = s.sequence
             """)
-        for try await (bundleId, environment, customerId, sequence, state, validUntil) in rows.decode(
-            (String, String, String, Int64, String, Int64?).self)
+        for try await (bundleId, environment, customerId, sequence, state, validUntil, lastEventState) in rows.decode(
+            (String, String, String, Int64, String, Int64?, String?).self)
         {
             let key = CustomerKey(bundleId: bundleId, environment: AppStoreEnvironment(rawValue: environment), customerId: customerId)
             results.stored[key] = CustomerStateRecord(
                 customer: key, sequence: sequence, state: state, validUntil: validUntil.map(Date.init(epochMilliseconds:)))
+            if let lastEventState { results.lastEventStates[key] = lastEventState }
         }
         return results
     }

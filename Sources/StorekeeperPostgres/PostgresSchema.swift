@@ -174,6 +174,13 @@ enum PostgresSchema {
             CREATE INDEX promotional_grants_by_customer ON promotional_grants (customer_id, bundle_id, environment);
             """
         ),
+        // As SQLite's v16: a mark, so that an older Storekeeper refuses the database instead of reading a digest as JSON.
+        (
+            "v10: customers' recorded states as digests",
+            """
+            COMMENT ON COLUMN customer_states.state IS 'sha256: and the first 128 bits of the SHA-256 of the state JSON (the event holds the JSON); JSON in rows written before v10';
+            """
+        ),
     ]
 
     /// Brings the database's schema up to date on `connection`, under the migration lock; returns the migrations

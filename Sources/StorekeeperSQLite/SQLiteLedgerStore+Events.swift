@@ -4,9 +4,10 @@ import GRDB
 package import StorekeeperCore
 
 extension SQLiteWriteTransaction {
-    /// Rows `(kind, text, sequence, valid_until, token)` for customer `?1` of app `?2` in environment `?3`: kind 0 a
-    /// token, 1 a linked family, 2 a family carrying one of their tokens, 3 their recorded state (text, sequence,
-    /// valid_until), 4 present when they have promotional grants. `CROSS JOIN` keeps the customer's tokens as the outer
+    /// Rows `(kind, text, sequence, valid_until, extra)` for customer `?1` of app `?2` in environment `?3`: kind 0 a
+    /// token, 1 a linked family, 2 a family carrying one of their tokens (extra: the token), 3 their recorded state
+    /// (text, sequence, valid_until; extra: the state of their event of that sequence, if kept), 4 present when they
+    /// have promotional grants. `CROSS JOIN` keeps the customer's tokens as the outer
     /// loop: left to itself, SQLite's planner searched every transaction of the environment for each.
     static let outboxCustomerSQL = """
         SELECT 0, token, NULL, NULL, NULL FROM token_owners WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3
@@ -14,10 +15,13 @@ extension SQLiteWriteTransaction {
         SELECT 1, original_transaction_id, NULL, NULL, NULL FROM customer_links WHERE customer_id = ?1 AND environment = ?3
         UNION ALL
         SELECT 2, t.original_transaction_id, NULL, NULL, o.token FROM token_owners o
-            CROSS JOIN transactions t ON t.app_account_token = o.token AND t.environment = o.environment
+            CROSS JOIN transactions t ON t.app_account_token = lower(o.token) AND t.environment = o.environment
             WHERE o.customer_id = ?1 AND o.bundle_id = ?2 AND o.environment = ?3
         UNION ALL
-        SELECT 3, state, sequence, valid_until, NULL FROM customer_states WHERE bundle_id = ?2 AND environment = ?3 AND customer_id = ?1
+        SELECT 3, s.state, s.sequence, s.valid_until, e.state FROM customer_states s
+            LEFT JOIN events e ON e.bundle_id = s.bundle_id AND e.environment = s.environment AND e.customer_id = s.customer_id
+                AND e.sequence = s.sequence
+            WHERE s.bundle_id = ?2 AND s.environment = ?3 AND s.customer_id = ?1
         UNION ALL
         SELECT 4, NULL, NULL, NULL, NULL WHERE EXISTS (
             SELECT 1 FROM promotional_grants WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3)
@@ -52,6 +56,7 @@ extension SQLiteWriteTransaction {
                 case 3:
                     results.stored[key] = CustomerStateRecord(
                         customer: key, sequence: row[2], state: row[1], validUntil: (row[3] as Int64?).map(Date.init(epochMilliseconds:)))
+                    if let state = row[4] as String? { results.lastEventStates[key] = state }
                 default: hasGrants = true
                 }
             }

@@ -204,6 +204,10 @@ extension SQLiteLedgerStore {
         migrator.registerMigration("v15: promotional entitlements") { db in
             try db.execute(sql: promotionalGrantsSchema)
         }
+        // No table changes: from here on `customer_states.state` holds a digest of the state (the event holds the
+        // JSON). The migration is a mark, so that an older Storekeeper refuses the ledger instead of reading a digest
+        // as JSON (it would announce the customers' purchases again).
+        migrator.registerMigration("v16: customers' recorded states as digests") { _ in }
         return migrator
     }
 

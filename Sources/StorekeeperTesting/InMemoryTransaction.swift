@@ -48,9 +48,13 @@ package final class InMemoryTransaction: LedgerWriteTransaction, Sendable {
         results.now = outbox.now
         let held = ledger.withLock { $0 }
         let stored = states.withLock { $0 }
+        let drafts = events.withLock { $0 }
         for key in keys {
             results.ledgers[key] = held
             results.stored[key] = stored[key]
+            if let record = stored[key], let last = drafts.last(where: { $0.customer == key && $0.sequence == record.sequence }) {
+                results.lastEventStates[key] = last.state
+            }
         }
         return results
     }

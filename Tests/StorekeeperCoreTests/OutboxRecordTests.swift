@@ -76,19 +76,37 @@ struct OutboxRecordTests {
         #expect(before.drafts.isEmpty && before.record == digested)
     }
 
-    @Test("a changed entitlement configuration changes a state no write changed: told as customer.updated, caused by time")
+    @Test(
+        "a changed entitlement configuration: typed from the customer's last event when the ledger keeps it, else one customer.updated; an expiry in the same window still typed"
+    )
     func configurationChange() async throws {
         let (ledger, record, answer) = try await Self.lapsingSubscriber()
         var digested = record
         digested.state = CustomerStateRecord.digest(of: answer.jsonText)
         var renamed = SimulatorFixture.entitlements
         renamed.productEntitlements["pro.monthly"] = ["gold"]
-        let (drafts, recorded) = EventDerivation.derive(
-            .init(customer: Self.alice, stored: digested, ledgers: [ledger], causes: []), configuration: renamed,
-            at: TestAppStore.start.addingTimeInterval(60))
+        func decide(at date: Date, lastEventState: String?) -> (drafts: [EventDraft], record: CustomerStateRecord?) {
+            EventDerivation.derive(
+                .init(customer: Self.alice, stored: digested, ledgers: [ledger], causes: [], lastEventState: lastEventState), configuration: renamed,
+                at: date)
+        }
+        let soon = TestAppStore.start.addingTimeInterval(60)
+        // The last event is kept: the state before is read back from it.
+        let typed = decide(at: soon, lastEventState: answer.jsonText)
+        #expect(typed.drafts.map(\.type) == [.subscriptionStatusChanged] && typed.drafts.first?.cause.kind == .expiry)
+        #expect(typed.drafts.first?.state.contains("\"gold\"") == true)
+        // An event whose state is not the recorded one is not used.
+        #expect(decide(at: soon, lastEventState: "{}").drafts.map(\.type) == [.customerUpdated])
+        // Pruned: one customer.updated, with the new state.
+        let (drafts, recorded) = decide(at: soon, lastEventState: nil)
         #expect(drafts.map(\.type) == [.customerUpdated] && drafts.first?.cause.kind == .expiry && drafts.first?.changes == [:])
         #expect(drafts.first?.state.contains("\"gold\"") == true)
         #expect(recorded?.records(try #require(drafts.first).state) == true)
+        // The configuration changed and the subscription lapsed before anyone looked: the expiry is still typed.
+        let later = try #require(answer.validUntil).addingTimeInterval(86_400)
+        let lapsed = decide(at: later, lastEventState: answer.jsonText)
+        #expect(lapsed.drafts.map(\.type) == [.subscriptionExpired], "\(lapsed.drafts.map(\.type))")
+        #expect(lapsed.drafts.first?.changes["reason"] == .string("voluntary"))
     }
 
     @Test(

@@ -16,12 +16,18 @@ package enum EventDerivation {
         package var ledgers: [Ledger]
         /// What caused each change (one fewer than `ledgers`).
         package var causes: [EventCause]
+        /// The state JSON of the customer's event numbered `stored.sequence`, when the ledger still holds it: what
+        /// the record's digest was made of, unless the record changed since without an event.
+        package var lastEventState: String?
 
-        package init(customer: CustomerKey, stored: CustomerStateRecord?, ledgers: [Ledger], causes: [EventCause]) {
+        package init(
+            customer: CustomerKey, stored: CustomerStateRecord?, ledgers: [Ledger], causes: [EventCause], lastEventState: String? = nil
+        ) {
             self.customer = customer
             self.stored = stored
             self.ledgers = ledgers
             self.causes = causes
+            self.lastEventState = lastEventState
         }
     }
 
@@ -48,7 +54,8 @@ package enum EventDerivation {
             }
         }
         if let stored = input.stored, !stored.records(rendered[0]) {
-            if let previous = previous(stored, ledger: input.ledgers[0], key: key, configuration: configuration) {
+            if let previous = previous(stored, lastEventState: input.lastEventState, ledger: input.ledgers[0], key: key, configuration: configuration)
+            {
                 emit(
                     changes(from: previous, to: answers[0], ledgers: nil, context: input.ledgers[0], cause: EventCause(.expiry), stateDiffers: true),
                     cause: EventCause(.expiry), state: rendered[0])
@@ -70,19 +77,24 @@ package enum EventDerivation {
         return (drafts, record)
     }
 
-    /// The answer the outbox recorded, typed: read back from the record's JSON (a ledger written before digests), or
-    /// the answer of the same ledger just before the recorded state stopped holding (`validUntil`: the ledger has not
-    /// changed since, every write of it having gone through the outbox), when that answer is the recorded one. `nil`
-    /// when it cannot be known (the entitlement configuration changed since: the change is told as
-    /// `customer.updated`).
-    static func previous(_ stored: CustomerStateRecord, ledger: Ledger, key: CustomerKey, configuration: EntitlementConfiguration) -> CustomerAnswer?
-    {
+    /// The answer the outbox recorded, typed: read back from the record's JSON (a ledger written before digests); or
+    /// the answer of the same ledger just before the recorded state stopped holding (`validUntil`), when that is the
+    /// recorded one (the ledger and the entitlement configuration are as they were); or read back from the customer's
+    /// last event, when its state is the recorded one (the configuration changed, or the ledger changed outside the
+    /// customer's writes: another customer's erasure). `nil` when none is (that event was pruned): the change is told
+    /// as `customer.updated`.
+    static func previous(
+        _ stored: CustomerStateRecord, lastEventState: String?, ledger: Ledger, key: CustomerKey, configuration: EntitlementConfiguration
+    ) -> CustomerAnswer? {
         if let json = stored.recordedJSON { return decode(json) }
-        guard let validUntil = stored.validUntil else { return nil }
-        let answer = CustomerAnswer(
-            for: key.customerId, in: ledger, bundleId: key.bundleId, environment: key.environment, configuration: configuration,
-            at: validUntil.addingTimeInterval(-0.001))
-        return stored.records(answer.jsonText) ? answer : nil
+        if let validUntil = stored.validUntil {
+            let answer = CustomerAnswer(
+                for: key.customerId, in: ledger, bundleId: key.bundleId, environment: key.environment, configuration: configuration,
+                at: validUntil.addingTimeInterval(-0.001))
+            if stored.records(answer.jsonText) { return answer }
+        }
+        if let lastEventState, stored.records(lastEventState) { return decode(lastEventState) }
+        return nil
     }
 
     /// Whether two answers say the same (what their JSON says: ``CustomerAnswer/validUntil`` aside).

@@ -54,6 +54,9 @@ package struct OutboxReadResults: Sendable {
     package var ledgers: [CustomerKey: Ledger] = [:]
     /// What the outbox last recorded of each (missing: nothing yet).
     package var stored: [CustomerKey: CustomerStateRecord] = [:]
+    /// The state JSON of each recorded customer's last event (``CustomerStateRecord/sequence``), where it is still
+    /// kept (missing: pruned, or no event yet).
+    package var lastEventStates: [CustomerKey: String] = [:]
     package var configuration = EntitlementConfiguration()
     package var now = Date()
     /// False when the store's outbox is off (``OutboxSettings/isEnabled``): nothing was read, nothing is appended.
@@ -129,7 +132,9 @@ extension LedgerUnitOfWork {
                         bundleId: key.bundleId)
                 }
                 let (drafts, record) = EventDerivation.derive(
-                    .init(customer: key, stored: read.stored[key], ledgers: ledgers, causes: mine.map { causes[$0] }),
+                    .init(
+                        customer: key, stored: read.stored[key], ledgers: ledgers, causes: mine.map { causes[$0] },
+                        lastEventState: read.lastEventStates[key]),
                     configuration: read.configuration, at: read.now)
                 append.drafts += drafts
                 if let record, record != read.stored[key] { append.records.append(record) }
@@ -226,7 +231,8 @@ extension LedgerUnitOfWork {
                 guard let stored = read.stored[key] else { continue }
                 let ledger = onlyApp(read.ledgers[key] ?? Ledger(), bundleId: key.bundleId)
                 let (drafts, record) = EventDerivation.derive(
-                    .init(customer: key, stored: stored, ledgers: [ledger], causes: []), configuration: read.configuration, at: read.now)
+                    .init(customer: key, stored: stored, ledgers: [ledger], causes: [], lastEventState: read.lastEventStates[key]),
+                    configuration: read.configuration, at: read.now)
                 append.drafts += drafts
                 if let record, record != stored { append.records.append(record) }
             }
