@@ -161,65 +161,70 @@ package enum EventDerivation {
                 if let offer = offerDetails(latestAfter) { found.append((.subscriptionOfferRedeemed, details.merging(offer) { $1 })) }
                 continue
             }
+            // Each event has the subject and its own fields only (not the fields of the events before it).
+            let subject = details
             var named = false
             let wasEntitled = beforeEntitled[id]
             let isEntitled = afterEntitled[id]
             let newTransaction = latestAfter != nil && latestAfter?.transactionId != latestBefore?.transactionId
             if old.productId != new.productId {
-                details["previousProductId"] = .string(old.productId)
-                details["direction"] = .string(
+                var changed = subject
+                changed["previousProductId"] = .string(old.productId)
+                changed["direction"] = .string(
                     subtype == NotificationSubtype.upgrade.rawValue
                         ? "upgrade" : subtype == NotificationSubtype.downgrade.rawValue ? "downgrade" : "crossgrade")
-                found.append((.subscriptionProductChanged, details))
+                found.append((.subscriptionProductChanged, changed))
                 named = true
             } else if let was = old.expiresDate, let now = new.expiresDate, now > was {
-                details["previousExpiresDate"] = .integer(was.epochMilliseconds)
-                details["expiresDate"] = .integer(now.epochMilliseconds)
+                var dates = subject
+                dates["previousExpiresDate"] = .integer(was.epochMilliseconds)
+                dates["expiresDate"] = .integer(now.epochMilliseconds)
                 if type == NotificationType.renewalExtended.rawValue || type == NotificationType.renewalExtension.rawValue
                     || !newTransaction && latestAfter != nil
                 {
-                    found.append((.subscriptionRenewalExtended, details))
+                    found.append((.subscriptionRenewalExtended, dates))
                 } else if old.isInBillingRetryPeriod == true || wasEntitled?.inGracePeriod == true || wasEntitled?.inBillingRetry == true {
-                    found.append((.subscriptionBillingRecovered, details))
+                    found.append((.subscriptionBillingRecovered, dates))
                 } else {
-                    found.append((.subscriptionRenewed, details))
+                    found.append((.subscriptionRenewed, dates))
                 }
                 named = true
             }
             if newTransaction, let offer = offerDetails(latestAfter) {
-                found.append((.subscriptionOfferRedeemed, details.merging(offer) { $1 }))
+                found.append((.subscriptionOfferRedeemed, subject.merging(offer) { $1 }))
             }
             if wasEntitled != nil, isEntitled == nil {
                 if let latestAfter, latestAfter.revocationDate != nil {
                     let revoked = latestAfter.inAppOwnershipType == .familyShared || type == NotificationType.revoke.rawValue
-                    found.append((revoked ? .purchaseRevoked : .purchaseRefunded, details.merging(revocationDetails(latestAfter)) { $1 }))
+                    found.append((revoked ? .purchaseRevoked : .purchaseRefunded, subject.merging(revocationDetails(latestAfter)) { $1 }))
                 } else {
-                    details["reason"] = .string(
+                    var expired = subject
+                    expired["reason"] = .string(
                         expiryReason(cause: cause, renewal: context.subscriptions[LedgerKey(current.environmentValue, id)]?.renewalInfo))
-                    found.append((.subscriptionExpired, details))
+                    found.append((.subscriptionExpired, expired))
                 }
                 named = true
             } else if wasEntitled == nil, isEntitled != nil, !named {
                 if let latestBefore, latestBefore.revocationDate != nil, latestAfter?.revocationDate == nil {
-                    found.append((.purchaseRefundReversed, details))
+                    found.append((.purchaseRefundReversed, subject))
                 } else {
-                    found.append((.subscriptionRenewed, details))
+                    found.append((.subscriptionRenewed, subject))
                 }
                 named = true
             }
             if new.isInBillingRetryPeriod == true, old.isInBillingRetryPeriod != true {
-                found.append((isEntitled?.inGracePeriod == true ? .subscriptionGracePeriodStarted : .subscriptionBillingIssue, details))
+                found.append((isEntitled?.inGracePeriod == true ? .subscriptionGracePeriodStarted : .subscriptionBillingIssue, subject))
                 named = true
             }
             // A first renewal info (unknown before: a purchase the app submitted) is not a change of the customer's mind.
             if let autoRenew = new.autoRenew, let was = old.autoRenew, autoRenew != was {
-                found.append((autoRenew ? .subscriptionAutoRenewEnabled : .subscriptionAutoRenewDisabled, details))
+                found.append((autoRenew ? .subscriptionAutoRenewEnabled : .subscriptionAutoRenewDisabled, subject))
                 named = true
             }
             if let renewTo = new.autoRenewProductId, renewTo != old.autoRenewProductId, old.autoRenewProductId != nil,
                 renewTo != new.productId || old.productId == new.productId
             {
-                var renewal = details
+                var renewal = subject
                 renewal["autoRenewProductId"] = .string(renewTo)
                 if let from = old.autoRenewProductId { renewal["previousAutoRenewProductId"] = .string(from) }
                 found.append((.subscriptionRenewalProductChanged, renewal))
@@ -232,14 +237,15 @@ package enum EventDerivation {
                     found.append(
                         (
                             .subscriptionPriceIncrease,
-                            details.merging(["priceIncreaseStatus": .string(status == .accepted ? "accepted" : "pending")]) { $1 }
+                            subject.merging(["priceIncreaseStatus": .string(status == .accepted ? "accepted" : "pending")]) { $1 }
                         ))
                     named = true
                 }
             }
             if !named, old != new || wasEntitled != isEntitled {
-                if let status = new.status { details["status"] = .integer(Int64(status)) }
-                found.append((.subscriptionStatusChanged, details))
+                var status = subject
+                if let value = new.status { status["status"] = .integer(Int64(value)) }
+                found.append((.subscriptionStatusChanged, status))
             }
         }
 
