@@ -61,11 +61,13 @@ extension ServerConfiguration {
 
         package init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
+            // The defaults are the memberwise initializer's, written once.
+            let defaults = Self(url: "")
             self.init(
                 url: try container.decode(String.self, forKey: .url),
-                timeoutSeconds: try container.decodeIfPresent(Double.self, forKey: .timeoutSeconds) ?? 10,
-                maxAttempts: try container.decodeIfPresent(Int.self, forKey: .maxAttempts) ?? 10,
-                queueCapacity: try container.decodeIfPresent(Int.self, forKey: .queueCapacity) ?? 10_000)
+                timeoutSeconds: try container.decodeIfPresent(Double.self, forKey: .timeoutSeconds) ?? defaults.timeoutSeconds,
+                maxAttempts: try container.decodeIfPresent(Int.self, forKey: .maxAttempts) ?? defaults.maxAttempts,
+                queueCapacity: try container.decodeIfPresent(Int.self, forKey: .queueCapacity) ?? defaults.queueCapacity)
         }
 
         func validate() throws(ConfigurationError) {
