@@ -6,21 +6,8 @@ package enum ExternalTool {
     /// Whether `arguments` (a command and its arguments) runs and exits 0, its output discarded: `["python3", "-c",
     /// "import playwright"]`. Blocks: for a test's `.enabled(if:)`, never from a running test.
     package static func succeeds(_ arguments: [String]) -> Bool {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return false }
-        process.waitUntilExit()
-        return process.terminationStatus == 0
-    }
-
-    /// A process and its output pipe, handed to the thread that waits for them.
-    private struct Running: @unchecked Sendable {
-        // Safety: used by that thread alone once started.
-        let process: Process
-        let output: Pipe
+        guard let child = try? ChildProcess("/usr/bin/env", arguments) else { return false }
+        return child.waitUntilExit() == .exited(0)
     }
 
     /// Runs `arguments` to the end with `environment` added to this process's (secrets go there, never on the command
@@ -30,22 +17,7 @@ package enum ExternalTool {
     /// in this process answers the program on those (two on this machine), and two tests each blocking one while their
     /// program waits for the server is a deadlock until the program times out.
     package static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> (output: String, passed: Bool) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let running = Running(process: process, output: output)
-        return await withCheckedContinuation { continuation in
-            Thread {
-                // Read before waiting: a program that writes more than the pipe holds would wait for us otherwise.
-                let text = String(decoding: running.output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-                running.process.waitUntilExit()
-                continuation.resume(returning: (text, running.process.terminationStatus == 0))
-            }.start()
-        }
+        let result = try await ChildProcess.run("/usr/bin/env", arguments, environment: environment, mergingError: true)
+        return (String(decoding: result.output, as: UTF8.self), result.termination == .exited(0))
     }
 }

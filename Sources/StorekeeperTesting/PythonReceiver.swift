@@ -1,10 +1,6 @@
 package import Foundation
 package import Testing
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// A webhook receiver in Python (`Receiver/receiver.py`) that verifies every request with the `standardwebhooks`
 /// package from PyPI (an independent implementation of the specification), misbehaves as its plan says, then
 /// accepts; started on a free port.
@@ -17,7 +13,7 @@ package final class PythonReceiver: @unchecked Sendable {
     /// Why a test that needs it is skipped.
     package static let missing: Comment = "python3 with the standardwebhooks package is not installed (pip install standardwebhooks; .ci/run does)"
 
-    let process = Process()
+    let process: ChildProcess
     package let port: Int
     /// One JSON line per request received (``Record``).
     package let log: URL
@@ -27,17 +23,15 @@ package final class PythonReceiver: @unchecked Sendable {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Receiver/receiver.py")
         log = FileManager.default.temporaryDirectory.appendingPathComponent("receiver-\(UUID()).jsonl")
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        let output = Pipe()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        // The secret by the environment, not the command line (which `ps` shows).
-        process.arguments = ["python3", script.path, log.path, plan.joined(separator: ",")]
-        process.environment = ProcessInfo.processInfo.environment.merging(["RECEIVER_SECRET": secret]) { $1 }
-        process.standardOutput = output
-        try process.run()
+        // The secret by the environment, not the command line (which `ps` shows). Its error output goes to a file beside
+        // the log: a receiver holding the test process's own would keep `swift test` waiting after a crash.
+        process = try ChildProcess(
+            "/usr/bin/env", ["python3", script.path, log.path, plan.joined(separator: ",")], environment: ["RECEIVER_SECRET": secret],
+            output: .pipe, error: .file(log.appendingPathExtension("stderr")))
         var line = Data()
-        while let byte = try output.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) { line += byte }
+        while let byte = try process.output?.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) { line += byte }
         guard let port = Int(String(decoding: line, as: UTF8.self)) else {
-            kill(process.processIdentifier, SIGKILL)
+            process.kill()
             throw CancellationError()
         }
         self.port = port
@@ -64,10 +58,11 @@ package final class PythonReceiver: @unchecked Sendable {
         Set(records.filter { ($0.behaviour == "ok" || $0.behaviour == "slow") && $0.verified }.compactMap(\.id))
     }
 
-    /// Stops the receiver (SIGKILL: it holds no state worth a clean exit; waiting for it from a deinit could hang).
+    /// Stops the receiver (SIGKILL: it holds no state worth a clean exit).
     package func stop() {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.kill()
         try? FileManager.default.removeItem(at: log)
+        try? FileManager.default.removeItem(at: log.appendingPathExtension("stderr"))
     }
 
     deinit { stop() }

@@ -25,41 +25,28 @@ struct CLI {
 
     static var corpus: URL { SharedCorpus.appleSigned }
 
-    static func blockingRun(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:]) throws -> Output {
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = arguments
-        if !environment.isEmpty {
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        }
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        let input = Pipe()
-        process.standardInput = input
-        try process.run()
-        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
-        try input.fileHandleForWriting.close()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+    /// Runs the binary to its end, its input `stdin` (or nothing), waiting on a thread of its own so that Swift's
+    /// concurrency pool stays free for an in-process server the same test runs.
+    static func runDetached(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:]) async throws -> Output {
+        let result = try await ChildProcess.run(binary.path, arguments, environment: environment, input: Data((stdin ?? "").utf8))
         return Output(
-            status: process.terminationStatus,
-            stdout: String(decoding: stdout, as: UTF8.self),
-            stderr: String(decoding: stderr, as: UTF8.self)
-        )
+            status: result.termination.status, stdout: String(decoding: result.output, as: UTF8.self),
+            stderr: String(decoding: result.error, as: UTF8.self))
     }
 
-    /// Runs the binary on a thread of its own, so that waiting for it does not block Swift's concurrency pool
-    /// (which an in-process server in the same test needs).
-    static func runDetached(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:]) async throws -> Output {
-        try await withCheckedThrowingContinuation { continuation in
-            let thread = Thread {
-                continuation.resume(with: Result { try CLI.blockingRun(arguments, stdin: stdin, environment: environment) })
-            }
-            thread.start()
+    /// Starts the binary with `arguments` (a server), its error output discarded, and reads the first line it writes,
+    /// which names its port (`… http://127.0.0.1:PORT …`). Blocks until that line comes: call it off Swift's
+    /// concurrency threads (`Task.detached` is enough for a line a server writes at once).
+    static func startReportingPort(_ arguments: [String]) throws -> (ChildProcess, port: Int) {
+        let child = try ChildProcess(binary.path, arguments, output: .pipe)
+        var line = Data()
+        while !line.contains(UInt8(ascii: "\n")), let chunk = child.output?.availableData, !chunk.isEmpty { line.append(chunk) }
+        let text = String(decoding: line, as: UTF8.self)
+        guard let range = text.range(of: "127.0.0.1:"), let port = Int(text[range.upperBound...].prefix { $0.isNumber }) else {
+            child.kill()
+            throw ServerProcess.CLIError(message: "storekeeper \(arguments.first ?? "") did not report its port: \(text)")
         }
+        return (child, port)
     }
 
     /// A new empty folder under the temporary directory.

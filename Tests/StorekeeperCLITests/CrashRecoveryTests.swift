@@ -11,37 +11,16 @@ import StorekeeperTesting
 import Testing
 
 /// `storekeeper serve` as a child process that a test can kill with SIGKILL.
-final class ServerProcess: @unchecked Sendable {
-    // Safety: `process` and `port` are set once in `start` before the object is shared and only read afterwards.
-    let process = Process()
-    private(set) var port = 0
+struct ServerProcess {
+    let process: ChildProcess
+    let port: Int
 
+    /// Starts it; blocks until it has said its port (call it from `Task.detached`).
     init(config: String, database: String) throws {
-        process.executableURL = CLI.binary
-        process.arguments = ["serve", "--config", config, "--database", database, "--port", "0"]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        // The first line names the port.
-        var line = Data()
-        while !line.contains(UInt8(ascii: "\n")) {
-            let chunk = output.fileHandleForReading.availableData
-            guard !chunk.isEmpty else { break }
-            line.append(chunk)
-        }
-        let text = String(decoding: line, as: UTF8.self)
-        guard let range = text.range(of: "127.0.0.1:"), let port = Int(text[range.upperBound...].prefix { $0.isNumber }) else {
-            process.terminate()
-            throw CLIError(message: "the server did not report its port: \(text)")
-        }
-        self.port = port
+        (process, port) = try CLI.startReportingPort(["serve", "--config", config, "--database", database, "--port", "0"])
     }
 
-    func kill() {
-        Foundation.kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-    }
+    func kill() { process.kill() }
 
     struct CLIError: Error { var message: String }
 }
@@ -91,13 +70,10 @@ struct CrashRecoveryTests {
             simulator: simulator, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }), timeout: .seconds(5))
         async let delivered = deliverer.deliverDue()
         try await Self.waitForAttempts(on: simulator, atLeast: 15)
-        server.process.terminate()  // SIGTERM
-        let status = await Task.detached {
-            server.process.waitUntilExit()
-            return server.process.terminationStatus
-        }.value
+        server.process.signal(SIGTERM)
+        let status = await server.process.wait()
         _ = await delivered
-        #expect(status == 0)
+        #expect(status == .exited(0))
         let acknowledged = await simulator.state.notifications.filter { $0.sendAttempts.last?.sendAttemptResult == "SUCCESS" }.count
         #expect(acknowledged >= 15)
         let counts = try await SQLiteLedgerStore(path: database).notificationCounts()

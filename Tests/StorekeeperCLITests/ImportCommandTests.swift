@@ -112,18 +112,13 @@ struct ImportCommandTests {
         try await Self.csv(missed).write(toFile: file, atomically: true, encoding: .utf8)
         try await missed.serve { _ in
             _ = try SQLiteLedgerStore(path: missed.database)
-            let process = Process()
-            process.executableURL = CLI.binary
-            process.arguments = ["import", "--config", missed.config, "--database", missed.database, "--file", file, "--concurrency", "2"]
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
+            let process = try ChildProcess(
+                CLI.binary.path, ["import", "--config", missed.config, "--database", missed.database, "--file", file, "--concurrency", "2"])
             let journal = file + ".journal"
             func journaled() -> Int { ((try? String(contentsOfFile: journal, encoding: .utf8)) ?? "").split(separator: "\n").count - 1 }
             let deadline = ContinuousClock.now + .seconds(60)
             while journaled() < 6, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            process.kill()
             let before = journaled()
             #expect(before >= 6 && before < 30, "killed after \(before) lines")
 

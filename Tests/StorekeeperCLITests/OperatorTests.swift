@@ -13,9 +13,8 @@ import Testing
 
 /// A long-running `storekeeper` command as a child process, its output going to files a test reads while it runs
 /// (a pipe nobody reads would block it), and that a test can signal.
-final class RunningCommand: @unchecked Sendable {
-    // Safety: every property is set in `init` and only read afterwards.
-    let process = Process()
+final class RunningCommand: Sendable {
+    let process: ChildProcess
     let stdoutFile: URL
     let stderrFile: URL
 
@@ -23,15 +22,7 @@ final class RunningCommand: @unchecked Sendable {
         let name = UUID().uuidString
         stdoutFile = directory.appendingPathComponent("\(name).out")
         stderrFile = directory.appendingPathComponent("\(name).err")
-        _ = FileManager.default.createFile(atPath: stdoutFile.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: stderrFile.path, contents: nil)
-        process.executableURL = executable
-        process.arguments = arguments
-        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
-        process.standardOutput = try FileHandle(forWritingTo: stdoutFile)
-        process.standardError = try FileHandle(forWritingTo: stderrFile)
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
+        process = try ChildProcess(executable.path, arguments, environment: environment, output: .file(stdoutFile), error: .file(stderrFile))
     }
 
     var stdout: String { String(decoding: (try? Data(contentsOf: stdoutFile)) ?? Data(), as: UTF8.self) }
@@ -56,22 +47,15 @@ final class RunningCommand: @unchecked Sendable {
         return try #require(Int(text[range.upperBound...].prefix { $0.isNumber }))
     }
 
-    func signal(_ number: Int32) { kill(process.processIdentifier, number) }
+    func signal(_ number: Int32) { process.signal(number) }
 
     /// Waits for the command to end (up to `seconds`, then SIGKILL); its exit status.
     func finish(within seconds: Double = 60) async throws -> Int32 {
-        let deadline = ContinuousClock.now + .seconds(seconds)
-        while process.isRunning, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
-        return process.terminationStatus
+        await process.finish(within: seconds).status
     }
 
     /// Stops it for good.
-    func stop() {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
-    }
+    func stop() { process.kill() }
 }
 
 /// What an operator runs twice, interrupts or mistypes: refused or handled, never silently wrong.
@@ -311,26 +295,11 @@ struct OperatorErrorTests {
     /// directory's mode means what it means to an operator's service account.
     static func runUnprivileged(_ arguments: [String]) async throws -> CLI.Output {
         guard getuid() == 0 else { return try await CLI.runDetached(arguments) }
-        let output = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<CLI.Output, any Error>) in
-            Thread {
-                continuation.resume(
-                    with: Result {
-                        let process = Process()
-                        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-                        process.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", CLI.binary.path] + arguments
-                        let out = Pipe(), err = Pipe()
-                        process.standardOutput = out
-                        process.standardError = err
-                        try process.run()
-                        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-                        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-                        process.waitUntilExit()
-                        return CLI.Output(
-                            status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-                            stderr: String(decoding: stderr, as: UTF8.self))
-                    })
-            }.start()
-        }
+        let result = try await ChildProcess.run(
+            "/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", CLI.binary.path] + arguments)
+        let output = CLI.Output(
+            status: result.termination.status, stdout: String(decoding: result.output, as: UTF8.self),
+            stderr: String(decoding: result.error, as: UTF8.self))
         return output
     }
 
@@ -465,13 +434,10 @@ struct OperatorErrorTests {
 enum SQLiteLedgerStoreFixtures {
     /// Another program's SQLite database (one table, `users`); its bytes.
     static func foreignDatabase(at path: String) throws -> Data {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [
-            "python3", "-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('create table users(id)'); c.commit(); c.close()", path,
-        ]
-        try process.run()
-        process.waitUntilExit()
+        let python = try ChildProcess(
+            "/usr/bin/env",
+            ["python3", "-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('create table users(id)'); c.commit(); c.close()", path])
+        python.waitUntilExit()
         return try Data(contentsOf: URL(fileURLWithPath: path))
     }
 }

@@ -58,34 +58,16 @@ struct ReadmeTests {
             """
         let file = root.appendingPathComponent("readme.sh")
         try script.write(to: file, atomically: true, encoding: .utf8)
-        let output = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<(Int32, String), any Error>) in
-            Thread {
-                continuation.resume(
-                    with: Result {
-                        let process = Process()
-                        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-                        process.arguments = [file.path]
-                        process.currentDirectoryURL = work
-                        var environment = ProcessInfo.processInfo.environment
-                        environment["PATH"] = CLI.binary.deletingLastPathComponent().path + ":" + (environment["PATH"] ?? "/usr/bin:/bin")
-                        // The simulator commands' default --url, moved with the port.
-                        environment["STOREKEEPER_SIMULATOR_URL"] = "http://127.0.0.1:\(simulator)"
-                        process.environment = environment
-                        let log = root.appendingPathComponent("readme.log")
-                        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-                        let handle = try FileHandle(forWritingTo: log)
-                        process.standardOutput = handle
-                        process.standardError = handle
-                        process.standardInput = FileHandle.nullDevice
-                        try process.run()
-                        process.waitUntilExit()
-                        // The trace shows the commands as run; the app API key they pass is masked before anything is shown.
-                        let text = String(decoding: try Data(contentsOf: log), as: UTF8.self)
-                            .replacing(#/sk_[A-Za-z0-9_-]{20,}/#, with: "sk_***")
-                        return (process.terminationStatus, text)
-                    })
-            }.start()
-        }
+        let path = CLI.binary.deletingLastPathComponent().path + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")
+        let log = root.appendingPathComponent("readme.log")
+        let walkthrough = try ChildProcess(
+            "/bin/bash", [file.path],
+            // The simulator commands' default --url, moved with the port.
+            environment: ["PATH": path, "STOREKEEPER_SIMULATOR_URL": "http://127.0.0.1:\(simulator)"], directory: work, output: .file(log),
+            error: .sameAsOutput)
+        let status = await walkthrough.wait().status
+        // The trace shows the commands as run; the app API key they pass is masked before anything is shown.
+        let output = (status, String(decoding: try Data(contentsOf: log), as: UTF8.self).replacing(#/sk_[A-Za-z0-9_-]{20,}/#, with: "sk_***"))
         #expect(output.0 == 0, "the README's commands failed; the end of their output:\n\(output.1.suffix(4_000))")
         // What the walkthrough says happens, happened.
         #expect(output.1.contains("creating a new, empty one"), "serve said it created the ledger")

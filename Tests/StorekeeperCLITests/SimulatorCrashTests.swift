@@ -8,29 +8,6 @@ import Testing
 
 @Suite("storekeeper simulator: crash")
 struct SimulatorCrashTests {
-    /// `storekeeper simulator` as a child process; returns it and its port (the first line names it).
-    static func start(directory: String) throws -> (Process, Int) {
-        let process = Process()
-        process.executableURL = CLI.binary
-        process.arguments = ["simulator", "--dir", directory, "--port", "0"]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        var line = Data()
-        while !line.contains(UInt8(ascii: "\n")) {
-            let chunk = output.fileHandleForReading.availableData
-            guard !chunk.isEmpty else { break }
-            line.append(chunk)
-        }
-        let text = String(decoding: line, as: UTF8.self)
-        guard let range = text.range(of: "127.0.0.1:"), let port = Int(text[range.upperBound...].prefix { $0.isNumber }) else {
-            process.terminate()
-            throw ServerProcess.CLIError(message: "the simulator did not report its port: \(text)")
-        }
-        return (process, port)
-    }
-
     /// POSTs a control request; its status and body.
     static func post(_ url: String, _ body: String) async throws -> (UInt, String) {
         var request = HTTPClientRequest(url: url)
@@ -52,7 +29,7 @@ struct SimulatorCrashTests {
         let directory = try CLI.temporaryDirectory("sim-crash").appendingPathComponent("sim")
         defer { try? FileManager.default.removeItem(at: directory.deletingLastPathComponent()) }
         try SimulatorDirectory.initialize(at: directory)
-        let (process, port) = try Self.start(directory: directory.path)
+        let (process, port) = try CLI.startReportingPort(["simulator", "--dir", directory.path, "--port", "0"])
         let base = "http://127.0.0.1:\(port)/simulator/v1"
         #expect(try await Self.post(base + "/customers", #"{"id":"alice"}"#).0 == 201)
         let acknowledged = Acknowledged()
@@ -70,8 +47,7 @@ struct SimulatorCrashTests {
             }
             group.addTask {
                 while await acknowledged.ids.count < 150 { try? await Task.sleep(for: .milliseconds(5)) }
-                kill(process.processIdentifier, SIGKILL)
-                process.waitUntilExit()
+                process.kill()
             }
         }
         let ids = await acknowledged.ids

@@ -133,25 +133,18 @@ struct JobLeaseTests {
     func deadLocalHolder(backend: Backend) async throws {
         let stores = try await Self.instances(2, backend)
         // A process that ran and ended: its PID names no process now.
-        let ended = Process()
-        ended.executableURL = URL(fileURLWithPath: "/bin/true")
-        try ended.run()
-        ended.waitUntilExit()
+        let ended = try ChildProcess("/bin/true", [])
+        await ended.wait()
         let parts = JobLease.instanceName.split(separator: "/")
         let deadHolder = "\(parts[0])/\(ended.processIdentifier)/deadbeef/\(parts[3])"
         #expect(try await JobLease(store: stores[0], job: "job", holder: deadHolder, duration: .seconds(600)).acquire())
         #expect(try await JobLease(store: stores[1], job: "job", duration: .seconds(600)).acquire(), "the dead holder's lease was taken at once")
 
         // A process that ended but is not reaped yet (a zombie: its parent, `sleep`, never waits) runs no more either.
-        let parent = Process()
-        parent.executableURL = URL(fileURLWithPath: "/bin/bash")
-        parent.arguments = ["-c", "true & echo $!; exec sleep 5"]
-        let output = Pipe()
-        parent.standardOutput = output
-        try parent.run()
-        defer { parent.terminate() }
+        let parent = try ChildProcess("/bin/bash", ["-c", "true & echo $!; exec sleep 5"], output: .pipe)
+        defer { parent.kill() }
         let zombie = try #require(
-            Int32(String(decoding: output.fileHandleForReading.availableData, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)))
+            Int32(String(decoding: parent.output?.availableData ?? Data(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)))
         try await Task.sleep(for: .milliseconds(200))
         let zombieHolder = "\(parts[0])/\(zombie)/deadbeef/\(parts[3])"
         #expect(try await JobLease(store: stores[0], job: "zombie job", holder: zombieHolder, duration: .seconds(600)).acquire())

@@ -79,7 +79,7 @@ struct WebhookSignatureTests {
         "signatures verify with the Standard Webhooks reference library (Python), for one secret and during a rotation",
         .enabled(if: PythonReceiver.isAvailable, PythonReceiver.missing)
     )
-    func referenceLibrary() throws {
+    func referenceLibrary() async throws {
         let secrets = [WebhookSecret.generate(), WebhookSecret.generate()]
         let body = #"{"type":"entitlements.changed","timestamp":"2026-11-26T10:00:00.000Z","data":{"customerId":"alice","note":"é\u2028"}}"#
         let id = "evt_01JDX\(UInt32.random(in: 0...UInt32.max))"
@@ -97,19 +97,10 @@ struct WebhookSignatureTests {
             except Exception:
                 print("verified")
             """
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", script, id, String(timestamp), signature.signature] + secrets
-        let input = Pipe()
-        let output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        input.fileHandleForWriting.write(Data(body.utf8))
-        try input.fileHandleForWriting.close()
-        process.waitUntilExit()
-        let said = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(process.terminationStatus == 0 && said.trimmingCharacters(in: .whitespacesAndNewlines) == "verified", "\(said)")
+        let result = try await ChildProcess.run(
+            "/usr/bin/env", ["python3", "-c", script, id, String(timestamp), signature.signature] + secrets, input: Data(body.utf8),
+            mergingError: true)
+        let said = String(decoding: result.output, as: UTF8.self)
+        #expect(result.termination == .exited(0) && said.trimmingCharacters(in: .whitespacesAndNewlines) == "verified", "\(said)")
     }
 }

@@ -217,7 +217,7 @@ struct ReceiptMigrationTests {
             #expect(Set(answer.entitlements.map(\.productId)) == Set(truth.entitlements.map(\.productId)), "\(truth.customerId)")
             #expect(answer.consumableBalance.filter { $0.value != 0 } == truth.consumableBalance.filter { $0.value != 0 }, "\(truth.customerId)")
         }
-        try await store.close()
+        await store.close()
     }
 
     @Test("with restorePolicy transfer, a receipt sent for another customer moves the purchases to them, as a submission would")
