@@ -202,6 +202,19 @@ extension PostgresLedgerStore {
                 """
             ).decode(Bool.self) { known = value }
             guard known else { return (nil, []) }
+            // Their purchases (linked, or carrying one of their tokens), whose owners are looked at again once the
+            // identity is gone.
+            var families: [LedgerKey] = []
+            for try await original in try await connection.run(
+                """
+                SELECT original_transaction_id FROM customer_links WHERE customer_id = \(customerId) AND environment = \(environment)
+                UNION
+                SELECT t.original_transaction_id FROM token_owners o JOIN transactions t
+                    ON t.app_account_token = o.token AND t.environment = o.environment
+                    WHERE o.customer_id = \(customerId) AND o.bundle_id = \(bundleId) AND o.environment = \(environment)
+                ORDER BY 1
+                """
+            ).decode(String.self) { families.append(LedgerKey(customer.environment, original)) }
             func count(_ query: PostgresQuery) async throws -> Int {
                 var rows = 0
                 for try await _ in try await connection.run(query) { rows += 1 }
@@ -247,12 +260,14 @@ extension PostgresLedgerStore {
             for try await value in try await connection.run(
                 "SELECT id FROM events WHERE customer_id = \(customerId) AND bundle_id = \(bundleId) AND environment = \(environment) ORDER BY position DESC LIMIT 1"
             ).decode(String.self) { id = value }
+            let others = try await LedgerUnitOfWork.reevaluatingOwners(of: families, bundleId: bundleId, erased: customerId).run(in: transaction)
+                .customers
             return (
                 CustomerErasure(
                     customerId: customerId, bundleId: bundleId, environment: environment, linksRemoved: links, tokensRemoved: tokens,
                     eventsRemoved: events,
                     eventId: id),
-                [customerId]
+                others.union([customerId])
             )
         }
     }

@@ -201,7 +201,7 @@ extension SQLiteLedgerStore {
 extension SQLiteLedgerStore {
     package func erase(_ customer: CustomerKey) async throws(StorageError) -> CustomerErasure? {
         let now = outbox.now
-        return try await writeAnnouncing { db, _ in
+        return try await writeAnnouncing { db, memo in
             let known =
                 try Bool.fetchOne(
                     db,
@@ -213,6 +213,10 @@ extension SQLiteLedgerStore {
                         OR EXISTS (SELECT 1 FROM promotional_grants WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3)
                         """, arguments: [customer.customerId, customer.bundleId, customer.environment.rawValue]) ?? false
             guard known else { return (nil, []) }
+            // Their purchases (linked, or carrying one of their tokens), whose owners are looked at again once the
+            // identity is gone.
+            let families = try self.customerFamilies(db, customer.customerId, customer.bundleId, customer.environment).originals.sorted()
+                .map { LedgerKey(customer.environment, $0) }
             let arguments: StatementArguments = [customer.customerId, customer.bundleId, customer.environment.rawValue]
             try db.execute(
                 sql: """
@@ -243,6 +247,8 @@ extension SQLiteLedgerStore {
             try SQLiteWriteTransaction(store: self, db: db, memo: HeaderReferences.Memo()).appendEvents(append)
             let position = db.lastInsertedRowID
             let id = try String.fetchOne(db, sql: "SELECT id FROM events WHERE position = ?", arguments: [position]) ?? ""
+            let others = try LedgerUnitOfWork.reevaluatingOwners(of: families, bundleId: customer.bundleId, erased: customer.customerId)
+                .run(in: SQLiteWriteTransaction(store: self, db: db, memo: memo)).customers
             // The earlier events go after the erasure's is appended: the newest event is never deleted, so SQLite
             // never hands out a position again (a new row takes the largest position plus one), which would put an
             // event behind every endpoint's cursor and every poller's.
@@ -255,7 +261,7 @@ extension SQLiteLedgerStore {
                 CustomerErasure(
                     customerId: customer.customerId, bundleId: customer.bundleId, environment: customer.environment.rawValue, linksRemoved: links,
                     tokensRemoved: tokens, eventsRemoved: events, eventId: id),
-                [customer.customerId]
+                others.union([customer.customerId])
             )
         }
     }

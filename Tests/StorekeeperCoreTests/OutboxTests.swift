@@ -249,6 +249,40 @@ struct OutboxTests {
         await store.close()
     }
 
+    @Test(
+        "erasing the customer a purchase was transferred to returns it to its token's owner at once, with an event for them caused by the erasure",
+        arguments: Backend.available)
+    func erasureReturnsTransferredPurchase(backend: Backend) async throws {
+        let store = try await backend.makeStore()
+        store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { TestAppStore.start })
+        var fixture = SimulatorFixture()
+        // Bob's purchase carries his server-issued token; carol restores it under the transfer policy.
+        let bought = try await Self.buy("bob", "pro.monthly", in: store, &fixture)
+        for notification in try await fixture.verifiedNotifications() { _ = try await store.apply(notification) }
+        let signed = try await fixture.verifier.verifyTransaction(try fixture.engine.signTransaction(bought.transactionId))
+        guard case .linked = try await store.submit(signed, customerId: "carol", policy: .transfer) else {
+            Issue.record("the transfer was refused")
+            return
+        }
+        let transferred = try await Self.currentState(store, "bob")
+        #expect(!transferred.contains("pro.monthly"), "\(transferred)")
+        let before = try await store.lastEventPosition()
+
+        _ = try #require(try await store.erase(CustomerKey(bundleId: Self.app, environment: .sandbox, customerId: "carol")))
+        // The purchase is bob's again (his token owns it once carol's link is gone), and his events say so.
+        let bobState = try await Self.currentState(store, "bob")
+        #expect(bobState.contains("pro.monthly"))
+        let events = try await Self.allEvents(store).filter { $0.position > before }
+        #expect(events.map { "\($0.customer.customerId) \($0.type.rawValue)" } == ["carol customer.erased", "bob customer.updated"])
+        let returned = try #require(events.last)
+        #expect(returned.draft.cause == EventCause(.api, id: "erase"))
+        #expect(returned.draft.state == bobState)
+        #expect(!returned.draft.state.contains("carol") && !returned.draft.causeJSON.contains("carol"), "the event names no one erased")
+        // Nothing more to tell: the expiry job and bob's next write find his state as recorded.
+        #expect(try await store.reevaluate([CustomerKey(bundleId: Self.app, environment: .sandbox, customerId: "bob")]) == 0)
+        await store.close()
+    }
+
     @Test("an expiry nobody announces is an event when the expiry job looks, once, whoever looks", arguments: Backend.available)
     func expiryByTime(backend: Backend) async throws {
         let store = try await backend.makeStore()

@@ -55,24 +55,31 @@ package struct CustomerAnswer: Codable, Hashable, Sendable {
         for customerId: String, in ledger: Ledger, bundleId: String, environment: AppStoreEnvironment, configuration: EntitlementConfiguration,
         at now: Date
     ) {
-        let (state, nextChange) = EntitlementEngine(configuration: configuration).evaluate(customerId, in: ledger, environment: environment, at: now)
-        self.init(state: state, ledger: ledger, bundleId: bundleId, validUntil: nextChange)
+        let owned = ledger.transactions(of: customerId, environment: environment)
+        let (state, nextChange) = EntitlementEngine(configuration: configuration).evaluate(
+            customerId, owning: owned, in: ledger, environment: environment, at: now)
+        self.init(state: state, owned: owned, ledger: ledger, bundleId: bundleId, validUntil: nextChange)
     }
 
     /// The answer from an evaluated state and the ledger it came from.
     package init(state: CustomerState, ledger: Ledger, bundleId: String, validUntil: Date?) {
+        self.init(
+            state: state, owned: ledger.transactions(of: state.customerId, environment: state.environment), ledger: ledger, bundleId: bundleId,
+            validUntil: validUntil)
+    }
+
+    /// `owned`: the customer's transactions in the environment (``Ledger/transactions(of:environment:)``). The ledger
+    /// read for a customer also holds families that carry one of their tokens but are someone else's (moved by the
+    /// `transfer` restore policy): their details are not this customer's to see.
+    init(state: CustomerState, owned: [LedgerTransaction], ledger: Ledger, bundleId: String, validUntil: Date?) {
         customerId = state.customerId
         self.bundleId = bundleId
         environment = state.environment.rawValue
         entitlements = state.entitlements
         consumableBalance = state.consumableBalance
         self.validUntil = validUntil
-        nonConsumables = Set(
-            ledger.transactions.values.filter {
-                $0.info.type == .nonConsumable && $0.info.revocationDate == nil
-            }.map(\.info.productId)
-        ).sorted()
-        let latest = EntitlementEngine.latestPerSubscription(Array(ledger.transactions.values))
+        nonConsumables = Set(owned.filter { $0.info.type == .nonConsumable && $0.info.revocationDate == nil }.map(\.info.productId)).sorted()
+        let latest = EntitlementEngine.latestPerSubscription(owned)
         subscriptions = latest.sorted { $0.key < $1.key }.map { original, transaction in
             let subscription = ledger.subscriptions[LedgerKey(state.environment, original)]
             return Subscription(

@@ -19,15 +19,21 @@ package enum EventDerivation {
         /// The state JSON of the customer's event numbered `stored.sequence`, when the ledger still holds it: what
         /// the record's digest was made of, unless the record changed since without an event.
         package var lastEventState: String?
+        /// What changed the state since it was recorded, when no change of theirs did: time (an expiry, typed
+        /// against the state before), or another customer's erasure (a purchase returning to its token's owner: one
+        /// `customer.updated`, naming no one erased).
+        package var unannouncedCause: EventCause
 
         package init(
-            customer: CustomerKey, stored: CustomerStateRecord?, ledgers: [Ledger], causes: [EventCause], lastEventState: String? = nil
+            customer: CustomerKey, stored: CustomerStateRecord?, ledgers: [Ledger], causes: [EventCause], lastEventState: String? = nil,
+            unannouncedCause: EventCause = EventCause(.expiry)
         ) {
             self.customer = customer
             self.stored = stored
             self.ledgers = ledgers
             self.causes = causes
             self.lastEventState = lastEventState
+            self.unannouncedCause = unannouncedCause
         }
     }
 
@@ -54,7 +60,10 @@ package enum EventDerivation {
             }
         }
         if let stored = input.stored, !stored.records(rendered[0]) {
-            if let previous = previous(stored, lastEventState: input.lastEventState, ledger: input.ledgers[0], key: key, configuration: configuration)
+            if input.unannouncedCause.kind != .expiry {
+                emit([(.customerUpdated, [:])], cause: input.unannouncedCause, state: rendered[0])
+            } else if let previous = previous(
+                stored, lastEventState: input.lastEventState, ledger: input.ledgers[0], key: key, configuration: configuration)
             {
                 emit(
                     changes(from: previous, to: answers[0], ledgers: nil, context: input.ledgers[0], cause: EventCause(.expiry), stateDiffers: true),

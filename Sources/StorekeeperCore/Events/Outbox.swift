@@ -221,8 +221,8 @@ extension LedgerUnitOfWork {
     }
 
     /// Re-evaluates customers whose recorded state may have changed by itself (an expiry due): their events, caused by
-    /// time. `keys` sorted.
-    package static func reevaluating(_ keys: [CustomerKey]) -> LedgerStep<Int> {
+    /// time, or by `cause` (``EventDerivation/Input/unannouncedCause``). `keys` sorted.
+    package static func reevaluating(_ keys: [CustomerKey], cause: EventCause = EventCause(.expiry)) -> LedgerStep<Int> {
         guard !keys.isEmpty else { return .done(0) }
         return .readCustomers(OutboxReads(customers: keys)) { read in
             guard read.enabled else { return .done(0) }
@@ -231,13 +231,40 @@ extension LedgerUnitOfWork {
                 guard let stored = read.stored[key] else { continue }
                 let ledger = onlyApp(read.ledgers[key] ?? Ledger(), bundleId: key.bundleId)
                 let (drafts, record) = EventDerivation.derive(
-                    .init(customer: key, stored: stored, ledgers: [ledger], causes: [], lastEventState: read.lastEventStates[key]),
+                    .init(
+                        customer: key, stored: stored, ledgers: [ledger], causes: [], lastEventState: read.lastEventStates[key],
+                        unannouncedCause: cause),
                     configuration: read.configuration, at: read.now)
                 append.drafts += drafts
                 if let record, record != stored { append.records.append(record) }
             }
             guard !append.isEmpty else { return .done(0) }
             return .appendEvents(append, then: .done(append.drafts.count))
+        }
+    }
+
+    /// After a customer's erasure (their links and tokens deleted in the same transaction): whoever owns one of
+    /// `families` now, in app `bundleId`, is re-evaluated. A purchase the `transfer` restore policy had moved to the
+    /// erased customer returns to the owner of its token, whose state changed with no write of theirs: one
+    /// `customer.updated`, caused by the erasure. The customers looked at, for the read caches.
+    package static func reevaluatingOwners(
+        of families: [LedgerKey], bundleId: String, erased: String
+    ) -> LedgerStep<(events: Int, customers: Set<String>)> {
+        guard !families.isEmpty else { return .done((0, [])) }
+        let reads = LedgerReads(families: families)
+        return .read(reads) { loaded in
+            var ledger = loaded.ledger
+            return LedgerUnitOfWork.withOwners(of: ledger.appAccountTokens, read: reads.tokens, from: loaded) { owners in
+                ledger.tokenOwners = owners
+                var keys = Set<CustomerKey>()
+                for transaction in ledger.transactions.values where transaction.info.bundleId == bundleId {
+                    guard let environment = transaction.info.environment, let owner = ledger.customer(of: transaction), owner != erased else {
+                        continue
+                    }
+                    keys.insert(CustomerKey(bundleId: bundleId, environment: environment, customerId: owner))
+                }
+                return reevaluating(keys.sorted(), cause: EventCause(.api, id: "erase")).flatMap { .done(($0, Set(keys.map(\.customerId)))) }
+            }
         }
     }
 

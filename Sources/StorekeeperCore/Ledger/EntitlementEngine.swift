@@ -22,8 +22,15 @@ package struct EntitlementEngine: Sendable {
     package func evaluate(
         _ customerId: String, in ledger: Ledger, environment: AppStoreEnvironment, at now: Date
     ) -> (state: CustomerState, nextChange: Date?) {
-        let transactions = ledger.transactions(of: customerId, environment: environment)
-        return (
+        evaluate(customerId, owning: ledger.transactions(of: customerId, environment: environment), in: ledger, environment: environment, at: now)
+    }
+
+    /// ``evaluate(_:in:environment:at:)`` with the customer's transactions in the environment already found
+    /// (``Ledger/transactions(of:environment:)``).
+    package func evaluate(
+        _ customerId: String, owning transactions: [LedgerTransaction], in ledger: Ledger, environment: AppStoreEnvironment, at now: Date
+    ) -> (state: CustomerState, nextChange: Date?) {
+        (
             state(of: customerId, transactions: transactions, in: ledger, environment: environment, at: now),
             nextChange(of: customerId, transactions: transactions, in: ledger, environment: environment, after: now)
         )
