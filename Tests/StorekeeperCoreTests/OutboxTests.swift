@@ -283,6 +283,31 @@ struct OutboxTests {
         await store.close()
     }
 
+    @Test(
+        "an offer redeemed on an active subscription (no transaction until the next renewal) is subscription.offer_redeemed with the offer, not a status change",
+        arguments: Backend.available)
+    func offerOnActiveSubscription(backend: Backend) async throws {
+        let store = try await backend.makeStore()
+        store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { TestAppStore.start })
+        var fixture = SimulatorFixture()
+        let bought = try await Self.buy("alice", "pro.monthly", in: store, &fixture)
+        for notification in try await fixture.verifiedNotifications() { _ = try await store.apply(notification) }
+        let before = try await store.lastEventPosition()
+        let redeemed = try fixture.engine.purchase(.init(customerId: "apple-alice", productId: "pro.monthly", offerId: "promo.half"))
+        #expect(redeemed.outcome == "offer-redeemed")
+        let notifications = try await fixture.verifiedNotifications()
+        #expect(notifications.last?.payload.notificationType == .offerRedeemed)
+        for notification in notifications { _ = try await store.apply(notification) }
+        let events = try await Self.allEvents(store).filter { $0.position > before }
+        #expect(events.map(\.type) == [.subscriptionOfferRedeemed], "\(events.map(\.type))")
+        let offer = try #require(events.first)
+        #expect(offer.draft.changes["originalTransactionId"] == .string(bought.originalTransactionId))
+        #expect(offer.draft.changes["offerIdentifier"] == .string("promo.half") && offer.draft.changes["offerType"] == .integer(2))
+        #expect(offer.draft.changes["transactionId"] == nil, "no transaction until the next renewal")
+        #expect(offer.draft.state == (try await Self.currentState(store, "alice")))
+        await store.close()
+    }
+
     @Test("an expiry nobody announces is an event when the expiry job looks, once, whoever looks", arguments: Backend.available)
     func expiryByTime(backend: Backend) async throws {
         let store = try await backend.makeStore()

@@ -201,6 +201,14 @@ package enum EventDerivation {
             }
             if newTransaction, let offer = offerDetails(latestAfter) {
                 found.append((.subscriptionOfferRedeemed, subject.merging(offer) { $1 }))
+            } else if !newTransaction, type == NotificationType.offerRedeemed.rawValue, let ledgers,
+                let offer = pendingOfferDetails(
+                    before: ledgers.before.subscriptions[LedgerKey(current.environmentValue, id)]?.renewalInfo,
+                    after: ledgers.after.subscriptions[LedgerKey(current.environmentValue, id)]?.renewalInfo)
+            {
+                // An offer redeemed on an active subscription, from its next renewal on: no transaction yet.
+                found.append((.subscriptionOfferRedeemed, subject.merging(offer) { $1 }))
+                named = true
             }
             if wasEntitled != nil, isEntitled == nil {
                 if let latestAfter, latestAfter.revocationDate != nil {
@@ -252,9 +260,15 @@ package enum EventDerivation {
                 }
             }
             if !named, old != new || wasEntitled != isEntitled {
-                var status = subject
-                if let value = new.status { status["status"] = .integer(Int64(value)) }
-                found.append((.subscriptionStatusChanged, status))
+                if old.status == new.status, wasEntitled == isEntitled {
+                    // Only what the answer says of the notification behind the status (`statusFromNotification`) or
+                    // a field no type names: not a change of status.
+                    found.append((.customerUpdated, subject))
+                } else {
+                    var status = subject
+                    if let value = new.status { status["status"] = .integer(Int64(value)) }
+                    found.append((.subscriptionStatusChanged, status))
+                }
             }
         }
 
@@ -356,6 +370,16 @@ package enum EventDerivation {
         guard let info, let offerType = info.offerType else { return nil }
         var details: [String: JSONValue] = ["offerType": .integer(Int64(offerType.rawValue)), "transactionId": .string(info.transactionId)]
         if let identifier = info.offerIdentifier { details["offerIdentifier"] = .string(identifier) }
+        return details
+    }
+
+    /// The offer a renewal info says applies from the next renewal, when it is not the one before.
+    static func pendingOfferDetails(before: RenewalInfo?, after: RenewalInfo?) -> [String: JSONValue]? {
+        guard let after, let offerType = after.offerType,
+            offerType != before?.offerType || after.offerIdentifier != before?.offerIdentifier
+        else { return nil }
+        var details: [String: JSONValue] = ["offerType": .integer(Int64(offerType.rawValue))]
+        if let identifier = after.offerIdentifier { details["offerIdentifier"] = .string(identifier) }
         return details
     }
 
