@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 
 @main
 struct Storekeeper: AsyncParsableCommand {
@@ -14,4 +15,132 @@ struct Storekeeper: AsyncParsableCommand {
             BenchCommand.self,
         ]
     )
+
+    /// ArgumentParser's `main`, with two mistakes named that it reports as something else (a mistyped command as an
+    /// unknown option after it, a mistyped option as the required one missing), and a command's own failures printed
+    /// as `error: …` like the ones the commands print themselves.
+    static func main() async {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        let command: any ParsableCommand
+        do {
+            command = try await asyncParseAsRoot(arguments)
+        } catch {
+            if let mistake = CommandLineMistake.find(in: arguments, root: Self.self) {
+                FileHandle.standardError.write(Data("Error: \(mistake.message)\n\(mistake.usage)\n".utf8))
+                Foundation.exit(ExitCode.validationFailure.rawValue)
+            }
+            exit(withError: error)
+        }
+        do {
+            var command = command
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch let error where String(reflecting: type(of: error)).hasPrefix("ArgumentParser.") {
+            // Help, usage, exit codes and validation: ArgumentParser's, printed its way.
+            exit(withError: error)
+        } catch {
+            FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+            Foundation.exit(ExitCode.failure.rawValue)
+        }
+    }
+}
+
+/// A word of the command line that names no command or option where it stands, with the nearest that does.
+struct CommandLineMistake {
+    var message: String
+    var usage: String
+
+    /// The first such word: a subcommand's name mistyped (`serv`), or an option the command does not have
+    /// (`--confg`). `nil` when every word is known (the parser's own error is then the right one).
+    static func find(in arguments: [String], root: any ParsableCommand.Type) -> CommandLineMistake? {
+        var command: any ParsableCommand.Type = root
+        var path = [root._commandName]
+        var index = 0
+        // The subcommands named first.
+        while index < arguments.count, !arguments[index].hasPrefix("-") {
+            let word = arguments[index]
+            let subcommands: [any ParsableCommand.Type] = command.configuration.subcommands
+            if subcommands.isEmpty { break }
+            var names: [String] = []
+            var next: (any ParsableCommand.Type)?
+            for subcommand in subcommands {
+                let name = subcommand._commandName
+                names.append(name)
+                if name == word { next = subcommand }
+            }
+            guard let next else {
+                if word == "help" { return nil }
+                let hint = suggestion(for: word, among: names).map { ". Did you mean '\($0)'?" } ?? ""
+                let joined = path.joined(separator: " ")
+                return CommandLineMistake(
+                    message: "Unknown command '\(word)'\(hint)",
+                    usage: "Usage: \(joined) <subcommand>\n  See '\(joined) --help' for more information.")
+            }
+            command = next
+            path.append(name(of: next))
+            index += 1
+        }
+        // The options the command's help names (long options are what operators mistype).
+        let help = root.helpMessage(for: command, includeHidden: true, columns: 10_000)
+        var known = longOptions(in: help)
+        known.insert("--help")
+        for argument in arguments[index...] {
+            if argument == "--" { break }
+            guard argument.hasPrefix("--") else { continue }
+            let option = String(argument.prefix { $0 != "=" })
+            if known.contains(option) { continue }
+            let hint = suggestion(for: option, among: known.sorted()).map { ". Did you mean '\($0)'?" } ?? ""
+            return CommandLineMistake(
+                message: "Unknown option '\(option)'\(hint)", usage: "See '\(path.joined(separator: " ")) --help' for its options.")
+        }
+        return nil
+    }
+
+    static func name(of command: any ParsableCommand.Type) -> String { command._commandName }
+
+    /// The name nearest to `word` by edit distance, when it is near enough to be a typo of it.
+    static func suggestion(for word: String, among names: [String]) -> String? {
+        let ranked = names.map { (name: $0, distance: editDistance(word, $0)) }.min { ($0.distance, $0.name) < ($1.distance, $1.name) }
+        guard let ranked, ranked.distance <= max(2, word.count / 3) else { return nil }
+        return ranked.name
+    }
+
+    /// The `--name` words of a help text.
+    static func longOptions(in help: String) -> Set<String> {
+        var names = Set<String>()
+        let characters = Array(help)
+        var index = 0
+        while index + 2 < characters.count {
+            if characters[index] == "-", characters[index + 1] == "-", index == 0 || !characters[index - 1].isLetter {
+                var end = index + 2
+                while end < characters.count, characters[end].isLetter || characters[end].isNumber || characters[end] == "-" { end += 1 }
+                if end > index + 2 { names.insert(String(characters[index..<end])) }
+                index = end
+            } else {
+                index += 1
+            }
+        }
+        return names
+    }
+
+    static func editDistance(_ one: String, _ other: String) -> Int {
+        let a = Array(one)
+        let b = Array(other)
+        if a.isEmpty { return b.count }
+        if b.isEmpty { return a.count }
+        var previous = Array(0...b.count)
+        for i in 1...a.count {
+            var current = [Int](repeating: 0, count: b.count + 1)
+            current[0] = i
+            for j in 1...b.count {
+                let substitution = previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)
+                current[j] = min(previous[j] + 1, current[j - 1] + 1, substitution)
+            }
+            previous = current
+        }
+        return previous[b.count]
+    }
 }

@@ -402,6 +402,36 @@ struct OperatorErrorTests {
         }
     }
 
+    @Test(
+        "a mistyped command or option is named, with the nearest right one, even where a required option then looks missing; a command's own failure reads error: like the others"
+    )
+    func mistypedCommandsAndOptions() async throws {
+        let cases: [([String], String)] = [
+            (["serve", "--confg", "x.json"], "Error: Unknown option '--confg'. Did you mean '--config'?"),
+            (["serv", "--config", "x.json"], "Error: Unknown command 'serv'. Did you mean 'serve'?"),
+            (["events", "lsit"], "Error: Unknown command 'lsit'. Did you mean 'list'?"),
+            (["events", "list", "--databse", "x"], "Error: Unknown option '--databse'. Did you mean '--database'?"),
+            (["simulator", "serv"], "Error: Unknown command 'serv'. Did you mean 'serve'?"),
+            (["verify", "--bundel-id=x", "y"], "Error: Unknown option '--bundel-id'. Did you mean '--bundle-id'?"),
+            (["recover", "--config", "x.json", "--sinse", "2026-01-01T00:00:00Z"], "Error: Unknown option '--sinse'. Did you mean '--since'?"),
+        ]
+        for (arguments, said) in cases {
+            let run = try await CLI.runDetached(arguments)
+            #expect(run.status == 64 && run.stderr.hasPrefix(said), "\(arguments): \(run.stderr)")
+        }
+        // Right words still get ArgumentParser's own answers: a missing value, help.
+        let missing = try await CLI.runDetached(["serve", "--config"])
+        #expect(missing.status == 64 && missing.stderr.contains("Missing value for '--config <config>'"), "\(missing.stderr)")
+        let help = try await CLI.runDetached(["help", "serve"])
+        #expect(help.status == 0 && help.stdout.contains("OVERVIEW: Serve"), "\(help.stderr)")
+        // A storage failure of a command without its own reporting: `error: storage: …`, status 1.
+        let directory = try CLI.temporaryDirectory("events-list-dir")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let events = try await CLI.runDetached(["events", "list", "--database", directory.path])
+        #expect(
+            events.status == 1 && events.stderr.hasPrefix("error: storage: the SQLite ledger \(directory.path) is a directory"), "\(events.stderr)")
+    }
+
     @Test("backup, simulator init and recover --since name what is wrong with their arguments in words")
     func argumentsInWords() async throws {
         let directory = try CLI.temporaryDirectory("arguments")

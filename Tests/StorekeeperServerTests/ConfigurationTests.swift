@@ -260,6 +260,16 @@ struct StrictConfigurationTests {
                 #"apiKeys[0].scope: 'App' is not a scope: give "app" (one app's customers), "support" (the support API, one app's or every app's) or "admin" (any)"#
             ),
             ("{\"apps\": [{\"environments\": [\"Sandbox\"]}]}", #"apps[0]: the required key "bundleId" is missing"#),
+            // Checked after decoding, and still located.
+            (
+                "{\"apps\": [{\"bundleId\": \"a.b\",\n  \"environments\": [\"Sandbox\", \"Sandbx\"]}]}",
+                #":2:31: app 'a.b': environment 'Sandbx' is not "Sandbox", "Production" or "Xcode""#
+            ),
+            (
+                "{\"apps\": [\(StrictConfigurationTests.app)],\n \"apiKeys\": [{\"name\": \"k\", \"sha256\": \"\(String(repeating: "a", count: 64))\", \"scope\": \"admin\"},\n"
+                    + " {\"name\": \"k\", \"sha256\": \"\(String(repeating: "b", count: 64))\", \"scope\": \"admin\"}]}",
+                ":3:11: two API keys are named 'k'"
+            ),
             (
                 "{\"apps\": [\(StrictConfigurationTests.app)], \"http\": {\"maxConnections\": 99999999999999999999}}",
                 "http.maxConnections: 99999999999999999999 is out of range"

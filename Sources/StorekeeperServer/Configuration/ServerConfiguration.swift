@@ -292,12 +292,13 @@ package struct ServerConfiguration: Codable, Sendable {
                 throw ConfigurationError("app '\(app.bundleId)' is configured twice", setting: "\(name).bundleId")
             }
             guard !app.environments.isEmpty else {
-                throw ConfigurationError("app '\(app.bundleId)' accepts no environment (\(name).environments is empty)")
-            }
-            for environment in app.environments where ![.sandbox, .production, .xcode].contains(environment) {
                 throw ConfigurationError(
-                    "app '\(app.bundleId)': environment \(UntrustedText.quoted(environment.rawValue, limit: 64)) is not \"Sandbox\", \"Production\" or \"Xcode\""
-                )
+                    "app '\(app.bundleId)' accepts no environment (\(name).environments is empty)", setting: "\(name).environments")
+            }
+            for (offset, environment) in app.environments.enumerated() where ![.sandbox, .production, .xcode].contains(environment) {
+                throw ConfigurationError(
+                    "app '\(app.bundleId)': environment \(UntrustedText.quoted(environment.rawValue, limit: 64)) is not \"Sandbox\", \"Production\" or \"Xcode\"",
+                    setting: "\(name).environments[\(offset)]")
             }
             if app.environments.contains(.xcode), app.xcodeCertificate?.isEmpty != false {
                 throw ConfigurationError(
@@ -311,27 +312,29 @@ package struct ServerConfiguration: Codable, Sendable {
             }
             if app.trustedRoots.isEmpty {
                 throw ConfigurationError(
-                    "app '\(app.bundleId)' trusts no root certificate: give \"apple\" (Apple Root CA - G3) or a certificate file"
-                )
+                    "app '\(app.bundleId)' trusts no root certificate: give \"apple\" (Apple Root CA - G3) or a certificate file",
+                    setting: "\(name).trustedRoots")
             }
             if app.environments.contains(.production) && app.appAppleId == nil {
                 throw ConfigurationError("app '\(app.bundleId)' accepts Production but has no appAppleId", setting: name)
             }
-            for (name, credentials) in app.serverAPI.sorted(by: { $0.key < $1.key }) {
-                let which = "app '\(app.bundleId)' (\(UntrustedText.escaped(name, limit: 64)))"
+            for (environment, credentials) in app.serverAPI.sorted(by: { $0.key < $1.key }) {
+                let which = "app '\(app.bundleId)' (\(UntrustedText.escaped(environment, limit: 64)))"
+                let at = "\(name).serverAPI[\"\(environment)\"]"
                 if SecretFile.looksLikeKeyText(credentials.privateKeyFile) {
                     throw ConfigurationError(
-                        "\(which): serverAPI privateKeyFile holds what looks like a key's text, not a path: give the .p8 file's path (the key is never copied into the configuration)"
-                    )
+                        "\(which): serverAPI privateKeyFile holds what looks like a key's text, not a path: give the .p8 file's path (the key is never copied into the configuration)",
+                        setting: "\(at).privateKeyFile")
                 }
                 guard Self.isKeyId(credentials.keyId) else {
                     // Never echoed: it may be the key's text, pasted in the wrong place.
-                    throw ConfigurationError("\(which): serverAPI keyId is not a key ID (letters and digits, like 2X9R4HXF34)")
+                    throw ConfigurationError(
+                        "\(which): serverAPI keyId is not a key ID (letters and digits, like 2X9R4HXF34)", setting: "\(at).keyId")
                 }
                 if let base = credentials.baseURL, let url = URL(string: base), url.user != nil || url.password != nil {
                     throw ConfigurationError(
-                        "\(which): serverAPI baseURL carries a user or password: remove it (the App Store Server API authenticates with the key)"
-                    )
+                        "\(which): serverAPI baseURL carries a user or password: remove it (the App Store Server API authenticates with the key)",
+                        setting: "\(at).baseURL")
                 }
             }
             if let problem = app.consumption.problems().first {
@@ -342,11 +345,11 @@ package struct ServerConfiguration: Codable, Sendable {
                     "app '\(app.bundleId)': consumption policy \"rules\" answers through the App Store Server API, and the app has no serverAPI credentials",
                     setting: "\(name).consumption.policy")
             }
-            for name in app.serverAPI.keys.sorted() where !app.environments.contains(AppStoreEnvironment(rawValue: name)) {
+            for environment in app.serverAPI.keys.sorted() where !app.environments.contains(AppStoreEnvironment(rawValue: environment)) {
                 throw ConfigurationError(
-                    "app '\(app.bundleId)': serverAPI credentials for \(UntrustedText.quoted(name, limit: 64)), an environment the app does not accept "
-                        + "(\(app.environments.map(\.rawValue).joined(separator: ", ")))"
-                )
+                    "app '\(app.bundleId)': serverAPI credentials for \(UntrustedText.quoted(environment, limit: 64)), an environment the app does not accept "
+                        + "(\(app.environments.map(\.rawValue).joined(separator: ", ")))",
+                    setting: "\(name).serverAPI[\"\(environment)\"]")
             }
         }
     }
@@ -405,7 +408,9 @@ package struct ServerConfiguration: Codable, Sendable {
             )
         }
         for (product, names) in entitlements.productEntitlements.sorted(by: { $0.key < $1.key }) where names.isEmpty || names.contains("") {
-            throw ConfigurationError("entitlements.productEntitlements[\"\(product)\"] must list one or more non-empty entitlement names")
+            throw ConfigurationError(
+                "entitlements.productEntitlements[\"\(product)\"] must list one or more non-empty entitlement names",
+                setting: "entitlements.productEntitlements[\"\(product)\"]")
         }
         var names = Set<String>()
         for (index, key) in apiKeys.enumerated() {
@@ -416,31 +421,33 @@ package struct ServerConfiguration: Codable, Sendable {
                 )
             }
             guard names.insert(key.name).inserted else {
-                throw ConfigurationError("two API keys are named '\(key.name)': each needs its own name (it is what logs show)")
+                throw ConfigurationError(
+                    "two API keys are named '\(key.name)': each needs its own name (it is what logs show)", setting: "apiKeys[\(index)].name")
             }
             switch key.scope {
             case .app:
                 guard let bundle = key.bundleId, apps.contains(where: { $0.bundleId == bundle }) else {
                     throw ConfigurationError(
-                        "API key '\(key.name)' (apiKeys[\(index)]): an app key needs the bundleId of a configured app (\(apps.map(\.bundleId).joined(separator: ", ")))"
-                    )
+                        "API key '\(key.name)' (apiKeys[\(index)]): an app key needs the bundleId of a configured app (\(apps.map(\.bundleId).joined(separator: ", ")))",
+                        setting: key.bundleId == nil ? "apiKeys[\(index)]" : "apiKeys[\(index)].bundleId")
                 }
             case .support:
                 if let bundle = key.bundleId, !apps.contains(where: { $0.bundleId == bundle }) {
                     throw ConfigurationError(
-                        "API key '\(key.name)' (apiKeys[\(index)]): a support key's bundleId must be a configured app (\(apps.map(\.bundleId).joined(separator: ", "))), or absent for every app"
-                    )
+                        "API key '\(key.name)' (apiKeys[\(index)]): a support key's bundleId must be a configured app (\(apps.map(\.bundleId).joined(separator: ", "))), or absent for every app",
+                        setting: "apiKeys[\(index)].bundleId")
                 }
             case .admin:
                 if key.bundleId != nil {
                     throw ConfigurationError(
-                        "API key '\(key.name)' (apiKeys[\(index)]): an admin key acts for every app; remove its bundleId, or make it scope \"app\"")
+                        "API key '\(key.name)' (apiKeys[\(index)]): an admin key acts for every app; remove its bundleId, or make it scope \"app\"",
+                        setting: "apiKeys[\(index)].bundleId")
                 }
             }
         }
-        let hashes = apiKeys.map { $0.sha256.lowercased() }
-        if Set(hashes).count != hashes.count {
-            throw ConfigurationError("two API keys have the same sha256: each key must be its own")
+        var hashes = Set<String>()
+        for (index, key) in apiKeys.enumerated() where !hashes.insert(key.sha256.lowercased()).inserted {
+            throw ConfigurationError("two API keys have the same sha256: each key must be its own", setting: "apiKeys[\(index)].sha256")
         }
     }
 
