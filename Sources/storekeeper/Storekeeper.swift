@@ -38,6 +38,15 @@ struct Storekeeper: AsyncParsableCommand {
             } else {
                 try command.run()
             }
+        } catch let error as ValidationError {
+            // A value refused by the command itself: with that command's usage, not the root's.
+            let path = CommandLineMistake.path(to: type(of: command), from: Self.self) ?? "storekeeper"
+            let usage = helpMessage(for: type(of: command), columns: 10_000).split(separator: "\n").first { $0.hasPrefix("USAGE: ") }
+            FileHandle.standardError.write(
+                Data(
+                    "Error: \(error.message)\nUsage: \(usage.map { String($0.dropFirst(7)) } ?? path)\n  See '\(path) --help' for more information.\n"
+                        .utf8))
+            Foundation.exit(ExitCode.validationFailure.rawValue)
         } catch let error where String(reflecting: type(of: error)).hasPrefix("ArgumentParser.") {
             // Help, usage, exit codes and validation: ArgumentParser's, printed its way.
             exit(withError: error)
@@ -83,16 +92,24 @@ struct CommandLineMistake {
             path.append(name(of: next))
             index += 1
         }
-        // The options the command's help names (long options are what operators mistype).
-        let help = root.helpMessage(for: command, includeHidden: true, columns: 10_000)
-        var known = longOptions(in: help)
-        known.insert("--help")
+        // The options the command's help names (long options are what operators mistype), and its default
+        // subcommand's, which run when no subcommand is named (`simulator --dir …`).
+        var known: Set<String> = ["--help", "-h"]
+        var described: (any ParsableCommand.Type)? = command
+        while let current = described {
+            known.formUnion(options(in: root.helpMessage(for: current, includeHidden: true, columns: 10_000)))
+            described = current.configuration.defaultSubcommand
+        }
         for argument in arguments[index...] {
             if argument == "--" { break }
-            guard argument.hasPrefix("--") else { continue }
+            // `--name`, or `-x` (one letter: `-` alone is standard input, `-5` a number).
+            let isShort = argument.count == 2 && argument.hasPrefix("-") && argument.last?.isLetter == true
+            guard argument.hasPrefix("--") || isShort else { continue }
             let option = String(argument.prefix { $0 != "=" })
             if known.contains(option) { continue }
-            let hint = suggestion(for: option, among: known.sorted()).map { ". Did you mean '\($0)'?" } ?? ""
+            // A one-letter option has no near neighbour worth naming.
+            let hint =
+                isShort ? "" : suggestion(for: option, among: known.filter { $0.hasPrefix("--") }.sorted()).map { ". Did you mean '\($0)'?" } ?? ""
             return CommandLineMistake(
                 message: "Unknown option '\(option)'\(hint)", usage: "See '\(path.joined(separator: " ")) --help' for its options.")
         }
@@ -108,22 +125,34 @@ struct CommandLineMistake {
         return ranked.name
     }
 
-    /// The `--name` words of a help text.
-    static func longOptions(in help: String) -> Set<String> {
+    /// The `--name` and `-x` words of a help text.
+    static func options(in help: String) -> Set<String> {
         var names = Set<String>()
         let characters = Array(help)
         var index = 0
-        while index + 2 < characters.count {
-            if characters[index] == "-", characters[index + 1] == "-", index == 0 || !characters[index - 1].isLetter {
-                var end = index + 2
-                while end < characters.count, characters[end].isLetter || characters[end].isNumber || characters[end] == "-" { end += 1 }
-                if end > index + 2 { names.insert(String(characters[index..<end])) }
-                index = end
+        while index + 1 < characters.count {
+            let atWord = index == 0 || characters[index - 1] == " " || characters[index - 1] == "(" || characters[index - 1] == "["
+            if characters[index] == "-", atWord {
+                let long = characters[index + 1] == "-"
+                var end = index + (long ? 2 : 1)
+                while end < characters.count, characters[end].isLetter || characters[end].isNumber || (long && characters[end] == "-") { end += 1 }
+                let length = end - index
+                if long ? length > 2 : length == 2 { names.insert(String(characters[index..<end])) }
+                index = max(end, index + 1)
             } else {
                 index += 1
             }
         }
         return names
+    }
+
+    /// `storekeeper events list`: the words that name `command` from `root`.
+    static func path(to command: any ParsableCommand.Type, from root: any ParsableCommand.Type) -> String? {
+        if command == root { return root._commandName }
+        for subcommand in root.configuration.subcommands {
+            if let rest = path(to: command, from: subcommand) { return root._commandName + " " + rest }
+        }
+        return nil
     }
 
     static func editDistance(_ one: String, _ other: String) -> Int {

@@ -414,6 +414,14 @@ struct OperatorErrorTests {
             (["simulator", "serv"], "Error: Unknown command 'serv'. Did you mean 'serve'?"),
             (["verify", "--bundel-id=x", "y"], "Error: Unknown option '--bundel-id'. Did you mean '--bundle-id'?"),
             (["recover", "--config", "x.json", "--sinse", "2026-01-01T00:00:00Z"], "Error: Unknown option '--sinse'. Did you mean '--since'?"),
+            // The default subcommand's options, where no subcommand is named (`simulator` serves).
+            (
+                ["simulator", "--dir", "sim", "--notfy-url", "http://127.0.0.1:9/"],
+                "Error: Unknown option '--notfy-url'. Did you mean '--notify-url'?"
+            ),
+            (["serve", "-x"], "Error: Unknown option '-x'"),
+            // A value the command itself refuses: its own usage.
+            (["api-key", "--scope", "root"], "Error: --scope must be app, support or admin\nUsage: storekeeper api-key [--scope"),
         ]
         for (arguments, said) in cases {
             let run = try await CLI.runDetached(arguments)

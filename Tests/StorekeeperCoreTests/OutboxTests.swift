@@ -20,6 +20,19 @@ struct OutboxTests {
         return try fixture.engine.purchase(.init(customerId: "apple-\(customer)", productId: product, appAccountToken: token))
     }
 
+    /// A new store of `backend`, its outbox's clock at the App Store's start, with `customer`'s purchase of `product`
+    /// (their server-issued token on it) applied from its notifications.
+    static func storeWithPurchase(
+        _ customer: String, _ product: String, on backend: Backend
+    ) async throws -> (store: any LedgerInspection, fixture: SimulatorFixture, bought: LifecycleEngine.PurchaseResult) {
+        let store = try await backend.makeStore()
+        store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { TestAppStore.start })
+        var fixture = SimulatorFixture()
+        let bought = try await buy(customer, product, in: store, &fixture)
+        for notification in try await fixture.verifiedNotifications() { _ = try await store.apply(notification) }
+        return (store, fixture, bought)
+    }
+
     /// Every event of the store, oldest first.
     static func allEvents(_ store: any LedgerStore, filter: EventFilter = EventFilter()) async throws -> [LedgerEvent] {
         var events: [LedgerEvent] = []
@@ -220,11 +233,7 @@ struct OutboxTests {
         "erasure removes the customer's identity and earlier events, keeps the purchases, says so in an event; a later submission starts a new customer",
         arguments: Backend.available)
     func erasure(backend: Backend) async throws {
-        let store = try await backend.makeStore()
-        store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { TestAppStore.start })
-        var fixture = SimulatorFixture()
-        let bought = try await Self.buy("alice", "pro.monthly", in: store, &fixture)
-        for notification in try await fixture.verifiedNotifications() { _ = try await store.apply(notification) }
+        let (store, fixture, bought) = try await Self.storeWithPurchase("alice", "pro.monthly", on: backend)
         let alice = CustomerKey(bundleId: Self.app, environment: .sandbox, customerId: "alice")
         #expect(try await store.erase(CustomerKey(bundleId: Self.app, environment: .sandbox, customerId: "nobody")) == nil)
         let before = try await store.lastEventPosition()
@@ -253,12 +262,8 @@ struct OutboxTests {
         "erasing the customer a purchase was transferred to returns it to its token's owner at once, with an event for them caused by the erasure",
         arguments: Backend.available)
     func erasureReturnsTransferredPurchase(backend: Backend) async throws {
-        let store = try await backend.makeStore()
-        store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { TestAppStore.start })
-        var fixture = SimulatorFixture()
         // Bob's purchase carries his server-issued token; carol restores it under the transfer policy.
-        let bought = try await Self.buy("bob", "pro.monthly", in: store, &fixture)
-        for notification in try await fixture.verifiedNotifications() { _ = try await store.apply(notification) }
+        let (store, fixture, bought) = try await Self.storeWithPurchase("bob", "pro.monthly", on: backend)
         let signed = try await fixture.verifier.verifyTransaction(try fixture.engine.signTransaction(bought.transactionId))
         guard case .linked = try await store.submit(signed, customerId: "carol", policy: .transfer) else {
             Issue.record("the transfer was refused")
@@ -287,11 +292,8 @@ struct OutboxTests {
         "an offer redeemed on an active subscription (no transaction until the next renewal) is subscription.offer_redeemed with the offer, not a status change",
         arguments: Backend.available)
     func offerOnActiveSubscription(backend: Backend) async throws {
-        let store = try await backend.makeStore()
-        store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { TestAppStore.start })
-        var fixture = SimulatorFixture()
-        let bought = try await Self.buy("alice", "pro.monthly", in: store, &fixture)
-        for notification in try await fixture.verifiedNotifications() { _ = try await store.apply(notification) }
+        let (store, purchased, bought) = try await Self.storeWithPurchase("alice", "pro.monthly", on: backend)
+        var fixture = purchased
         let before = try await store.lastEventPosition()
         let redeemed = try fixture.engine.purchase(.init(customerId: "apple-alice", productId: "pro.monthly", offerId: "promo.half"))
         #expect(redeemed.outcome == "offer-redeemed")
@@ -305,6 +307,11 @@ struct OutboxTests {
         #expect(offer.draft.changes["offerIdentifier"] == .string("promo.half") && offer.draft.changes["offerType"] == .integer(2))
         #expect(offer.draft.changes["transactionId"] == nil, "no transaction until the next renewal")
         #expect(offer.draft.state == (try await Self.currentState(store, "alice")))
+        // Redeemed again (a new OFFER_REDEEMED): a redemption again, not a status change.
+        _ = try fixture.engine.purchase(.init(customerId: "apple-alice", productId: "pro.monthly", offerId: "promo.half"))
+        for notification in try await fixture.verifiedNotifications() { _ = try await store.apply(notification) }
+        let again = try await Self.allEvents(store).filter { $0.position > offer.position }
+        #expect(again.map(\.type) == [.subscriptionOfferRedeemed], "\(again.map { "\($0.type) \($0.draft.changes)" })")
         await store.close()
     }
 

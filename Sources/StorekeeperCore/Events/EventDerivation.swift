@@ -202,9 +202,7 @@ package enum EventDerivation {
             if newTransaction, let offer = offerDetails(latestAfter) {
                 found.append((.subscriptionOfferRedeemed, subject.merging(offer) { $1 }))
             } else if !newTransaction, type == NotificationType.offerRedeemed.rawValue, let ledgers,
-                let offer = pendingOfferDetails(
-                    before: ledgers.before.subscriptions[LedgerKey(current.environmentValue, id)]?.renewalInfo,
-                    after: ledgers.after.subscriptions[LedgerKey(current.environmentValue, id)]?.renewalInfo)
+                let offer = pendingOfferDetails(after: ledgers.after.subscriptions[LedgerKey(current.environmentValue, id)]?.renewalInfo)
             {
                 // An offer redeemed on an active subscription, from its next renewal on: no transaction yet.
                 found.append((.subscriptionOfferRedeemed, subject.merging(offer) { $1 }))
@@ -373,11 +371,10 @@ package enum EventDerivation {
         return details
     }
 
-    /// The offer a renewal info says applies from the next renewal, when it is not the one before.
-    static func pendingOfferDetails(before: RenewalInfo?, after: RenewalInfo?) -> [String: JSONValue]? {
-        guard let after, let offerType = after.offerType,
-            offerType != before?.offerType || after.offerIdentifier != before?.offerIdentifier
-        else { return nil }
+    /// The offer a renewal info says applies from the next renewal (an `OFFER_REDEEMED` notification's: redeemed
+    /// again, the same offer is a redemption again).
+    static func pendingOfferDetails(after: RenewalInfo?) -> [String: JSONValue]? {
+        guard let after, let offerType = after.offerType else { return nil }
         var details: [String: JSONValue] = ["offerType": .integer(Int64(offerType.rawValue))]
         if let identifier = after.offerIdentifier { details["offerIdentifier"] = .string(identifier) }
         return details
