@@ -101,7 +101,7 @@ struct DeliveryAndPersistenceTests {
         // Nobody listens: the attempt fails at once instead of retrying the connection until the 10 s timeout.
         let began = ContinuousClock.now
         await NotificationDeliverer(simulator: lonely, logger: Logger(label: "test")).deliverDue()
-        #expect(ContinuousClock.now - began < .seconds(5))
+        #expect(ContinuousClock.now - began < .seconds(8), "not the 10 s timeout")
         #expect(await lonely.state.notifications[0].sendAttempts.first?.sendAttemptResult == "NO_RESPONSE")
     }
 

@@ -113,7 +113,7 @@ struct EventsAPITests {
             #expect(try await client.send(.post, "/appstore/notifications", body: WebhookTests.body(jws)).status == 200)
             let answer = try await polled
             #expect(Self.events(answer).count == 1)
-            #expect(ContinuousClock.now - sent < .seconds(5), "answered when the event was committed, not at the end of the wait")
+            #expect(ContinuousClock.now - sent < .seconds(12), "answered when the event was committed, not at the end of the 20 s wait")
         }
     }
 
@@ -129,7 +129,8 @@ struct EventsAPITests {
             try await Task.sleep(for: .milliseconds(500))
             let started = ContinuousClock.now
             let third = try await client.send(.get, "/v1/events?wait=3", key: T.appKey)
-            #expect(third.status == 429 && third.errorCode == "too-many-waits" && ContinuousClock.now - started < .seconds(1), "\(third.json)")
+            // At once: well before the 3 s it would have waited (room for a busy machine).
+            #expect(third.status == 429 && third.errorCode == "too-many-waits" && ContinuousClock.now - started < .seconds(2), "\(third.json)")
             // Without a wait, a poll is always answered; so is another key's wait.
             #expect(try await client.send(.get, "/v1/events", key: T.appKey).status == 200)
             async let other = client.send(.get, "/v1/events?wait=1", key: T.otherAppKey)
@@ -203,8 +204,12 @@ struct EventsAPITests {
             let started = ContinuousClock.now
             await group.triggerGracefulShutdown()
             #expect(await connection.receive(until: "\"next\"", within: 20).contains("200 OK"), "the poll is answered")
+            let answered = ContinuousClock.now - started
             try await tasks.next()
-            #expect(ContinuousClock.now - started < .seconds(10), "the server stopped without waiting for the poll's 50 s")
+            let stopped = ContinuousClock.now - started
+            // Bounds far from the poll's 50 s, with room for a machine busy with every other suite.
+            #expect(answered < .seconds(20), "the poll is answered at the shutdown, not after its 50 s: \(answered)")
+            #expect(stopped < .seconds(40), "the server stopped without waiting for the poll's 50 s: \(stopped)")
         }
     }
 }
