@@ -179,7 +179,7 @@ package protocol LedgerStore: DeliveryStore, Sendable {
     func customersDue(at date: Date, limit: Int) async throws(StorageError) -> [CustomerKey]
 
     /// Re-evaluates customers at the outbox's clock and appends the events of what changed by itself since their
-    /// state was recorded (``LedgerUnitOfWork/reevaluating(_:)``), in one transaction; returns how many events.
+    /// state was recorded (``LedgerUnitOfWork/reevaluating(_:cause:)``), in one transaction; returns how many events.
     func reevaluate(_ customers: [CustomerKey]) async throws(StorageError) -> Int
 
     /// Drops the events that occurred before `date` that no delivery still waits for and that every endpoint of
