@@ -244,11 +244,12 @@ extension SQLiteLedgerStore {
             var append = OutboxAppend()
             append.drafts = [draft]
             append.records = [record]
-            try SQLiteWriteTransaction(store: self, db: db, memo: HeaderReferences.Memo()).appendEvents(append)
+            let transaction = SQLiteWriteTransaction(store: self, db: db, memo: memo)
+            try transaction.appendEvents(append)
             let position = db.lastInsertedRowID
             let id = try String.fetchOne(db, sql: "SELECT id FROM events WHERE position = ?", arguments: [position]) ?? ""
             let others = try LedgerUnitOfWork.reevaluatingOwners(of: families, bundleId: customer.bundleId, erased: customer.customerId)
-                .run(in: SQLiteWriteTransaction(store: self, db: db, memo: memo)).customers
+                .run(in: transaction).customers
             // The earlier events go after the erasure's is appended: the newest event is never deleted, so SQLite
             // never hands out a position again (a new row takes the largest position plus one), which would put an
             // event behind every endpoint's cursor and every poller's.

@@ -89,7 +89,7 @@ struct CommandLineMistake {
                     usage: "Usage: \(joined) <subcommand>\n  See '\(joined) --help' for more information.")
             }
             command = next
-            path.append(name(of: next))
+            path.append(next._commandName)
             index += 1
         }
         // The options the command's help names (long options are what operators mistype), and its default
@@ -115,8 +115,6 @@ struct CommandLineMistake {
         }
         return nil
     }
-
-    static func name(of command: any ParsableCommand.Type) -> String { command._commandName }
 
     /// The name nearest to `word` by edit distance, when it is near enough to be a typo of it.
     static func suggestion(for word: String, among names: [String]) -> String? {
