@@ -40,6 +40,8 @@ struct PostgresWriteTransaction: AsyncLedgerWriteTransaction {
     let memo: PostgresHeaders.Memo
     let pending = PendingWrites()
 
+    var outboxEnabled: Bool { store.outbox.isEnabled }
+
     /// The advisory lock key of a subscription family (hashed by `hashtextextended` in ``LockStatement``).
     static func lockKey(family: LedgerKey) -> String {
         "family \(family.environment.rawValue) \(family.id)"

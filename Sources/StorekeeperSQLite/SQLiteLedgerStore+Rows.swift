@@ -226,6 +226,8 @@ struct SQLiteWriteTransaction: LedgerWriteTransaction {
     let db: Database
     let memo: HeaderReferences.Memo
 
+    var outboxEnabled: Bool { store.outbox.isEnabled }
+
     func notificationExists(_ uuid: String) throws -> Bool {
         try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM notifications WHERE uuid = ?"), arguments: [uuid]) == true
     }

@@ -56,9 +56,10 @@ package struct CustomerAnswer: Codable, Hashable, Sendable {
         at now: Date
     ) {
         let owned = ledger.transactions(of: customerId, environment: environment)
+        let latest = EntitlementEngine.latestPerSubscription(owned)
         let (state, nextChange) = EntitlementEngine(configuration: configuration).evaluate(
-            customerId, owning: owned, in: ledger, environment: environment, at: now)
-        self.init(state: state, owned: owned, ledger: ledger, bundleId: bundleId, validUntil: nextChange)
+            customerId, owning: owned, latest: latest, in: ledger, environment: environment, at: now)
+        self.init(state: state, owned: owned, latest: latest, ledger: ledger, bundleId: bundleId, validUntil: nextChange)
     }
 
     /// The answer from an evaluated state and the ledger it came from.
@@ -72,6 +73,17 @@ package struct CustomerAnswer: Codable, Hashable, Sendable {
     /// read for a customer also holds families that carry one of their tokens but are someone else's (moved by the
     /// `transfer` restore policy): their details are not this customer's to see.
     init(state: CustomerState, owned: [LedgerTransaction], ledger: Ledger, bundleId: String, validUntil: Date?) {
+        self.init(
+            state: state, owned: owned, latest: EntitlementEngine.latestPerSubscription(owned), ledger: ledger, bundleId: bundleId,
+            validUntil: validUntil)
+    }
+
+    /// `latest`: the latest transaction of each of the customer's subscriptions (``EntitlementEngine/latestPerSubscription(_:)``
+    /// of `owned`).
+    init(
+        state: CustomerState, owned: [LedgerTransaction], latest: [String: LedgerTransaction], ledger: Ledger, bundleId: String,
+        validUntil: Date?
+    ) {
         customerId = state.customerId
         self.bundleId = bundleId
         environment = state.environment.rawValue
@@ -79,7 +91,6 @@ package struct CustomerAnswer: Codable, Hashable, Sendable {
         consumableBalance = state.consumableBalance
         self.validUntil = validUntil
         nonConsumables = Set(owned.filter { $0.info.type == .nonConsumable && $0.info.revocationDate == nil }.map(\.info.productId)).sorted()
-        let latest = EntitlementEngine.latestPerSubscription(owned)
         subscriptions = latest.sorted { $0.key < $1.key }.map { original, transaction in
             let subscription = ledger.subscriptions[LedgerKey(state.environment, original)]
             return Subscription(

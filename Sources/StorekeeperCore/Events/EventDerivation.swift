@@ -274,8 +274,10 @@ package enum EventDerivation {
         if let ledgers {
             let customerId = current.customerId
             let environment = current.environmentValue
-            for (key, transaction) in ledgers.after.transactions.sorted(by: { $0.key < $1.key }) where transaction.info.type != .autoRenewable {
-                guard ledgers.after.customer(of: transaction) == customerId, transaction.info.environment == environment else { continue }
+            for key in ledgers.after.transactions.keys.sorted() {
+                guard let transaction = ledgers.after.transactions[key], transaction.info.type != .autoRenewable,
+                    ledgers.after.customer(of: transaction) == customerId, transaction.info.environment == environment
+                else { continue }
                 let info = transaction.info
                 let earlier = ledgers.before.transactions[key].flatMap { ledgers.before.customer(of: $0) == customerId ? $0.info : nil }
                 var details: [String: JSONValue] = [
@@ -360,8 +362,18 @@ package enum EventDerivation {
     }
 
     static func latestTransaction(of originalTransactionId: String, in ledger: Ledger) -> TransactionInfo? {
-        ledger.transactions.values.filter { $0.info.originalTransactionId == originalTransactionId && $0.info.type == .autoRenewable }
-            .max { ($0.info.purchaseDate, $0.info.transactionId) < ($1.info.purchaseDate, $1.info.transactionId) }?.info
+        // One pass, copying only the latest so far (a transaction is a large value).
+        var latest: LedgerKey?
+        for (key, transaction) in ledger.transactions
+        where transaction.info.originalTransactionId == originalTransactionId && transaction.info.type == .autoRenewable {
+            if let current = latest.flatMap({ ledger.transactions[$0] }),
+                (transaction.info.purchaseDate, transaction.info.transactionId) <= (current.info.purchaseDate, current.info.transactionId)
+            {
+                continue
+            }
+            latest = key
+        }
+        return latest.flatMap { ledger.transactions[$0]?.info }
     }
 
     static func offerDetails(_ info: TransactionInfo?) -> [String: JSONValue]? {

@@ -147,16 +147,22 @@ package struct CustomerStateRecord: Hashable, Sendable {
     /// The recorded form of a state's JSON: `sha256:` and the first 128 bits of its SHA-256, in hex. Storing the
     /// JSON once (in the event) instead of twice halves what the outbox appends per change.
     package static func digest(of json: String) -> String {
-        var text = "sha256:"
-        text.reserveCapacity(39)
-        let hex = Array("0123456789abcdef".utf8)
         var json = json
         let hash = json.withUTF8 { SHA256.hash(data: UnsafeRawBufferPointer($0)) }
-        for byte in hash.prefix(16) {
-            text.unicodeScalars.append(UnicodeScalar(hex[Int(byte >> 4)]))
-            text.unicodeScalars.append(UnicodeScalar(hex[Int(byte & 0x0F)]))
+        return String(unsafeUninitializedCapacity: 39) { text in
+            let hex = Array("0123456789abcdef".utf8)
+            var count = 0
+            for byte in "sha256:".utf8 {
+                text[count] = byte
+                count += 1
+            }
+            for byte in hash.prefix(16) {
+                text[count] = hex[Int(byte >> 4)]
+                text[count + 1] = hex[Int(byte & 0x0F)]
+                count += 2
+            }
+            return count
         }
-        return text
     }
 
     /// Whether the recorded state is the state whose JSON is `json`.

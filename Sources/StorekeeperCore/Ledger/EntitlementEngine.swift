@@ -30,20 +30,40 @@ package struct EntitlementEngine: Sendable {
     package func evaluate(
         _ customerId: String, owning transactions: [LedgerTransaction], in ledger: Ledger, environment: AppStoreEnvironment, at now: Date
     ) -> (state: CustomerState, nextChange: Date?) {
+        let evaluated = evaluate(
+            customerId, owning: transactions, latest: Self.latestPerSubscription(transactions), in: ledger, environment: environment, at: now)
+        return (evaluated.state, evaluated.nextChange)
+    }
+
+    /// ``evaluate(_:owning:in:environment:at:)`` with the latest transaction of each of the customer's subscriptions
+    /// found too (``latestPerSubscription(_:)``): an answer lists them.
+    func evaluate(
+        _ customerId: String, owning transactions: [LedgerTransaction], latest: [String: LedgerTransaction], in ledger: Ledger,
+        environment: AppStoreEnvironment, at now: Date
+    ) -> (state: CustomerState, nextChange: Date?) {
         (
-            state(of: customerId, transactions: transactions, in: ledger, environment: environment, at: now),
-            nextChange(of: customerId, transactions: transactions, in: ledger, environment: environment, after: now)
+            state(of: customerId, transactions: transactions, latest: latest, in: ledger, environment: environment, at: now),
+            nextChange(of: customerId, transactions: transactions, latest: latest, in: ledger, environment: environment, after: now)
         )
     }
 
     private func state(
         of customerId: String, transactions: [LedgerTransaction], in ledger: Ledger, environment: AppStoreEnvironment, at now: Date
     ) -> CustomerState {
+        state(
+            of: customerId, transactions: transactions, latest: Self.latestPerSubscription(transactions), in: ledger, environment: environment,
+            at: now)
+    }
+
+    private func state(
+        of customerId: String, transactions: [LedgerTransaction], latest latestOfEach: [String: LedgerTransaction], in ledger: Ledger,
+        environment: AppStoreEnvironment, at now: Date
+    ) -> CustomerState {
         var products: [(level: Int, group: String?, entitlement: Entitlement)] = []
         var balance: [String: Int] = [:]
 
         // Auto-renewables: the latest transaction of each subscription decides.
-        for (original, latest) in Self.latestPerSubscription(transactions) {
+        for (original, latest) in latestOfEach {
             guard latest.info.revocationDate == nil else { continue }
             let subscription = ledger.subscriptions[LedgerKey(environment, original)]
             let renewal = subscription?.renewalInfo
@@ -125,10 +145,17 @@ package struct EntitlementEngine: Sendable {
     /// The latest transaction (by purchase date, then ID) of each auto-renewable subscription, by original ID: the
     /// one that decides the subscription's state.
     package static func latestPerSubscription(_ transactions: [LedgerTransaction]) -> [String: LedgerTransaction] {
-        Dictionary(grouping: transactions.filter { $0.info.type == .autoRenewable }) { $0.info.originalTransactionId }
-            .compactMapValues { group in
-                group.max { ($0.info.purchaseDate, $0.info.transactionId) < ($1.info.purchaseDate, $1.info.transactionId) }
+        // One pass, each transaction copied only when it is the latest so far (a transaction is a large value).
+        var latest: [String: LedgerTransaction] = [:]
+        for transaction in transactions where transaction.info.type == .autoRenewable {
+            if let current = latest[transaction.info.originalTransactionId],
+                (transaction.info.purchaseDate, transaction.info.transactionId) <= (current.info.purchaseDate, current.info.transactionId)
+            {
+                continue
             }
+            latest[transaction.info.originalTransactionId] = transaction
+        }
+        return latest
     }
 
     private func entitlement(
@@ -152,13 +179,15 @@ extension EntitlementEngine {
     /// expiry, the end of a grace period or of a non-renewing subscription), or `nil` if none is ahead. Until then
     /// ``state(of:in:environment:at:)`` gives the same answer for the same ledger, so it can be cached.
     package func nextChange(of customerId: String, in ledger: Ledger, environment: AppStoreEnvironment, after now: Date) -> Date? {
-        nextChange(
-            of: customerId, transactions: ledger.transactions(of: customerId, environment: environment), in: ledger, environment: environment,
+        let transactions = ledger.transactions(of: customerId, environment: environment)
+        return nextChange(
+            of: customerId, transactions: transactions, latest: Self.latestPerSubscription(transactions), in: ledger, environment: environment,
             after: now)
     }
 
     private func nextChange(
-        of customerId: String, transactions: [LedgerTransaction], in ledger: Ledger, environment: AppStoreEnvironment, after now: Date
+        of customerId: String, transactions: [LedgerTransaction], latest: [String: LedgerTransaction], in ledger: Ledger,
+        environment: AppStoreEnvironment, after now: Date
     ) -> Date? {
         var next: Date? = nil
         func consider(_ date: Date?) {
@@ -166,7 +195,7 @@ extension EntitlementEngine {
             next = min(next ?? date, date)
         }
         // As in `state`: an auto-renewable subscription is decided by its latest transaction alone.
-        for latest in Self.latestPerSubscription(transactions).values {
+        for latest in latest.values {
             consider(latest.info.expiresDate)
             consider(ledger.subscriptions[LedgerKey(environment, latest.info.originalTransactionId)]?.renewalInfo?.gracePeriodExpiresDate)
         }

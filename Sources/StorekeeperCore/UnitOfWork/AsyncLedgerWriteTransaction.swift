@@ -14,4 +14,10 @@ package protocol AsyncLedgerWriteTransaction {
     func readCustomers(_ reads: OutboxReads) async throws -> OutboxReadResults
     /// Appends events (giving each its ID and its position in commit order) and records customers' states.
     func appendEvents(_ append: OutboxAppend) async throws
+    /// Whether writes append events (``OutboxSettings/isEnabled``); `true` unless a store says otherwise.
+    var outboxEnabled: Bool { get }
+}
+
+extension AsyncLedgerWriteTransaction {
+    package var outboxEnabled: Bool { true }
 }

@@ -9,6 +9,9 @@ package struct LedgerReadResults: Sendable {
     package var ledger = Ledger()
     /// The owners of the tokens asked for that have one.
     package var tokenOwners: [AppAccountTokenKey: String] = [:]
+    /// Whether the store's writes append events (``OutboxSettings/isEnabled``): when not, a unit of work skips the
+    /// outbox's part entirely (its snapshots, who each change concerns), as a ledger without an outbox would.
+    package var outboxEnabled = true
 
     package init() {}
 }
@@ -49,7 +52,10 @@ package indirect enum LedgerStep<Result> {
         var step = self
         while true {
             switch step {
-            case .read(let reads, let resume): step = resume(try transaction.read(reads))
+            case .read(let reads, let resume):
+                var results = try transaction.read(reads)
+                results.outboxEnabled = transaction.outboxEnabled
+                step = resume(results)
             case .write(let changes, let rest):
                 try transaction.write(changes)
                 step = rest
@@ -70,7 +76,10 @@ package indirect enum LedgerStep<Result> {
         var step = self
         while true {
             switch step {
-            case .read(let reads, let resume): step = resume(try await transaction.read(reads))
+            case .read(let reads, let resume):
+                var results = try await transaction.read(reads)
+                results.outboxEnabled = transaction.outboxEnabled
+                step = resume(results)
             case .write(let changes, let rest):
                 try await transaction.write(changes)
                 step = rest

@@ -28,31 +28,43 @@ package enum LedgerUnitOfWork {
         return .read(reads) { loaded in
             let new = distinct.filter { !loaded.existingNotifications.contains($0.payload.notificationUUID) }
             guard !new.isEmpty else { return .done((notifications.map { _ in .duplicate }, [])) }
-            return applyingToLoaded(loaded, tokensRead: reads.tokens, { ledger in for notification in new { ledger.apply(notification) } }) {
-                before, after in
+            // The ledger after each notification of a batch, for the outbox to tell each one's changes apart: taken in
+            // the one pass that applies them (their token owners are read after it).
+            let outbox = loaded.outboxEnabled
+            var steps: [Ledger] = []
+            return applyingToLoaded(
+                loaded, tokensRead: reads.tokens,
+                { ledger in
+                    steps.removeAll()
+                    for notification in new {
+                        ledger.apply(notification)
+                        if outbox, new.count > 1 { steps.append(ledger) }
+                    }
+                }
+            ) { before, after in
                 let records = new.map { after.notifications[$0.payload.notificationUUID]! }
                 var outcomes: [String: ApplyOutcome] = [:]
                 for record in records { outcomes[record.notificationUUID] = record.outcome }
                 // Each UUID's outcome goes to its first occurrence; a repeat is a duplicate.
                 let answers = notifications.map { notification in outcomes.removeValue(forKey: notification.payload.notificationUUID) ?? .duplicate }
-                // The ledger after each notification, for the outbox to tell each one's changes apart.
+                let affected = after.customersAffected(since: before)
+                let changes = LedgerChanges(from: before, to: after, notifications: records)
+                guard outbox else { return .write(changes, then: .done((answers, affected))) }
                 var snapshots = [before]
-                var causes: [EventCause] = []
                 if new.count == 1 {
                     snapshots.append(after)
                 } else {
-                    var ledger = before
-                    for notification in new {
-                        ledger.apply(notification)
+                    // Applying never changes a token's owner: each snapshot has the owners read for the whole batch.
+                    for var ledger in steps.dropLast() {
+                        ledger.tokenOwners = after.tokenOwners
                         snapshots.append(ledger)
                     }
+                    snapshots.append(after)
                 }
-                causes = new.map { EventCause.notification($0.payload) }
-                let affected = after.customersAffected(since: before)
                 return .write(
-                    LedgerChanges(from: before, to: after, notifications: records),
+                    changes,
                     then: emittingEvents(
-                        snapshots: snapshots, causes: causes, families: Set(reads.families),
+                        snapshots: snapshots, causes: new.map { EventCause.notification($0.payload) }, families: Set(reads.families),
                         changed: new.count == 1 ? nil : new.map { Set(families(touchedBy: $0)) }, affected: affected, then: (answers, affected)))
             }
         }

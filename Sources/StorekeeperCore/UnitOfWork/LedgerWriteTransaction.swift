@@ -20,9 +20,13 @@ package protocol LedgerWriteTransaction {
     func readCustomers(_ reads: OutboxReads) throws -> OutboxReadResults
     /// Appends events (giving each its ID and its position in commit order) and records customers' states.
     func appendEvents(_ append: OutboxAppend) throws
+    /// Whether writes append events (``OutboxSettings/isEnabled``); `true` unless a store says otherwise.
+    var outboxEnabled: Bool { get }
 }
 
 extension LedgerWriteTransaction {
+    package var outboxEnabled: Bool { true }
+
     package func read(_ reads: LedgerReads) throws -> LedgerReadResults {
         var results = LedgerReadResults()
         for uuid in reads.claimNotifications {
