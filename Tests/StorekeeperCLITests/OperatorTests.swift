@@ -76,6 +76,15 @@ struct OperatorTests {
         _ = try await first.port()
         #expect(first.stderr.contains("no SQLite ledger at this path: creating a new, empty one"), "\(first.stderr)")
 
+        // A new ledger in a directory that does not exist: a mistyped path, refused (no directory made, nothing served).
+        let typo = directory.appendingPathComponent("ledgr/ledger.sqlite").path
+        let mistyped = try await CLI.runDetached(["serve", "--config", config, "--database", typo, "--port", "0"])
+        #expect(
+            mistyped.status == 1
+                && mistyped.stderr.contains("error: no-such-directory: no directory '\(directory.path)/ledgr' for a new SQLite ledger at '\(typo)'"),
+            "\(mistyped.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("ledgr").path))
+
         let second = try await CLI.runDetached(["serve", "--config", config, "--database", database, "--port", "0"])
         #expect(second.status == 1)
         #expect(

@@ -281,6 +281,48 @@ struct StrictConfigurationTests {
         #expect(error.map { !"\($0)".contains("DecodingError") && !"\($0)".contains("Debug description") } == true)
     }
 
+    /// A file the configuration names that is not there, or not what it should be, is found by the commands that read
+    /// it (`serve`, `config check`, …) and located in the configuration: the line to fix, not only the path.
+    @Test("a missing or unreadable file the configuration names (a trusted root, a private key) is named with its line and column")
+    func missingFilesLocated() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("config-files-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let notACertificate = directory.appendingPathComponent("root.pem")
+        try "not a certificate".write(to: notACertificate, atomically: true, encoding: .utf8)
+        let cases: [(text: String, setting: String, message: String)] = [
+            (
+                "{\"apps\": [{\"bundleId\": \"a.b\", \"environments\": [\"Sandbox\"],\n  \"trustedRoots\": [\"apple\", \"simulatr/root.pem\"]}]}",
+                "apps[0].trustedRoots[1]", ":2:29: app 'a.b': the trusted root '\(directory.path)/simulatr/root.pem' does not exist"
+            ),
+            (
+                "{\"apps\": [{\"bundleId\": \"a.b\", \"environments\": [\"Sandbox\"],\n  \"trustedRoots\": [\"root.pem\"]}]}",
+                "apps[0].trustedRoots[0]", ":2:20: app 'a.b': the trusted root '\(notACertificate.path)' is not a certificate"
+            ),
+            (
+                "{\"apps\": [{\"bundleId\": \"a.b\", \"environments\": [\"Sandbox\"],\n  \"serverAPI\": {\"Sandbox\": {\"issuerId\": \"\(UUID())\", \"keyId\": \"2X9R4HXF34\",\n"
+                    + "    \"privateKeyFile\": \"keys/AuthKey.p8\"}}}]}",
+                #"apps[0].serverAPI["Sandbox"].privateKeyFile"#, ":3:23: app 'a.b' (Sandbox): serverAPI privateKeyFile: "
+            ),
+            (
+                "{\"apps\": [{\"bundleId\": \"a.b\", \"environments\": [\"Sandbox\"],\n  \"serverAPI\": {\"Sandbox\": {\"issuerId\": \"issuer\", \"keyId\": \"2X9R4HXF34\",\n"
+                    + "    \"privateKeyFile\": \"keys/AuthKey.p8\"}}}]}",
+                #"apps[0].serverAPI["Sandbox"].issuerId"#, ":2:41: app 'a.b' (Sandbox): serverAPI issuerId must be a UUID"
+            ),
+        ]
+        for (text, setting, message) in cases {
+            let file = directory.appendingPathComponent("storekeeper.json")
+            try text.write(to: file, atomically: true, encoding: .utf8)
+            let configuration = try ServerConfiguration.load(path: file.path)
+            let error = #expect(throws: ConfigurationError.self) {
+                _ = try configuration.makeVerifiers()
+                _ = try configuration.makeServerAPIKeys()
+            }
+            #expect(error?.setting == setting, "\(String(describing: error))")
+            #expect(error?.message.hasPrefix(file.path + message) == true, "\(String(describing: error))")
+        }
+    }
+
     @Test(
         "JSON that is not valid is named with its line and column, trailing commas and keys given twice included",
         arguments: [

@@ -42,11 +42,21 @@ extension ServerConfiguration {
     /// A verifier for each app and environment it accepts; errors name the app and the root file, and say in words
     /// what is wrong with it.
     package func makeVerifiers() throws(ConfigurationError) -> [VerifierKey: SignedDataVerifier] {
+        do {
+            return try verifiers()
+        } catch {
+            throw located(error)
+        }
+    }
+
+    private func verifiers() throws(ConfigurationError) -> [VerifierKey: SignedDataVerifier] {
         var verifiers: [VerifierKey: SignedDataVerifier] = [:]
-        for app in apps {
+        for (index, app) in apps.enumerated() {
             var roots: [Certificate] = []
-            for root in app.trustedRoots {
-                roots.append(root == "apple" ? .appleRootCAG3 : try Self.loadCertificate(root, app: app.bundleId))
+            for (offset, root) in app.trustedRoots.enumerated() {
+                roots.append(
+                    root == "apple"
+                        ? .appleRootCAG3 : try Self.loadCertificate(root, app: app.bundleId, setting: "apps[\(index)].trustedRoots[\(offset)]"))
             }
             for environment in app.environments {
                 let configuration: SignedDataVerifier.Configuration
@@ -58,8 +68,8 @@ extension ServerConfiguration {
                         case .success(let loaded): certificate = loaded
                         case .failure(let problem):
                             throw ConfigurationError(
-                                "app '\(app.bundleId)': the xcodeCertificate \(CertificateFile.describe(problem, UntrustedText.quoted(app.xcodeCertificate ?? "", limit: 256)))"
-                            )
+                                "app '\(app.bundleId)': the xcodeCertificate \(CertificateFile.describe(problem, UntrustedText.quoted(app.xcodeCertificate ?? "", limit: 256)))",
+                                setting: "apps[\(index)].xcodeCertificate")
                         }
                         configuration = try SignedDataVerifier.Configuration.xcode(bundleID: app.bundleId, certificate: certificate)
                     } else {
@@ -82,10 +92,16 @@ extension ServerConfiguration {
     /// to; a file: the same certificate as for its signed data, e.g. a simulator's root) and its Xcode certificate.
     package func makeReceiptVerifiers() throws(ConfigurationError) -> [String: ReceiptVerifier] {
         var verifiers: [String: ReceiptVerifier] = [:]
-        for app in apps {
+        for (index, app) in apps.enumerated() {
             var roots: [Certificate] = []
-            for root in app.trustedRoots {
-                roots.append(root == "apple" ? .appleIncRoot : try Self.loadCertificate(root, app: app.bundleId))
+            for (offset, root) in app.trustedRoots.enumerated() {
+                do {
+                    roots.append(
+                        root == "apple"
+                            ? .appleIncRoot : try Self.loadCertificate(root, app: app.bundleId, setting: "apps[\(index)].trustedRoots[\(offset)]"))
+                } catch {
+                    throw located(error)
+                }
             }
             var xcode: Certificate?
             if app.environments.contains(.xcode), let path = app.xcodeCertificate, case .success(let certificate) = CertificateFile.load(path) {
@@ -104,7 +120,9 @@ extension ServerConfiguration {
             guard let offers = app.offers else { continue }
             let which = "app '\(app.bundleId)'"
             guard UUID(uuidString: offers.issuerId) != nil else {
-                throw ConfigurationError("\(which): offers.issuerId must be a UUID (App Store Connect → Users and Access → Integrations)")
+                throw ConfigurationError(
+                    "\(which): offers.issuerId must be a UUID (App Store Connect → Users and Access → Integrations)",
+                    setting: "apps[\(appIndex)].offers.issuerId")
             }
             guard Self.isKeyId(offers.keyId) else {
                 // Never echoed: it may be the key's text, pasted in the wrong place.
@@ -118,7 +136,7 @@ extension ServerConfiguration {
                 keys[app.bundleId] = try AppStoreAPIKey(
                     issuerID: offers.issuerId, keyID: offers.keyId, bundleID: app.bundleId, privateKeyFile: offers.privateKeyFile)
             } catch {
-                throw ConfigurationError("\(which): offers.privateKeyFile: \(error.message)")
+                throw ConfigurationError("\(which): offers.privateKeyFile: \(error.message)", setting: "apps[\(appIndex)].offers.privateKeyFile")
             }
         }
         return keys
@@ -140,14 +158,17 @@ extension ServerConfiguration {
     }
 
     /// A trusted root certificate file, PEM or DER.
-    static func loadCertificate(_ path: String, app: String) throws(ConfigurationError) -> Certificate {
+    /// `setting`: where the configuration names it (`apps[0].trustedRoots[1]`).
+    static func loadCertificate(_ path: String, app: String, setting: String? = nil) throws(ConfigurationError) -> Certificate {
         switch CertificateFile.load(path) {
         case .success(let certificate): return certificate
         case .failure(.missing):
             throw ConfigurationError(
-                "app '\(app)': the trusted root \(UntrustedText.quoted(path, limit: 256)) does not exist (\"apple\" means Apple Root CA - G3)")
+                "app '\(app)': the trusted root \(UntrustedText.quoted(path, limit: 256)) does not exist (\"apple\" means Apple Root CA - G3)",
+                setting: setting)
         case .failure(let problem):
-            throw ConfigurationError("app '\(app)': the trusted root \(CertificateFile.describe(problem, UntrustedText.quoted(path, limit: 256)))")
+            throw ConfigurationError(
+                "app '\(app)': the trusted root \(CertificateFile.describe(problem, UntrustedText.quoted(path, limit: 256)))", setting: setting)
         }
     }
 
@@ -176,33 +197,45 @@ extension ServerConfiguration {
     /// file that group or others may read is refused); errors name the app, the environment and the file, never the
     /// key.
     package func makeServerAPIKeys() throws(ConfigurationError) -> [VerifierKey: (key: AppStoreAPIKey, baseURL: String?)] {
+        do {
+            return try serverAPIKeys()
+        } catch {
+            throw located(error)
+        }
+    }
+
+    private func serverAPIKeys() throws(ConfigurationError) -> [VerifierKey: (key: AppStoreAPIKey, baseURL: String?)] {
         var keys: [VerifierKey: (key: AppStoreAPIKey, baseURL: String?)] = [:]
-        for app in apps {
+        for (index, app) in apps.enumerated() {
             // In name order, so that the first error reported is the same on every run.
             for (name, credentials) in app.serverAPI.sorted(by: { $0.key < $1.key }) {
                 let environment = AppStoreEnvironment(rawValue: name)
                 let which = "app '\(app.bundleId)' (\(UntrustedText.escaped(name, limit: 64)))"
+                let at = "apps[\(index)].serverAPI[\"\(name)\"]"
                 guard app.environments.contains(environment) else {
                     throw ConfigurationError(
-                        "app '\(app.bundleId)': serverAPI credentials for '\(UntrustedText.escaped(name, limit: 64))', an environment the app does not accept"
-                    )
+                        "app '\(app.bundleId)': serverAPI credentials for '\(UntrustedText.escaped(name, limit: 64))', an environment the app does not accept",
+                        setting: at)
                 }
                 guard UUID(uuidString: credentials.issuerId) != nil else {
-                    throw ConfigurationError("\(which): serverAPI issuerId must be a UUID (App Store Connect → Users and Access → Integrations)")
+                    throw ConfigurationError(
+                        "\(which): serverAPI issuerId must be a UUID (App Store Connect → Users and Access → Integrations)", setting: "\(at).issuerId"
+                    )
                 }
                 guard !credentials.keyId.isEmpty else {
-                    throw ConfigurationError("\(which): serverAPI keyId is empty")
+                    throw ConfigurationError("\(which): serverAPI keyId is empty", setting: "\(at).keyId")
                 }
                 if let base = credentials.baseURL {
                     let url = URL(string: base)
                     guard url?.user == nil, url?.password == nil else {
                         // Never echoed: it holds a password.
                         throw ConfigurationError(
-                            "\(which): serverAPI baseURL carries a user or password: remove it (the App Store Server API authenticates with the key)"
-                        )
+                            "\(which): serverAPI baseURL carries a user or password: remove it (the App Store Server API authenticates with the key)",
+                            setting: "\(at).baseURL")
                     }
                     guard url?.scheme.map({ ["http", "https"].contains($0) }) == true, url?.host != nil else {
-                        throw ConfigurationError("\(which): serverAPI baseURL \(UntrustedText.quoted(base, limit: 256)) is not an http(s) URL")
+                        throw ConfigurationError(
+                            "\(which): serverAPI baseURL \(UntrustedText.quoted(base, limit: 256)) is not an http(s) URL", setting: "\(at).baseURL")
                     }
                 }
                 let key: AppStoreAPIKey
@@ -212,7 +245,7 @@ extension ServerConfiguration {
                         privateKeyFile: credentials.privateKeyFile
                     )
                 } catch {
-                    throw ConfigurationError("\(which): serverAPI privateKeyFile: \(error.message)")
+                    throw ConfigurationError("\(which): serverAPI privateKeyFile: \(error.message)", setting: "\(at).privateKeyFile")
                 }
                 keys[VerifierKey(bundleId: app.bundleId, environment: environment)] = (key, credentials.baseURL)
             }

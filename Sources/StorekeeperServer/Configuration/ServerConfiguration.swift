@@ -193,6 +193,9 @@ package struct ServerConfiguration: Codable, Sendable {
         relay = try container.decodeIfPresent(RelaySettings.self, forKey: .relay)
     }
 
+    /// The file this configuration was read from (``load(path:)``): errors found later name their line in it.
+    package var file: String?
+
     /// How long a scheduled job's lease lasts without renewal (``JobSettings/leaseSeconds``, default 60 s).
     package var jobLeaseDuration: Duration { .milliseconds(Int64(jobs.leaseSeconds * 1_000)) }
 
@@ -226,14 +229,28 @@ package struct ServerConfiguration: Codable, Sendable {
         }
         var configuration = try StrictJSONDecoder.decode(ServerConfiguration.self, from: document, file: path)
         configuration.resolvePaths(relativeTo: URL(fileURLWithPath: path).deletingLastPathComponent().path)
+        configuration.file = path
         do {
             try configuration.validate()
         } catch {
-            // Where the setting at fault is, when the file gives it.
-            guard let setting = error.setting, let node = StrictJSONDecoder.node(atPath: setting, in: document.root) else { throw error }
-            throw ConfigurationError("\(path):\(node.position.line):\(node.position.column): \(error.message)", setting: setting)
+            throw Self.locating(error, in: document, path: path)
         }
         return (configuration, document)
+    }
+
+    /// `error` with where its setting is in the file, when the file gives it (`path:line:column: message`).
+    static func locating(_ error: ConfigurationError, in document: StrictJSON, path: String) -> ConfigurationError {
+        guard let setting = error.setting, let node = StrictJSONDecoder.node(atPath: setting, in: document.root) else { return error }
+        return ConfigurationError("\(path):\(node.position.line):\(node.position.column): \(error.message)", setting: setting)
+    }
+
+    /// An error found after loading (a file the configuration names that cannot be read: a trusted root, a private
+    /// key), located in the file the configuration was read from (``file``), read again for it.
+    func located(_ error: ConfigurationError) -> ConfigurationError {
+        guard let file, error.setting != nil, let data = FileManager.default.contents(atPath: file),
+            let document = try? StrictJSON(bytes: Array(data))
+        else { return error }
+        return Self.locating(error, in: document, path: file)
     }
 
     /// Makes every relative file path absolute against `directory` (the configuration file's), so that the server

@@ -1,3 +1,4 @@
+import AppStoreModels
 import Foundation
 import Logging
 import StorekeeperCore
@@ -50,6 +51,19 @@ struct LedgerDatabase {
         let lock: ExclusiveLock?
         switch access {
         case .serving:
+            // A new ledger in a directory that exists: a missing directory is more likely a mistyped path than a
+            // place for a new, empty ledger (and `backup`, `recover` and the others refuse it too).
+            if !exists {
+                let directory = URL(fileURLWithPath: database).deletingLastPathComponent().path
+                var isDirectory: ObjCBool = false
+                guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+                    throw CLIError(
+                        code: "no-such-directory",
+                        message:
+                            "no directory \(UntrustedText.quoted(directory, limit: 256)) for a new SQLite ledger at \(UntrustedText.quoted(database, limit: 256)): check --database, or create the directory first (mkdir -p)"
+                    )
+                }
+            }
             lock = try Self.lock(database, purpose: "storekeeper serve")
         case .exclusive(let purpose):
             guard exists else { throw Self.missing(database) }
@@ -91,8 +105,6 @@ struct LedgerDatabase {
 
     /// The lock of a SQLite ledger (`FILE.lock` beside it), or the error naming the server that holds it.
     static func lock(_ database: String, purpose: String) throws -> ExclusiveLock {
-        let directory = URL(fileURLWithPath: database).deletingLastPathComponent()
-        try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         do {
             // Beside the file itself, however it is named (a symbolic link, `..`, another relative path): one file, one lock.
             let named = try ExclusiveLock(path: canonicalPath(database) + ".lock", purpose: purpose)
