@@ -6,6 +6,8 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import StorekeeperCore
+import StorekeeperPostgres
+import StorekeeperSQLite
 import StorekeeperServer
 import Synchronization
 
@@ -39,6 +41,10 @@ package enum EventsBenchmark {
         package var outboxCPUMicrosecondsPaired: Double
         /// Events the outbox appended per notification (in an outbox-on round).
         package var eventsPerNotification: Double
+        /// Notifications per write transaction (the store's group commit), of each round, as the ingest rates: what
+        /// the writer's time per commit is spread over.
+        package var notificationsPerCommitOutboxOn: [Double]
+        package var notificationsPerCommitOutboxOff: [Double]
         /// `nil` with `--no-delivery`.
         package var delivery: Delivery?
     }
@@ -64,19 +70,23 @@ package enum EventsBenchmark {
         var cpuOff: [Double] = []
         var description = ""
         var eventsPerNotification = 0.0
+        var perCommitOn: [Double] = []
+        var perCommitOff: [Double] = []
         for round in 0..<rounds {
             // On then off, then off then on: neither side always runs second (after the other warmed the machine).
             for outbox in round.isMultiple(of: 2) ? [true, false] : [false, true] {
-                let (throughput, cpu, events, storageDescription) = try await ingest(
+                let (throughput, cpu, events, perCommit, storageDescription) = try await ingest(
                     count: count, concurrency: concurrency, storage: ServerBenchmark.Storage(postgres: storage.postgres), outbox: outbox)
                 description = storageDescription
                 if outbox {
                     on.append(throughput)
                     cpuOn.append(cpu)
+                    perCommitOn.append(perCommit)
                     eventsPerNotification = Double(events) / Double(count)
                 } else {
                     off.append(throughput)
                     cpuOff.append(cpu)
+                    perCommitOff.append(perCommit)
                 }
             }
         }
@@ -93,8 +103,8 @@ package enum EventsBenchmark {
             outboxCostPercentPaired: (median(paired) * 10).rounded() / 10, cpuMicrosecondsOutboxOn: cpuOn,
             cpuMicrosecondsOutboxOff: cpuOff, outboxCPUCostPercent: ((median(cpuOn) / median(cpuOff) - 1) * 1_000).rounded() / 10,
             outboxCPUMicrosecondsPaired: (median(zip(cpuOn, cpuOff).map { $0 - $1 }) * 10).rounded() / 10,
-            eventsPerNotification: eventsPerNotification,
-            delivery: delivery)
+            eventsPerNotification: eventsPerNotification, notificationsPerCommitOutboxOn: perCommitOn,
+            notificationsPerCommitOutboxOff: perCommitOff, delivery: delivery)
     }
 
     /// Customers each with a server-issued token (so every notification concerns a known customer and has events),
@@ -132,14 +142,19 @@ package enum EventsBenchmark {
 
     static func ingest(
         count: Int, concurrency: Int, storage: ServerBenchmark.Storage, outbox: Bool
-    ) async throws -> (throughput: Double, cpuMicroseconds: Double, events: Int64, storage: String) {
+    ) async throws -> (throughput: Double, cpuMicroseconds: Double, events: Int64, perCommit: Double, storage: String) {
         try await ServerBenchmark.withServer(storage: storage, outbox: outbox) { ports, _, store, description in
             let bodies = try await notifications(count: count, store: store)
+            let batcher = (store as? SQLiteLedgerStore)?.notificationBatcher ?? (store as? PostgresLedgerStore)?.notificationBatcher
+            let batchesBefore = batcher?.completed ?? (batches: 0, items: 0)
             let before = processCPUMicroseconds()
             let run = try await ServerBenchmark.drive(bodies, ports: ports, concurrency: concurrency, rate: nil, post)
             let cpu = (processCPUMicroseconds() - before) / Double(count)
             guard run.failures == 0 else { throw VerifyBenchmark.BenchmarkError(message: "\(run.failures) notifications were refused") }
-            return (run.throughput, (cpu * 10).rounded() / 10, try await store.lastEventPosition(), description)
+            let batches = batcher.map { $0.completed.batches - batchesBefore.batches } ?? 0
+            let items = batcher.map { $0.completed.items - batchesBefore.items } ?? 0
+            let perCommit = batches > 0 ? (Double(items) / Double(batches) * 10).rounded() / 10 : 0
+            return (run.throughput, (cpu * 10).rounded() / 10, try await store.lastEventPosition(), perCommit, description)
         }
     }
 

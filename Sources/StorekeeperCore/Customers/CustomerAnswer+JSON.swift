@@ -15,7 +15,7 @@ extension CustomerAnswer {
             out.key("consumableBalance")
             out.object { out in
                 for (productId, units) in consumableBalance.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) {
-                    out.field(productId, units)
+                    out.field(escaping: productId, units)
                 }
             }
             out.field("customerId", customerId)
@@ -90,30 +90,51 @@ package struct JSONWriter {
         close(UInt8(ascii: "]"))
     }
 
-    mutating func key(_ name: String) {
+    /// A key of the format's own (a constant, which needs no escape): written as it is, without the scan a string
+    /// from data needs.
+    mutating func key(_ name: StaticString) {
+        separate()
+        buffer.writeInteger(UInt8(ascii: "\""))
+        buffer.writeStaticString(name)
+        buffer.writeStaticString("\":")
+        afterValue = false
+    }
+
+    /// A key from data (a product ID, a key of a JSON object read back): escaped.
+    mutating func key(escaping name: String) {
         string(name)
         buffer.writeInteger(UInt8(ascii: ":"))
         afterValue = false
     }
 
-    mutating func field(_ name: String, _ value: String?) {
+    mutating func field(_ name: StaticString, _ value: String?) {
         guard let value else { return }
         key(name)
         string(value)
     }
 
-    mutating func field(_ name: String, _ value: Int?) {
+    mutating func field(_ name: StaticString, _ value: Int?) {
         guard let value else { return }
         key(name)
+        integer(value)
+    }
+
+    /// A field whose key is data (a product ID): escaped.
+    mutating func field(escaping name: String, _ value: Int) {
+        key(escaping: name)
+        integer(value)
+    }
+
+    private mutating func integer(_ value: Int) {
         buffer.writeString(String(value))
         afterValue = true
     }
 
-    mutating func field(_ name: String, _ value: Date?) {
+    mutating func field(_ name: StaticString, _ value: Date?) {
         field(name, value.map { Int($0.epochMilliseconds) })
     }
 
-    mutating func field(_ name: String, _ value: Bool?) {
+    mutating func field(_ name: StaticString, _ value: Bool?) {
         guard let value else { return }
         key(name)
         buffer.writeStaticString(value ? "true" : "false")

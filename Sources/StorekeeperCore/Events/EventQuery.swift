@@ -96,7 +96,7 @@ extension JSONWriter {
         case .object(let members):
             object { out in
                 for (key, member) in members.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) {
-                    out.key(key)
+                    out.key(escaping: key)
                     out.value(member)
                 }
             }
