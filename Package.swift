@@ -411,6 +411,7 @@ let package = Package(
                 "StorekeeperCore",
                 "StorekeeperServer",
                 "StorekeeperSQLite",
+                "StorekeeperTesting",
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),

@@ -15,7 +15,7 @@ package enum Backend: String, CaseIterable, Sendable {
     package func makeStore(unsafeFaultInjection: (@Sendable (String) throws -> Void)? = nil) async throws -> any LedgerInspection {
         switch self {
         case .sqlite:
-            let path = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-\(UUID()).sqlite").path
+            let path = TestFiles.directory.appendingPathComponent("ledger-\(UUID()).sqlite").path
             return try SQLiteLedgerStore(path: path, unsafeFaultInjection: unsafeFaultInjection)
         case .postgres:
             return try await PostgresTestDatabase.openStore(unsafeFaultInjection: unsafeFaultInjection)

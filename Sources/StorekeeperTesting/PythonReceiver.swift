@@ -21,7 +21,7 @@ package final class PythonReceiver: @unchecked Sendable {
     /// `plan`: what the first requests get (`500`, `slow`, `stall`, `close`, `ok`; see the script); every later one `ok`.
     package init(secret: String, plan: [String]) throws {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Receiver/receiver.py")
-        log = FileManager.default.temporaryDirectory.appendingPathComponent("receiver-\(UUID()).jsonl")
+        log = TestFiles.directory.appendingPathComponent("receiver-\(UUID()).jsonl")
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         // The secret by the environment, not the command line (which `ps` shows). Its error output goes to a file beside
         // the log: a receiver holding the test process's own would keep `swift test` waiting after a crash.

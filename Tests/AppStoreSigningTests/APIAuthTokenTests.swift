@@ -83,7 +83,7 @@ struct APIAuthTokenTests {
         let escaped = pem.replacingOccurrences(of: "\n", with: "\\n")
         #expect(try Self.key(pem: escaped).publicKey.rawRepresentation == Self.privateKey.publicKey.rawRepresentation)
 
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("AuthKey_TEST-\(UUID()).p8")
+        let file = TestFiles.directory.appendingPathComponent("AuthKey_TEST-\(UUID()).p8")
         try pem.write(to: file, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(at: file) }
         // A key file group or others may read is refused, naming the fix; the owner's alone is read.

@@ -76,7 +76,7 @@ struct OfferSignatureTests {
                 "claims": claims(["request": Data(#"{"operation":"CREATE_SUBSCRIPTION","version":"1"}"#.utf8).base64EncodedString()]),
             ],
         ]
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("offers-\(UUID())")
+        let directory = TestFiles.directory.appendingPathComponent("offers-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let casesFile = directory.appendingPathComponent("cases.json")

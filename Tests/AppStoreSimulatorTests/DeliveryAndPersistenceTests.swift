@@ -107,7 +107,7 @@ struct DeliveryAndPersistenceTests {
 
     @Test("init writes a working simulator; a restart keeps its state; its output verifies with ca/root.pem")
     func persistence() async throws {
-        let url = FileManager.default.temporaryDirectory.appendingPathComponent("simulator-\(UUID())")
+        let url = TestFiles.directory.appendingPathComponent("simulator-\(UUID())")
         defer { try? FileManager.default.removeItem(at: url) }
         let directory = try SimulatorDirectory.initialize(at: url, now: TestAppStore.start)
         #expect(throws: SimulatorError.self) { try SimulatorDirectory.initialize(at: url) }

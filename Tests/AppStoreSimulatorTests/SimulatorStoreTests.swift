@@ -12,7 +12,7 @@ struct SimulatorStoreTests {
     typealias H = SimulatorFixture
 
     static func temporaryDirectory() -> URL {
-        FileManager.default.temporaryDirectory.appendingPathComponent("simulator-store-\(UUID())")
+        TestFiles.directory.appendingPathComponent("simulator-store-\(UUID())")
     }
 
     /// The state as sorted JSON, to compare two states whole.

@@ -10,6 +10,7 @@ import OpenAPIRuntime
 import StorekeeperCore
 import StorekeeperSQLite
 import StorekeeperServer
+import StorekeeperTesting
 import Testing
 
 /// Sends `Authorization: Bearer <key>` on every call of the generated client.
@@ -33,7 +34,7 @@ struct GeneratedClientTests {
 
     @Test("the app, events and support routes answer the generated client's calls with the documented types")
     func calls() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("generated-\(UUID())")
+        let directory = TestFiles.directory.appendingPathComponent("generated-\(UUID())")
         let simulator = try SimulatorDirectory.initialize(at: directory.appendingPathComponent("sim"), environment: .sandbox)
         var engine = try LifecycleEngine(
             catalog: try simulator.loadCatalog(), state: try simulator.loadState(), signer: try simulator.loadAuthority().makeSigner())

@@ -51,7 +51,7 @@ struct CLI {
 
     /// A new empty folder under the temporary directory.
     static func temporaryDirectory(_ name: String) throws -> URL {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(UUID())")
+        let directory = TestFiles.directory.appendingPathComponent("\(name)-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         return directory
     }
@@ -153,7 +153,7 @@ struct CLITests {
         var renewal = RenewalInfoFixture.make()
         renewal.environment = .sandbox
         let jws = try signer.sign(renewal)
-        let rootFile = FileManager.default.temporaryDirectory.appendingPathComponent("root-\(UUID()).pem")
+        let rootFile = TestFiles.directory.appendingPathComponent("root-\(UUID()).pem")
         try authority.rootCertificate.serializeAsPEM().pemString.write(to: rootFile, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(at: rootFile) }
         let trusted = try await CLI.runDetached(["verify", "--root", rootFile.path, "--environment", "sandbox", jws])
@@ -181,7 +181,7 @@ struct CLITests {
     @Test("token prints a JWT signed with the .p8 key, and never echoes the key on failure")
     func token() async throws {
         let key = P256.Signing.PrivateKey()
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("AuthKey_TEST\(UUID()).p8")
+        let file = TestFiles.directory.appendingPathComponent("AuthKey_TEST\(UUID()).p8")
         try key.pemRepresentation.write(to: file, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(at: file) }
         // A key group or others may read is refused, naming the fix.

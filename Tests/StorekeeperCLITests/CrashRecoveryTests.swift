@@ -60,7 +60,7 @@ struct CrashRecoveryTests {
 
     @Test("SIGTERM during a burst: the server finishes what it is answering and exits 0; every notification it acknowledged is in the ledger")
     func sigtermDuringBurst() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("term-\(UUID())")
+        let directory = TestFiles.directory.appendingPathComponent("term-\(UUID())")
         defer { try? FileManager.default.removeItem(at: directory) }
         let (simulator, config, database) = try Self.setUp(in: directory)
         try await Self.sell(60, on: simulator) { _ in "pro.monthly" }
@@ -82,7 +82,7 @@ struct CrashRecoveryTests {
 
     @Test("a server killed with SIGKILL during a burst, restarted and fed the simulator's retries, loses nothing and applies nothing twice")
     func sigkillDuringBurst() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("crash-\(UUID())")
+        let directory = TestFiles.directory.appendingPathComponent("crash-\(UUID())")
         defer { try? FileManager.default.removeItem(at: directory) }
         let (simulator, config, database) = try Self.setUp(in: directory)
 

@@ -12,7 +12,7 @@ struct EventsCommandTests {
         "list prints events as webhooks carry them; show prints one with its deliveries; replay and resume act on the configured endpoint; mistakes are named"
     )
     func listShowReplay() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("events-cli-\(UUID())")
+        let directory = TestFiles.directory.appendingPathComponent("events-cli-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let database = directory.appendingPathComponent("ledger.sqlite").path

@@ -135,7 +135,7 @@ struct PostgresInstancesTests {
         "deliveries spread over three instances with duplicates, reorders and a SIGKILL: every customer equals the ground truth on every instance, nothing applied twice, caches follow each write"
     )
     func threeInstances() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pg-e2e-\(UUID())")
+        let directory = TestFiles.directory.appendingPathComponent("pg-e2e-\(UUID())")
         defer { try? FileManager.default.removeItem(at: directory) }
         let (simulator, config) = try Self.setUp(in: directory) { configuration in
             // An app key, so that the test reads customers and submits purchases as the app does.
@@ -247,7 +247,7 @@ struct PostgresInstancesTests {
 
     @Test("three serve processes and one scheduled job: one holds its lease; SIGKILLed, another takes the job over within the lease and a check")
     func leaseHolderKilled() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pg-lease-\(UUID())")
+        let directory = TestFiles.directory.appendingPathComponent("pg-lease-\(UUID())")
         defer { try? FileManager.default.removeItem(at: directory) }
         // Raw-payload retention is a leased job every instance schedules; its lease lasts 6 s here (`jobs.leaseSeconds`).
         let (_, config) = try Self.setUp(in: directory) {

@@ -30,7 +30,7 @@ actor NotificationSink {
 struct SimulatorCLITests {
     @Test("init, then run a shipped scenario against a URL of our own: the notifications arrive and verify")
     func initAndRun() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sim-cli-\(UUID())").path
+        let dir = TestFiles.directory.appendingPathComponent("sim-cli-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let initialized = try await CLI.runDetached(["simulator", "init", dir])
         #expect(initialized.status == 0, "\(initialized.stderr)")
@@ -73,7 +73,7 @@ struct SimulatorCLITests {
 
     @Test("api commands call a served simulator with APPSTORE_* credentials and print verified, decoded JSON")
     func apiCommands() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sim-api-\(UUID())")
+        let dir = TestFiles.directory.appendingPathComponent("sim-api-\(UUID())")
         defer { try? FileManager.default.removeItem(at: dir) }
         let directory = try SimulatorDirectory.initialize(at: dir)
         let simulator = try Simulator(directory: directory)

@@ -14,7 +14,7 @@ struct WebhookCrashTests {
         "serve SIGKILLed after committing events its receiver has not taken yet: restarted, it delivers every one (at least once, each verified)",
         .enabled(if: PythonReceiver.isAvailable, PythonReceiver.missing))
     func killedBetweenCommitAndDelivery() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("webhook-kill-\(UUID())")
+        let directory = TestFiles.directory.appendingPathComponent("webhook-kill-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let (simulator, _, database) = try CrashRecoveryTests.setUp(in: directory)

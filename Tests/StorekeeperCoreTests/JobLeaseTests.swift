@@ -15,7 +15,7 @@ struct JobLeaseTests {
     static func instances(_ count: Int, _ backend: Backend) async throws -> [any LedgerStore] {
         switch backend {
         case .sqlite:
-            let path = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-\(UUID()).sqlite").path
+            let path = TestFiles.directory.appendingPathComponent("ledger-\(UUID()).sqlite").path
             return try (0..<count).map { _ in try SQLiteLedgerStore(path: path) }
         case .postgres:
             let url = try await PostgresTestDatabase.create()

@@ -17,7 +17,7 @@ struct LedgerCopyTests {
     func copyAnswersTheSame(name: String) async throws {
         var harness = H()
         try await harness.play(name)
-        let source = try SQLiteLedgerStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("ledger-\(UUID()).sqlite").path)
+        let source = try SQLiteLedgerStore(path: TestFiles.directory.appendingPathComponent("ledger-\(UUID()).sqlite").path)
         try await harness.submitAll(to: source)
         let notifications = try await harness.verifiedNotifications()
         for notification in notifications { _ = try await source.apply(notification) }

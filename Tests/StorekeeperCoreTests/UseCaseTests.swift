@@ -17,7 +17,7 @@ struct UseCaseTests {
     static let logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
 
     static func store() throws -> SQLiteLedgerStore {
-        try SQLiteLedgerStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("use-case-\(UUID()).sqlite").path)
+        try SQLiteLedgerStore(path: TestFiles.directory.appendingPathComponent("use-case-\(UUID()).sqlite").path)
     }
 
     @Test(

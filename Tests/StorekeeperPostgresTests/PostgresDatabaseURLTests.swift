@@ -72,7 +72,7 @@ struct PostgresDatabaseURLTests {
 struct PostgresPasswordSourceTests {
     /// A password file with `mode` in a directory of its own; `body` gets its path.
     static func withPasswordFile(_ text: String, mode: Int = 0o600, _ body: (String) async throws -> Void) async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pgpass-" + UUID().uuidString)
+        let directory = TestFiles.directory.appendingPathComponent("pgpass-" + UUID().uuidString)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("pgpass").path
@@ -110,7 +110,7 @@ struct PostgresPasswordSourceTests {
             #expect(try PostgresDatabaseURL("postgres://nobody@db.internal/ledger", environment: ["PGPASSFILE": path]).password == nil)
         }
         // ~/.pgpass when PGPASSFILE is not set.
-        let home = FileManager.default.temporaryDirectory.appendingPathComponent("home-" + UUID().uuidString)
+        let home = TestFiles.directory.appendingPathComponent("home-" + UUID().uuidString)
         try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: home) }
         #expect(

@@ -89,7 +89,7 @@ struct PostgresStoreTests {
         let customers = Set(submissions.map(\.1)).sorted()
 
         // The reference: one writer, in order.
-        let reference = try SQLiteLedgerStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("ledger-\(UUID()).sqlite").path)
+        let reference = try SQLiteLedgerStore(path: TestFiles.directory.appendingPathComponent("ledger-\(UUID()).sqlite").path)
         for (transaction, customer) in submissions { _ = try await reference.submit(transaction, customerId: customer) }
         for notification in notifications { _ = try await reference.apply(notification) }
 
@@ -139,7 +139,7 @@ struct PostgresStoreTests {
         try harness.engine.advance(by: 65 * 86_400)
         let notifications = try await harness.verifiedNotifications()
         let refused = notifications[notifications.count / 2].payload.notificationUUID
-        let reference = try SQLiteLedgerStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("ledger-\(UUID()).sqlite").path)
+        let reference = try SQLiteLedgerStore(path: TestFiles.directory.appendingPathComponent("ledger-\(UUID()).sqlite").path)
         for notification in notifications where notification.payload.notificationUUID != refused { _ = try await reference.apply(notification) }
 
         // One writer: whatever arrives while it commits waits and goes in its next batch.
@@ -186,7 +186,7 @@ struct PostgresStoreTests {
         }
         try harness.engine.advance(by: 65 * 86_400)
         let notifications = try await harness.verifiedNotifications()
-        let reference = try SQLiteLedgerStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("ledger-\(UUID()).sqlite").path)
+        let reference = try SQLiteLedgerStore(path: TestFiles.directory.appendingPathComponent("ledger-\(UUID()).sqlite").path)
         var url = try await PostgresTestDatabase.create()
         let writer = try await PostgresLedgerStore.open(url)
         for store in [reference, writer] as [any LedgerStore] {

@@ -11,7 +11,7 @@ import Testing
 @Suite("SQLite ledger: online backup")
 struct SQLiteBackupTests {
     static func temporaryPath(_ name: String) -> String {
-        FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(UUID()).sqlite").path
+        TestFiles.directory.appendingPathComponent("\(name)-\(UUID()).sqlite").path
     }
 
     @Test("a backup taken while notifications are being applied is a consistent ledger; after the writes it equals the source")

@@ -14,7 +14,7 @@ struct SQLiteGroupCommitTests {
     typealias H = SimulatorFixture
 
     static func temporaryPath() -> String {
-        FileManager.default.temporaryDirectory.appendingPathComponent("group-\(UUID()).sqlite").path
+        TestFiles.directory.appendingPathComponent("group-\(UUID()).sqlite").path
     }
 
     @Test("the writer syncs its log at every commit (synchronous FULL: GRDB sets NORMAL when it turns WAL on), also when reopened")

@@ -17,7 +17,7 @@ struct SQLiteMigrationTests {
         try harness.engine.createCustomer(id: "alice")
         let purchase = try harness.engine.purchase(.init(customerId: "alice", productId: "pro.monthly"))
         let transaction = try await harness.verifier.verifyTransaction(purchase.signedTransaction)
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-v1-\(UUID()).sqlite").path
+        let path = TestFiles.directory.appendingPathComponent("ledger-v1-\(UUID()).sqlite").path
         do {
             // The first schema, with a row written the way the first release wrote it.
             let queue = try DatabaseQueue(path: path)
@@ -73,7 +73,7 @@ struct SQLiteMigrationTests {
         try harness.linkCustomers(in: &reference)
         let notifications = try await harness.verifiedNotifications()
         for notification in notifications { reference.apply(notification) }
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-v4-\(UUID()).sqlite").path
+        let path = TestFiles.directory.appendingPathComponent("ledger-v4-\(UUID()).sqlite").path
         do {
             // The v4 schema, with rows written the way v4 wrote them.
             let queue = try DatabaseQueue(path: path)
@@ -165,7 +165,7 @@ struct SQLiteMigrationTests {
 
     @Test("a database migrated by a newer version is refused, named, and left unchanged")
     func newerDatabase() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-newer-\(UUID()).sqlite").path
+        let path = TestFiles.directory.appendingPathComponent("ledger-newer-\(UUID()).sqlite").path
         do {
             let store = try SQLiteLedgerStore(path: path)
             try await store.pool.write { db in try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v9: from the future')") }
@@ -183,7 +183,7 @@ struct SQLiteMigrationTests {
 
     @Test("a new database gets every migration at its first open")
     func newDatabase() throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-new-\(UUID()).sqlite").path
+        let path = TestFiles.directory.appendingPathComponent("ledger-new-\(UUID()).sqlite").path
         #expect(try SQLiteLedgerStore(path: path).migrationsApplied == SQLiteLedgerStore.migrator.migrations)
         #expect(try SQLiteLedgerStore(path: path).migrationsApplied == [])
     }

@@ -20,7 +20,7 @@ struct SQLiteQueryPlanTests {
     }
 
     static func temporaryPath() -> String {
-        FileManager.default.temporaryDirectory.appendingPathComponent("plan-\(UUID()).sqlite").path
+        TestFiles.directory.appendingPathComponent("plan-\(UUID()).sqlite").path
     }
 
     /// What SQLite's planner does for `sql` in a migrated ledger, one line per step; each `?` or `?N` is bound to a

@@ -16,7 +16,7 @@ struct SignedDataStorageTests {
     typealias H = SimulatorFixture
 
     static func temporaryPath() -> String {
-        FileManager.default.temporaryDirectory.appendingPathComponent("signed-\(UUID()).sqlite").path
+        TestFiles.directory.appendingPathComponent("signed-\(UUID()).sqlite").path
     }
 
     static var corpus: URL { SharedCorpus.appleSigned }

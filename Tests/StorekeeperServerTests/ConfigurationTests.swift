@@ -29,7 +29,7 @@ struct ConfigurationTests {
 
     @Test("a minimal configuration (apps only) takes the defaults; a missing apps list is named")
     func minimal() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID())")
+        let directory = TestFiles.directory.appendingPathComponent("config-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let minimal = directory.appendingPathComponent("minimal.json")
@@ -49,7 +49,7 @@ struct ConfigurationTests {
 
     @Test("App Store Server API credentials load per environment and every mistake is named, never the key")
     func serverAPICredentials() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID())")
+        let directory = TestFiles.directory.appendingPathComponent("config-\(UUID())")
         defer { try? FileManager.default.removeItem(at: directory) }
         let simulator = try SimulatorDirectory.initialize(at: directory)
         let info = try simulator.loadAPIKeyInfo()
@@ -119,7 +119,7 @@ struct ConfigurationTests {
             (#"[{"bundleId": "", "environments": ["Sandbox"]}]"#, "apps[0].bundleId is empty"),
         ])
     func appMistakes(apps: String, message: String) throws {
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID()).json")
+        let file = TestFiles.directory.appendingPathComponent("config-\(UUID()).json")
         defer { try? FileManager.default.removeItem(at: file) }
         try #"{"apps": \#(apps)}"#.write(to: file, atomically: true, encoding: .utf8)
         let error = #expect(throws: ConfigurationError.self) { try ServerConfiguration.load(path: file.path) }
@@ -141,7 +141,7 @@ struct ConfigurationTests {
             (#""jobs": {"leaseSeconds": 3601}"#, "jobs.leaseSeconds must be 3 to 3600, not 3601"),
         ])
     func limits(fragment: String, message: String) throws {
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID()).json")
+        let file = TestFiles.directory.appendingPathComponent("config-\(UUID()).json")
         defer { try? FileManager.default.removeItem(at: file) }
         try #"{"apps": [{"bundleId": "com.example.app", "environments": ["Sandbox"]}], \#(fragment)}"#.write(
             to: file, atomically: true, encoding: .utf8)
@@ -153,7 +153,7 @@ struct ConfigurationTests {
 
     @Test("the jobs' lease lasts 60 s unless jobs.leaseSeconds says otherwise")
     func jobLease() throws {
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID()).json")
+        let file = TestFiles.directory.appendingPathComponent("config-\(UUID()).json")
         defer { try? FileManager.default.removeItem(at: file) }
         let app = #"{"apps": [{"bundleId": "com.example.app", "environments": ["Sandbox"]}]"#
         try "\(app)}".write(to: file, atomically: true, encoding: .utf8)
@@ -164,7 +164,7 @@ struct ConfigurationTests {
 
     @Test("a trusted root file that is not a certificate is named when the verifiers are made")
     func rootNotACertificate() throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("not-a-root-\(UUID()).pem")
+        let root = TestFiles.directory.appendingPathComponent("not-a-root-\(UUID()).pem")
         defer { try? FileManager.default.removeItem(at: root) }
         try "not a certificate".write(to: root, atomically: true, encoding: .utf8)
         let configuration = ServerConfiguration(
@@ -181,7 +181,7 @@ struct ConfigurationTests {
 @Suite("Storekeeper server: configuration read strictly")
 struct StrictConfigurationTests {
     static func load(_ text: String) throws(ConfigurationError) -> ServerConfiguration {
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID()).json")
+        let file = TestFiles.directory.appendingPathComponent("config-\(UUID()).json")
         defer { try? FileManager.default.removeItem(at: file) }
         try? text.write(to: file, atomically: true, encoding: .utf8)
         return try ServerConfiguration.load(path: file.path)
@@ -285,7 +285,7 @@ struct StrictConfigurationTests {
     /// it (`serve`, `config check`, …) and located in the configuration: the line to fix, not only the path.
     @Test("a missing or unreadable file the configuration names (a trusted root, a private key) is named with its line and column")
     func missingFilesLocated() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("config-files-\(UUID())")
+        let directory = TestFiles.directory.appendingPathComponent("config-files-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let notACertificate = directory.appendingPathComponent("root.pem")
@@ -348,7 +348,7 @@ struct StrictConfigurationTests {
 
     @Test("relative file paths are resolved against the configuration file's directory, whatever the working directory")
     func relativePaths() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID())")
+        let directory = TestFiles.directory.appendingPathComponent("config-\(UUID())")
         defer { try? FileManager.default.removeItem(at: directory) }
         let simulator = try SimulatorDirectory.initialize(at: directory.appendingPathComponent("sim"))
         let info = try simulator.loadAPIKeyInfo()
@@ -387,7 +387,7 @@ struct StrictConfigurationTests {
 
     @Test("config check lists every setting with its source, masks API key hashes, and says what null means")
     func check() throws {
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID()).json")
+        let file = TestFiles.directory.appendingPathComponent("config-\(UUID()).json")
         defer { try? FileManager.default.removeItem(at: file) }
         let hash = ServerConfiguration.hash(apiKey: "sk_secret")
         try

@@ -4,6 +4,7 @@ import Crypto
 import Foundation
 import StorekeeperCore
 import StorekeeperServer
+import StorekeeperTesting
 import Testing
 
 /// The `offers` settings and the offer policy read strictly: every rule that could never match, every key ID that is
@@ -12,7 +13,7 @@ import Testing
 struct OfferConfigurationTests {
     /// A configuration whose app signs offers with a fresh key file (mode 0600), `offers` completed by `extra`.
     static func load(keyId: String = "2X9R4HXF34", _ extra: String = "") throws -> Result<ServerConfiguration, ConfigurationError> {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("offers-config-\(UUID())")
+        let directory = TestFiles.directory.appendingPathComponent("offers-config-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let keyFile = directory.appendingPathComponent("SubscriptionKey.p8").path

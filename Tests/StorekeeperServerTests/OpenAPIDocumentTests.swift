@@ -29,7 +29,7 @@ struct OpenAPIDocumentTests {
         .enabled(if: validatorAvailable, "python3 with openapi-spec-validator is not installed (pip install openapi-spec-validator; .ci/run does)"))
     func valid() async throws {
         let testbed = try T(catalog: T.twoApps)
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("openapi-\(UUID()).json")
+        let file = TestFiles.directory.appendingPathComponent("openapi-\(UUID()).json")
         defer { try? FileManager.default.removeItem(at: file) }
         try await testbed.withClient { client in try await Self.document(client).bytes.write(to: file) }
         let (said, passed) = try await ExternalTool.run([

@@ -32,7 +32,7 @@ struct RecoveryTestbed: Sendable {
     static let supportKey = "recovery-support-\(UUID())"
 
     init(environment: AppStoreEnvironment) async throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("recovery-\(UUID())")
+        directory = TestFiles.directory.appendingPathComponent("recovery-\(UUID())")
         simulatorDirectory = try SimulatorDirectory.initialize(at: directory.appendingPathComponent("sim"), environment: environment)
         simulator = try Simulator(directory: simulatorDirectory)
         self.environment = environment

@@ -8,6 +8,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import StorekeeperServer
+import StorekeeperTesting
 import Synchronization
 import Testing
 
@@ -151,7 +152,7 @@ struct RelayTests {
             (#"{"url": "http://old\u200B.example/x"}"#, "relay.url"),
             (#"{"url": "https://old.example/x", "timeout": 3}"#, "unknown key"),
         ] {
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("relay-config-\(UUID())")
+            let directory = TestFiles.directory.appendingPathComponent("relay-config-\(UUID())")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(at: directory) }
             let file = directory.appendingPathComponent("config.json").path

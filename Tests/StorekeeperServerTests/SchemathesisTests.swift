@@ -17,7 +17,7 @@ struct SchemathesisTests {
 
     /// Runs schemathesis on the document the server serves, with `key` (none: no Authorization header); its output.
     static func run(base: String, key: String?, scope: String) async throws -> (output: String, passed: Bool) {
-        let report = FileManager.default.temporaryDirectory.appendingPathComponent("schemathesis-\(scope)-\(UUID())")
+        let report = TestFiles.directory.appendingPathComponent("schemathesis-\(scope)-\(UUID())")
         let configuration = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Schemathesis/schemathesis.toml")
         var arguments = [
             "schemathesis", "--config-file", configuration.path, "run", base + "/openapi.json", "--url", base,

@@ -40,7 +40,7 @@ struct ServerTestbed {
     let directory: URL
 
     init(failure: (@Sendable (String) throws -> Void)? = nil, catalog: Catalog = .sample) throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("server-\(UUID())")
+        let directory = TestFiles.directory.appendingPathComponent("server-\(UUID())")
         self.directory = directory
         let simulatorDirectory = try SimulatorDirectory.initialize(at: directory.appendingPathComponent("sim"), catalog: catalog, now: Self.start)
         let authority = try simulatorDirectory.loadAuthority()
