@@ -50,6 +50,9 @@ struct Storekeeper: AsyncParsableCommand {
         } catch let error where String(reflecting: type(of: error)).hasPrefix("ArgumentParser.") {
             // Help, usage, exit codes and validation: ArgumentParser's, printed its way.
             exit(withError: error)
+        } catch let error as CLIError {
+            FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+            Foundation.exit(error.isUsage ? ExitCode.validationFailure.rawValue : ExitCode.failure.rawValue)
         } catch {
             FileHandle.standardError.write(Data("error: \(error)\n".utf8))
             Foundation.exit(ExitCode.failure.rawValue)

@@ -90,7 +90,9 @@ struct EventsCommandTests {
             (["events", "list", "--database", directory.appendingPathComponent("none.sqlite").path], "no-such-ledger"),
         ] {
             let output = try await CLI.runDetached(arguments)
-            #expect(output.status == 1 && output.stderr.hasPrefix("error: \(code): "), "\(arguments): \(output.stderr)")
+            // A refused option or argument is a usage mistake (64, as ArgumentParser's); the rest fail (1).
+            let status: Int32 = code.hasPrefix("invalid-") ? 64 : 1
+            #expect(output.status == status && output.stderr.hasPrefix("error: \(code): "), "\(arguments): \(output.status) \(output.stderr)")
         }
         let mistyped = try await CLI.runDetached(["events", "list", "--database", database, "--type", "subscription.renewd"])
         let nearest = #"--type 'subscription.renewd' is not an event type: did you mean "subscription.renewed"?"#

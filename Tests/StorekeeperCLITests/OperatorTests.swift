@@ -431,6 +431,12 @@ struct OperatorErrorTests {
             (["serve", "-x"], "Error: Unknown option '-x'"),
             // A value the command itself refuses: its own usage.
             (["api-key", "--scope", "root"], "Error: --scope must be app, support or admin\nUsage: storekeeper api-key [--scope"),
+            (
+                ["token", "--issuer-id", "i", "--key-id", "k", "--bundle-id", "b", "--private-key", "k.p8", "--lifetime", "99999"],
+                "Error: --lifetime must be 1 to 3600 seconds (Apple refuses a token that lives longer), not 99999"
+            ),
+            // Refused by the command once it runs (it reads the value): `error: invalid-option: …`, a usage mistake too.
+            (["events", "list", "--database", "none.sqlite", "--limit", "0"], "error: invalid-option: --limit must be 1 to 100000, not 0"),
         ]
         for (arguments, said) in cases {
             let run = try await CLI.runDetached(arguments)

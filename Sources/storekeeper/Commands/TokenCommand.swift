@@ -13,6 +13,12 @@ struct TokenCommand: AsyncParsableCommand {
     @Option(help: "Seconds until the token expires, at most 3600.")
     var lifetime: Int = Int(APIAuthToken.defaultLifetime)
 
+    func validate() throws {
+        guard (1...3_600).contains(lifetime) else {
+            throw ValidationError("--lifetime must be 1 to 3600 seconds (Apple refuses a token that lives longer), not \(lifetime)")
+        }
+    }
+
     func run() async throws {
         try await reportingFailures {
             print(try APIAuthToken.make(key: try key.key(), lifetime: TimeInterval(lifetime)))

@@ -48,10 +48,16 @@ struct CLIError: Error, CustomStringConvertible {
     var code: String
     var message: String
     var description: String { "\(code): \(message)" }
+
+    /// A value of the command line that the command refused (`invalid-option`, `invalid-argument`): a usage mistake,
+    /// exit status 64 like ArgumentParser's own; every other failure is 1.
+    var isUsage: Bool { code == "invalid-option" || code == "invalid-argument" }
 }
 
 /// Runs a command's body; a `VerificationError`, `SigningError` or `CLIError` is printed as
-/// `error: <code>: <message>` on standard error and ends the command with exit status 1.
+/// `error: <code>: <message>` on standard error and ends the command with exit status 1, or 64 (`EX_USAGE`, as
+/// ArgumentParser ends a malformed command line) for an option or argument the command refuses
+/// (``CLIError/isUsage``).
 func reportingFailures(_ body: () async throws -> Void) async throws {
     do {
         try await body()
@@ -60,7 +66,7 @@ func reportingFailures(_ body: () async throws -> Void) async throws {
     } catch let error as SigningError {
         try fail(error.description)
     } catch let error as CLIError {
-        try fail(error.description)
+        try fail(error.description, usage: error.isUsage)
     } catch let error as SimulatorError {
         try fail(error.description)
     } catch let error as AppStoreServerAPIError {
@@ -68,7 +74,7 @@ func reportingFailures(_ body: () async throws -> Void) async throws {
     }
 }
 
-private func fail(_ text: String) throws -> Never {
+private func fail(_ text: String, usage: Bool = false) throws -> Never {
     FileHandle.standardError.write(Data("error: \(text)\n".utf8))
-    throw ExitCode.failure
+    throw usage ? ExitCode.validationFailure : ExitCode.failure
 }
