@@ -35,6 +35,14 @@ extension SQLiteLedgerStore {
     /// Refuses a file that is not a Storekeeper ledger, reading it without changing it: another program's SQLite
     /// database, a simulator's, or (unless `creating`) one that holds no ledger yet (a new or empty file). Opening it
     /// as the ledger would turn on WAL (which rewrites its header) and migrate it.
+    /// The error for a ledger a newer Storekeeper migrated: its migrations this version does not know.
+    static func migratedByNewerVersion(_ path: String, unknown: Set<String>) -> StorageError {
+        StorageError(
+            "cannot open the SQLite database at \(path): it was migrated by a newer Storekeeper (migrations this version does not know: "
+                + "\(unknown.sorted().joined(separator: ", "))); run that version, or restore a backup made with this one"
+        )
+    }
+
     static func checkIsLedger(_ path: String, creating: Bool) throws(StorageError) {
         let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
         guard FileManager.default.fileExists(atPath: path), size > 0 else {
@@ -67,6 +75,10 @@ extension SQLiteLedgerStore {
                     + "give the ledger's path; nothing was changed"
             )
         }
+        // Refused here, from the read-only look, before the ledger is opened for writing (which would turn on WAL and
+        // checkpoint: an older binary must leave a newer ledger exactly as it found it).
+        let unknown = Set(migrations).subtracting(migrator.migrations)
+        if !unknown.isEmpty, !Set(migrations).isDisjoint(with: migrator.migrations) { throw migratedByNewerVersion(path, unknown: unknown) }
         if !migrations.isEmpty, Set(migrations).isDisjoint(with: migrator.migrations) {
             throw StorageError(
                 "\(path) is not a Storekeeper ledger (its migrations: \(migrations.sorted().prefix(3).joined(separator: ", ")); a simulator's own database is "

@@ -73,12 +73,7 @@ package final class SQLiteLedgerStore: LedgerStore {
             let before = try pool.read { db in try migrator.appliedIdentifiers(db) }
             // A ledger migrated by a newer Storekeeper may hold data this version would misread or leave stale.
             let unknown = before.subtracting(migrator.migrations)
-            guard unknown.isEmpty else {
-                throw StorageError(
-                    "cannot open the SQLite database at \(path): it was migrated by a newer Storekeeper (migrations this version does not know: "
-                        + "\(unknown.sorted().joined(separator: ", "))); run that version, or restore a backup made with this one"
-                )
-            }
+            guard unknown.isEmpty else { throw Self.migratedByNewerVersion(path, unknown: unknown) }
             try migrator.migrate(pool)
             migrationsApplied = migrator.migrations.filter { !before.contains($0) }
             if migrationsApplied.contains(Self.compactSignedDataMigration) && !before.isEmpty {

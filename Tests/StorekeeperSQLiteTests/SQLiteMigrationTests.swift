@@ -169,8 +169,12 @@ struct SQLiteMigrationTests {
         do {
             let store = try SQLiteLedgerStore(path: path)
             try await store.pool.write { db in try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v9: from the future')") }
+            await store.close()
         }
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
         let error = #expect(throws: StorageError.self) { try SQLiteLedgerStore(path: path) }
+        // Not a byte of the file changed (refused from a read-only look, before anything opened it for writing).
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == bytes)
         #expect(
             error?.message
                 == "cannot open the SQLite database at \(path): it was migrated by a newer Storekeeper (migrations this version does not know: v9: from the future); run that version, or restore a backup made with this one"
