@@ -262,6 +262,20 @@ extension PostgresLedgerStore {
             ).decode(String.self) { id = value }
             let others = try await LedgerUnitOfWork.reevaluatingOwners(of: families, bundleId: bundleId, erased: customerId).run(in: transaction)
                 .customers
+            // Other customers' events that name them (a transfer's `to` or `from`) no longer do.
+            let quoted = CustomerErasure.quoted(customerId)
+            var naming: [(position: Int64, changes: String, cause: String)] = []
+            for try await row in try await connection.run(
+                """
+                SELECT position, changes, cause FROM events WHERE bundle_id = \(bundleId) AND environment = \(environment)
+                    AND customer_id <> \(customerId) AND (strpos(changes, \(quoted)) > 0 OR strpos(cause, \(quoted)) > 0)
+                """
+            ).decode((Int64, String, String).self) { naming.append(row) }
+            for (position, changes, cause) in naming {
+                guard let scrubbed = CustomerErasure.scrubbing(changes: changes, cause: cause, of: customerId) else { continue }
+                try await connection.execute(
+                    "UPDATE events SET changes = \(scrubbed.changes), cause = \(scrubbed.cause) WHERE position = \(position)")
+            }
             return (
                 CustomerErasure(
                     customerId: customerId, bundleId: bundleId, environment: environment, linksRemoved: links, tokensRemoved: tokens,

@@ -258,6 +258,22 @@ extension SQLiteLedgerStore {
             try db.execute(sql: "DELETE FROM delivery_attempts WHERE position IN (\(earlier))", arguments: bounded)
             try db.execute(sql: "DELETE FROM deliveries WHERE position IN (\(earlier))", arguments: bounded)
             try db.execute(sql: "DELETE FROM events WHERE position IN (\(earlier))", arguments: bounded)
+            // Other customers' events that name them (a transfer's `to` or `from`) no longer do.
+            let naming = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT position, changes, cause FROM events WHERE bundle_id = ?1 AND environment = ?2 AND customer_id <> ?3
+                        AND (instr(changes, ?4) > 0 OR instr(cause, ?4) > 0)
+                    """,
+                arguments: [customer.bundleId, customer.environment.rawValue, customer.customerId, CustomerErasure.quoted(customer.customerId)])
+            for row in naming {
+                guard let scrubbed = CustomerErasure.scrubbing(changes: row["changes"], cause: row["cause"], of: customer.customerId) else {
+                    continue
+                }
+                try db.execute(
+                    sql: "UPDATE events SET changes = ?, cause = ? WHERE position = ?",
+                    arguments: [scrubbed.changes, scrubbed.cause, row["position"] as Int64])
+            }
             return (
                 CustomerErasure(
                     customerId: customer.customerId, bundleId: customer.bundleId, environment: customer.environment.rawValue, linksRemoved: links,

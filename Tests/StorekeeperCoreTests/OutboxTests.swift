@@ -272,8 +272,20 @@ struct OutboxTests {
         let transferred = try await Self.currentState(store, "bob")
         #expect(!transferred.contains("pro.monthly"), "\(transferred)")
         let before = try await store.lastEventPosition()
+        // Bob's event of the move names carol, until she is erased.
+        let movedOut = try #require(try await Self.allEvents(store).last { $0.customer.customerId == "bob" && $0.type == .customerTransferredOut })
+        #expect(movedOut.draft.changes["to"] == .string("carol") && movedOut.draft.cause.transferredTo == "carol")
 
         _ = try #require(try await store.erase(CustomerKey(bundleId: Self.app, environment: .sandbox, customerId: "carol")))
+        // Erased, carol is named by no event kept: bob's event of the move keeps its type, subject and state, without her.
+        let scrubbed = try #require(try await Self.allEvents(store).first { $0.position == movedOut.position })
+        #expect(scrubbed.id == movedOut.id && scrubbed.type == .customerTransferredOut && scrubbed.draft.state == movedOut.draft.state)
+        #expect(scrubbed.draft.changes["to"] == nil && scrubbed.draft.changes["productId"] == .string("pro.monthly"), "\(scrubbed.draft.changes)")
+        #expect(scrubbed.draft.cause.transferredTo == nil && scrubbed.draft.cause.kind == .submission, "\(scrubbed.draft.cause)")
+        #expect(
+            try await Self.allEvents(store).allSatisfy {
+                !$0.draft.causeJSON.contains("carol") && !$0.draft.changesJSON.contains("carol") || $0.type == .customerErased
+            })
         // The purchase is bob's again (his token owns it once carol's link is gone), and his events say so.
         let bobState = try await Self.currentState(store, "bob")
         #expect(bobState.contains("pro.monthly"))
