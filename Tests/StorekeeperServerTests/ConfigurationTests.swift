@@ -281,6 +281,33 @@ struct StrictConfigurationTests {
         #expect(error.map { !"\($0)".contains("DecodingError") && !"\($0)".contains("Debug description") } == true)
     }
 
+    /// A key's text pasted where a certificate's path or a URL belongs is refused, located, and never echoed.
+    @Test("a private key pasted into trustedRoots, xcodeCertificate or a baseURL is refused without being echoed")
+    func pastedKeyNotEchoed() throws {
+        let body = "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgSECRETSECRETSECRET"
+        let pem = "-----BEGIN PRIVATE KEY-----\\n\(body)\\n-----END PRIVATE KEY-----"
+        let cases: [(String, String)] = [
+            (#"{"bundleId": "a.b", "environments": ["Sandbox"], "trustedRoots": ["\#(pem)"]}"#, "apps[0].trustedRoots[0]"),
+            (
+                #"{"bundleId": "a.b", "environments": ["Sandbox", "Xcode"], "trustedRoots": ["apple"], "xcodeCertificate": "\#(pem)"}"#,
+                "apps[0].xcodeCertificate"
+            ),
+            (
+                #"{"bundleId": "a.b", "environments": ["Sandbox"], "serverAPI": {"Sandbox": {"issuerId": "\#(UUID())", "keyId": "2X9R4HXF34", "privateKeyFile": "k.p8", "baseURL": "\#(pem)"}}}"#,
+                #"apps[0].serverAPI["Sandbox"].baseURL"#
+            ),
+        ]
+        for (app, setting) in cases {
+            let error = #expect(throws: ConfigurationError.self) { try Self.load(#"{"apps": [\#(app)]}"#) }
+            #expect(error?.setting == setting, "\(String(describing: error))")
+            #expect(error?.message.contains("looks like a key's text") == true, "\(String(describing: error))")
+            #expect(error.map { !"\($0)".contains("SECRET") && !"\($0)".contains("MIGH") } == true, "\(String(describing: error))")
+        }
+        // Whatever error quotes one (a path read later, say), the key's text is not shown.
+        let quoted = ConfigurationError("the trusted root '/etc/-----BEGIN PRIVATE KEY-----\\n\(body)' does not exist")
+        #expect(quoted.message == "the trusted root '/etc/(a key's text, not shown)' does not exist", "\(quoted.message)")
+    }
+
     /// A file the configuration names that is not there, or not what it should be, is found by the commands that read
     /// it (`serve`, `config check`, …) and located in the configuration: the line to fix, not only the path.
     @Test("a missing or unreadable file the configuration names (a trusted root, a private key) is named with its line and column")

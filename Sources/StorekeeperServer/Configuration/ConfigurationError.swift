@@ -1,3 +1,5 @@
+import Foundation
+
 /// A configuration problem, named.
 package struct ConfigurationError: Error, CustomStringConvertible, Sendable {
     package var message: String
@@ -10,10 +12,18 @@ package struct ConfigurationError: Error, CustomStringConvertible, Sendable {
         self.setting = setting
     }
 
-    /// `text` with every webhook secret (`whsec_…`) and API key (`sk_…`) in it replaced by a note of its length: a
+    /// `text` with every webhook secret (`whsec_…`) and API key (`sk_…`) in it replaced by a note of its length, and a
+    /// key's PEM text by a note: a
     /// secret pasted into the wrong field (a URL, a name) is quoted by the error naming that field, and errors reach
     /// logs.
     static func hidingSecrets(_ text: String) -> String {
+        var text = text
+        // A key's PEM text pasted where a path or a URL belongs (quoted by the error naming that field): from its
+        // `-----BEGIN` to the end of the quoted value.
+        while let begin = text.range(of: "-----BEGIN") {
+            let end = text[begin.upperBound...].firstIndex { $0 == "'" || $0 == "\"" } ?? text.endIndex
+            text.replaceSubrange(begin.lowerBound..<end, with: "(a key's text, not shown)")
+        }
         guard text.contains("whsec_") || text.contains("sk_") else { return text }
         let characters = Array(text)
         func isSecretCharacter(_ character: Character) -> Bool {

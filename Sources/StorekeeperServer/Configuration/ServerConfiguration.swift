@@ -327,6 +327,17 @@ package struct ServerConfiguration: Codable, Sendable {
                     "app '\(app.bundleId)' has an xcodeCertificate but does not accept the Xcode environment: add \"Xcode\" to \(name).environments, or remove it",
                     setting: "\(name).xcodeCertificate")
             }
+            // A key's text pasted where a path belongs: refused without being echoed.
+            for (offset, root) in app.trustedRoots.enumerated() where SecretFile.looksLikeKeyText(root) {
+                throw ConfigurationError(
+                    "app '\(app.bundleId)': \(name).trustedRoots[\(offset)] holds what looks like a key's text, not a path: give a certificate file's path, or \"apple\"",
+                    setting: "\(name).trustedRoots[\(offset)]")
+            }
+            if let certificate = app.xcodeCertificate, SecretFile.looksLikeKeyText(certificate) {
+                throw ConfigurationError(
+                    "app '\(app.bundleId)': \(name).xcodeCertificate holds what looks like a key's text, not a path: give the certificate file Xcode exports",
+                    setting: "\(name).xcodeCertificate")
+            }
             if app.trustedRoots.isEmpty {
                 throw ConfigurationError(
                     "app '\(app.bundleId)' trusts no root certificate: give \"apple\" (Apple Root CA - G3) or a certificate file",
@@ -347,6 +358,11 @@ package struct ServerConfiguration: Codable, Sendable {
                     // Never echoed: it may be the key's text, pasted in the wrong place.
                     throw ConfigurationError(
                         "\(which): serverAPI keyId is not a key ID (letters and digits, like 2X9R4HXF34)", setting: "\(at).keyId")
+                }
+                if let base = credentials.baseURL, SecretFile.looksLikeKeyText(base) {
+                    throw ConfigurationError(
+                        "\(which): serverAPI baseURL holds what looks like a key's text, not a URL: give the App Store Server API's base URL, or leave it out",
+                        setting: "\(at).baseURL")
                 }
                 if let base = credentials.baseURL, let url = URL(string: base), url.user != nil || url.password != nil {
                     throw ConfigurationError(
