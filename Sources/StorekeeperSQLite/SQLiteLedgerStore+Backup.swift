@@ -29,6 +29,9 @@ extension SQLiteLedgerStore {
         guard access(path, R_OK) == 0 else {
             throw StorageError("the ledger \(path) cannot be read by this process (\(String(cString: strerror(errno))))")
         }
+        // What the file holds, from a read-only look: another program's database, or a ledger a newer Storekeeper
+        // migrated, is refused before anything opens it for writing.
+        try checkIsLedger(path, creating: false)
         guard !files.fileExists(atPath: destination) else {
             throw StorageError("\(destination) already exists; a backup never overwrites a file")
         }
@@ -41,7 +44,12 @@ extension SQLiteLedgerStore {
             throw StorageError("the backup's directory \(directory) is not writable by this process (\(String(cString: strerror(errno))))")
         }
         do {
-            let source = try DatabasePool(path: path)
+            // A read-only connection: a pool's writer would write to the source as it opens (GRDB makes sure its WAL
+            // is not empty with a table made and dropped). SQLite's online backup in one step reads one snapshot.
+            var configuration = Configuration()
+            configuration.readonly = true
+            configuration.busyMode = .timeout(10)
+            let source = try DatabaseQueue(path: path, configuration: configuration)
             defer { try? source.close() }
             let isLedger = try source.read { db in try db.tableExists("transactions") && db.tableExists("grdb_migrations") }
             guard isLedger else { throw StorageError("\(path) is not a Storekeeper ledger (no transactions or migrations table)") }

@@ -90,8 +90,9 @@ struct EventsCommandTests {
             (["events", "list", "--database", directory.appendingPathComponent("none.sqlite").path], "no-such-ledger"),
         ] {
             let output = try await CLI.runDetached(arguments)
-            // A refused option or argument is a usage mistake (64, as ArgumentParser's); the rest fail (1).
-            let status: Int32 = code.hasPrefix("invalid-") ? 64 : 1
+            // A refused option or argument, or an app or endpoint the configuration lacks, is a usage mistake (64, as
+            // ArgumentParser's); the rest fail (1).
+            let status: Int32 = code.hasPrefix("invalid-") || code.hasPrefix("unknown-") ? 64 : 1
             #expect(output.status == status && output.stderr.hasPrefix("error: \(code): "), "\(arguments): \(output.status) \(output.stderr)")
         }
         let mistyped = try await CLI.runDetached(["events", "list", "--database", database, "--type", "subscription.renewd"])

@@ -39,10 +39,15 @@ final class RunningCommand: Sendable {
         return false
     }
 
-    /// The port a server printed (`… on http://127.0.0.1:PORT …`).
+    /// The port a server printed (`… on http://127.0.0.1:PORT …`) on standard output (its log, on standard error, may
+    /// name another server's address on this machine first: the App Store's).
     func port() async throws -> Int {
-        #expect(try await waitFor("http://127.0.0.1:"), "\(stderr)")
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !stdout.contains("http://127.0.0.1:"), process.isRunning, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
         let text = stdout
+        #expect(text.contains("http://127.0.0.1:"), "\(stderr)")
         let range = try #require(text.range(of: "127.0.0.1:"))
         return try #require(Int(text[range.upperBound...].prefix { $0.isNumber }))
     }
@@ -84,6 +89,13 @@ struct OperatorTests {
                 && mistyped.stderr.contains("error: no-such-directory: no directory '\(directory.path)/ledgr' for a new SQLite ledger at '\(typo)'"),
             "\(mistyped.stderr)")
         #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("ledgr").path))
+        // A host that is not this machine's, even with any free port: said in words before a ledger is made.
+        let elsewhere = directory.appendingPathComponent("elsewhere.sqlite").path
+        let foreignHost = try await CLI.runDetached(["serve", "--config", config, "--database", elsewhere, "--host", "192.0.2.1", "--port", "0"])
+        #expect(
+            foreignHost.status == 1 && foreignHost.stderr.contains("error: no-such-address: 192.0.2.1 is not an address of this machine"),
+            "\(foreignHost.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: elsewhere))
 
         let second = try await CLI.runDetached(["serve", "--config", config, "--database", database, "--port", "0"])
         #expect(second.status == 1)
@@ -479,7 +491,10 @@ struct OperatorErrorTests {
         let key = directory.appendingPathComponent("k.p8").path
         try P256KeyFile.write(to: key)
         let future = try await CLI.runDetached(["recover", "--config", config, "--database", ledger, "--since", "2099-01-01T00:00:00Z"])
-        #expect(future.status == 1 && future.stderr.contains("is more than a year in the future"), "\(future.stderr)")
+        // A value refused as the command runs is a usage mistake too (64), as `recover --since yesterday` is.
+        #expect(future.status == 64 && future.stderr.contains("is more than a year in the future"), "\(future.stderr)")
+        let unparsable = try await CLI.runDetached(["recover", "--config", config, "--database", ledger, "--since", "yesterday"])
+        #expect(unparsable.status == 64 && unparsable.stderr.hasPrefix("error: invalid-option: "), "\(unparsable.stderr)")
     }
 }
 

@@ -49,6 +49,21 @@ struct SQLiteBackupTests {
         #expect(try await copy.notificationCounts() == (try await store.notificationCounts()))
     }
 
+    @Test("a backup writes nothing to its source: its schema and its bytes are as they were")
+    func sourceUntouched() async throws {
+        let path = Self.temporaryPath("untouched")
+        await (try SQLiteLedgerStore(path: path)).close()
+        func schemaVersion() throws -> Int {
+            var configuration = Configuration()
+            configuration.readonly = true
+            return try DatabaseQueue(path: path, configuration: configuration).read { db in try Int.fetchOne(db, sql: "PRAGMA schema_version") ?? -1 }
+        }
+        let (version, bytes) = (try schemaVersion(), try Data(contentsOf: URL(fileURLWithPath: path)))
+        for round in 0..<2 { _ = try SQLiteLedgerStore.backup(database: path, to: Self.temporaryPath("copy-\(round)")) }
+        #expect(try schemaVersion() == version)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == bytes)
+    }
+
     @Test("refusals name what is wrong and leave no file behind: missing source, existing destination, not a ledger")
     func refusals() throws {
         let missing = Self.temporaryPath("missing")
@@ -68,13 +83,14 @@ struct SQLiteBackupTests {
         try DatabaseQueue(path: other).write { db in try db.execute(sql: "CREATE TABLE notes (text TEXT)") }
         let target = Self.temporaryPath("target")
         error = #expect(throws: StorageError.self) { try SQLiteLedgerStore.backup(database: other, to: target) }
-        #expect(error?.message.contains("is not a Storekeeper ledger") == true)
+        #expect(
+            error?.message.contains("is a SQLite database but not a Storekeeper ledger (its tables: notes)") == true, "\(String(describing: error))")
         #expect(!FileManager.default.fileExists(atPath: target))
 
         let garbage = Self.temporaryPath("garbage")
         try Data(repeating: 0x41, count: 4096).write(to: URL(fileURLWithPath: garbage))
         error = #expect(throws: StorageError.self) { try SQLiteLedgerStore.backup(database: garbage, to: target) }
-        #expect(error?.message.contains("failed") == true)
+        #expect(error?.message.hasPrefix("cannot open the SQLite database at \(garbage)") == true, "\(String(describing: error))")
         #expect(!FileManager.default.fileExists(atPath: target))
     }
 }

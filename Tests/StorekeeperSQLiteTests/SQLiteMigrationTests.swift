@@ -175,6 +175,12 @@ struct SQLiteMigrationTests {
         let error = #expect(throws: StorageError.self) { try SQLiteLedgerStore(path: path) }
         // Not a byte of the file changed (refused from a read-only look, before anything opened it for writing).
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == bytes)
+        // A backup refuses it the same way, and leaves it as it was.
+        let destination = TestFiles.path("backup-\(UUID()).sqlite").path
+        let backup = #expect(throws: StorageError.self) { try SQLiteLedgerStore.backup(database: path, to: destination) }
+        #expect(backup?.message == error?.message, "\(String(describing: backup))")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == bytes)
+        #expect(!FileManager.default.fileExists(atPath: destination))
         #expect(
             error?.message
                 == "cannot open the SQLite database at \(path): it was migrated by a newer Storekeeper (migrations this version does not know: v9: from the future); run that version, or restore a backup made with this one"

@@ -365,7 +365,7 @@ struct StrictConfigurationTests {
             ),
             ("{\"apps\": [\(StrictConfigurationTests.app)] // the app\n}", "not valid JSON: a comment: JSON has none (remove it)"),
             ("{'apps': []}", ":1:2: not valid JSON: unexpected ''': expected a key in double quotes"),
-            ("", ":1:1: not valid JSON: the file is empty"),
+            ("", ":1:1: not valid JSON: it is empty (an object was expected)"),
             ("{\"apps\": [\(StrictConfigurationTests.app)]", "not valid JSON: unexpected end of file: the object is not closed with '}'"),
         ])
     func invalidJSON(text: String, message: String) throws {

@@ -57,8 +57,13 @@ struct APIKeyAuthenticator: AuthenticatorMiddleware {
         let hash = ServerConfiguration.hash(apiKey: Substring(trimmed))
         guard let identity = keysByHash[hash] else { throw APIError(.unauthorized, .unauthorized, "unknown API key") }
         guard scopes.contains(identity.scope) else {
-            let allowed = ServerConfiguration.APIKey.Scope.allCases.filter(scopes.contains).map(\.rawValue).joined(separator: " or ")
-            throw APIError(.forbidden, .wrongScope, "\(routes) takes \(allowed) keys; this key's scope is \(identity.scope.rawValue)")
+            // The admin routes share the app API's keys (an app key is refused there by the route, as admin-only): a
+            // key refused here is told what those routes take.
+            let admin = request.uri.path.hasPrefix("/v1/admin/")
+            let allowed =
+                admin ? "admin" : ServerConfiguration.APIKey.Scope.allCases.filter(scopes.contains).map(\.rawValue).joined(separator: " or ")
+            let named = admin ? "the admin API" : request.uri.path.hasPrefix("/v1/events") ? "the events API" : routes
+            throw APIError(.forbidden, .wrongScope, "\(named) takes \(allowed) keys; this key's scope is \(identity.scope.rawValue)")
         }
         return identity
     }

@@ -67,7 +67,7 @@ struct StrictJSON: Sendable {
         var parser = Parser(bytes: bytes)
         if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { parser.index = 3 }
         parser.skipWhitespace()
-        guard parser.index < bytes.count else { throw parser.error("the file is empty (a configuration is a JSON object)") }
+        guard parser.index < bytes.count else { throw parser.error("it is empty (an object was expected)") }
         root = try parser.value(depth: 0)
         parser.skipWhitespace()
         if parser.index < bytes.count {

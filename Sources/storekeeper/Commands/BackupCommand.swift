@@ -18,7 +18,7 @@ struct BackupCommand: ParsableCommand {
             try JSONOutput.print(try SQLiteLedgerStore.backup(database: database, to: to))
         } catch {
             FileHandle.standardError.write(Data("error: \(error)\n".utf8))
-            throw ExitCode.failure
+            throw ExitCode.failure(for: error)
         }
     }
 }

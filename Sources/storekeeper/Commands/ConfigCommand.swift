@@ -80,7 +80,7 @@ struct ConfigCheck: AsyncParsableCommand {
             throw error
         } catch {
             FileHandle.standardError.write(Data("error: \(error)\n".utf8))
-            throw ExitCode.failure
+            throw ExitCode.failure(for: error)
         }
     }
 }

@@ -52,7 +52,7 @@ struct CopyCommand: AsyncParsableCommand {
             throw error
         } catch {
             FileHandle.standardError.write(Data("error: \(error)\n".utf8))
-            throw ExitCode.failure
+            throw ExitCode.failure(for: error)
         }
     }
 }

@@ -159,7 +159,7 @@ struct ImportCommand: AsyncParsableCommand {
             throw error
         } catch {
             FileHandle.standardError.write(Data("error: \(error)\n".utf8))
-            throw ExitCode.failure
+            throw ExitCode.failure(for: error)
         }
     }
 }

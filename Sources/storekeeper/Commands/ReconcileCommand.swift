@@ -124,7 +124,7 @@ struct ReconcileCommand: AsyncParsableCommand {
             throw error
         } catch {
             FileHandle.standardError.write(Data("error: \(error)\n".utf8))
-            throw ExitCode.failure
+            throw ExitCode.failure(for: error)
         }
     }
 }

@@ -122,7 +122,7 @@ struct RecoverCommand: AsyncParsableCommand {
             throw error
         } catch {
             FileHandle.standardError.write(Data("error: \(error)\n".utf8))
-            throw ExitCode.failure
+            throw ExitCode.failure(for: error)
         }
     }
 }

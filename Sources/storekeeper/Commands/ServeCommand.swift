@@ -127,9 +127,8 @@ struct ServeCommand: AsyncParsableCommand {
     }
 
     /// Binds `host:port` for a moment, so that an address in use or a host that does not resolve is reported in
-    /// words before anything else happens. Port 0 (any free port) always binds.
+    /// words before anything else happens (port 0 too: any free port, but on `host`, which must be this machine's).
     static func checkAvailable(host: String, port: Int) async throws {
-        guard port != 0 else { return }
         do {
             let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)

@@ -49,9 +49,17 @@ struct CLIError: Error, CustomStringConvertible {
     var message: String
     var description: String { "\(code): \(message)" }
 
-    /// A value of the command line that the command refused (`invalid-option`, `invalid-argument`): a usage mistake,
-    /// exit status 64 like ArgumentParser's own; every other failure is 1.
-    var isUsage: Bool { code == "invalid-option" || code == "invalid-argument" }
+    /// A value of the command line that the command refused (`invalid-option`, `invalid-argument`, or an app or
+    /// endpoint the configuration does not have: `unknown-app`, `unknown-endpoint`): a usage mistake, exit status 64
+    /// like ArgumentParser's own; every other failure is 1.
+    var isUsage: Bool { ["invalid-option", "invalid-argument", "unknown-app", "unknown-endpoint"].contains(code) }
+}
+
+extension ExitCode {
+    /// The status a command's failure ends with: 64 for a usage mistake (``CLIError/isUsage``), 1 for anything else.
+    static func failure(for error: any Error) -> ExitCode {
+        (error as? CLIError)?.isUsage == true ? .validationFailure : .failure
+    }
 }
 
 /// Runs a command's body; a `VerificationError`, `SigningError` or `CLIError` is printed as
