@@ -89,6 +89,16 @@ struct OperatorTests {
                 && mistyped.stderr.contains("error: no-such-directory: no directory '\(directory.path)/ledgr' for a new SQLite ledger at '\(typo)'"),
             "\(mistyped.stderr)")
         #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("ledgr").path))
+        // Neither a path nor a PostgreSQL URL; a file where the directory should be.
+        for (database, said) in [
+            ("", "error: invalid-option: --database is empty"),
+            ("mysql://user:secret@127.0.0.1/x", "error: invalid-option: --database is a mysql:// URL (not shown: it may hold a password)"),
+            (config + "/ledger.sqlite", "error: no-such-directory: '\(config)' is a file, not a directory"),
+        ] {
+            let refused = try await CLI.runDetached(["serve", "--config", config, "--database", database, "--port", "0"])
+            #expect(refused.status == (said.contains("invalid-option") ? 64 : 1) && refused.stderr.contains(said), "\(database): \(refused.stderr)")
+            #expect(!refused.stderr.contains("secret"))
+        }
         // A host that is not this machine's, even with any free port: said in words before a ledger is made.
         let elsewhere = directory.appendingPathComponent("elsewhere.sqlite").path
         let foreignHost = try await CLI.runDetached(["serve", "--config", config, "--database", elsewhere, "--host", "192.0.2.1", "--port", "0"])

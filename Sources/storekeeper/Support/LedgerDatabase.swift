@@ -45,25 +45,42 @@ struct LedgerDatabase {
                 store: store, description: url.redacted, migrationsApplied: store.migrationsApplied, created: false, closing: {}
             )
         }
+        guard !database.isEmpty else {
+            throw CLIError(code: "invalid-option", message: "--database is empty: give a SQLite file's path or a postgres:// URL")
+        }
+        if let scheme = database.range(of: "://").map({ database[..<$0.lowerBound] }), !scheme.contains("/") {
+            throw CLIError(
+                code: "invalid-option",
+                message:
+                    "--database is a \(UntrustedText.escaped(String(scheme), limit: 32)):// URL (not shown: it may hold a password): give a SQLite file's path or a postgres:// URL"
+            )
+        }
         let exists = FileManager.default.fileExists(atPath: database)
+        // A new ledger in a directory that exists: a missing directory is more likely a mistyped path than a
+        // place for a new, empty ledger (and `backup`, `recover` and the others refuse it too).
+        if case .serving = access, !exists {
+            let directory = URL(fileURLWithPath: database).deletingLastPathComponent().path
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), !isDirectory.boolValue {
+                throw CLIError(
+                    code: "no-such-directory",
+                    message:
+                        "\(UntrustedText.quoted(directory, limit: 256)) is a file, not a directory, so it cannot hold a new SQLite ledger at \(UntrustedText.quoted(database, limit: 256)): check --database"
+                )
+            }
+            guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+                throw CLIError(
+                    code: "no-such-directory",
+                    message:
+                        "no directory \(UntrustedText.quoted(directory, limit: 256)) for a new SQLite ledger at \(UntrustedText.quoted(database, limit: 256)): check --database, or create the directory first (mkdir -p)"
+                )
+            }
+        }
         // Said in words before the lock file or SQLite meet the same problem.
         try SQLiteLedgerStore.checkAccess(database)
         let lock: ExclusiveLock?
         switch access {
         case .serving:
-            // A new ledger in a directory that exists: a missing directory is more likely a mistyped path than a
-            // place for a new, empty ledger (and `backup`, `recover` and the others refuse it too).
-            if !exists {
-                let directory = URL(fileURLWithPath: database).deletingLastPathComponent().path
-                var isDirectory: ObjCBool = false
-                guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
-                    throw CLIError(
-                        code: "no-such-directory",
-                        message:
-                            "no directory \(UntrustedText.quoted(directory, limit: 256)) for a new SQLite ledger at \(UntrustedText.quoted(database, limit: 256)): check --database, or create the directory first (mkdir -p)"
-                    )
-                }
-            }
             lock = try Self.lock(database, purpose: "storekeeper serve")
         case .exclusive(let purpose):
             guard exists else { throw Self.missing(database) }
