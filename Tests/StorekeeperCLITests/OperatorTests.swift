@@ -99,6 +99,16 @@ struct OperatorTests {
             #expect(refused.status == (said.contains("invalid-option") ? 64 : 1) && refused.stderr.contains(said), "\(database): \(refused.stderr)")
             #expect(!refused.stderr.contains("secret"))
         }
+        // `backup` and `copy` read SQLite files: a URL is refused as such, never repeated (it may hold a password).
+        for arguments in [
+            ["backup", "--database", "postgres://user:secret@127.0.0.1:1/x", "--to", directory.appendingPathComponent("b.sqlite").path],
+            ["backup", "--database", database, "--to", "mysql://user:secret@127.0.0.1/x"],
+            ["copy", "--from", "postgres://user:secret@127.0.0.1:1/x", "--to", "postgres://user:secret@127.0.0.1:1/y"],
+        ] {
+            let refused = try await CLI.runDetached(arguments)
+            #expect(refused.status == 64 && refused.stderr.hasPrefix("error: invalid-option: "), "\(arguments): \(refused.stderr)")
+            #expect(!refused.stderr.contains("secret") && !refused.stdout.contains("secret"), "\(refused.stderr)")
+        }
         // A host that is not this machine's, even with any free port: said in words before a ledger is made.
         let elsewhere = directory.appendingPathComponent("elsewhere.sqlite").path
         let foreignHost = try await CLI.runDetached(["serve", "--config", config, "--database", elsewhere, "--host", "192.0.2.1", "--port", "0"])

@@ -303,6 +303,16 @@ struct StrictConfigurationTests {
             #expect(error?.message.contains("looks like a key's text") == true, "\(String(describing: error))")
             #expect(error.map { !"\($0)".contains("SECRET") && !"\($0)".contains("MIGH") } == true, "\(String(describing: error))")
         }
+        // Where any text is accepted (an API key's name, an entitlement, a product ID as a key), `config check` shows a
+        // note instead of the key's text, in its lines and in its JSON.
+        let file = TestFiles.path("pasted-\(UUID()).json")
+        try #"""
+        {"apps": [\#(Self.app)], "apiKeys": [{"name": "\#(pem)", "sha256": "\#(String(repeating: "a", count: 64))", "scope": "admin"}],
+         "entitlements": {"productEntitlements": {"pro.monthly": ["\#(pem)"], "\#(pem)": ["pro"]}, "subscriptionLevels": {"\#(pem)": 1}}}
+        """#.write(to: file, atomically: true, encoding: .utf8)
+        let check = try ServerConfiguration.check(path: file.path)
+        let shown = check.text + String(decoding: try JSONEncoder().encode(check.settings), as: UTF8.self)
+        #expect(!shown.contains("SECRET") && !shown.contains("MIGH") && shown.contains("(a key's text, not shown)"), "\(check.text)")
         // Whatever error quotes one (a path read later, say), the key's text is not shown.
         let quoted = ConfigurationError("the trusted root '/etc/-----BEGIN PRIVATE KEY-----\\n\(body)' does not exist")
         #expect(quoted.message == "the trusted root '/etc/(a key's text, not shown)' does not exist", "\(quoted.message)")

@@ -114,9 +114,17 @@ extension ServerConfiguration {
         package var text: String
     }
 
-    /// Reads `path` as ``load(path:)`` does and lists every setting; throws the same errors.
+    /// Reads `path` as ``load(path:)`` does and lists every setting; throws the same errors. A key's text or a secret
+    /// pasted into a setting that takes any text (a name, an entitlement) is shown as a note, as errors show it.
     package static func check(path: String) throws(ConfigurationError) -> Check {
         let (configuration, document) = try read(path: path)
-        return Check(configuration: configuration, settings: configuration.settings(file: document), text: configuration.report(file: document))
+        let settings = configuration.settings(file: document).map { setting in
+            var setting = setting
+            setting.path = ConfigurationError.hidingSecrets(setting.path)
+            setting.value = ConfigurationError.hidingSecrets(setting.value)
+            setting.note = setting.note.map(ConfigurationError.hidingSecrets)
+            return setting
+        }
+        return Check(configuration: configuration, settings: settings, text: ConfigurationError.hidingSecrets(configuration.report(file: document)))
     }
 }

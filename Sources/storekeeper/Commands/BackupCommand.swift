@@ -15,6 +15,9 @@ struct BackupCommand: ParsableCommand {
 
     func run() throws {
         do {
+            // A PostgreSQL ledger is backed up with pg_dump (Operations): `backup` copies SQLite files.
+            try LedgerDatabase.requireSQLitePath(database, option: "--database")
+            try LedgerDatabase.requireSQLitePath(to, option: "--to")
             try JSONOutput.print(try SQLiteLedgerStore.backup(database: database, to: to))
         } catch {
             FileHandle.standardError.write(Data("error: \(error)\n".utf8))

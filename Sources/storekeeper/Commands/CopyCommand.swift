@@ -22,6 +22,7 @@ struct CopyCommand: AsyncParsableCommand {
 
     func run() async throws {
         do {
+            try LedgerDatabase.requireSQLitePath(from, option: "--from")
             guard FileManager.default.fileExists(atPath: from) else { throw CLIError(code: "no-such-file", message: "no SQLite ledger at \(from)") }
             guard PostgresDatabaseURL.isPostgres(to) else {
                 throw CLIError(code: "not-postgres", message: "--to must be a postgres:// URL (copy moves a SQLite ledger into PostgreSQL)")

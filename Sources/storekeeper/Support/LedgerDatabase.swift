@@ -45,16 +45,7 @@ struct LedgerDatabase {
                 store: store, description: url.redacted, migrationsApplied: store.migrationsApplied, created: false, closing: {}
             )
         }
-        guard !database.isEmpty else {
-            throw CLIError(code: "invalid-option", message: "--database is empty: give a SQLite file's path or a postgres:// URL")
-        }
-        if let scheme = database.range(of: "://").map({ database[..<$0.lowerBound] }), !scheme.contains("/") {
-            throw CLIError(
-                code: "invalid-option",
-                message:
-                    "--database is a \(UntrustedText.escaped(String(scheme), limit: 32)):// URL (not shown: it may hold a password): give a SQLite file's path or a postgres:// URL"
-            )
-        }
+        try Self.requireSQLitePath(database, option: "--database", orPostgres: true)
         let exists = FileManager.default.fileExists(atPath: database)
         // A new ledger in a directory that exists: a missing directory is more likely a mistyped path than a
         // place for a new, empty ledger (and `backup`, `recover` and the others refuse it too).
@@ -109,6 +100,22 @@ struct LedgerDatabase {
         return LedgerDatabase(
             store: store, description: database, migrationsApplied: store.migrationsApplied, created: !exists, closing: { lock?.release() }
         )
+    }
+
+    /// Refuses a value of `option` that cannot be a SQLite file's path: empty or blank, or a URL (another scheme's,
+    /// or a PostgreSQL one where only SQLite will do), never repeating a URL, which may hold a password.
+    static func requireSQLitePath(_ value: String, option: String, orPostgres: Bool = false) throws {
+        let alternative = orPostgres ? "a SQLite file's path or a postgres:// URL" : "a SQLite file's path"
+        guard !value.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
+            throw CLIError(code: "invalid-option", message: "\(option) is empty: give \(alternative)")
+        }
+        if let scheme = value.range(of: "://").map({ value[..<$0.lowerBound] }), !scheme.contains("/") {
+            throw CLIError(
+                code: "invalid-option",
+                message:
+                    "\(option) is a \(UntrustedText.escaped(String(scheme), limit: 32)):// URL (not shown: it may hold a password): give \(alternative)"
+            )
+        }
     }
 
     /// The error for a SQLite ledger that does not exist where a command that does not create one was pointed.
