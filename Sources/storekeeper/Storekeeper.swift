@@ -52,7 +52,7 @@ struct Storekeeper: AsyncParsableCommand {
             exit(withError: error)
         } catch let error as CLIError {
             FileHandle.standardError.write(Data("error: \(error)\n".utf8))
-            Foundation.exit(error.isUsage ? ExitCode.validationFailure.rawValue : ExitCode.failure.rawValue)
+            Foundation.exit(ExitCode.failure(for: error).rawValue)
         } catch {
             FileHandle.standardError.write(Data("error: \(error)\n".utf8))
             Foundation.exit(ExitCode.failure.rawValue)

@@ -366,11 +366,7 @@ package enum EventDerivation {
         var latest: LedgerKey?
         for (key, transaction) in ledger.transactions
         where transaction.info.originalTransactionId == originalTransactionId && transaction.info.type == .autoRenewable {
-            if let current = latest.flatMap({ ledger.transactions[$0] }),
-                (transaction.info.purchaseDate, transaction.info.transactionId) <= (current.info.purchaseDate, current.info.transactionId)
-            {
-                continue
-            }
+            if let current = latest.flatMap({ ledger.transactions[$0] }), !transaction.isLater(than: current) { continue }
             latest = key
         }
         return latest.flatMap { ledger.transactions[$0]?.info }

@@ -148,11 +148,7 @@ package struct EntitlementEngine: Sendable {
         // One pass, each transaction copied only when it is the latest so far (a transaction is a large value).
         var latest: [String: LedgerTransaction] = [:]
         for transaction in transactions where transaction.info.type == .autoRenewable {
-            if let current = latest[transaction.info.originalTransactionId],
-                (transaction.info.purchaseDate, transaction.info.transactionId) <= (current.info.purchaseDate, current.info.transactionId)
-            {
-                continue
-            }
+            if let current = latest[transaction.info.originalTransactionId], !transaction.isLater(than: current) { continue }
             latest[transaction.info.originalTransactionId] = transaction
         }
         return latest

@@ -12,6 +12,12 @@ package struct LedgerTransaction: Codable, Hashable, Sendable {
     /// The raw JWS of the version kept.
     package var jws: String
 
+    /// Whether this transaction comes after `other` in its subscription (by purchase date, then ID): the latest one
+    /// decides the subscription's state.
+    func isLater(than other: LedgerTransaction) -> Bool {
+        (info.purchaseDate, info.transactionId) > (other.info.purchaseDate, other.info.transactionId)
+    }
+
     package init(info: TransactionInfo, signedDate: Date, source: String, jws: String) {
         self.info = info
         self.signedDate = signedDate

@@ -116,7 +116,7 @@ struct ServeCommand: AsyncParsableCommand {
             throw ExitCode.failure
         } catch let error as CLIError {
             FileHandle.standardError.write(Data("error: \(error)\n".utf8))
-            throw error.isUsage ? ExitCode.validationFailure : ExitCode.failure
+            throw ExitCode.failure(for: error)
         } catch let error as ExitCode {
             throw error
         } catch {

@@ -74,7 +74,7 @@ func reportingFailures(_ body: () async throws -> Void) async throws {
     } catch let error as SigningError {
         try fail(error.description)
     } catch let error as CLIError {
-        try fail(error.description, usage: error.isUsage)
+        try fail(error.description, status: ExitCode.failure(for: error))
     } catch let error as SimulatorError {
         try fail(error.description)
     } catch let error as AppStoreServerAPIError {
@@ -82,7 +82,7 @@ func reportingFailures(_ body: () async throws -> Void) async throws {
     }
 }
 
-private func fail(_ text: String, usage: Bool = false) throws -> Never {
+private func fail(_ text: String, status: ExitCode = .failure) throws -> Never {
     FileHandle.standardError.write(Data("error: \(text)\n".utf8))
-    throw usage ? ExitCode.validationFailure : ExitCode.failure
+    throw status
 }
