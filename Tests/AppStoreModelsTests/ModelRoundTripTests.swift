@@ -138,6 +138,28 @@ struct ModelRoundTripTests {
         let json = Data(#"{"originalTransactionId":"1","appAccountToken":"not-a-uuid"}"#.utf8)
         #expect(throws: DecodingError.self) { try AppStoreJSON.makeDecoder().decode(RenewalInfo.self, from: json) }
     }
+
+    @Test("UUIDs parse in either case and print in lower case, as Foundation's do; anything else is refused")
+    func uuidText() {
+        for _ in 0..<2_000 {
+            let uuid = UUID()
+            let upper = uuid.uuidString
+            #expect(LowercaseUUID(uuidString: upper)?.uuid == uuid)
+            #expect(LowercaseUUID(uuidString: upper.lowercased())?.uuid == uuid)
+            #expect(LowercaseUUID(uuid).description == upper.lowercased())
+        }
+        #expect(
+            LowercaseUUID(UUID(uuid: (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 255))).description == "00010203-0405-0607-0809-0a0b0c0d0eff")
+        #expect(LowercaseUUID(uuidString: "aBcDeF01-2345-6789-AbCd-Ef0123456789")?.description == "abcdef01-2345-6789-abcd-ef0123456789")
+        for text in [
+            "", "not-a-uuid", "abcdef01-2345-6789-abcd-ef012345678", "abcdef01-2345-6789-abcd-ef01234567890",
+            "abcdef0123456789abcdef0123456789", "abcdef01-2345-6789-abcd_ef0123456789", "abcdef012-345-6789-abcd-ef0123456789",
+            "gbcdef01-2345-6789-abcd-ef0123456789", "{bcdef01-2345-6789-abcd-ef0123456789", " bcdef01-2345-6789-abcd-ef0123456789",
+            "+bcdef01-2345-6789-abcd-ef0123456789", "abcdef01-2345-6789-abcd-ef012345678é", "abcdef01-2345-6789-abcd-ef01234567\u{0}",
+        ] {
+            #expect(LowercaseUUID(uuidString: text) == nil, "\(text)")
+        }
+    }
 }
 
 @Suite("Models: open wire values")
