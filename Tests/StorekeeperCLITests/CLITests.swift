@@ -209,7 +209,9 @@ struct CLITests {
         let broken = key.pemRepresentation.replacingOccurrences(of: "M", with: "N")
         try broken.write(to: file, atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file.path)
-        let failed = try await CLI.runDetached(["token", "--issuer-id", "i", "--key-id", "k", "--bundle-id", "b", "--private-key", file.path])
+        let failed = try await CLI.runDetached([
+            "token", "--issuer-id", "57246542-96fe-1a63-e053-0824d011072a", "--key-id", "k", "--bundle-id", "b", "--private-key", file.path,
+        ])
         #expect(failed.status == 1)
         #expect(failed.stderr.hasPrefix("error: invalid-private-key: "))
         let body = broken.split(separator: "\n")[1]

@@ -467,8 +467,24 @@ struct OperatorErrorTests {
                 ["token", "--issuer-id", "i", "--key-id", "k", "--bundle-id", "b", "--private-key", "k.p8", "--lifetime", "99999"],
                 "Error: --lifetime must be 1 to 3600 seconds (Apple refuses a token that lives longer), not 99999"
             ),
+            (
+                ["token", "--issuer-id", "not-a-uuid", "--key-id", "k", "--bundle-id", "b", "--private-key", "k.p8"],
+                "Error: --issuer-id is not an issuer ID (a UUID, like 57246542-96fe-1a63-e053-0824d011072a)"
+            ),
+            (
+                ["simulator", "buy", "--customer", "c", "--product", "p", "--quantity", "0"],
+                "Error: --quantity must be 1 to 10 (more than 1 for consumables only), not 0"
+            ),
+            (["simulator", "buy", "--customer", "c", "--product", "p", "--app-account-token", "x"], "Error: --app-account-token must be a UUID"),
+            (["simulator", "advance", "--days", "0"], "Error: --days must be a positive number (the clock only moves forward), not 0.0"),
+            (["simulator", "advance"], "Error: give --days or --seconds (how far to move the clock)"),
+            (["bench", "ingest", "--count", "0"], "Error: --count must be 10 to 1000000, not 0"),
             // Refused by the command once it runs (it reads the value): `error: invalid-option: …`, a usage mistake too.
             (["events", "list", "--database", "none.sqlite", "--limit", "0"], "error: invalid-option: --limit must be 1 to 100000, not 0"),
+            (
+                ["events", "list", "--database", "none.sqlite", "--bundle-id", "bad id"],
+                "error: invalid-option: --bundle-id 'bad id' is not a bundle ID: letters, digits, '-' and '.' only"
+            ),
         ]
         for (arguments, said) in cases {
             let run = try await CLI.runDetached(arguments)

@@ -66,7 +66,11 @@ struct BenchCommand: AsyncParsableCommand {
         @Option(help: "Concurrent clients.") var concurrency: Int = 16
         @OptionGroup var storage: BenchStorageOptions
 
-        func validate() throws { try storage.validate() }
+        func validate() throws {
+            try storage.validate()
+            guard (10...1_000_000).contains(count) else { throw ValidationError("--count must be 10 to 1000000, not \(count)") }
+            guard (1...1_024).contains(concurrency) else { throw ValidationError("--concurrency must be 1 to 1024, not \(concurrency)") }
+        }
 
         func run() async throws {
             try JSONOutput.print(try await ServerBenchmark.ingest(count: count, concurrency: concurrency, storage: storage.storage))
@@ -89,6 +93,7 @@ struct BenchCommand: AsyncParsableCommand {
             try storage.validate()
             guard (1...20).contains(rounds) else { throw ValidationError("--rounds must be 1 to 20") }
             guard (10...100_000).contains(count) else { throw ValidationError("--count must be 10 to 100000") }
+            guard (1...1_024).contains(concurrency) else { throw ValidationError("--concurrency must be 1 to 1024, not \(concurrency)") }
         }
 
         func run() async throws {

@@ -63,7 +63,17 @@ struct EventsFilterOptions: ParsableArguments {
                 message: "--customer \(UntrustedText.quoted(customer, limit: 64)) is not a customer ID (1-128 ASCII letters, digits and -_.@:)")
         }
         var filter = EventFilter(customerId: customer, since: try since.map(parseDate))
-        if let bundleId { filter.bundleIds = [bundleId] }
+        if let bundleId {
+            // The configuration's rule for a bundle ID: a mistyped one would otherwise match nothing, silently.
+            guard (1...155).contains(bundleId.utf8.count),
+                bundleId.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == ".") })
+            else {
+                throw CLIError(
+                    code: "invalid-option",
+                    message: "--bundle-id \(UntrustedText.quoted(bundleId, limit: 64)) is not a bundle ID: letters, digits, '-' and '.' only")
+            }
+            filter.bundleIds = [bundleId]
+        }
         if let type {
             do throws(EventType.UnknownName) {
                 filter.types = [try EventType.named(type, field: "--type")]

@@ -17,6 +17,11 @@ struct TokenCommand: AsyncParsableCommand {
         guard (1...3_600).contains(lifetime) else {
             throw ValidationError("--lifetime must be 1 to 3600 seconds (Apple refuses a token that lives longer), not \(lifetime)")
         }
+        // Apple's issuer IDs are UUIDs; a token with another `iss` is refused with a bare 401. Not echoed: it may be
+        // the key itself, pasted in the wrong place.
+        guard UUID(uuidString: key.issuerID) != nil else {
+            throw ValidationError("--issuer-id is not an issuer ID (a UUID, like 57246542-96fe-1a63-e053-0824d011072a)")
+        }
     }
 
     func run() async throws {

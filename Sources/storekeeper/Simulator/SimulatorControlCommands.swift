@@ -89,6 +89,16 @@ struct SimulatorBuy: AsyncParsableCommand {
     @Option var offer: String?
     @Option(name: .customLong("app-account-token")) var appAccountToken: String?
 
+    func validate() throws {
+        // The simulator's rule, said before the call (a refused value is a usage mistake: exit 64).
+        guard (1...10).contains(quantity) else {
+            throw ValidationError("--quantity must be 1 to 10 (more than 1 for consumables only), not \(quantity)")
+        }
+        if let appAccountToken, LowercaseUUID(uuidString: appAccountToken) == nil {
+            throw ValidationError("--app-account-token must be a UUID (8-4-4-4-12 hexadecimal digits)")
+        }
+    }
+
     func run() async throws {
         try await reportingFailures {
             try await control.send(
@@ -106,6 +116,15 @@ struct SimulatorAdvance: AsyncParsableCommand {
     @OptionGroup var control: ControlOptions
     @Option var days: Double?
     @Option var seconds: Double?
+
+    func validate() throws {
+        guard days != nil || seconds != nil else { throw ValidationError("give --days or --seconds (how far to move the clock)") }
+        for (name, value) in [("--days", days), ("--seconds", seconds)] {
+            if let value, !(value.isFinite && value > 0) {
+                throw ValidationError("\(name) must be a positive number (the clock only moves forward), not \(value)")
+            }
+        }
+    }
 
     func run() async throws {
         try await reportingFailures {
