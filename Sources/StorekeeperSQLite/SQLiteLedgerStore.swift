@@ -63,6 +63,11 @@ package final class SQLiteLedgerStore: LedgerStore {
             try FileManager.default.createDirectory(
                 at: URL(fileURLWithPath: path).deletingLastPathComponent(), withIntermediateDirectories: true
             )
+            // GRDB's pool makes and drops a table when the write-ahead log is empty (so that its readers can open),
+            // which raises the ledger's schema version at each start. A connection held open across the pool's set-up
+            // fills the log first with one frame that changes nothing (the header, its user version rewritten).
+            let holder = try Self.fillingEmptyLog(path, configuration: configuration)
+            defer { try? holder?.close() }
             pool = try DatabasePool(path: path, configuration: configuration)
             // GRDB turns WAL on for the writer after `prepareDatabase` ran, and sets `synchronous = NORMAL` with it: a
             // commit would then be durable across a crash of the process but not of the machine (the last commits
@@ -87,6 +92,27 @@ package final class SQLiteLedgerStore: LedgerStore {
         }
         self.path = path
         self.unsafeFaultInjection = unsafeFaultInjection
+    }
+
+    /// For an existing ledger in WAL mode whose log is missing or empty: a connection that wrote one frame to the log
+    /// (page 1 with the same `user_version`: no row, table or schema version changes), to keep open while the pool
+    /// opens. `nil` for a new file, or when the log already holds frames.
+    static func fillingEmptyLog(_ path: String, configuration: Configuration) throws -> DatabaseQueue? {
+        let log = path + "-wal"
+        let size = { (path: String) in (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0 }
+        guard size(path) > 0, size(log) == 0 else { return nil }
+        let queue = try DatabaseQueue(path: path, configuration: configuration)
+        do {
+            try queue.writeWithoutTransaction { db in
+                guard try String.fetchOne(db, sql: "PRAGMA journal_mode") == "wal" else { return }
+                let version = try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0
+                try db.execute(sql: "PRAGMA user_version = \(version)")
+            }
+        } catch {
+            try? queue.close()
+            throw error
+        }
+        return queue
     }
 
     /// Moves every commit from the write-ahead log into the file itself and empties the log (so a copy of the

@@ -64,6 +64,35 @@ struct SQLiteBackupTests {
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == bytes)
     }
 
+    @Test("opening an existing ledger (its log empty or gone) leaves its schema version and rows as they were")
+    func openingKeepsSchemaVersion() async throws {
+        let path = Self.temporaryPath("reopened")
+        let store = try SQLiteLedgerStore(path: path)
+        let token = try await store.appAccountToken(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox, renew: false)
+        await store.close()
+        func look() throws -> (version: Int, user: Int, tokens: Int) {
+            var configuration = Configuration()
+            configuration.readonly = true
+            return try DatabaseQueue(path: path, configuration: configuration).read { db in
+                (
+                    try Int.fetchOne(db, sql: "PRAGMA schema_version") ?? -1, try Int.fetchOne(db, sql: "PRAGMA user_version") ?? -1,
+                    try Int.fetchOne(db, sql: "SELECT count(*) FROM issued_tokens") ?? -1
+                )
+            }
+        }
+        let before = try look()
+        #expect(before.tokens == 1)
+        for _ in 0..<3 {
+            #expect((try? FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int) ?? 0 == 0)
+            let reopened = try SQLiteLedgerStore(path: path)
+            #expect(
+                try await reopened.appAccountToken(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox, renew: false) == token)
+            await reopened.close()
+            let after = try look()
+            #expect(after.version == before.version && after.user == before.user && after.tokens == 1, "\(after) after \(before)")
+        }
+    }
+
     @Test("refusals name what is wrong and leave no file behind: missing source, existing destination, not a ledger")
     func refusals() throws {
         let missing = Self.temporaryPath("missing")
