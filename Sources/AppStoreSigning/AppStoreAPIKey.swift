@@ -33,7 +33,7 @@ public struct AppStoreAPIKey: Sendable, CustomStringConvertible, CustomDebugStri
                 "the private key is not a P-256 key in PKCS#8 (.p8) or SEC1 PEM form"
             )
         }
-        self.issuerID = issuerID
+        self.issuerID = Self.canonical(issuerID: issuerID)
         self.keyID = keyID
         self.bundleID = bundleID
     }
@@ -65,9 +65,15 @@ public struct AppStoreAPIKey: Sendable, CustomStringConvertible, CustomDebugStri
         }
     }
 
+    /// A UUID in lower case, as App Store Connect shows issuer IDs (a token whose `iss` is the same UUID in upper case
+    /// is refused with a bare 401); anything else as given.
+    static func canonical(issuerID: String) -> String {
+        UUID(uuidString: issuerID) != nil ? issuerID.lowercased() : issuerID
+    }
+
     /// A key around an existing P-256 private key (the simulator makes its own).
     public init(issuerID: String, keyID: String, bundleID: String, privateKey: P256.Signing.PrivateKey) {
-        self.issuerID = issuerID
+        self.issuerID = Self.canonical(issuerID: issuerID)
         self.keyID = keyID
         self.bundleID = bundleID
         self.privateKey = privateKey

@@ -43,6 +43,28 @@ extension SQLiteLedgerStore {
         )
     }
 
+    /// For an existing ledger whose write-ahead log is missing or empty (turned to WAL mode first, if it was in another): a connection that wrote one frame to the log
+    /// (page 1 with the same `user_version`: no row, table or schema version changes), to keep open while the pool
+    /// opens. `nil` for a new file, or when the log already holds frames.
+    static func fillingEmptyLog(_ path: String, configuration: Configuration) throws -> DatabaseQueue? {
+        let log = path + "-wal"
+        let size = { (path: String) in (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0 }
+        guard size(path) > 0, size(log) == 0 else { return nil }
+        let queue = try DatabaseQueue(path: path, configuration: configuration)
+        do {
+            try queue.writeWithoutTransaction { db in
+                // A ledger copied by another tool may be in another journal mode: turned to WAL here, as the pool would.
+                guard try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL") == "wal" else { return }
+                let version = try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0
+                try db.execute(sql: "PRAGMA user_version = \(version)")
+            }
+        } catch {
+            try? queue.close()
+            throw error
+        }
+        return queue
+    }
+
     static func checkIsLedger(_ path: String, creating: Bool) throws(StorageError) {
         let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
         guard FileManager.default.fileExists(atPath: path), size > 0 else {

@@ -94,27 +94,6 @@ package final class SQLiteLedgerStore: LedgerStore {
         self.unsafeFaultInjection = unsafeFaultInjection
     }
 
-    /// For an existing ledger in WAL mode whose log is missing or empty: a connection that wrote one frame to the log
-    /// (page 1 with the same `user_version`: no row, table or schema version changes), to keep open while the pool
-    /// opens. `nil` for a new file, or when the log already holds frames.
-    static func fillingEmptyLog(_ path: String, configuration: Configuration) throws -> DatabaseQueue? {
-        let log = path + "-wal"
-        let size = { (path: String) in (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0 }
-        guard size(path) > 0, size(log) == 0 else { return nil }
-        let queue = try DatabaseQueue(path: path, configuration: configuration)
-        do {
-            try queue.writeWithoutTransaction { db in
-                guard try String.fetchOne(db, sql: "PRAGMA journal_mode") == "wal" else { return }
-                let version = try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0
-                try db.execute(sql: "PRAGMA user_version = \(version)")
-            }
-        } catch {
-            try? queue.close()
-            throw error
-        }
-        return queue
-    }
-
     /// Moves every commit from the write-ahead log into the file itself and empties the log (so a copy of the
     /// `.sqlite` file alone, taken after a server stopped, holds everything), then closes the connections. The store
     /// is unusable afterwards.

@@ -1,5 +1,7 @@
+import AppStoreModels
 import ArgumentParser
 import Foundation
+import StorekeeperServer
 
 @main
 struct Storekeeper: AsyncParsableCommand {
@@ -26,10 +28,14 @@ struct Storekeeper: AsyncParsableCommand {
             command = try await asyncParseAsRoot(arguments)
         } catch {
             if let mistake = CommandLineMistake.find(in: arguments, root: Self.self) {
-                FileHandle.standardError.write(Data("Error: \(mistake.message)\n\(mistake.usage)\n".utf8))
+                FileHandle.standardError.write(Data("\(shown("Error: \(mistake.message)"))\n\(mistake.usage)\n".utf8))
                 Foundation.exit(ExitCode.validationFailure.rawValue)
             }
-            exit(withError: error)
+            let status = exitCode(for: error)
+            // Help and the like: ArgumentParser's, on standard output.
+            guard status != .success else { exit(withError: error) }
+            FileHandle.standardError.write(Data((shown(fullMessage(for: error)) + "\n").utf8))
+            Foundation.exit(status.rawValue)
         }
         do {
             var command = command
@@ -44,7 +50,7 @@ struct Storekeeper: AsyncParsableCommand {
             let usage = helpMessage(for: type(of: command), columns: 10_000).split(separator: "\n").first { $0.hasPrefix("USAGE: ") }
             FileHandle.standardError.write(
                 Data(
-                    "Error: \(error.message)\nUsage: \(usage.map { String($0.dropFirst(7)) } ?? path)\n  See '\(path) --help' for more information.\n"
+                    "\(shown("Error: \(error.message)"))\nUsage: \(usage.map { String($0.dropFirst(7)) } ?? path)\n  See '\(path) --help' for more information.\n"
                         .utf8))
             Foundation.exit(ExitCode.validationFailure.rawValue)
         } catch let error where String(reflecting: type(of: error)).hasPrefix("ArgumentParser.") {
@@ -58,6 +64,15 @@ struct Storekeeper: AsyncParsableCommand {
             Foundation.exit(ExitCode.failure.rawValue)
         }
     }
+}
+
+/// A parse error's message as it may be printed: what the command line held is quoted in it, and may be a key pasted
+/// in the wrong place (`--issuer-id "$(cat AuthKey.p8)"` reads as an unknown option) or hold control characters. Keys'
+/// text and secrets are replaced by a note; before the usage, control characters are escaped and the text bounded.
+func shown(_ message: String) -> String {
+    let message = ConfigurationError.hidingSecrets(message)
+    guard let usage = message.range(of: "\nUsage: ", options: .backwards) else { return UntrustedText.sanitizedMessage(message) }
+    return UntrustedText.sanitizedMessage(String(message[..<usage.lowerBound])) + message[usage.lowerBound...]
 }
 
 /// A word of the command line that names no command or option where it stands, with the nearest that does.

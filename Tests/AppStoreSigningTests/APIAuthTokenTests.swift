@@ -44,6 +44,15 @@ struct APIAuthTokenTests {
         #expect(!P256.Signing.PrivateKey().publicKey.isValidSignature(ecdsa, for: Data(input.utf8)))
     }
 
+    @Test("an issuer ID given in upper case is signed in lower case, as App Store Connect shows it; another value as given")
+    func issuerCase() throws {
+        let upper = try AppStoreAPIKey(
+            issuerID: Self.issuerID.uppercased(), keyID: "2X9R4HXF34", bundleID: "com.example.app", privateKeyPEM: Self.privateKey.pemRepresentation)
+        #expect(try Self.parts(try APIAuthToken.make(key: upper)).claims["iss"] as? String == Self.issuerID)
+        let other = AppStoreAPIKey(issuerID: "Not-A-UUID", keyID: "2X9R4HXF34", bundleID: "com.example.app", privateKey: Self.privateKey)
+        #expect(other.issuerID == "Not-A-UUID")
+    }
+
     @Test("the default lifetime is 5 minutes; more than 60 minutes or none is refused", arguments: [0, -1, 3601, 86_400])
     func lifetime(seconds: Double) throws {
         let key = try Self.key()

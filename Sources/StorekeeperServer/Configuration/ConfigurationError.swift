@@ -16,7 +16,7 @@ package struct ConfigurationError: Error, CustomStringConvertible, Sendable {
     /// key's PEM text by a note: a
     /// secret pasted into the wrong field (a URL, a name) is quoted by the error naming that field, and errors reach
     /// logs.
-    static func hidingSecrets(_ text: String) -> String {
+    package static func hidingSecrets(_ text: String) -> String {
         var text = text
         // A key's PEM text pasted where a path or a URL belongs (quoted by the error naming that field): from its
         // `-----BEGIN` to the end of the quoted value.

@@ -235,7 +235,7 @@ struct APISetToken: AsyncParsableCommand {
     func run() async throws {
         try await reportingFailures {
             guard let token = LowercaseUUID(uuidString: appAccountToken) else {
-                throw CLIError(code: "invalid-option", message: "'\(appAccountToken)' is not a UUID")
+                throw CLIError(code: "invalid-option", message: "\(UntrustedText.quoted(appAccountToken, limit: 64)) is not a UUID")
             }
             let client = try options.makeClient()
             try await client.setAppAccountToken(originalTransactionId, token: token)

@@ -1,3 +1,4 @@
+import AppStoreModels
 import ArgumentParser
 import Crypto
 import Foundation
@@ -23,7 +24,7 @@ struct APIKeyCommand: ParsableCommand {
             bundleID.isEmpty || bundleID.utf8.count > 155
                 || !bundleID.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "-") })
         {
-            throw ValidationError("--bundle-id '\(bundleID.prefix(64))' is not a bundle ID: letters, digits, '.' and '-'")
+            throw ValidationError("--bundle-id \(UntrustedText.quoted(bundleID, limit: 64)) is not a bundle ID: letters, digits, '.' and '-'")
         }
         if parsed == .admin && bundleID != nil {
             throw ValidationError("an admin key acts for every app: leave --bundle-id out, or give --scope app")

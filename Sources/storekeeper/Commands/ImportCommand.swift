@@ -41,7 +41,7 @@ struct ImportCommand: AsyncParsableCommand {
 
     func validate() throws {
         if let environment, !["Production", "Sandbox"].contains(environment) {
-            throw ValidationError("--environment must be Production or Sandbox, not '\(environment.prefix(64))'")
+            throw ValidationError("--environment must be Production or Sandbox, not \(UntrustedText.quoted(environment, limit: 64))")
         }
         guard (1...64).contains(concurrency) else { throw ValidationError("--concurrency must be 1 to 64, not \(concurrency)") }
     }

@@ -1,3 +1,4 @@
+import AppStoreModels
 import AppStoreReceipts
 import AppStoreSigning
 import ArgumentParser
@@ -46,7 +47,9 @@ struct ReceiptCommand: AsyncParsableCommand {
                 guard let date = (try? Date(at, strategy: .iso8601)) ?? (try? Date(at + "T00:00:00Z", strategy: .iso8601)) else {
                     throw CLIError(
                         code: "invalid-option",
-                        message: "--at must be 'created', 'now' or an ISO-8601 date such as 2020-01-02T03:04:05Z, not '\(at.prefix(64))'")
+                        message:
+                            "--at must be 'created', 'now' or an ISO-8601 date such as 2020-01-02T03:04:05Z, not \(UntrustedText.quoted(at, limit: 64))"
+                    )
                 }
                 moment = .date(date)
             }

@@ -73,7 +73,9 @@ struct VerifyCommand: AsyncParsableCommand {
                     $0.rawValue.caseInsensitiveCompare(environment) == .orderedSame
                 })
             else {
-                throw CLIError(code: "invalid-option", message: "--environment must be Sandbox or Production, not '\(environment)'")
+                throw CLIError(
+                    code: "invalid-option",
+                    message: "--environment must be Sandbox or Production, not \(UntrustedText.quoted(environment, limit: 64))")
             }
             configuration.environment = known
         }
@@ -85,7 +87,7 @@ struct VerifyCommand: AsyncParsableCommand {
         if let kind {
             guard let parsed = SignedDataKind(rawValue: kind) else {
                 let names = SignedDataKind.allCases.map(\.rawValue).joined(separator: ", ")
-                throw CLIError(code: "invalid-option", message: "--kind must be one of \(names), not '\(kind)'")
+                throw CLIError(code: "invalid-option", message: "--kind must be one of \(names), not \(UntrustedText.quoted(kind, limit: 64))")
             }
             return parsed
         }
@@ -107,7 +109,7 @@ struct VerifyCommand: AsyncParsableCommand {
             if let date = try? Date(text + "T00:00:00Z", strategy: .iso8601) { return .fixed(date) }
             throw CLIError(
                 code: "invalid-option",
-                message: "--at must be 'signed', 'now' or an ISO-8601 date such as 2025-01-02T03:04:05Z, not '\(text)'"
+                message: "--at must be 'signed', 'now' or an ISO-8601 date such as 2025-01-02T03:04:05Z, not \(UntrustedText.quoted(text, limit: 64))"
             )
         }
     }
@@ -117,7 +119,7 @@ struct VerifyCommand: AsyncParsableCommand {
         case .success(let certificate): return certificate
         case .failure(let problem):
             let code = [.missing, .unreadable, .directory].contains(problem) ? "unreadable-input" : "invalid-certificate"
-            throw CLIError(code: code, message: "\(role) \(CertificateFile.describe(problem, "'\(path.prefix(256))'"))")
+            throw CLIError(code: code, message: "\(role) \(CertificateFile.describe(problem, UntrustedText.quoted(path, limit: 256)))")
         }
     }
 }

@@ -119,10 +119,18 @@ struct SimulatorAdvance: AsyncParsableCommand {
 
     func validate() throws {
         guard days != nil || seconds != nil else { throw ValidationError("give --days or --seconds (how far to move the clock)") }
-        for (name, value) in [("--days", days), ("--seconds", seconds)] {
+        for (name, value, unit) in [("--days", days, 86_400.0), ("--seconds", seconds, 1)] {
             if let value, !(value.isFinite && value > 0) {
                 throw ValidationError("\(name) must be a positive number (the clock only moves forward), not \(value)")
             }
+            if let value, value * unit > SimulatorControlAPI.longestAdvance {
+                throw ValidationError("\(name) moves the clock at most 100 years (36525 days) at once, not \(value)")
+            }
+        }
+        let total = (seconds ?? 0) + (days ?? 0) * 86_400
+        guard total >= 0.001 else { throw ValidationError("--days and --seconds must move the clock at least a millisecond") }
+        guard total <= SimulatorControlAPI.longestAdvance else {
+            throw ValidationError("--days and --seconds move the clock at most 100 years (36525 days) at once")
         }
     }
 

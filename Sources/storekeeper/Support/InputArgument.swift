@@ -1,3 +1,4 @@
+import AppStoreModels
 import AppStoreServerAPI
 import AppStoreSigning
 import AppStoreSimulator
@@ -26,10 +27,10 @@ enum InputArgument {
             let path = String(argument.dropFirst())
             var isDirectory: ObjCBool = false
             if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
-                throw CLIError(code: "unreadable-input", message: "'\(path.prefix(256))' is a directory, not a file")
+                throw CLIError(code: "unreadable-input", message: "\(UntrustedText.quoted(path, limit: 256)) is a directory, not a file")
             }
             guard let handle = FileHandle(forReadingAtPath: path) else {
-                throw CLIError(code: "unreadable-input", message: "cannot open '\(path.prefix(256))'")
+                throw CLIError(code: "unreadable-input", message: "cannot open \(UntrustedText.quoted(path, limit: 256))")
             }
             defer { try? handle.close() }
             data = handle.readData(ofLength: limit + 1)
