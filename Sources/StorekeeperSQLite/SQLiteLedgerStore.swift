@@ -98,7 +98,16 @@ package final class SQLiteLedgerStore: LedgerStore {
     /// `.sqlite` file alone, taken after a server stopped, holds everything), then closes the connections. The store
     /// is unusable afterwards.
     package func close() async {
-        _ = try? await pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+        await close(checkpointing: true)
+    }
+
+    /// Closes the connections; with `checkpointing`, after emptying the log as ``close()`` does. A command that may run
+    /// beside a server (`events list`, `recover`) closes without: that checkpoint would hold the server's writer
+    /// until every frame is copied, and SQLite checkpoints by itself when the last connection to the file closes.
+    package func close(checkpointing: Bool) async {
+        if checkpointing {
+            _ = try? await pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+        }
         try? pool.close()
     }
 

@@ -98,6 +98,24 @@ struct SQLiteBackupTests {
         }
     }
 
+    @Test("a store closed without checkpointing leaves a running server's log alone; a checkpointing close empties it")
+    func closeBesideServer() async throws {
+        let path = Self.temporaryPath("beside")
+        let server = try SQLiteLedgerStore(path: path)
+        let token = try await server.appAccountToken(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox, renew: false)
+        func logSize() -> Int { (try? FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int) ?? 0 }
+        let before = logSize()
+        #expect(before > 0)
+        let command = try SQLiteLedgerStore(path: path, creating: false)
+        #expect(try await command.appAccountToken(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox, renew: false) == token)
+        await command.close(checkpointing: false)
+        #expect(logSize() == before)
+        // The server goes on writing.
+        _ = try await server.appAccountToken(for: "bob", bundleId: "com.example.storekeeper", environment: .sandbox, renew: false)
+        await server.close()
+        #expect(logSize() == 0)
+    }
+
     @Test("refusals name what is wrong and leave no file behind: missing source, existing destination, not a ledger")
     func refusals() throws {
         let missing = Self.temporaryPath("missing")

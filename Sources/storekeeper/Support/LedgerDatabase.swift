@@ -21,6 +21,9 @@ struct LedgerDatabase {
     let migrationsApplied: [String]
     /// Whether the SQLite file was created by this open (``Access/serving`` only).
     let created: Bool
+    /// Whether closing empties a SQLite ledger's write-ahead log: not for ``Access/existing``, whose commands may run
+    /// beside a server (the checkpoint would hold its writer).
+    var checkpointsOnClose = true
     private let closing: @Sendable () async -> Void
     private let closed = Once()
 
@@ -97,9 +100,11 @@ struct LedgerDatabase {
                 throw error
             }
         }
-        return LedgerDatabase(
+        var ledger = LedgerDatabase(
             store: store, description: database, migrationsApplied: store.migrationsApplied, created: !exists, closing: { lock?.release() }
         )
+        if case .existing = access { ledger.checkpointsOnClose = false }
+        return ledger
     }
 
     /// Refuses a value of `option` that cannot be a SQLite file's path: empty or blank, or a URL (another scheme's,
@@ -167,7 +172,11 @@ struct LedgerDatabase {
     /// Closes the database's connections (PostgreSQL) and gives back the SQLite file's lock; once, however often called.
     func close() async {
         guard closed.first() else { return }
-        await store.close()
+        if !checkpointsOnClose, let sqlite = store as? SQLiteLedgerStore {
+            await sqlite.close(checkpointing: false)
+        } else {
+            await store.close()
+        }
         await closing()
     }
 
