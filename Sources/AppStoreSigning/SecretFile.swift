@@ -30,6 +30,8 @@ package enum SecretFile {
     /// Whether a "path" is really a key's text (pasted where its path belongs): such a value is never echoed.
     package static func looksLikeKeyText(_ path: String) -> Bool {
         path.contains("-----BEGIN") || path.contains("PRIVATE KEY") || path.contains("\n") || path.utf8.count > 4_096
+            // A key's base64 body without its PEM lines: DER (a SEQUENCE, 0x30, so "M…") in the base64 alphabet.
+            || (path.utf8.count >= 64 && path.hasPrefix("M") && path.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "+/=".contains($0)) })
     }
 
     /// The problem in words, naming the file as `shown` and what to do about it.

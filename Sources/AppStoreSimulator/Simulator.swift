@@ -195,6 +195,7 @@ package actor Simulator {
         guard target >= engine.state.now else {
             throw SimulatorError(.invalidRequest, "the clock only moves forward (now \(engine.state.now.formatted(.iso8601)))")
         }
+        try LifecycleEngine.checkAdvance(from: engine.state.now, to: target)
         while advancing { await withCheckedContinuation { advanceWaiters.append($0) } }
         advancing = true
         defer {

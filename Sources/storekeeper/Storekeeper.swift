@@ -34,7 +34,8 @@ struct Storekeeper: AsyncParsableCommand {
             let status = exitCode(for: error)
             // Help and the like: ArgumentParser's, on standard output.
             guard status != .success else { exit(withError: error) }
-            FileHandle.standardError.write(Data((shown(fullMessage(for: error)) + "\n").utf8))
+            let message = fullMessage(for: error)
+            if !message.isEmpty { FileHandle.standardError.write(Data((shown(message) + "\n").utf8)) }
             Foundation.exit(status.rawValue)
         }
         do {
@@ -57,10 +58,10 @@ struct Storekeeper: AsyncParsableCommand {
             // Help, usage, exit codes and validation: ArgumentParser's, printed its way.
             exit(withError: error)
         } catch let error as CLIError {
-            FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+            reportError("\(error)")
             Foundation.exit(ExitCode.failure(for: error).rawValue)
         } catch {
-            FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+            reportError("\(error)")
             Foundation.exit(ExitCode.failure.rawValue)
         }
     }
@@ -69,10 +70,20 @@ struct Storekeeper: AsyncParsableCommand {
 /// A parse error's message as it may be printed: what the command line held is quoted in it, and may be a key pasted
 /// in the wrong place (`--issuer-id "$(cat AuthKey.p8)"` reads as an unknown option) or hold control characters. Keys'
 /// text and secrets are replaced by a note; before the usage, control characters are escaped and the text bounded.
-func shown(_ message: String) -> String {
+/// Its own line breaks (before `Help:` and `Usage:`) are kept when no argument holds a control character or is long.
+func shown(_ message: String, given arguments: [String] = Array(CommandLine.arguments.dropFirst())) -> String {
     let message = ConfigurationError.hidingSecrets(message)
+    let plain = arguments.allSatisfy { $0.utf8.count <= 1_024 && UntrustedText.sanitizedMessage($0) == $0 }
+    guard !plain else { return message }
     guard let usage = message.range(of: "\nUsage: ", options: .backwards) else { return UntrustedText.sanitizedMessage(message) }
     return UntrustedText.sanitizedMessage(String(message[..<usage.lowerBound])) + message[usage.lowerBound...]
+}
+
+/// Writes `error: <text>` on standard error, as every command reports a failure: values from the command line, the
+/// configuration and the ledger are quoted in errors, so keys' text and secrets are masked, control characters
+/// escaped and the whole bounded.
+func reportError(_ text: String) {
+    FileHandle.standardError.write(Data("error: \(UntrustedText.sanitizedMessage(ConfigurationError.hidingSecrets(text), limit: 4_096))\n".utf8))
 }
 
 /// A word of the command line that names no command or option where it stands, with the nearest that does.

@@ -132,6 +132,29 @@ struct ClockAdvanceTests {
         func note(_ advance: String, _ simulator: Simulator) async { seen.append((advance, await simulator.now)) }
     }
 
+    @Test(
+        "an advance past year 9999 or of more than 100 years is refused before anything is played, however it is asked (it crashed the simulator)"
+    )
+    func advanceBounds() async throws {
+        let testbed = try APITestbed { engine in try engine.createCustomer(id: "alice") }
+        let simulator = testbed.simulator
+        let runner = ScenarioRunner(simulator: simulator)
+        try await runner.run(Scenario(name: "buy", text: "buy alice pro.monthly"))
+        for text in ["advance 1e300d", "advance 36526d", "advance-to 10000-01-01T00:00:00Z"] {
+            let error = await #expect(throws: SimulatorError.self) { try await runner.run(Scenario(name: "far", text: text)) }
+            #expect(
+                error?.message.contains("100 years") == true || error?.message.contains("year 10000") == true, "\(text): \(String(describing: error))"
+            )
+        }
+        var engine = testbed.harness.engine
+        #expect(throws: SimulatorError.self) { try engine.advance(by: 1e300) }
+        #expect(throws: SimulatorError.self) { try engine.advance(to: Date(timeIntervalSince1970: 1e300)) }
+        // Nothing was played by the refused advances; the clock still moves as asked.
+        let before = try await simulator.read { $0.state.now }
+        try await simulator.advance(by: 86_400) {}
+        #expect(try await simulator.read { $0.state.now } == before.addingTimeInterval(86_400))
+    }
+
     @Test("advances run one at a time: their stops never interleave and the clock never goes back")
     func concurrentAdvances() async throws {
         let testbed = try APITestbed { engine in

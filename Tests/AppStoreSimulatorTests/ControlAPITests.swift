@@ -60,9 +60,11 @@ struct ControlAPITests {
                 (.post, "/clock/advance", #"{"seconds":-5}"#, 400, "invalid-request", "seconds, days or to"),
                 // Too small to move a millisecond clock; too far to be written back as epoch milliseconds (it crashed).
                 (.post, "/clock/advance", #"{"days":1e-300}"#, 400, "invalid-request", "at least a millisecond"),
-                (.post, "/clock/advance", #"{"days":1e12}"#, 400, "invalid-request", "at most 100 years"),
+                (.post, "/clock/advance", #"{"days":1e12}"#, 400, "invalid-request", "before the year 10000"),
                 (.post, "/clock/advance", #"{"days":36526}"#, 400, "invalid-request", "at most 100 years"),
                 (.post, "/clock/advance", #"{"to":1e300}"#, 400, "invalid-request", "before the year 10000"),
+                (.post, "/clock/advance", #"{"to":253402300800000}"#, 400, "invalid-request", "before the year 10000"),
+                (.post, "/clock/advance", #"{"days":1,"to":1800000000000}"#, 400, "invalid-request", "not both"),
                 (.post, "/transactions/123/refund", "{}", 404, "not-found", "no transaction '123'"),
                 (.post, "/subscriptions/2000000000000001/auto-renew", #"{"enabled":true}"#, 409, "conflict", "already on"),
                 (.put, "/faults", #"{"failNextAPIRequests":-1}"#, 400, "invalid-request", "0-1000000"),

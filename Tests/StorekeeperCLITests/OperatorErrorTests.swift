@@ -179,6 +179,23 @@ struct OperatorErrorTests {
             pasted.status == 64 && pasted.stderr.contains("(a key's text, not shown)") && !pasted.stderr.contains("MIGHAgEAMBMG"), "\(pasted.stderr)")
         let forged = try await CLI.runDetached(["serve", "--x\u{1B}[31m\nfake: ok"])
         #expect(forged.status == 64 && forged.stderr.contains("\\u{1B}") && !forged.stderr.contains("\nfake: ok"), "\(forged.stderr)")
+        // A key in a value that is checked, or printed in a refusal: never shown.
+        let body = "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgevZzL1gdAFr88hb2OF"
+        let issuer = "57246542-96fe-1a63-e053-0824d011072a"
+        for arguments in [
+            ["token", "--issuer-id", issuer, "--key-id", "K", "--bundle-id", " -----BEGIN PRIVATE KEY-----\(body)", "--private-key", "k.p8"],
+            ["token", "--issuer-id", issuer, "--key-id", "K", "--bundle-id", "b", "--private-key", body],
+            ["verify", "--bundle-id", " -----BEGIN PRIVATE KEY-----\(body)", "-"],
+        ] {
+            let run = try await CLI.runDetached(arguments)
+            #expect(run.status != 0 && !run.stderr.contains("MIGHAgEAMBMG") && !run.stdout.contains("MIGHAgEAMBMG"), "\(arguments): \(run.stderr)")
+        }
+        // A command's own refusal of a value: escaped and bounded too.
+        let since = try await CLI.runDetached(["events", "list", "--database", "none.sqlite", "--since", "x\u{1B}[31m\nfake: ok"])
+        #expect(since.status == 64 && since.stderr.contains("\\u{1B}") && !since.stderr.contains("\nfake: ok"), "\(since.stderr)")
+        // ArgumentParser's own line breaks stay line breaks.
+        let bare = try await CLI.runDetached(["serve"])
+        #expect(bare.status == 64 && bare.stderr.contains("\nUsage: ") && !bare.stderr.contains("\\n"), "\(bare.stderr)")
         // Right words still get ArgumentParser's own answers: a missing value, help.
         let missing = try await CLI.runDetached(["serve", "--config"])
         #expect(missing.status == 64 && missing.stderr.contains("Missing value for '--config <config>'"), "\(missing.stderr)")

@@ -5,6 +5,21 @@ extension LifecycleEngine {
     // MARK: - The clock
 
     /// Moves the clock forward by `interval`, playing everything that falls due on the way.
+    /// The latest the clock may reach: dates are epoch milliseconds on the wire, and a clock past year 9999 (or far
+    /// enough past it, an `Int64` of milliseconds) could not be written back.
+    package static let latestClock = Date(timeIntervalSince1970: 253_402_300_799.999)
+    /// The longest one advance moves the clock: 100 years (each renewal on the way is played).
+    package static let longestAdvance: TimeInterval = 36_525 * 86_400
+
+    /// Refuses a forward move of the clock past ``latestClock`` or longer than ``longestAdvance``, before anything is
+    /// played (every way of moving it comes here: the control API, scenarios, the engine).
+    package static func checkAdvance(from now: Date, to target: Date) throws(SimulatorError) {
+        guard target <= latestClock else { throw SimulatorError(.invalidRequest, "the clock must stay before the year 10000") }
+        guard target.timeIntervalSince(now) <= longestAdvance else {
+            throw SimulatorError(.invalidRequest, "the clock moves at most 100 years (36525 days) at once")
+        }
+    }
+
     package mutating func advance(by interval: TimeInterval) throws(SimulatorError) {
         guard interval >= 0 else { throw SimulatorError(.invalidRequest, "the clock only moves forward") }
         try advance(to: state.now.addingTimeInterval(interval))
@@ -17,6 +32,7 @@ extension LifecycleEngine {
         guard target >= state.now else {
             throw SimulatorError(.invalidRequest, "the clock only moves forward (now \(state.now.formatted(.iso8601)))")
         }
+        try Self.checkAdvance(from: state.now, to: target)
         try transaction { (engine) throws(SimulatorError) in
             while let (date, originalTransactionId) = engine.state.subscriptions.firstDue(atOrBefore: target) {
                 engine.state.now = max(engine.state.now, date)

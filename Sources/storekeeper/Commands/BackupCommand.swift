@@ -20,7 +20,7 @@ struct BackupCommand: ParsableCommand {
             try LedgerDatabase.requireSQLitePath(to, option: "--to")
             try JSONOutput.print(try SQLiteLedgerStore.backup(database: database, to: to))
         } catch {
-            FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+            reportError("\(error)")
             throw ExitCode.failure(for: error)
         }
     }

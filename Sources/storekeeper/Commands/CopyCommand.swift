@@ -52,7 +52,7 @@ struct CopyCommand: AsyncParsableCommand {
         } catch let error as ExitCode {
             throw error
         } catch {
-            FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+            reportError("\(error)")
             throw ExitCode.failure(for: error)
         }
     }

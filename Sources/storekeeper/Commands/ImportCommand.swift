@@ -151,14 +151,14 @@ struct ImportCommand: AsyncParsableCommand {
             }
             if let code = interruption.exitCode { throw code }
             if let stopped {
-                FileHandle.standardError.write(Data("error: the import stopped (\(stopped)); run the same command again to continue\n".utf8))
+                reportError("the import stopped (\(stopped)); run the same command again to continue")
                 throw ExitCode.failure
             }
             if !malformed.isEmpty || (try? journal.hasProblems()) == true { throw ExitCode(3) }
         } catch let error as ExitCode {
             throw error
         } catch {
-            FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+            reportError("\(error)")
             throw ExitCode.failure(for: error)
         }
     }

@@ -108,12 +108,12 @@ struct ReconcileCommand: AsyncParsableCommand {
                                 """.utf8))
                     } catch is Reconciler.UnknownCustomer {
                         failed = true
-                        FileHandle.standardError.write(Data("error: \(app): no customer '\(customer?.prefix(128) ?? "")' in this ledger\n".utf8))
+                        reportError("\(app): no customer '\(customer?.prefix(128) ?? "")' in this ledger")
                     } catch {
                         failed = true
                         await lease?.release()
                         bar?.finish()
-                        FileHandle.standardError.write(Data("error: \(app): \(error)\n".utf8))
+                        reportError("\(app): \(error)")
                     }
                 }
                 return failed
@@ -123,7 +123,7 @@ struct ReconcileCommand: AsyncParsableCommand {
         } catch let error as ExitCode {
             throw error
         } catch {
-            FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+            reportError("\(error)")
             throw ExitCode.failure(for: error)
         }
     }

@@ -111,7 +111,7 @@ struct RecoverCommand: AsyncParsableCommand {
                             ))
                     } catch {
                         failed = true
-                        FileHandle.standardError.write(Data("error: \(app): \(error)\n".utf8))
+                        reportError("\(app): \(error)")
                     }
                 }
                 return failed
@@ -121,7 +121,7 @@ struct RecoverCommand: AsyncParsableCommand {
         } catch let error as ExitCode {
             throw error
         } catch {
-            FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+            reportError("\(error)")
             throw ExitCode.failure(for: error)
         }
     }

@@ -109,19 +109,19 @@ struct ServeCommand: AsyncParsableCommand {
                 throw error
             }
         } catch let error as ConfigurationError {
-            FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+            reportError("\(error)")
             throw ExitCode.failure
         } catch let error as StorageError {
-            FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+            reportError("\(error)")
             throw ExitCode.failure
         } catch let error as CLIError {
-            FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+            reportError("\(error)")
             throw ExitCode.failure(for: error)
         } catch let error as ExitCode {
             throw error
         } catch {
             // E.g. a host that does not resolve, or a port in use.
-            FileHandle.standardError.write(Data("error: cannot serve on \(host):\(port): \(error)\n".utf8))
+            reportError("cannot serve on \(host):\(port): \(error)")
             throw ExitCode.failure
         }
     }

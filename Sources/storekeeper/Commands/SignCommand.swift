@@ -30,6 +30,12 @@ struct SignCommand: AsyncParsableCommand {
             guard (1...64).contains(keyID.utf8.count), keyID.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
                 throw ValidationError("--key-id is not a key ID (letters and digits, like 2X9R4HXF34)")
             }
+            // The token's `bid` claim: a bundle ID, and never a key pasted in the wrong place (not echoed).
+            guard (1...155).contains(bundleID.utf8.count),
+                bundleID.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == ".") })
+            else {
+                throw ValidationError("--bundle-id is not a bundle ID (letters, digits, '-' and '.', like com.example.app)")
+            }
         }
 
         func key() throws -> AppStoreAPIKey {

@@ -123,13 +123,13 @@ struct SimulatorAdvance: AsyncParsableCommand {
             if let value, !(value.isFinite && value > 0) {
                 throw ValidationError("\(name) must be a positive number (the clock only moves forward), not \(value)")
             }
-            if let value, value * unit > SimulatorControlAPI.longestAdvance {
+            if let value, value * unit > LifecycleEngine.longestAdvance {
                 throw ValidationError("\(name) moves the clock at most 100 years (36525 days) at once, not \(value)")
             }
         }
         let total = (seconds ?? 0) + (days ?? 0) * 86_400
         guard total >= 0.001 else { throw ValidationError("--days and --seconds must move the clock at least a millisecond") }
-        guard total <= SimulatorControlAPI.longestAdvance else {
+        guard total <= LifecycleEngine.longestAdvance else {
             throw ValidationError("--days and --seconds move the clock at most 100 years (36525 days) at once")
         }
     }

@@ -84,6 +84,6 @@ func reportingFailures(_ body: () async throws -> Void) async throws {
 }
 
 private func fail(_ text: String, status: ExitCode = .failure) throws -> Never {
-    FileHandle.standardError.write(Data("error: \(text)\n".utf8))
+    reportError("\(text)")
     throw status
 }
