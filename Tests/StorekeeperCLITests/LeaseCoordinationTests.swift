@@ -1,3 +1,4 @@
+import AppStoreSimulator
 import Foundation
 import Glibc
 import StorekeeperPostgres
@@ -87,6 +88,14 @@ struct LeaseCoordinationTests {
             let look = try await CLI.runDetached(["recover", "--config", missed.config, "--database", database, "--dry-run"])
             #expect(look.status == 0 && look.stderr.contains("this dry run reads beside it"), "\(look.stderr)")
             #expect(try CLI.json(look.stdout)["missingCount"] as? Int == 0, "\(look.stdout)")
+            // A dry run beside the server that cannot cover its window (older than the App Store's history) fails as a
+            // real run does.
+            let appStoreNow = try await missed.simulator.read { $0.state.now }
+            let tooOld = appStoreNow.addingTimeInterval(-60 * 86_400).formatted(.iso8601)
+            let lost = try await CLI.runDetached(["recover", "--config", missed.config, "--database", database, "--dry-run", "--since", tooOld])
+            #expect(
+                lost.status == 1 && lost.stderr.contains("this dry run reads beside it") && lost.stderr.contains("could not cover its window"),
+                "\(lost.stderr)")
             // Killed, its lease is not waited out: the holder's process is gone.
             server.stop()
             let after = try await CLI.runDetached(["recover", "--config", missed.config, "--database", database])

@@ -25,6 +25,17 @@ struct RecoverCommand: AsyncParsableCommand {
     @Option(help: "Read the history from this ISO-8601 date instead of the watermark.") var since: String?
     @Flag(help: "Read and verify, report what the ledger lacks, change nothing.") var dryRun = false
 
+    /// Whether a run covered its window (a dry run's too); if not, says on standard error which part of the App
+    /// Store's history is gone.
+    static func covered(_ report: NotificationRecovery.Report, app: String) -> Bool {
+        guard !report.complete, let lost = report.uncovered else { return true }
+        reportError(
+            "\(app): the run could not cover its window: the App Store's history no longer holds \(lost.start.formatted(.iso8601)) to "
+                + "\(lost.end.formatted(.iso8601)); notifications of that time this server did not receive are lost "
+                + "(reconcile the customers to repair their purchases)")
+        return false
+    }
+
     func run() async throws {
         let interruption = Interruption()
         do {
@@ -68,6 +79,7 @@ struct RecoverCommand: AsyncParsableCommand {
                                 app: app, client: beside, ingester: ingester, settings: configuration.recovery.settings, logger: logger)
                             let report = try await interruption.run { try await looking.run(since: since, dryRun: true) }
                             try JSONOutput.print(report)
+                            if !Self.covered(report, app: "\(app)") { failed = true }
                             continue
                         }
                         guard held else {
@@ -84,17 +96,7 @@ struct RecoverCommand: AsyncParsableCommand {
                         }
                         await lease.release()
                         try JSONOutput.print(report)
-                        if !report.complete, let lost = report.uncovered {
-                            failed = true
-                            FileHandle.standardError.write(
-                                Data(
-                                    """
-                                    error: \(app): the run could not cover its window: the App Store's history no longer holds \(lost.start.formatted(.iso8601)) to \
-                                    \(lost.end.formatted(.iso8601)); notifications of that time this server did not receive are lost \
-                                    (reconcile the customers to repair their purchases)
-
-                                    """.utf8))
-                        }
+                        if !Self.covered(report, app: "\(app)") { failed = true }
                     } catch let stopped as NotificationRecovery.Stopped {
                         failed = true
                         await lease.release()
