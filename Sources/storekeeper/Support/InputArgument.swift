@@ -79,7 +79,10 @@ func reportingFailures(_ body: () async throws -> Void) async throws {
     } catch let error as SimulatorError {
         try fail(error.description)
     } catch let error as AppStoreServerAPIError {
-        try fail("\(error.errorCode.map { "api-\($0)" } ?? error.kind.rawValue): \(error.detail)")
+        // Refused before anything was sent (a malformed ID, a value out of range): a usage mistake.
+        try fail(
+            "\(error.errorCode.map { "api-\($0)" } ?? error.kind.rawValue): \(error.detail)",
+            status: error.kind == .invalidRequest ? .validationFailure : .failure)
     }
 }
 
