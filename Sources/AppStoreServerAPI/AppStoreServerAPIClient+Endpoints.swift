@@ -213,7 +213,7 @@ extension AppStoreServerAPIClient {
     /// Transaction IDs are strings of digits.
     static func checkTransactionId(_ id: String) throws(AppStoreServerAPIError) {
         guard APIRequestRules.isTransactionId(id) else {
-            throw .invalid("transaction ID '\(id.prefix(40))' must be 1-20 digits")
+            throw .invalid("transaction ID \(UntrustedText.quoted(id, limit: 40)) must be 1-20 digits")
         }
     }
 

@@ -70,13 +70,15 @@ struct Storekeeper: AsyncParsableCommand {
 /// A parse error's message as it may be printed: what the command line held is quoted in it, and may be a key pasted
 /// in the wrong place (`--issuer-id "$(cat AuthKey.p8)"` reads as an unknown option) or hold control characters. Keys'
 /// text and secrets are replaced by a note; before the usage, control characters are escaped and the text bounded.
-/// Its own line breaks (before `Help:` and `Usage:`) are kept when no argument holds a control character or is long.
+/// Each argument quoted in it that holds a control character or is long is replaced by its escaped, bounded form; the
+/// message's own line breaks (before `Help:` and `Usage:`) stay.
 func shown(_ message: String, given arguments: [String] = Array(CommandLine.arguments.dropFirst())) -> String {
-    let message = ConfigurationError.hidingSecrets(message)
-    let plain = arguments.allSatisfy { $0.utf8.count <= 1_024 && UntrustedText.sanitizedMessage($0) == $0 }
-    guard !plain else { return message }
-    guard let usage = message.range(of: "\nUsage: ", options: .backwards) else { return UntrustedText.sanitizedMessage(message) }
-    return UntrustedText.sanitizedMessage(String(message[..<usage.lowerBound])) + message[usage.lowerBound...]
+    var message = ConfigurationError.hidingSecrets(message)
+    for argument in arguments.sorted(by: { $0.utf8.count > $1.utf8.count })
+    where !argument.isEmpty && (argument.utf8.count > 256 || UntrustedText.sanitizedMessage(argument) != argument) {
+        message = message.replacingOccurrences(of: argument, with: UntrustedText.escaped(argument, limit: 256))
+    }
+    return message
 }
 
 /// Writes `error: <text>` on standard error, as every command reports a failure: values from the command line, the

@@ -146,6 +146,12 @@ struct ClockAdvanceTests {
                 error?.message.contains("100 years") == true || error?.message.contains("year 10000") == true, "\(text): \(String(describing: error))"
             )
         }
+        // 100 years is 100 years whether it is written as days or as a date in milliseconds.
+        let now = TestAppStore.start
+        try LifecycleEngine.checkAdvance(from: now, to: Date(timeIntervalSince1970: (now.timeIntervalSince1970 * 1000 + 3_155_760_000_000) / 1000))
+        #expect(throws: SimulatorError.self) {
+            try LifecycleEngine.checkAdvance(from: now, to: now.addingTimeInterval(LifecycleEngine.longestAdvance + 1))
+        }
         var engine = testbed.harness.engine
         #expect(throws: SimulatorError.self) { try engine.advance(by: 1e300) }
         #expect(throws: SimulatorError.self) { try engine.advance(to: Date(timeIntervalSince1970: 1e300)) }

@@ -193,6 +193,16 @@ struct OperatorErrorTests {
         // A command's own refusal of a value: escaped and bounded too.
         let since = try await CLI.runDetached(["events", "list", "--database", "none.sqlite", "--since", "x\u{1B}[31m\nfake: ok"])
         #expect(since.status == 64 && since.stderr.contains("\\u{1B}") && !since.stderr.contains("\nfake: ok"), "\(since.stderr)")
+        // A key in an error line goes with its END line; what follows it stays.
+        let keyPath = try await CLI.runDetached([
+            "events", "list", "--database", "a-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49\n-----END PRIVATE KEY-----b.sqlite",
+        ])
+        #expect(
+            keyPath.status == 1 && keyPath.stderr.contains("a(a key's text, not shown)b.sqlite") && keyPath.stderr.contains("check --database")
+                && !keyPath.stderr.contains("MIGHAgEAMBMG"), "\(keyPath.stderr)")
+        // A long argument (a JWS given inline) leaves ArgumentParser's message as it is.
+        let inline = try await CLI.runDetached(["verify", String(repeating: "eyJhbGciOiJFUzI1NiJ9", count: 100), "--environment"])
+        #expect(inline.status == 64 && inline.stderr.contains("\nUsage: ") && !inline.stderr.contains("\\n"), "\(inline.stderr)")
         // ArgumentParser's own line breaks stay line breaks.
         let bare = try await CLI.runDetached(["serve"])
         #expect(bare.status == 64 && bare.stderr.contains("\nUsage: ") && !bare.stderr.contains("\\n"), "\(bare.stderr)")

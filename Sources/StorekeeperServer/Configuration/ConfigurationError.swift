@@ -20,8 +20,14 @@ package struct ConfigurationError: Error, CustomStringConvertible, Sendable {
         var text = text
         // A key's PEM text pasted where a path or a URL belongs (quoted by the error naming that field): from its
         // `-----BEGIN` to the end of the quoted value.
+        // With its `-----END …-----` line, only the key goes: what the message says after it stays.
         while let begin = text.range(of: "-----BEGIN") {
-            let end = text[begin.upperBound...].firstIndex { $0 == "'" || $0 == "\"" } ?? text.endIndex
+            var end = text[begin.upperBound...].firstIndex { $0 == "'" || $0 == "\"" } ?? text.endIndex
+            if let last = text.range(of: "-----END", range: begin.upperBound..<text.endIndex),
+                let close = text.range(of: "-----", range: last.upperBound..<text.endIndex)
+            {
+                end = close.upperBound
+            }
             text.replaceSubrange(begin.lowerBound..<end, with: "(a key's text, not shown)")
         }
         guard text.contains("whsec_") || text.contains("sk_") else { return text }
