@@ -202,7 +202,11 @@ extension AppStoreServerAPIClient {
 
     /// Get Test Notification Status.
     package func testNotificationStatus(_ token: String) async throws(AppStoreServerAPIError) -> CheckTestNotificationResponse {
-        guard !token.isEmpty, token.count <= 256 else { throw .invalid("the test notification token is empty or too long") }
+        guard !token.isEmpty, token.utf8.count <= 256 else { throw .invalid("the test notification token is empty or too long") }
+        // Apple's tokens are a UUID, `_` and milliseconds: anything else (a path, a line break) is refused before sending.
+        guard token.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) }), token != ".", token != ".." else {
+            throw .invalid("the test notification token \(UntrustedText.quoted(token, limit: 64)) is not one (letters, digits, '-', '_' and '.')")
+        }
         return try await send(
             .getTestNotificationStatus, [Self.segment(token)], as: CheckTestNotificationResponse.self
         )

@@ -107,6 +107,10 @@ struct ClientEndpointTests {
             let test = try await client.requestTestNotification()
             let notYet = await #expect(throws: AppStoreServerAPIError.self) { try await client.testNotificationStatus(test.testNotificationToken) }
             #expect(notYet?.errorCode == 4_040_008)
+            for token in ["../x", "a\nb", "a/b", ".."] {
+                let refused = await #expect(throws: AppStoreServerAPIError.self) { try await client.testNotificationStatus(token) }
+                #expect(refused?.kind == .invalidRequest && refused?.httpStatus == nil, "\(token)")
+            }
             let order = try await client.lookUpOrder(orderId)
             #expect(order.status == 0 && order.signedTransactions?.count == 1)
         }

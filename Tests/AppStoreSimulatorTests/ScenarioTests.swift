@@ -81,5 +81,13 @@ struct ScenarioTests {
         } catch {
             #expect(error.message == "y:3: expect: expected a to have [premium.monthly], has [pro.monthly]")
         }
+        // A duration is decimal: `Double` alone would read 0x10 as 16, and inf and nan too.
+        for duration in ["0x10d", "1e3d", "infd", "nand", "-1d", "d", "1.5"] {
+            let refused = await #expect(throws: SimulatorError.self) {
+                try await ScenarioRunner(simulator: simulator).run(try Scenario(name: "z", text: "advance \(duration)"))
+            }
+            #expect(refused?.message.contains("is not a duration") == true, "\(duration): \(refused?.message ?? "")")
+        }
+        #expect(Scenario.duration("1.5d") == 129_600 && Scenario.duration("90s") == 90)
     }
 }

@@ -82,7 +82,11 @@ package struct Scenario: Sendable, Hashable {
 
     /// `31d`, `5m`, `90s`, `2h` as seconds.
     static func duration(_ text: String) -> TimeInterval? {
-        guard let unit = text.last, let value = Double(text.dropLast()), value >= 0 else { return nil }
+        // Decimal digits only (`Double` would also read `0x10`, `1e3`, `inf` and `nan`).
+        let number = text.dropLast()
+        guard let unit = text.last, !number.isEmpty, number.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }),
+            let value = Double(number), value >= 0
+        else { return nil }
         switch unit {
         case "s": return value
         case "m": return value * 60
