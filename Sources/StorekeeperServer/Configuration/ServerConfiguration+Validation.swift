@@ -18,8 +18,14 @@ extension ServerConfiguration {
 
     /// Whether `keyId` is a key ID as App Store Connect makes them (10 letters and digits; up to 64 accepted): never
     /// the key itself pasted in the wrong place, which an error must then not repeat.
-    static func isKeyId(_ keyId: String) -> Bool {
+    package static func isKeyId(_ keyId: String) -> Bool {
         (1...64).contains(keyId.utf8.count) && keyId.utf8.allSatisfy { (48...57).contains($0) || (65...90).contains($0) || (97...122).contains($0) }
+    }
+
+    /// Whether `bundleId` is a bundle ID as Apple makes them: 1-155 ASCII letters, digits, '-' and '.' (the
+    /// configuration's apps, and every command's `--bundle-id`).
+    package static func isBundleId(_ bundleId: String) -> Bool {
+        (1...155).contains(bundleId.utf8.count) && bundleId.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == ".") }
     }
 
     private func validateApps() throws(ConfigurationError) {
@@ -32,8 +38,7 @@ extension ServerConfiguration {
                 throw ConfigurationError(
                     "\(name).bundleId holds what looks like a key's text (never repeated): give the app's bundle ID", setting: "\(name).bundleId")
             }
-            guard app.bundleId.utf8.count <= 155, app.bundleId.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == ".") })
-            else {
+            guard Self.isBundleId(app.bundleId) else {
                 throw ConfigurationError(
                     "\(name).bundleId \(UntrustedText.quoted(app.bundleId, limit: 32)) is not a bundle ID: letters, digits, '-' and '.' only (no spaces)",
                     setting: "\(name).bundleId"

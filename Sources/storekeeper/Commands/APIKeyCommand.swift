@@ -20,10 +20,7 @@ struct APIKeyCommand: ParsableCommand {
             throw ValidationError("--scope must be app, support or admin")
         }
         if parsed == .app && bundleID == nil { throw ValidationError("an app key needs --bundle-id") }
-        if let bundleID,
-            bundleID.isEmpty || bundleID.utf8.count > 155
-                || !bundleID.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "-") })
-        {
+        if let bundleID, !ServerConfiguration.isBundleId(bundleID) {
             throw ValidationError("--bundle-id \(UntrustedText.quoted(bundleID, limit: 64)) is not a bundle ID: letters, digits, '.' and '-'")
         }
         if parsed == .admin && bundleID != nil {

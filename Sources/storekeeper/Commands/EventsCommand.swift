@@ -65,9 +65,7 @@ struct EventsFilterOptions: ParsableArguments {
         var filter = EventFilter(customerId: customer, since: try since.map(parseDate))
         if let bundleId {
             // The configuration's rule for a bundle ID: a mistyped one would otherwise match nothing, silently.
-            guard (1...155).contains(bundleId.utf8.count),
-                bundleId.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == ".") })
-            else {
+            guard ServerConfiguration.isBundleId(bundleId) else {
                 throw CLIError(
                     code: "invalid-option",
                     message: "--bundle-id \(UntrustedText.quoted(bundleId, limit: 64)) is not a bundle ID: letters, digits, '-' and '.' only")

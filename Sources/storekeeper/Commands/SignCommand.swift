@@ -1,6 +1,7 @@
 import AppStoreSigning
 import ArgumentParser
 import Foundation
+import StorekeeperServer
 
 /// `storekeeper sign …`: the signatures a developer's server makes for StoreKit, from the In-App Purchase key.
 struct SignCommand: AsyncParsableCommand {
@@ -27,13 +28,11 @@ struct SignCommand: AsyncParsableCommand {
 
         func validate() throws {
             // Never echoed: it may be the key itself, pasted in the wrong place.
-            guard (1...64).contains(keyID.utf8.count), keyID.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
+            guard ServerConfiguration.isKeyId(keyID) else {
                 throw ValidationError("--key-id is not a key ID (letters and digits, like 2X9R4HXF34)")
             }
             // The token's `bid` claim: a bundle ID, and never a key pasted in the wrong place (not echoed).
-            guard (1...155).contains(bundleID.utf8.count),
-                bundleID.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == ".") })
-            else {
+            guard ServerConfiguration.isBundleId(bundleID) else {
                 throw ValidationError("--bundle-id is not a bundle ID (letters, digits, '-' and '.', like com.example.app)")
             }
         }
