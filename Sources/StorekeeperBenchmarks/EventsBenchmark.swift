@@ -45,8 +45,33 @@ package enum EventsBenchmark {
         /// the writer's time per commit is spread over.
         package var notificationsPerCommitOutboxOn: [Double]
         package var notificationsPerCommitOutboxOff: [Double]
+        /// `nil` without `--pairs`.
+        package var interleaved: Interleaved?
         /// `nil` with `--no-delivery`.
         package var delivery: Delivery?
+    }
+
+    /// The outbox turned on and off in turns within one server and one ledger: segments of `notifications` each,
+    /// in pairs (on then off, then off then on). A pair's two segments run a fraction of a second apart on the same
+    /// process, file and caches, so the machine's drift between rounds (up to 25 %) does not enter their ratio.
+    package struct Interleaved: Codable, Sendable {
+        package var notificationsPerSegment: Int
+        package var pairs: Int
+        /// Notifications per second of each segment, pair by pair.
+        package var ingestOutboxOn: [Double]
+        package var ingestOutboxOff: [Double]
+        /// 1 − on / off of each pair, in percent.
+        package var outboxCostPercentByPair: [Double]
+        /// Their median: what the outbox costs ingestion.
+        package var outboxCostPercent: Double
+        /// 1 − the sum of on's rates / the sum of off's, in percent (every segment has the same number of notifications).
+        package var outboxCostPercentPooled: Double
+        /// The median over pairs of on − off of the process's CPU per notification, in microseconds.
+        package var outboxCPUMicrosecondsPaired: Double
+        /// Events appended per notification while the outbox was on, and in all while it was off (none: the check that
+        /// an outbox turned off does none of its work).
+        package var eventsPerNotificationOutboxOn: Double
+        package var eventsOutboxOff: Int64
     }
 
     package struct Delivery: Codable, Sendable {
@@ -62,7 +87,7 @@ package enum EventsBenchmark {
     }
 
     package static func run(
-        count: Int, concurrency: Int, rounds: Int, storage: ServerBenchmark.Storage, delivery measured: Bool = true
+        count: Int, concurrency: Int, rounds: Int, pairs: Int = 0, storage: ServerBenchmark.Storage, delivery measured: Bool = true
     ) async throws -> Result {
         var on: [Double] = []
         var off: [Double] = []
@@ -90,13 +115,18 @@ package enum EventsBenchmark {
                 }
             }
         }
+        let interleaved =
+            pairs > 0 ? try await interleave(count: count, pairs: pairs, concurrency: concurrency, storage: storage) : nil
         let delivery = measured ? try await deliver(count: count, concurrency: concurrency, storage: storage) : nil
-        func median(_ values: [Double]) -> Double {
-            let sorted = values.sorted()
-            return sorted.count.isMultiple(of: 2) ? (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2 : sorted[sorted.count / 2]
-        }
         // Each round's on and off ran back to back: their ratio is free of the machine's drift between rounds.
         let paired = zip(on, off).map { ((1 - $0 / $1) * 1_000).rounded() / 10 }
+        guard !on.isEmpty else {
+            return Result(
+                storage: description, notifications: count, concurrency: concurrency, ingestOutboxOn: [], ingestOutboxOff: [],
+                outboxCostPercent: 0, outboxCostPercentByRound: [], outboxCostPercentPaired: 0, cpuMicrosecondsOutboxOn: [],
+                cpuMicrosecondsOutboxOff: [], outboxCPUCostPercent: 0, outboxCPUMicrosecondsPaired: 0, eventsPerNotification: 0,
+                notificationsPerCommitOutboxOn: [], notificationsPerCommitOutboxOff: [], interleaved: interleaved, delivery: delivery)
+        }
         return Result(
             storage: description, notifications: count, concurrency: concurrency, ingestOutboxOn: on, ingestOutboxOff: off,
             outboxCostPercent: ((1 - median(on) / median(off)) * 1_000).rounded() / 10, outboxCostPercentByRound: paired,
@@ -104,7 +134,51 @@ package enum EventsBenchmark {
             cpuMicrosecondsOutboxOff: cpuOff, outboxCPUCostPercent: ((median(cpuOn) / median(cpuOff) - 1) * 1_000).rounded() / 10,
             outboxCPUMicrosecondsPaired: (median(zip(cpuOn, cpuOff).map { $0 - $1 }) * 10).rounded() / 10,
             eventsPerNotification: eventsPerNotification, notificationsPerCommitOutboxOn: perCommitOn,
-            notificationsPerCommitOutboxOff: perCommitOff, delivery: delivery)
+            notificationsPerCommitOutboxOff: perCommitOff, interleaved: interleaved, delivery: delivery)
+    }
+
+    static func median(_ values: [Double]) -> Double {
+        guard !values.isEmpty else { return 0 }
+        let sorted = values.sorted()
+        return sorted.count.isMultiple(of: 2) ? (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2 : sorted[sorted.count / 2]
+    }
+
+    /// `pairs` pairs of segments of `count` notifications, the outbox on and off in turns, on one server and ledger.
+    /// Every notification is a new customer's first purchase, so a segment with the outbox off leaves nothing an
+    /// outbox-on segment's customers depend on.
+    static func interleave(count: Int, pairs: Int, concurrency: Int, storage: ServerBenchmark.Storage) async throws -> Interleaved {
+        try await ServerBenchmark.withServer(storage: ServerBenchmark.Storage(postgres: storage.postgres)) { ports, _, store, _ in
+            let bodies = try await notifications(count: count * 2 * pairs, store: store)
+            var on: [Double] = []
+            var off: [Double] = []
+            var cpu: [Bool: [Double]] = [true: [], false: []]
+            var events: [Bool: Int64] = [true: 0, false: 0]
+            var segment = 0
+            for pair in 0..<pairs {
+                for outbox in pair.isMultiple(of: 2) ? [true, false] : [false, true] {
+                    store.outbox.isEnabled = outbox
+                    let part = Array(bodies[segment * count..<(segment + 1) * count])
+                    segment += 1
+                    let position = try await store.lastEventPosition()
+                    let before = processCPUMicroseconds()
+                    let run = try await ServerBenchmark.drive(part, ports: ports, concurrency: concurrency, rate: nil, post)
+                    guard run.failures == 0 else { throw VerifyBenchmark.BenchmarkError(message: "\(run.failures) notifications were refused") }
+                    cpu[outbox, default: []].append((processCPUMicroseconds() - before) / Double(count))
+                    events[outbox, default: 0] += try await store.lastEventPosition() - position
+                    if outbox { on.append(run.throughput) } else { off.append(run.throughput) }
+                }
+            }
+            store.outbox.isEnabled = true
+            func percent(_ value: Double) -> Double { (value * 1_000).rounded() / 10 }
+            let byPair = zip(on, off).map { percent(1 - $0 / $1) }
+            let cpuPaired = zip(cpu[true] ?? [], cpu[false] ?? []).map { $0 - $1 }
+            return Interleaved(
+                notificationsPerSegment: count, pairs: pairs, ingestOutboxOn: on, ingestOutboxOff: off, outboxCostPercentByPair: byPair,
+                outboxCostPercent: (median(byPair) * 10).rounded() / 10,
+                outboxCostPercentPooled: percent(1 - on.reduce(0, +) / off.reduce(0, +)),
+                outboxCPUMicrosecondsPaired: (median(cpuPaired) * 10).rounded() / 10,
+                eventsPerNotificationOutboxOn: Double(events[true] ?? 0) / Double(count * pairs), eventsOutboxOff: events[false] ?? 0)
+        }
     }
 
     /// Customers each with a server-issued token (so every notification concerns a known customer and has events),

@@ -294,6 +294,27 @@ struct CLITests {
         }
     }
 
+    @Test("bench events --pairs turns one server's outbox on and off in turns: events only while it is on, a cost for each pair")
+    func interleavedEventsBenchmark() async throws {
+        let output = try await CLI.runDetached([
+            "bench", "events", "--count", "20", "--rounds", "0", "--pairs", "2", "--concurrency", "4", "--no-delivery",
+        ])
+        #expect(output.status == 0, "\(output.stderr)")
+        let json = try CLI.json(output.stdout)
+        let interleaved = try #require(json["interleaved"] as? [String: Any])
+        #expect(interleaved["pairs"] as? Int == 2)
+        #expect((interleaved["ingestOutboxOn"] as? [Double])?.count == 2)
+        #expect((interleaved["ingestOutboxOff"] as? [Double])?.allSatisfy { $0 > 0 } == true)
+        #expect((interleaved["outboxCostPercentByPair"] as? [Double])?.count == 2)
+        // Every notification is a new customer's first purchase: one event each while the outbox is on, none while off.
+        #expect(interleaved["eventsPerNotificationOutboxOn"] as? Double == 1)
+        #expect(interleaved["eventsOutboxOff"] as? Int == 0)
+        #expect(json["delivery"] == nil)
+        let refused = try await CLI.runDetached(["bench", "events", "--rounds", "0"])
+        #expect(refused.status == 64)
+        #expect(refused.stderr.contains("--rounds must be 1 to 20 (0 with --pairs)"), "\(refused.stderr)")
+    }
+
     @Test("bench entitlements reports the cache's hits and misses, writes during the reads, and the miss path")
     func entitlementBenchmarkServerFigures() async throws {
         let output = try await CLI.runDetached([

@@ -85,20 +85,26 @@ struct BenchCommand: AsyncParsableCommand {
         )
         @Option(help: "Notifications per round (each from a customer with a server-issued token).") var count: Int = 2000
         @Option(help: "Concurrent clients.") var concurrency: Int = 16
-        @Option(help: "Rounds of ingestion with the outbox on, then off.") var rounds: Int = 3
+        @Option(help: "Rounds of ingestion with the outbox on, then off, each on a fresh server.") var rounds: Int = 3
+        @Option(
+            help:
+                "Pairs of segments of --count notifications on one server, the outbox on and off in turns (0: none; with pairs, --rounds may be 0)."
+        ) var pairs: Int = 0
         @Flag(help: "Measure ingestion only.") var noDelivery = false
         @OptionGroup var storage: BenchStorageOptions
 
         func validate() throws {
             try storage.validate()
-            guard (1...20).contains(rounds) else { throw ValidationError("--rounds must be 1 to 20") }
+            guard ((pairs > 0 ? 0 : 1)...20).contains(rounds) else { throw ValidationError("--rounds must be 1 to 20 (0 with --pairs)") }
+            guard (0...100).contains(pairs) else { throw ValidationError("--pairs must be 0 to 100") }
             guard (10...100_000).contains(count) else { throw ValidationError("--count must be 10 to 100000") }
             guard (1...1_024).contains(concurrency) else { throw ValidationError("--concurrency must be 1 to 1024, not \(concurrency)") }
         }
 
         func run() async throws {
             try JSONOutput.print(
-                try await EventsBenchmark.run(count: count, concurrency: concurrency, rounds: rounds, storage: storage.storage, delivery: !noDelivery)
+                try await EventsBenchmark.run(
+                    count: count, concurrency: concurrency, rounds: rounds, pairs: pairs, storage: storage.storage, delivery: !noDelivery)
             )
         }
     }
