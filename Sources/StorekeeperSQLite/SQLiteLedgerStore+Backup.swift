@@ -1,3 +1,4 @@
+import AppStoreModels
 import Foundation
 import GRDB
 package import StorekeeperCore
@@ -25,7 +26,7 @@ extension SQLiteLedgerStore {
     /// overwritten, and a failed backup leaves no file behind.
     package static func backup(database path: String, to destination: String) throws(StorageError) -> BackupSummary {
         let files = FileManager.default
-        guard files.fileExists(atPath: path) else { throw StorageError("no database at \(path)") }
+        guard files.fileExists(atPath: path) else { throw StorageError("no database at \(UntrustedText.quoted(path, limit: 256))") }
         guard access(path, R_OK) == 0 else {
             throw StorageError("the ledger \(path) cannot be read by this process (\(String(cString: strerror(errno))))")
         }

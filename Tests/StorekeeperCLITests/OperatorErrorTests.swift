@@ -200,6 +200,19 @@ struct OperatorErrorTests {
         #expect(
             keyPath.status == 1 && keyPath.stderr.contains("a(a key's text, not shown)b.sqlite") && keyPath.stderr.contains("check --database")
                 && !keyPath.stderr.contains("MIGHAgEAMBMG"), "\(keyPath.stderr)")
+        // A PostgreSQL URL with its slashes mistyped is named as one, never read as a file name nor echoed (its
+        // password); a password in any error line is masked.
+        for arguments in [
+            ["events", "list", "--database", "postgres:/u:s3cret@h/db"], ["backup", "--database", "postgresql:u:s3cret@h/db", "--to", "b.sqlite"],
+            ["events", "list", "--database", "Postgres:/u:s3cret@h/db"],
+        ] {
+            let run = try await CLI.runDetached(arguments)
+            #expect(
+                run.status == 64 && run.stderr.contains("--database looks like a mistyped PostgreSQL URL") && !run.stderr.contains("s3cret"),
+                "\(arguments): \(run.stderr)")
+        }
+        let hidden = try await CLI.runDetached(["events", "list", "--database", "ftp:/u:s3cret@h/ledger.sqlite"])
+        #expect(hidden.status == 1 && hidden.stderr.contains("ftp:/u:***@h/ledger.sqlite") && !hidden.stderr.contains("s3cret"), "\(hidden.stderr)")
         // A long argument (a JWS given inline) leaves ArgumentParser's message as it is.
         let inline = try await CLI.runDetached(["verify", String(repeating: "eyJhbGciOiJFUzI1NiJ9", count: 100), "--environment"])
         #expect(inline.status == 64 && inline.stderr.contains("\nUsage: ") && !inline.stderr.contains("\\n"), "\(inline.stderr)")

@@ -139,7 +139,7 @@ struct RecoveryCLITests {
             for command in [["recover", "--dry-run"], ["recover"], ["reconcile", "--all", "--dry-run"], ["reconcile", "--customer", "c1"]] {
                 let typo = try await CLI.runDetached(command + ["--config", missed.config, "--database", missed.database + ".typo"])
                 #expect(
-                    typo.status == 1 && typo.stderr.contains("error: no-such-ledger: no SQLite ledger at \(missed.database).typo"),
+                    typo.status == 1 && typo.stderr.contains("error: no-such-ledger: no SQLite ledger at '\(missed.database).typo'"),
                     "\(command): \(typo.stderr)")
                 #expect(!FileManager.default.fileExists(atPath: missed.database + ".typo"))
             }

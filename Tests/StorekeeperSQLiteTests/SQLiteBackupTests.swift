@@ -121,7 +121,7 @@ struct SQLiteBackupTests {
         let missing = Self.temporaryPath("missing")
         let destination = Self.temporaryPath("destination")
         var error = #expect(throws: StorageError.self) { try SQLiteLedgerStore.backup(database: missing, to: destination) }
-        #expect(error?.message == "no database at \(missing)")
+        #expect(error?.message == "no database at '\(missing)'")
         #expect(!FileManager.default.fileExists(atPath: destination))
 
         let source = Self.temporaryPath("source")

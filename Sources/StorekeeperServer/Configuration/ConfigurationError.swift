@@ -12,6 +12,23 @@ package struct ConfigurationError: Error, CustomStringConvertible, Sendable {
         self.setting = setting
     }
 
+    /// `text` with the password of each `user:password@` in it (a URL's, whatever its scheme and however mistyped:
+    /// `postgres:/user:password@host`) replaced by `***`.
+    static func hidingPasswords(_ text: String) -> String {
+        var characters = Array(text)
+        var index = 0
+        while index < characters.count {
+            defer { index += 1 }
+            guard characters[index] == "@" else { continue }
+            var start = index
+            while start > 0, !" \t\n\r'\"/@:".contains(characters[start - 1]) { start -= 1 }
+            guard start > 0, start < index, characters[start - 1] == ":" else { continue }
+            characters.replaceSubrange(start..<index, with: "***")
+            index = start + 3
+        }
+        return String(characters)
+    }
+
     /// `text` with every webhook secret (`whsec_…`) and API key (`sk_…`) in it replaced by a note of its length, and a
     /// key's PEM text by a note: a
     /// secret pasted into the wrong field (a URL, a name) is quoted by the error naming that field, and errors reach
@@ -30,6 +47,7 @@ package struct ConfigurationError: Error, CustomStringConvertible, Sendable {
             }
             text.replaceSubrange(begin.lowerBound..<end, with: "(a key's text, not shown)")
         }
+        if text.contains("@") { text = hidingPasswords(text) }
         guard text.contains("whsec_") || text.contains("sk_") else { return text }
         let characters = Array(text)
         func isSecretCharacter(_ character: Character) -> Bool {

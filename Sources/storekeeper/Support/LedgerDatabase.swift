@@ -114,6 +114,15 @@ struct LedgerDatabase {
         guard !value.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
             throw CLIError(code: "invalid-option", message: "\(option) is empty: give \(alternative)")
         }
+        // `postgres:/…`, `postgresql:host/…`: a URL with its slashes mistyped, not a file name.
+        let lowered = value.lowercased()
+        if !value.contains("://"), lowered.hasPrefix("postgres:") || lowered.hasPrefix("postgresql:") {
+            throw CLIError(
+                code: "invalid-option",
+                message:
+                    "\(option) looks like a mistyped PostgreSQL URL (not shown: it may hold a password): write it postgres://user@host:5432/database"
+            )
+        }
         if let scheme = value.range(of: "://").map({ value[..<$0.lowerBound] }), !scheme.contains("/") {
             throw CLIError(
                 code: "invalid-option",
@@ -128,7 +137,7 @@ struct LedgerDatabase {
         CLIError(
             code: "no-such-ledger",
             message:
-                "no SQLite ledger at \(database): check --database (it is a file path or a postgres:// URL; only `storekeeper serve` creates a new ledger)"
+                "no SQLite ledger at \(UntrustedText.quoted(database, limit: 256)): check --database (it is a file path or a postgres:// URL; only `storekeeper serve` creates a new ledger)"
         )
     }
 
