@@ -23,6 +23,15 @@ extension SQLiteLedgerStore {
             guard access(path, R_OK | W_OK) == 0 else {
                 throw StorageError("the SQLite ledger \(path) cannot be read and written by this process (\(String(cString: strerror(errno))))")
             }
+            // The write-ahead log's two files, left by an earlier process: SQLite would only say the database is read-only.
+            for (suffix, advice) in [
+                ("-wal", "give it back read and write permission (never delete it: it may hold committed transactions)"),
+                ("-shm", "give it back read and write permission, or delete it while no process has the ledger open"),
+            ] where FileManager.default.fileExists(atPath: path + suffix) && access(path + suffix, R_OK | W_OK) != 0 {
+                throw StorageError(
+                    "the SQLite ledger's file \(path + suffix) cannot be read and written by this process (\(String(cString: strerror(errno)))): \(advice)"
+                )
+            }
         }
         if FileManager.default.fileExists(atPath: directory), access(directory, W_OK | X_OK) != 0 {
             throw StorageError(

@@ -21,6 +21,31 @@ struct OperatorErrorTests {
         return output
     }
 
+    @Test("a write-ahead log file left beside the ledger that this process may not write is named, with what to do about it")
+    func unwritableLogFiles() async throws {
+        let directory = try CLI.temporaryDirectory("log-files")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: directory.path)
+        let ledger = directory.appendingPathComponent("ledger.sqlite").path
+        let store = try SQLiteLedgerStore(path: ledger)
+        await store.close()
+        // Closing emptied the log; its files, left behind by root, would be refused too.
+        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: ledger + suffix) }
+        try FileManager.default.setAttributes([.posixPermissions: 0o666], ofItemAtPath: ledger)
+        for (suffix, advice) in [("-shm", "or delete it while no process has the ledger open"), ("-wal", "never delete it")] {
+            _ = FileManager.default.createFile(atPath: ledger + suffix, contents: nil, attributes: [.posixPermissions: 0o444])
+            let run = try await Self.runUnprivileged(["events", "list", "--database", ledger])
+            #expect(
+                run.status == 1
+                    && run.stderr.contains(
+                        "error: storage: the SQLite ledger's file \(ledger)\(suffix) cannot be read and written by this process (Permission denied)")
+                    && run.stderr.contains(advice), "\(suffix): \(run.stderr)")
+            try FileManager.default.removeItem(atPath: ledger + suffix)
+        }
+        let listed = try await Self.runUnprivileged(["events", "list", "--database", ledger])
+        #expect(listed.status == 0, "\(listed.stderr)")
+    }
+
     @Test("a ledger in a directory this process may not write, a directory given as the ledger, a file that is not a ledger: each said in words")
     func ledgerPaths() async throws {
         let directory = try CLI.temporaryDirectory("ledger-paths")

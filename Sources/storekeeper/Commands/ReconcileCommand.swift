@@ -99,13 +99,11 @@ struct ReconcileCommand: AsyncParsableCommand {
                         bar?.finish()
                         try JSONOutput.print(stopped.report)
                         let why = interruption.signal != nil ? "interrupted" : "\(stopped.cause)"
-                        FileHandle.standardError.write(
-                            Data(
-                                """
-                                error: \(app): reconcile stopped after \(stopped.report.checked) of \(stopped.report.purchases) purchases \
-                                (\(stopped.report.recordsChanged) records repaired, kept): \(why)
-
-                                """.utf8))
+                        reportError(
+                            """
+                            \(app): reconcile stopped after \(stopped.report.checked) of \(stopped.report.purchases) purchases \
+                            (\(stopped.report.recordsChanged) records repaired, kept): \(why)
+                            """)
                     } catch is Reconciler.UnknownCustomer {
                         failed = true
                         reportError("\(app): no customer '\(customer?.prefix(128) ?? "")' in this ledger")

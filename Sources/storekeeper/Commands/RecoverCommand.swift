@@ -106,11 +106,10 @@ struct RecoverCommand: AsyncParsableCommand {
                             stopped.report.watermarkAfter == nil
                             ? "the watermark did not move"
                             : "the watermark moved with the history's last page; the pass over failed deliveries did not finish"
-                        FileHandle.standardError.write(
-                            Data(
-                                "error: \(app): recovery stopped after \(stopped.report.pages) page(s), \(stopped.report.applied) applied (kept; \(watermark)): \(why)\n"
-                                    .utf8
-                            ))
+                        // The cause comes from the ledger or the App Store: escaped, bounded and masked like every error line.
+                        reportError(
+                            "\(app): recovery stopped after \(stopped.report.pages) page(s), \(stopped.report.applied) applied (kept; \(watermark)): \(why)"
+                        )
                     } catch {
                         failed = true
                         reportError("\(app): \(error)")
