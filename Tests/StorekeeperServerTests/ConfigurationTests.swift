@@ -224,6 +224,21 @@ struct StrictConfigurationTests {
         #expect(error?.message.hasSuffix(#"unknown key "\#(typo)" in \#(object): did you mean "\#(meant)"?"#) == true, "\(String(describing: error))")
     }
 
+    @Test("several mistyped keys are named at once, each with its line and column, and at most five of them")
+    func severalMistypedKeys() throws {
+        let error = #expect(throws: ConfigurationError.self) {
+            try Self.load("{\"apps\": [\(Self.app)],\n\"job\": {\"leaseSeconds\": 10},\n\"recovery\": {\"enable\": false}}")
+        }
+        let message = error?.message ?? ""
+        #expect(message.contains(#":2:1: unknown key "job" in the top level: did you mean "jobs"?; "#), "\(message)")
+        #expect(message.hasSuffix(#":3:14: unknown key "enable" in recovery: did you mean "enabled"?"#), "\(message)")
+        let many = (0..<40).map { #""zz\#($0)": 1"# }.joined(separator: ", ")
+        let bounded = #expect(throws: ConfigurationError.self) { try Self.load(#"{"apps": [\#(Self.app)], "jobs": {\#(many)}}"#) }
+        let said = bounded?.message ?? ""
+        #expect(said.components(separatedBy: #"unknown key ""#).count - 1 == 5 && said.hasSuffix("; and more unknown keys"), "\(said)")
+        #expect(said.contains(#""zz4""#) && !said.contains(#""zz5""#), "\(said)")
+    }
+
     @Test("a key nothing is near lists the keys known there")
     func unknownWithoutNeighbour() throws {
         let error = #expect(throws: ConfigurationError.self) { try Self.load(#"{"apps": [\#(Self.app)], "jobs": {"zzzzzz": 1}}"#) }

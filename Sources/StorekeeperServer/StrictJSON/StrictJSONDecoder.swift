@@ -24,6 +24,9 @@ struct StrictJSONDecoder {
         return try decode(type, from: document, file: file)
     }
 
+    /// How many unknown keys one error names.
+    static let unknownKeysShown = 5
+
     static func decode<T: Decodable>(_ type: T.Type, from document: StrictJSON, file: String) throws(ConfigurationError) -> T {
         let usage = Usage()
         func located(_ failure: Failure) -> ConfigurationError {
@@ -42,7 +45,15 @@ struct StrictJSONDecoder {
         } catch {
             throw ConfigurationError("\(file): \(error)")
         }
-        if let unknown = usage.firstUnknownKey(in: document.root) { throw located(unknown) }
+        // Every unknown key at once (a few: a body may hold thousands), so that fixing one typo does not just reveal the next.
+        var unknown: [Failure] = []
+        usage.unknownKeys(in: document.root, into: &unknown, limit: Self.unknownKeysShown + 1)
+        if let first = unknown.first {
+            var message = located(first).message
+            for other in unknown.dropFirst().prefix(Self.unknownKeysShown - 1) { message += "; " + located(other).message }
+            if unknown.count > Self.unknownKeysShown { message += "; and more unknown keys" }
+            throw ConfigurationError(message)
+        }
         return value
     }
 
@@ -137,13 +148,15 @@ struct StrictJSONDecoder {
             asked[StrictJSONDecoder.path(codingPath), default: []].insert(key)
         }
 
-        /// The first key, in file order, that the object holding it was never asked for, or nil. An object no type
-        /// read at all is not looked into: its own key was reported as unknown, or it is a value a type took whole.
-        func firstUnknownKey(in node: StrictJSON.Node, codingPath: [any CodingKey] = []) -> Failure? {
+        /// The keys, in file order, that the objects holding them were never asked for, up to `limit` in all. An
+        /// object no type read at all is not looked into: its own key was reported as unknown, or it is a value a type
+        /// took whole.
+        func unknownKeys(in node: StrictJSON.Node, codingPath: [any CodingKey] = [], into found: inout [Failure], limit: Int) {
+            guard found.count < limit else { return }
             switch node.value {
             case .object(let members):
-                guard let known = asked[StrictJSONDecoder.path(codingPath)] else { return nil }
-                for member in members {
+                guard let known = asked[StrictJSONDecoder.path(codingPath)] else { return }
+                for member in members where found.count < limit {
                     let memberPath = codingPath + [AnyKey(member.key)]
                     guard known.contains(member.key) else {
                         var message = "unknown key \"\(member.key)\" in \(StrictJSONDecoder.path(codingPath))"
@@ -152,18 +165,17 @@ struct StrictJSONDecoder {
                         } else {
                             message += " (known here: \(known.sorted().joined(separator: ", ")))"
                         }
-                        return Failure(message: message, position: member.keyPosition)
+                        found.append(Failure(message: message, position: member.keyPosition))
+                        continue
                     }
-                    if let failure = firstUnknownKey(in: member.value, codingPath: memberPath) { return failure }
+                    unknownKeys(in: member.value, codingPath: memberPath, into: &found, limit: limit)
                 }
-                return nil
             case .array(let elements):
-                for (index, element) in elements.enumerated() {
-                    if let failure = firstUnknownKey(in: element, codingPath: codingPath + [AnyKey(index)]) { return failure }
+                for (index, element) in elements.enumerated() where found.count < limit {
+                    unknownKeys(in: element, codingPath: codingPath + [AnyKey(index)], into: &found, limit: limit)
                 }
-                return nil
             default:
-                return nil
+                return
             }
         }
 
