@@ -41,9 +41,36 @@ extension SQLiteLedgerStore {
         }
     }
 
-    /// Refuses a file that is not a Storekeeper ledger, reading it without changing it: another program's SQLite
-    /// database, a simulator's, or (unless `creating`) one that holds no ledger yet (a new or empty file). Opening it
-    /// as the ledger would turn on WAL (which rewrites its header) and migrate it.
+    /// ``checkAccess(_:)`` for a ledger opened to read only: the file must be readable; its directory and log files
+    /// need not be writable when the log files are there (a server running on it, or a copy with them).
+    package static func checkReadAccess(_ path: String) throws(StorageError) {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { throw StorageError("no database at \(path)") }
+        guard !isDirectory.boolValue else {
+            throw StorageError("the SQLite ledger \(path) is a directory: give the path of a file (e.g. \(path)/storekeeper.sqlite)")
+        }
+        for file in [path, path + "-wal", path + "-shm"] where FileManager.default.fileExists(atPath: file) {
+            guard access(file, R_OK) == 0 else {
+                throw StorageError("the SQLite ledger's file \(file) cannot be read by this process (\(String(cString: strerror(errno))))")
+            }
+        }
+        let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
+        let logFiles = [path + "-wal", path + "-shm"]
+        if logFiles.contains(where: { !FileManager.default.fileExists(atPath: $0) }), access(directory, W_OK | X_OK) != 0 {
+            throw StorageError(
+                "the SQLite ledger \(path) has no -wal and -shm files beside it, and this process may not create them in \(directory) "
+                    + "(\(String(cString: strerror(errno)))): SQLite needs them to read a ledger in WAL mode, even to read only; "
+                    + "run the command as a user who may write that directory, or while the server runs on the ledger (it keeps them there)")
+        }
+    }
+
+    /// The error for a ledger opened to read only that an older Storekeeper left: reading does not migrate it.
+    static func needsMigrating(_ path: String) -> StorageError {
+        StorageError(
+            "the SQLite ledger \(path) was written by an older Storekeeper and needs migrating, which a command that only reads does not do: "
+                + "start `storekeeper serve` on it once (back it up first with `storekeeper backup`)")
+    }
+
     /// The error for a ledger a newer Storekeeper migrated: its migrations this version does not know.
     static func migratedByNewerVersion(_ path: String, unknown: Set<String>) -> StorageError {
         StorageError(
@@ -74,6 +101,9 @@ extension SQLiteLedgerStore {
         return queue
     }
 
+    /// Refuses a file that is not a Storekeeper ledger, reading it without changing it: another program's SQLite
+    /// database, a simulator's, or (unless `creating`) one that holds no ledger yet (a new or empty file). Opening it
+    /// as the ledger would turn on WAL (which rewrites its header) and migrate it.
     static func checkIsLedger(_ path: String, creating: Bool) throws(StorageError) {
         let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
         guard FileManager.default.fileExists(atPath: path), size > 0 else {

@@ -44,11 +44,20 @@ package final class SQLiteLedgerStore: LedgerStore {
         try self.init(path: path, creating: creating, unsafeFaultInjection: unsafeFaultInjection, statementTrace: nil)
     }
 
+    /// Opens the ledger at `path` to read only (`events list`, `events show`): nothing in its files changes, and the
+    /// file need not be writable by this process. A ledger that needs migrating is refused, not migrated.
+    package convenience init(readingOnly path: String) throws(StorageError) {
+        try self.init(path: path, creating: false, unsafeFaultInjection: nil, statementTrace: nil, readOnly: true)
+    }
+
     /// `statementTrace` sees the SQL of every statement any connection runs (tests check their query plans).
     init(
-        path: String, creating: Bool = true, unsafeFaultInjection: (@Sendable (String) throws -> Void)?, statementTrace: (@Sendable (String) -> Void)?
+        path: String, creating: Bool = true, unsafeFaultInjection: (@Sendable (String) throws -> Void)?,
+        statementTrace: (@Sendable (String) -> Void)?,
+        readOnly: Bool = false
     ) throws(StorageError) {
         var configuration = Configuration()
+        configuration.readonly = readOnly
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = FULL")
             // A write-ahead log that grew past this (readers holding back checkpoints) is cut back after a checkpoint.
@@ -56,29 +65,30 @@ package final class SQLiteLedgerStore: LedgerStore {
             if let statementTrace { db.trace { event in if case .statement(let statement) = event { statementTrace(statement.sql) } } }
         }
         configuration.busyMode = .timeout(10)
-        try Self.checkAccess(path)
+        try readOnly ? Self.checkReadAccess(path) : Self.checkAccess(path)
         // What the file holds, read without changing it (opening it as the ledger turns on WAL, which rewrites its header).
         try Self.checkIsLedger(path, creating: creating)
         do {
-            try FileManager.default.createDirectory(
-                at: URL(fileURLWithPath: path).deletingLastPathComponent(), withIntermediateDirectories: true
-            )
+            if !readOnly {
+                try FileManager.default.createDirectory(at: URL(fileURLWithPath: path).deletingLastPathComponent(), withIntermediateDirectories: true)
+            }
             // GRDB's pool makes and drops a table when the write-ahead log is empty (so that its readers can open),
             // which raises the ledger's schema version at each start. A connection held open across the pool's set-up
             // fills the log first with one frame that changes nothing (the header, its user version rewritten).
-            let holder = try Self.fillingEmptyLog(path, configuration: configuration)
+            let holder = readOnly ? nil : try Self.fillingEmptyLog(path, configuration: configuration)
             defer { try? holder?.close() }
             pool = try DatabasePool(path: path, configuration: configuration)
             // GRDB turns WAL on for the writer after `prepareDatabase` ran, and sets `synchronous = NORMAL` with it: a
             // commit would then be durable across a crash of the process but not of the machine (the last commits
             // before a power cut rolled back, acknowledged notifications lost). The writer is set back to FULL: its
             // log is synced at every commit.
-            try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+            if !readOnly { try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") } }
             let migrator = Self.migrator
             let before = try pool.read { db in try migrator.appliedIdentifiers(db) }
             // A ledger migrated by a newer Storekeeper may hold data this version would misread or leave stale.
             let unknown = before.subtracting(migrator.migrations)
             guard unknown.isEmpty else { throw Self.migratedByNewerVersion(path, unknown: unknown) }
+            guard !readOnly || before.count == migrator.migrations.count else { throw Self.needsMigrating(path) }
             try migrator.migrate(pool)
             migrationsApplied = migrator.migrations.filter { !before.contains($0) }
             if migrationsApplied.contains(Self.compactSignedDataMigration) && !before.isEmpty {

@@ -1,6 +1,7 @@
 import AppStoreModels
 import AppStoreSimulator
 import Foundation
+import Glibc
 import StorekeeperCore
 import StorekeeperSQLite
 import StorekeeperTesting
@@ -8,6 +9,45 @@ import Testing
 
 @Suite("storekeeper events")
 struct EventsCommandTests {
+    @Test("list, show and status read a ledger that this process may not write, and change nothing in it")
+    func readOnly() async throws {
+        let directory = TestFiles.directory.appendingPathComponent("events-read-only-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: directory.path)
+        let database = directory.appendingPathComponent("ledger.sqlite").path
+        let store = try SQLiteLedgerStore(path: database)
+        store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { TestAppStore.start })
+        var fixture = SimulatorFixture()
+        let token = try await store.appAccountToken(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox, renew: false)
+        try fixture.customer("apple-1")
+        _ = try fixture.engine.purchase(.init(customerId: "apple-1", productId: "pro.monthly", appAccountToken: token))
+        for notification in try await fixture.verifiedNotifications() { _ = try await store.apply(notification) }
+        // Left open, as a running server leaves it: its write-ahead log beside it.
+        let config = directory.appendingPathComponent("config.json").path
+        try
+            #"{"apps": [{"bundleId": "com.example.storekeeper", "environments": ["Sandbox"]}], "webhooks": [{"name": "b", "url": "http://127.0.0.1:9/", "secret": "\#(WebhookSecret.generate())"}]}"#
+            .write(toFile: config, atomically: true, encoding: .utf8)
+        for file in [database, config] { try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: file) }
+        let files = [database, database + "-wal", database + "-shm"]
+        let before = try files.map { try Data(contentsOf: URL(fileURLWithPath: $0)) }
+        let list = try await OperatorErrorTests.runUnprivileged(["events", "list", "--database", database])
+        #expect(list.status == 0 && list.stdout.contains(#""type":"subscription.started""#), "\(list.stderr)")
+        let id = try #require((try CLI.json(String(list.stdout.split(separator: "\n")[0]))["data"] as? [String: Any])?["id"] as? String)
+        let show = try await OperatorErrorTests.runUnprivileged(["events", "show", "--database", database, id])
+        #expect(show.status == 0 && show.stdout.contains(id), "\(show.stderr)")
+        let status = try await OperatorErrorTests.runUnprivileged(["events", "status", "--database", database, "--config", config])
+        #expect(status.status == 0 && status.stdout.contains(#""name" : "b""#), "\(status.stdout)\(status.stderr)")
+        // The server's files, byte for byte, and the server still writes.
+        #expect(try files.map { try Data(contentsOf: URL(fileURLWithPath: $0)) } == before)
+        _ = try await store.appAccountToken(for: "bob", bundleId: "com.example.storekeeper", environment: .sandbox, renew: false)
+        await store.close()
+        // Without the log's files, in a directory it may not write, reading says what SQLite needs.
+        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: database + suffix) }
+        let bare = try await OperatorErrorTests.runUnprivileged(["events", "list", "--database", database])
+        #expect(getuid() != 0 || (bare.status == 1 && bare.stderr.contains("has no -wal and -shm files beside it")), "\(bare.stderr)")
+    }
+
     @Test(
         "list prints events as webhooks carry them; show prints one with its deliveries; replay and resume act on the configured endpoint; mistakes are named"
     )

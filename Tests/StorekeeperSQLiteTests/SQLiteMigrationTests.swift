@@ -191,6 +191,29 @@ struct SQLiteMigrationTests {
         #expect(applied == SQLiteLedgerStore.migrator.migrations + ["v9: from the future"])
     }
 
+    @Test("a ledger opened to read only is not migrated: one that needs it is refused, named, and left unchanged")
+    func readingOnlyDoesNotMigrate() async throws {
+        let path = TestFiles.directory.appendingPathComponent("ledger-read-v4-\(UUID()).sqlite").path
+        do {
+            let queue = try DatabaseQueue(path: path)
+            try SQLiteLedgerStore.migrator.migrate(queue, upTo: "v4: transactions' app, quantity and refund as columns")
+            try queue.close()
+        }
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+        let error = #expect(throws: StorageError.self) { try SQLiteLedgerStore(readingOnly: path) }
+        #expect(error?.message.contains("\(path) was written by an older Storekeeper and needs migrating") == true, "\(String(describing: error))")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == bytes)
+        // Opened to write, it migrates; then reading only opens it, and reads it without changing a byte.
+        let store = try SQLiteLedgerStore(path: path)
+        await store.close()
+        let migrated = try Data(contentsOf: URL(fileURLWithPath: path))
+        let reader = try SQLiteLedgerStore(readingOnly: path)
+        #expect(reader.migrationsApplied.isEmpty)
+        #expect(try await reader.lastEventPosition() == 0)
+        await reader.close(checkpointing: false)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == migrated)
+    }
+
     @Test("a new database gets every migration at its first open")
     func newDatabase() throws {
         let path = TestFiles.directory.appendingPathComponent("ledger-new-\(UUID()).sqlite").path

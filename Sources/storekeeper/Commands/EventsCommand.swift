@@ -24,10 +24,13 @@ struct EventsCommand: AsyncParsableCommand {
 struct EventsLedgerOptions: ParsableArguments {
     @Option(help: ArgumentHelp(stringLiteral: "The ledger (it must exist): " + LedgerDatabase.help)) var database: String = "storekeeper.sqlite"
 
-    func withStore<T: Sendable>(_ body: @escaping @Sendable (any LedgerStore) async throws -> T) async throws -> T {
+    /// `readOnly`: the command only reads (a SQLite ledger is opened read-only: nothing in its files changes).
+    func withStore<T: Sendable>(readOnly: Bool = false, _ body: @escaping @Sendable (any LedgerStore) async throws -> T) async throws -> T {
         var logger = Logger(label: "storekeeper")
         logger.logLevel = .warning
-        return try await LedgerDatabase.withOpened(database, access: .existing, logger: logger) { ledger in try await body(ledger.store) }
+        return try await LedgerDatabase.withOpened(database, access: readOnly ? .reading : .existing, logger: logger) { ledger in
+            try await body(ledger.store)
+        }
     }
 }
 
@@ -95,7 +98,7 @@ struct EventsList: AsyncParsableCommand {
             guard (1...100_000).contains(limit) else { throw CLIError(code: "invalid-option", message: "--limit must be 1 to 100000, not \(limit)") }
             let filter = try narrowing.filter()
             let limit = limit
-            try await ledger.withStore { store in
+            try await ledger.withStore(readOnly: true) { store in
                 var position: Int64 = 0
                 var printed = 0
                 while printed < limit {
@@ -121,7 +124,7 @@ struct EventsShow: AsyncParsableCommand {
                 throw CLIError(
                     code: "invalid-argument", message: "\(UntrustedText.quoted(id, limit: 64)) is not an event ID (evt_ and 26 characters)")
             }
-            let (event, deliveries) = try await ledger.withStore { store in
+            let (event, deliveries) = try await ledger.withStore(readOnly: true) { store in
                 guard let event = try await store.event(eventId) else {
                     throw CLIError(code: "unknown-event", message: "no event \(eventId) in the ledger (events are kept events.retentionDays)")
                 }
@@ -209,7 +212,7 @@ struct EventsStatus: AsyncParsableCommand {
     func run() async throws {
         try await reportingFailures {
             let names = try ServerConfiguration.load(path: config).webhooks.map(\.name)
-            let statuses = try await ledger.withStore { store in
+            let statuses = try await ledger.withStore(readOnly: true) { store in
                 var statuses: [EndpointStatus] = []
                 for name in names { statuses.append(try await store.endpointStatus(name)) }
                 return statuses

@@ -37,6 +37,9 @@ struct LedgerDatabase {
         /// Every other command: the ledger must exist (a mistyped path is an error, not a new empty ledger); it may
         /// run beside a server, coordinating through the ledger's job leases.
         case existing
+        /// A command that only reads (`events list`, `events show`): as ``existing``, and a SQLite ledger is opened
+        /// read-only (nothing in its files changes; it need not be writable by this process).
+        case reading
     }
 
     /// Opens `database`; a PostgreSQL store counts its batches and retries in `metrics`.
@@ -71,6 +74,14 @@ struct LedgerDatabase {
             }
         }
         // Said in words before the lock file or SQLite meet the same problem.
+        if case .reading = access {
+            guard exists else { throw Self.missing(database) }
+            try SQLiteLedgerStore.checkReadAccess(database)
+            let store = try SQLiteLedgerStore(readingOnly: database)
+            var ledger = LedgerDatabase(store: store, description: database, migrationsApplied: [], created: false, closing: {})
+            ledger.checkpointsOnClose = false
+            return ledger
+        }
         try SQLiteLedgerStore.checkAccess(database)
         let lock: ExclusiveLock?
         switch access {
@@ -79,7 +90,7 @@ struct LedgerDatabase {
         case .exclusive(let purpose):
             guard exists else { throw Self.missing(database) }
             lock = try Self.lock(database, purpose: purpose)
-        case .existing:
+        case .existing, .reading:
             guard exists else { throw Self.missing(database) }
             lock = nil
         }
