@@ -9,6 +9,18 @@ import Testing
 
 @Suite("storekeeper events")
 struct EventsCommandTests {
+    /// A ledger at `path` (left open) where customer alice, by her server-issued token, bought `products`.
+    static func ledger(at path: String, products: [String]) async throws -> SQLiteLedgerStore {
+        let store = try SQLiteLedgerStore(path: path)
+        store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { TestAppStore.start })
+        var fixture = SimulatorFixture()
+        let token = try await store.appAccountToken(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox, renew: false)
+        try fixture.customer("apple-1")
+        for product in products { _ = try fixture.engine.purchase(.init(customerId: "apple-1", productId: product, appAccountToken: token)) }
+        for notification in try await fixture.verifiedNotifications() { _ = try await store.apply(notification) }
+        return store
+    }
+
     @Test("list, show and status read a ledger that this process may not write, and change nothing in it")
     func readOnly() async throws {
         let directory = TestFiles.directory.appendingPathComponent("events-read-only-\(UUID())")
@@ -16,13 +28,7 @@ struct EventsCommandTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: directory.path)
         let database = directory.appendingPathComponent("ledger.sqlite").path
-        let store = try SQLiteLedgerStore(path: database)
-        store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { TestAppStore.start })
-        var fixture = SimulatorFixture()
-        let token = try await store.appAccountToken(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox, renew: false)
-        try fixture.customer("apple-1")
-        _ = try fixture.engine.purchase(.init(customerId: "apple-1", productId: "pro.monthly", appAccountToken: token))
-        for notification in try await fixture.verifiedNotifications() { _ = try await store.apply(notification) }
+        let store = try await Self.ledger(at: database, products: ["pro.monthly"])
         // Left open, as a running server leaves it: its write-ahead log beside it.
         let config = directory.appendingPathComponent("config.json").path
         try
@@ -56,15 +62,7 @@ struct EventsCommandTests {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let database = directory.appendingPathComponent("ledger.sqlite").path
-        let store = try SQLiteLedgerStore(path: database)
-        store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { TestAppStore.start })
-        var fixture = SimulatorFixture()
-        let token = try await store.appAccountToken(for: "alice", bundleId: "com.example.storekeeper", environment: .sandbox, renew: false)
-        try fixture.customer("apple-1")
-        _ = try fixture.engine.purchase(.init(customerId: "apple-1", productId: "pro.monthly", appAccountToken: token))
-        _ = try fixture.engine.purchase(.init(customerId: "apple-1", productId: "unlock.lifetime", appAccountToken: token))
-        for notification in try await fixture.verifiedNotifications() { _ = try await store.apply(notification) }
-        await store.close()
+        try await Self.ledger(at: database, products: ["pro.monthly", "unlock.lifetime"]).close()
         let secret = WebhookSecret.generate()
         let previous = WebhookSecret.generate()
         let config = directory.appendingPathComponent("config.json")
