@@ -23,24 +23,25 @@ package enum EventsBenchmark {
         /// Notifications per second of each round, in the order run (on, off, on, off, …).
         package var ingestOutboxOn: [Double]
         package var ingestOutboxOff: [Double]
-        /// 1 − median(on) / median(off), in percent: what the outbox costs ingestion.
-        package var outboxCostPercent: Double
+        /// 1 − median(on) / median(off), in percent: what the outbox costs ingestion (absent with `--rounds 0`, as
+        /// every figure of the rounds).
+        package var outboxCostPercent: Double?
         /// 1 − on / off of each round (its two halves run back to back, in alternating order), in percent.
         package var outboxCostPercentByRound: [Double]
         /// The median of ``outboxCostPercentByRound``: steadier than ``outboxCostPercent`` when the machine's speed
         /// drifts from round to round.
-        package var outboxCostPercentPaired: Double
+        package var outboxCostPercentPaired: Double?
         /// The process's CPU time (user and system, every thread: server and load alike) per notification posted, in
         /// microseconds, of each round. Steadier than throughput on a busy machine: with every core saturated,
         /// throughput follows it.
         package var cpuMicrosecondsOutboxOn: [Double]
         package var cpuMicrosecondsOutboxOff: [Double]
         /// median(on) / median(off) − 1 of the CPU per notification, in percent.
-        package var outboxCPUCostPercent: Double
+        package var outboxCPUCostPercent: Double?
         /// The median over rounds of on − off of the CPU per notification, in microseconds: the outbox's own CPU.
-        package var outboxCPUMicrosecondsPaired: Double
+        package var outboxCPUMicrosecondsPaired: Double?
         /// Events the outbox appended per notification (in an outbox-on round).
-        package var eventsPerNotification: Double
+        package var eventsPerNotification: Double?
         /// Notifications per write transaction (the store's group commit), of each round, as the ingest rates: what
         /// the writer's time per commit is spread over.
         package var notificationsPerCommitOutboxOn: [Double]
@@ -115,16 +116,20 @@ package enum EventsBenchmark {
                 }
             }
         }
-        let interleaved =
-            pairs > 0 ? try await interleave(count: count, pairs: pairs, concurrency: concurrency, storage: storage) : nil
+        var interleaved: Interleaved?
+        if pairs > 0 {
+            let (measured, storageDescription) = try await interleave(count: count, pairs: pairs, concurrency: concurrency, storage: storage)
+            interleaved = measured
+            if description.isEmpty { description = storageDescription }
+        }
         let delivery = measured ? try await deliver(count: count, concurrency: concurrency, storage: storage) : nil
         // Each round's on and off ran back to back: their ratio is free of the machine's drift between rounds.
         let paired = zip(on, off).map { ((1 - $0 / $1) * 1_000).rounded() / 10 }
         guard !on.isEmpty else {
             return Result(
                 storage: description, notifications: count, concurrency: concurrency, ingestOutboxOn: [], ingestOutboxOff: [],
-                outboxCostPercent: 0, outboxCostPercentByRound: [], outboxCostPercentPaired: 0, cpuMicrosecondsOutboxOn: [],
-                cpuMicrosecondsOutboxOff: [], outboxCPUCostPercent: 0, outboxCPUMicrosecondsPaired: 0, eventsPerNotification: 0,
+                outboxCostPercent: nil, outboxCostPercentByRound: [], outboxCostPercentPaired: nil, cpuMicrosecondsOutboxOn: [],
+                cpuMicrosecondsOutboxOff: [], outboxCPUCostPercent: nil, outboxCPUMicrosecondsPaired: nil, eventsPerNotification: nil,
                 notificationsPerCommitOutboxOn: [], notificationsPerCommitOutboxOff: [], interleaved: interleaved, delivery: delivery)
         }
         return Result(
@@ -146,8 +151,10 @@ package enum EventsBenchmark {
     /// `pairs` pairs of segments of `count` notifications, the outbox on and off in turns, on one server and ledger.
     /// Every notification is a new customer's first purchase, so a segment with the outbox off leaves nothing an
     /// outbox-on segment's customers depend on.
-    static func interleave(count: Int, pairs: Int, concurrency: Int, storage: ServerBenchmark.Storage) async throws -> Interleaved {
-        try await ServerBenchmark.withServer(storage: ServerBenchmark.Storage(postgres: storage.postgres)) { ports, _, store, _ in
+    static func interleave(
+        count: Int, pairs: Int, concurrency: Int, storage: ServerBenchmark.Storage
+    ) async throws -> (Interleaved, storage: String) {
+        try await ServerBenchmark.withServer(storage: ServerBenchmark.Storage(postgres: storage.postgres)) { ports, _, store, description in
             let bodies = try await notifications(count: count * 2 * pairs, store: store)
             var on: [Double] = []
             var off: [Double] = []
@@ -172,12 +179,13 @@ package enum EventsBenchmark {
             func percent(_ value: Double) -> Double { (value * 1_000).rounded() / 10 }
             let byPair = zip(on, off).map { percent(1 - $0 / $1) }
             let cpuPaired = zip(cpu[true] ?? [], cpu[false] ?? []).map { $0 - $1 }
-            return Interleaved(
+            let measured = Interleaved(
                 notificationsPerSegment: count, pairs: pairs, ingestOutboxOn: on, ingestOutboxOff: off, outboxCostPercentByPair: byPair,
                 outboxCostPercent: (median(byPair) * 10).rounded() / 10,
                 outboxCostPercentPooled: percent(1 - on.reduce(0, +) / off.reduce(0, +)),
                 outboxCPUMicrosecondsPaired: (median(cpuPaired) * 10).rounded() / 10,
                 eventsPerNotificationOutboxOn: Double(events[true] ?? 0) / Double(count * pairs), eventsOutboxOff: events[false] ?? 0)
+            return (measured, description)
         }
     }
 

@@ -64,15 +64,22 @@ package struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
 
     /// Whether `text` names a PostgreSQL database (anything else given to `--database` is a SQLite file path).
     package static func isPostgres(_ text: String) -> Bool {
-        text.hasPrefix("postgres://") || text.hasPrefix("postgresql://")
+        // A URL's scheme is case-insensitive (RFC 3986).
+        let lowered = text.prefix(13).lowercased()
+        return lowered.hasPrefix("postgres://") || lowered.hasPrefix("postgresql://")
     }
 
     /// Parses `text`; the error names what is wrong, never the password. A URL without a password takes it from
     /// `environment` as libpq would: `PGPASSWORD`, else the password file (``PostgresPasswordFile``), so that it need
     /// not be on the command line.
     package init(_ text: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(StorageError) {
-        guard Self.isPostgres(text), let components = URLComponents(string: text) else {
+        guard Self.isPostgres(text) else {
             throw StorageError("the database URL is not a postgres:// URL (postgres://USER:PASSWORD@HOST:PORT/DATABASE)")
+        }
+        guard let components = URLComponents(string: text) else {
+            throw StorageError(
+                "the database URL cannot be read as a URL (postgres://USER:PASSWORD@HOST:PORT/DATABASE): a port that is not a number, "
+                    + "or a character of the user name or password that must be %-escaped (/ as %2F, @ as %40, # as %23, ? as %3F, % as %25)")
         }
         guard let host = components.host, !host.isEmpty else { throw StorageError("the database URL has no host") }
         guard let encodedUser = components.percentEncodedUser, !encodedUser.isEmpty else {

@@ -26,10 +26,9 @@ extension SQLiteLedgerStore {
     /// overwritten, and a failed backup leaves no file behind.
     package static func backup(database path: String, to destination: String) throws(StorageError) -> BackupSummary {
         let files = FileManager.default
-        guard files.fileExists(atPath: path) else { throw StorageError("no database at \(UntrustedText.quoted(path, limit: 256))") }
-        guard access(path, R_OK) == 0 else {
-            throw StorageError("the ledger \(path) cannot be read by this process (\(String(cString: strerror(errno))))")
-        }
+        // Missing, a directory, unreadable, or without the log files SQLite needs and a directory to make them in: said
+        // in words (a directory read as a database was "a disk I/O error").
+        try checkReadAccess(path)
         // What the file holds, from a read-only look: another program's database, or a ledger a newer Storekeeper
         // migrated, is refused before anything opens it for writing.
         try checkIsLedger(path, creating: false)

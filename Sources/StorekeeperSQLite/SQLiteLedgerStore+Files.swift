@@ -1,3 +1,4 @@
+import AppStoreModels
 import Foundation
 import GRDB
 package import StorekeeperCore
@@ -21,7 +22,9 @@ extension SQLiteLedgerStore {
                 throw StorageError("the SQLite ledger \(path) is a directory: give the path of a file (e.g. \(path)/storekeeper.sqlite)")
             }
             guard access(path, R_OK | W_OK) == 0 else {
-                throw StorageError("the SQLite ledger \(path) cannot be read and written by this process (\(String(cString: strerror(errno))))")
+                throw StorageError(
+                    "the SQLite ledger \(path) cannot be read and written by this process (\(String(cString: strerror(errno))))"
+                        + "\(owner(of: path).map { "; it is \($0)" } ?? ""): run as the ledger's owner, or give this user read and write permission")
             }
             // The write-ahead log's two files, left by an earlier process: SQLite would only say the database is read-only.
             for (suffix, advice) in [
@@ -33,7 +36,9 @@ extension SQLiteLedgerStore {
                 )
             }
         }
-        if FileManager.default.fileExists(atPath: directory), access(directory, W_OK | X_OK) != 0 {
+        // The directory matters only for the log's files: SQLite makes them when they are not there.
+        let logFilesThere = [path + "-wal", path + "-shm"].allSatisfy { FileManager.default.fileExists(atPath: $0) }
+        if !logFilesThere, FileManager.default.fileExists(atPath: directory), access(directory, W_OK | X_OK) != 0 {
             throw StorageError(
                 "the directory \(directory) of the SQLite ledger is not writable by this process (\(String(cString: strerror(errno)))): "
                     + "SQLite keeps its write-ahead log (-wal and -shm files) beside the ledger"
@@ -41,17 +46,29 @@ extension SQLiteLedgerStore {
         }
     }
 
+    /// Who owns the file at `path` and its mode (`owned by uid 0, mode 644`), for errors that say a process may not
+    /// use it; `nil` when it cannot be looked at.
+    package static func owner(of path: String) -> String? {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return nil }
+        return "owned by uid \(status.st_uid), mode \(String(status.st_mode & 0o7777, radix: 8))"
+    }
+
     /// ``checkAccess(_:)`` for a ledger opened to read only: the file must be readable; its directory and log files
     /// need not be writable when the log files are there (a server running on it, or a copy with them).
     package static func checkReadAccess(_ path: String) throws(StorageError) {
         var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { throw StorageError("no database at \(path)") }
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+            throw StorageError("no database at \(UntrustedText.quoted(path, limit: 256))")
+        }
         guard !isDirectory.boolValue else {
             throw StorageError("the SQLite ledger \(path) is a directory: give the path of a file (e.g. \(path)/storekeeper.sqlite)")
         }
         for file in [path, path + "-wal", path + "-shm"] where FileManager.default.fileExists(atPath: file) {
             guard access(file, R_OK) == 0 else {
-                throw StorageError("the SQLite ledger's file \(file) cannot be read by this process (\(String(cString: strerror(errno))))")
+                throw StorageError(
+                    "the SQLite ledger's file \(file) cannot be read by this process (\(String(cString: strerror(errno))))"
+                        + "\(owner(of: file).map { "; it is \($0)" } ?? ""): run as its owner, or give this user read permission")
             }
         }
         let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path

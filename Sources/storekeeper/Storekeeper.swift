@@ -34,7 +34,7 @@ struct Storekeeper: AsyncParsableCommand {
             let status = exitCode(for: error)
             // Help and the like: ArgumentParser's, on standard output.
             guard status != .success else { exit(withError: error) }
-            let message = fullMessage(for: error)
+            let message = negativeNumberHint(fullMessage(for: error), arguments: arguments)
             if !message.isEmpty { FileHandle.standardError.write(Data((shown(message) + "\n").utf8)) }
             Foundation.exit(status.rawValue)
         }
@@ -72,6 +72,18 @@ struct Storekeeper: AsyncParsableCommand {
 /// text and secrets are replaced by a note; before the usage, control characters are escaped and the text bounded.
 /// Each argument quoted in it that holds a control character or is long is replaced by its escaped, bounded form; the
 /// message's own line breaks (before `Help:` and `Usage:`) stay.
+/// ArgumentParser's "Missing value for '--count <count>'" when the value given was a negative number (`--count -1`:
+/// read as an option), said as what it is.
+func negativeNumberHint(_ message: String, arguments: [String]) -> String {
+    guard let range = message.range(of: "Missing value for '"), let end = message[range.upperBound...].firstIndex(of: " ") else { return message }
+    let option = String(message[range.upperBound..<end])
+    guard let index = arguments.firstIndex(of: option), index + 1 < arguments.count else { return message }
+    let value = arguments[index + 1]
+    guard value.hasPrefix("-"), Double(value) != nil else { return message }
+    let (first, rest) = message.firstIndex(of: "\n").map { (message[..<$0], message[$0...]) } ?? (message[...], "")
+    return "\(first): \(value) is a negative number, which \(option) does not take (it reads as an option)\(rest)"
+}
+
 func shown(_ message: String, given arguments: [String] = Array(CommandLine.arguments.dropFirst())) -> String {
     var message = ConfigurationError.hidingSecrets(message)
     for argument in arguments.sorted(by: { $0.utf8.count > $1.utf8.count })

@@ -310,6 +310,9 @@ struct CLITests {
         #expect(interleaved["eventsPerNotificationOutboxOn"] as? Double == 1)
         #expect(interleaved["eventsOutboxOff"] as? Int == 0)
         #expect(json["delivery"] == nil)
+        // The rounds' figures are absent, not zero, when no round ran.
+        #expect(json["outboxCostPercent"] == nil && json["eventsPerNotification"] == nil)
+        #expect((json["storage"] as? String)?.hasPrefix("SQLite") == true)
         let refused = try await CLI.runDetached(["bench", "events", "--rounds", "0"])
         #expect(refused.status == 64)
         #expect(refused.stderr.contains("--rounds must be 1 to 20 (0 with --pairs)"), "\(refused.stderr)")

@@ -187,6 +187,11 @@ struct OperatorErrorTests {
             (["simulator", "advance", "--days=1e300"], "Error: --days moves the clock at most 100 years (36525 days) at once, not 1e+300"),
             (["simulator", "advance", "--days=1e-300"], "Error: --days and --seconds must move the clock at least a millisecond"),
             (["bench", "ingest", "--count", "0"], "Error: --count must be 10 to 1000000, not 0"),
+            (
+                ["bench", "events", "--pairs", "-1"],
+                "Error: Missing value for '--pairs <pairs>': -1 is a negative number, which --pairs does not take (it reads as an option)"
+            ),
+            (["bench", "events", "--pairs=-1", "--rounds", "0"], "Error: --pairs must be 0 to 100, not -1"),
             // Refused by the command once it runs (it reads the value): `error: invalid-option: …`, a usage mistake too.
             (["events", "list", "--database", "none.sqlite", "--limit", "0"], "error: invalid-option: --limit must be 1 to 100000, not 0"),
             (

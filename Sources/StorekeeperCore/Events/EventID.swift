@@ -8,6 +8,8 @@ import Synchronization
 /// same one (80 random bits). The receiver deduplicates by it (`webhook-id`).
 package struct EventID: Hashable, Comparable, Sendable, CustomStringConvertible {
     package static let prefix = "evt_"
+    /// What an ID looks like, for errors that refuse one.
+    package static let shape = "evt_ and 26 characters of Crockford's base32 (no I, L, O or U), the first of them 0 to 7"
     static let alphabet = Array("0123456789ABCDEFGHJKMNPQRSTVWXYZ".utf8)
 
     /// The 128 bits, high then low.

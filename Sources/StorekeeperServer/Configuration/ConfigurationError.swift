@@ -12,17 +12,28 @@ package struct ConfigurationError: Error, CustomStringConvertible, Sendable {
         self.setting = setting
     }
 
-    /// `text` with the password of each `user:password@` in it (a URL's, whatever its scheme and however mistyped:
-    /// `postgres:/user:password@host`) replaced by `***`.
+    /// `text` with the password of each URL's `user:password@` in it replaced by `***`: in a word that starts with a
+    /// scheme and a slash (`postgres://user:password@host`, `ftp:/user:password@host`). A customer ID or a path that
+    /// holds `:` and `@` (`bob:smith@corp`, `/srv/u:v@w/ledger.sqlite`) is left as it is.
     static func hidingPasswords(_ text: String) -> String {
         var characters = Array(text)
+        let separators: Set<Character> = [" ", "\t", "\n", "\r", "'", "\""]
+        func startsWithScheme(_ word: ArraySlice<Character>) -> Bool {
+            guard let first = word.first, first.isASCII, first.isLetter, let colon = word.firstIndex(of: ":") else { return false }
+            let scheme = word[word.startIndex..<colon]
+            return scheme.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "+.-".contains($0)) }
+                && word.dropFirst(scheme.count + 1).first == "/"
+        }
         var index = 0
         while index < characters.count {
             defer { index += 1 }
             guard characters[index] == "@" else { continue }
+            var word = index
+            while word > 0, !separators.contains(characters[word - 1]) { word -= 1 }
+            guard startsWithScheme(characters[word..<index]) else { continue }
             var start = index
-            while start > 0, !" \t\n\r'\"/@:".contains(characters[start - 1]) { start -= 1 }
-            guard start > 0, start < index, characters[start - 1] == ":" else { continue }
+            while start > word, !":/@".contains(characters[start - 1]) { start -= 1 }
+            guard start > word, start < index, characters[start - 1] == ":" else { continue }
             characters.replaceSubrange(start..<index, with: "***")
             index = start + 3
         }

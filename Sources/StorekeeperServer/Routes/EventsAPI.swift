@@ -163,7 +163,7 @@ struct EventsAPI: Sendable {
         _ = try QueryParameters(request, allowed: [])
         let apps = try apps(for: identity, asked: nil)
         guard let eventId = EventID(id) else {
-            throw APIError(.badRequest, .invalidParameter, "\(UntrustedText.quoted(id, limit: 64)) is not an event ID (evt_ and 26 characters)")
+            throw APIError(.badRequest, .invalidParameter, "\(UntrustedText.quoted(id, limit: 64)) is not an event ID (\(EventID.shape))")
         }
         let event: LedgerEvent?
         do {

@@ -98,7 +98,7 @@ struct WebhookAdminAPI: Sendable {
 
     func event(_ text: String) async throws -> LedgerEvent {
         guard let id = EventID(text) else {
-            throw APIError(.badRequest, .invalidParameter, "\(UntrustedText.quoted(text, limit: 64)) is not an event ID (evt_ and 26 characters)")
+            throw APIError(.badRequest, .invalidParameter, "\(UntrustedText.quoted(text, limit: 64)) is not an event ID (\(EventID.shape))")
         }
         guard let event = try await storage({ try await store.event(id) }) else { throw APIError(.notFound, .unknownEvent, "no event \(id)") }
         return event

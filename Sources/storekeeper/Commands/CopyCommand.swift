@@ -1,3 +1,4 @@
+import AppStoreModels
 import ArgumentParser
 import Foundation
 import Logging
@@ -22,10 +23,16 @@ struct CopyCommand: AsyncParsableCommand {
 
     func run() async throws {
         do {
+            // The options' values first, then the files they name.
             try LedgerDatabase.requireSQLitePath(from, option: "--from")
-            guard FileManager.default.fileExists(atPath: from) else { throw CLIError(code: "no-such-file", message: "no SQLite ledger at \(from)") }
             guard PostgresDatabaseURL.isPostgres(to) else {
-                throw CLIError(code: "not-postgres", message: "--to must be a postgres:// URL (copy moves a SQLite ledger into PostgreSQL)")
+                // A mistyped URL is named as one, never shown (its password).
+                if !to.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty { try LedgerDatabase.requireSQLitePath(to, option: "--to") }
+                throw CLIError(code: "invalid-option", message: "--to must be a postgres:// URL (copy moves a SQLite ledger into PostgreSQL)")
+            }
+            let url = try LedgerDatabase.postgresURL(to, option: "--to")
+            guard FileManager.default.fileExists(atPath: from) else {
+                throw CLIError(code: "no-such-file", message: "no SQLite ledger at \(UntrustedText.quoted(from, limit: 256))")
             }
             var logger = Logger(label: "storekeeper")
             logger.logLevel = .warning
@@ -33,7 +40,7 @@ struct CopyCommand: AsyncParsableCommand {
             let lock = try LedgerDatabase.lock(from, purpose: "storekeeper copy")
             defer { lock.release() }
             let source = try SQLiteLedgerStore(path: from, creating: false)
-            let target = try await PostgresLedgerStore.open(try PostgresDatabaseURL(to), logger: logger)
+            let target = try await PostgresLedgerStore.open(url, logger: logger)
             let bar = ProgressLine(label: "copy")
             do {
                 let report = try await LedgerCopy.copy(from: source, to: target) { records in bar.show(count: records) }

@@ -122,7 +122,7 @@ struct EventsShow: AsyncParsableCommand {
         try await reportingFailures {
             guard let eventId = EventID(id) else {
                 throw CLIError(
-                    code: "invalid-argument", message: "\(UntrustedText.quoted(id, limit: 64)) is not an event ID (evt_ and 26 characters)")
+                    code: "invalid-argument", message: "\(UntrustedText.quoted(id, limit: 64)) is not an event ID (\(EventID.shape))")
             }
             let (event, deliveries) = try await ledger.withStore(readOnly: true) { store in
                 guard let event = try await store.event(eventId) else {
@@ -150,7 +150,7 @@ struct EventsRedeliver: AsyncParsableCommand {
             let eventIds = try ids.map { text in
                 guard let id = EventID(text) else {
                     throw CLIError(
-                        code: "invalid-argument", message: "\(UntrustedText.quoted(text, limit: 64)) is not an event ID (evt_ and 26 characters)")
+                        code: "invalid-argument", message: "\(UntrustedText.quoted(text, limit: 64)) is not an event ID (\(EventID.shape))")
                 }
                 return id
             }

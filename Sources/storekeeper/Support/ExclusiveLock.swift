@@ -1,4 +1,5 @@
 import Foundation
+import StorekeeperSQLite
 import Synchronization
 
 #if canImport(Glibc)
@@ -31,8 +32,14 @@ final class ExclusiveLock: Sendable {
         self.path = path
         let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else {
-            let reason = String(cString: strerror(errno))
-            throw CLIError(code: "cannot-lock", message: "cannot open the lock file \(path): \(reason)")
+            let code = errno
+            let reason = String(cString: strerror(code))
+            // Most often a lock file left by a run as another user: whose it is, and what to do.
+            let advice =
+                code == EACCES || code == EPERM
+                ? "\(SQLiteLedgerStore.owner(of: path).map { " (\($0))" } ?? ""): run storekeeper as the user who owns the ledger; "
+                    + "the lock file holds no data and may be deleted while no storekeeper runs on the ledger" : ""
+            throw CLIError(code: "cannot-lock", message: "cannot open the lock file \(path): \(reason)\(advice)")
         }
         guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
             let code = errno

@@ -45,7 +45,7 @@ struct LedgerDatabase {
     /// Opens `database`; a PostgreSQL store counts its batches and retries in `metrics`.
     static func open(_ database: String, access: Access, logger: Logger, metrics: StorekeeperMetrics = .discarded) async throws -> LedgerDatabase {
         if PostgresDatabaseURL.isPostgres(database) {
-            let url = try PostgresDatabaseURL(database)
+            let url = try Self.postgresURL(database, option: "--database")
             let store = try await PostgresLedgerStore.open(url, logger: logger, metrics: metrics)
             return LedgerDatabase(
                 store: store, description: url.redacted, migrationsApplied: store.migrationsApplied, created: false, closing: {}
@@ -125,13 +125,23 @@ struct LedgerDatabase {
         guard !value.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
             throw CLIError(code: "invalid-option", message: "\(option) is empty: give \(alternative)")
         }
-        // `postgres:/…`, `postgresql:host/…`: a URL with its slashes mistyped, not a file name.
+        // `postgres:/…`, `postgresql:host/…`: a URL with its slashes mistyped, not a file name; `user:password@host`:
+        // one without its scheme (a file of that name would show the password in every log line that names it).
         let lowered = value.lowercased()
+        let beforeAt = value.firstIndex(of: "@").map { value[..<$0] }
         if !value.contains("://"), lowered.hasPrefix("postgres:") || lowered.hasPrefix("postgresql:") {
             throw CLIError(
                 code: "invalid-option",
                 message:
                     "\(option) looks like a mistyped PostgreSQL URL (not shown: it may hold a password): write it postgres://user@host:5432/database"
+            )
+        }
+        if !value.contains("://"), let beforeAt, beforeAt.contains(":"), !beforeAt.contains("/") {
+            throw CLIError(
+                code: "invalid-option",
+                message:
+                    "\(option) looks like user:password@host, a PostgreSQL URL without its postgres:// (not shown: it may hold a password): "
+                    + "write it postgres://user@host:5432/database, or a file of that name as ./name"
             )
         }
         if let scheme = value.range(of: "://").map({ value[..<$0.lowerBound] }), !scheme.contains("/") {
@@ -140,6 +150,16 @@ struct LedgerDatabase {
                 message:
                     "\(option) is a \(UntrustedText.escaped(String(scheme), limit: 32)):// URL (not shown: it may hold a password): give \(alternative)"
             )
+        }
+    }
+
+    /// `value` of `option` read as a PostgreSQL URL; a URL that cannot be used is a usage mistake (exit 64), named
+    /// without its password.
+    static func postgresURL(_ value: String, option: String) throws -> PostgresDatabaseURL {
+        do {
+            return try PostgresDatabaseURL(value)
+        } catch {
+            throw CLIError(code: "invalid-option", message: "\(option): \(error.message)")
         }
     }
 

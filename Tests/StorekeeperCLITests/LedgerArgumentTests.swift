@@ -1,0 +1,84 @@
+import Foundation
+import Glibc
+import StorekeeperCore
+import StorekeeperSQLite
+import StorekeeperTesting
+import Testing
+
+/// `--database`, `--from` and `--to` as an operator mistypes them, and ledger files another user left: each refused
+/// in words that say what to do, never showing a password.
+@Suite("storekeeper database arguments and ledger files")
+struct LedgerArgumentTests {
+    @Test("a URL without its scheme, a mistyped or unusable PostgreSQL URL: usage mistakes (64), the password never shown")
+    func databaseURLs() async throws {
+        let cases: [([String], String)] = [
+            (["events", "list", "--database", "storekeeper:SECRETPW@db.internal"], "--database looks like user:password@host"),
+            (
+                ["events", "list", "--database", "postgres://u:SECRETPW@127.0.0.1:1/db?pool_size=0"],
+                "error: invalid-option: --database: pool_size must be"
+            ),
+            (
+                ["events", "list", "--database", "postgres://u:SECRETPW@127.0.0.1:notaport/db"],
+                "error: invalid-option: --database: the database URL cannot be read as a URL"
+            ),
+            (["copy", "--from", "none.sqlite", "--to", "postgres:/u:SECRETPW@h/db"], "--to looks like a mistyped PostgreSQL URL"),
+            (["copy", "--from", "none.sqlite", "--to", "/tmp/x.sqlite"], "error: invalid-option: --to must be a postgres:// URL"),
+            (["copy", "--from", "none.sqlite", "--to", ""], "error: invalid-option: --to must be a postgres:// URL"),
+        ]
+        for (arguments, said) in cases {
+            let run = try await CLI.runDetached(arguments)
+            #expect(run.status == 64 && run.stderr.contains(said) && !run.stderr.contains("SECRETPW"), "\(arguments): \(run.stderr)")
+        }
+        // A scheme in capitals is still PostgreSQL's (nothing listens on port 1: a storage failure, not a usage one).
+        let capitals = try await CLI.runDetached(["events", "list", "--database", "POSTGRES://u:SECRETPW@127.0.0.1:1/db?connect_timeout=2"])
+        #expect(
+            capitals.status == 1 && capitals.stderr.hasPrefix("error: storage: ") && !capitals.stderr.contains("SECRETPW"), "\(capitals.stderr)")
+        // Customer IDs and paths with `:` and `@` are shown as they are: only a URL's password is masked.
+        let directory = try CLI.temporaryDirectory("u:pw@x")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("nope.sqlite").path
+        let missing = try await CLI.runDetached(["events", "list", "--database", path])
+        #expect(missing.status == 1 && missing.stderr.contains("no SQLite ledger at '\(path)'"), "\(missing.stderr)")
+        let folder = try await CLI.runDetached(["backup", "--database", directory.path, "--to", path])
+        #expect(folder.status == 1 && folder.stderr.contains("is a directory: give the path of a file"), "\(folder.stderr)")
+    }
+
+    @Test(
+        "a lock file, a ledger or its log another user left: whose it is and what to do; the directory matters only to make log files",
+        .enabled(if: getuid() == 0, "files of another user need the tests to run as root (they then act as nobody)"))
+    func filesOfAnotherUser() async throws {
+        let directory = try CLI.temporaryDirectory("other-user")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: directory.path)
+        let ledger = directory.appendingPathComponent("ledger.sqlite").path
+        let store = try SQLiteLedgerStore(path: ledger)
+        await store.close()
+        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: ledger + suffix) }
+        let config = directory.appendingPathComponent("config.json").path
+        try
+            #"{"apps": [{"bundleId": "com.example.app", "environments": ["Sandbox"]}], "webhooks": [{"name": "b", "url": "http://127.0.0.1:9/", "secret": "\#(WebhookSecret.generate())"}]}"#
+            .write(toFile: config, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: config)
+        _ = FileManager.default.createFile(atPath: ledger + ".lock", contents: nil, attributes: [.posixPermissions: 0o644])
+        try FileManager.default.setAttributes([.posixPermissions: 0o666], ofItemAtPath: ledger)
+        let locked = try await OperatorErrorTests.runUnprivileged(["serve", "--config", config, "--port", "0", "--database", ledger])
+        #expect(
+            locked.status == 1
+                && locked.stderr.contains("Permission denied (owned by uid 0, mode 644): run storekeeper as the user who owns the ledger"),
+            "\(locked.stderr)")
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: ledger)
+        for command in [["events", "list"], ["events", "resume", "--config", config, "--endpoint", "b"]] {
+            let refused = try await OperatorErrorTests.runUnprivileged(command + ["--database", ledger])
+            #expect(refused.status != 0 && refused.stderr.contains("it is owned by uid 0, mode 600: run as"), "\(command): \(refused.stderr)")
+        }
+        // Ledger and log files this user may write, in a directory it may not: enough to write.
+        try FileManager.default.setAttributes([.posixPermissions: 0o666], ofItemAtPath: ledger)
+        for suffix in ["-wal", "-shm"] {
+            _ = FileManager.default.createFile(atPath: ledger + suffix, contents: nil, attributes: [.posixPermissions: 0o666])
+        }
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: directory.path)
+        defer { try? FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: directory.path) }
+        let written = try await OperatorErrorTests.runUnprivileged(["events", "resume", "--database", ledger, "--config", config, "--endpoint", "b"])
+        #expect(written.status == 0 && written.stdout.contains(#""name" : "b""#), "\(written.stdout)\(written.stderr)")
+    }
+}
