@@ -49,9 +49,10 @@ extension SQLiteLedgerStore {
     /// Who owns the file at `path` and its mode (`owned by uid 0, mode 644`), for errors that say a process may not
     /// use it; `nil` when it cannot be looked at.
     package static func owner(of path: String) -> String? {
-        var status = stat()
-        guard stat(path, &status) == 0 else { return nil }
-        return "owned by uid \(status.st_uid), mode \(String(status.st_mode & 0o7777, radix: 8))"
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
+            let owner = (attributes[.ownerAccountID] as? NSNumber)?.intValue, let mode = (attributes[.posixPermissions] as? NSNumber)?.intValue
+        else { return nil }
+        return "owned by uid \(owner), mode \(String(mode & 0o7777, radix: 8))"
     }
 
     /// ``checkAccess(_:)`` for a ledger opened to read only: the file must be readable; its directory and log files
