@@ -23,7 +23,7 @@ public struct AppStoreAPIKey: Sendable, CustomStringConvertible, CustomDebugStri
         }
         let pem = privateKeyPEM.replacingOccurrences(of: "\\n", with: "\n").trimmingCharacters(in: .whitespacesAndNewlines)
         guard pem.hasPrefix("-----BEGIN") else {
-            throw SigningError(.invalidPrivateKey, "the private key is not PEM (expected -----BEGIN PRIVATE KEY-----)")
+            throw SigningError(.invalidPrivateKey, "the private key is not PEM (expected a BEGIN PRIVATE KEY block)")
         }
         do {
             self.privateKey = try P256.Signing.PrivateKey(pemRepresentation: pem)
@@ -56,7 +56,7 @@ public struct AppStoreAPIKey: Sendable, CustomStringConvertible, CustomDebugStri
             throw SigningError(.unreadableKeyFile, SecretFile.describe(problem, shown, what: "private key file"))
         }
         guard let pem = String(validating: data, as: UTF8.self) else {
-            throw SigningError(.invalidPrivateKey, "the private key file \(shown) is not text (a .p8 file is PEM: -----BEGIN PRIVATE KEY-----)")
+            throw SigningError(.invalidPrivateKey, "the private key file \(shown) is not text (a .p8 file is PEM text: a BEGIN PRIVATE KEY block)")
         }
         do {
             try self.init(issuerID: issuerID, keyID: keyID, bundleID: bundleID, privateKeyPEM: pem)

@@ -37,10 +37,10 @@ package enum CertificateFile {
         case .missing: return "\(shown) does not exist"
         case .directory: return "\(shown) is a directory"
         case .unreadable: return "\(shown) cannot be read (permission denied?)"
-        case .pemWithoutCertificate: return "\(shown) is PEM but holds no certificate (no -----BEGIN CERTIFICATE----- block; a key?)"
+        case .pemWithoutCertificate: return "\(shown) is PEM but holds no certificate (no BEGIN CERTIFICATE block; a key?)"
         case .invalidPEM: return "\(shown) holds a PEM block that is not a valid X.509 certificate"
         case .notACertificate(let bytes):
-            return "\(shown) is not a certificate: neither PEM (-----BEGIN CERTIFICATE-----) nor DER X.509 (\(bytes) bytes)"
+            return "\(shown) is not a certificate: neither PEM (a BEGIN CERTIFICATE block) nor DER X.509 (\(bytes) bytes)"
         }
     }
 }

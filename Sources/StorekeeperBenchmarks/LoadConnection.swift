@@ -18,7 +18,7 @@ final class LoadConnection: Sendable {
     /// Connects to `host:port` on the shared event loop group.
     static func connect(host: String, port: Int) async throws -> LoadConnection {
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHTTPClientHandlers()

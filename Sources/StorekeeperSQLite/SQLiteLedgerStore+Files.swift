@@ -192,3 +192,22 @@ extension SQLiteLedgerStore {
         }
     }
 }
+
+extension SQLiteLedgerStore {
+    /// Moves every commit from the write-ahead log into the file itself and empties the log (so a copy of the
+    /// `.sqlite` file alone, taken after a server stopped, holds everything), then closes the connections. The store
+    /// is unusable afterwards.
+    package func close() async {
+        await close(checkpointing: true)
+    }
+
+    /// Closes the connections; with `checkpointing`, after emptying the log as ``close()`` does. A command that may run
+    /// beside a server (`events list`, `recover`) closes without: that checkpoint would hold the server's writer
+    /// until every frame is copied, and SQLite checkpoints by itself when the last connection to the file closes.
+    package func close(checkpointing: Bool) async {
+        if checkpointing {
+            _ = try? await pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+        }
+        try? pool.close()
+    }
+}

@@ -44,8 +44,9 @@ package final class SQLiteLedgerStore: LedgerStore {
         try self.init(path: path, creating: creating, unsafeFaultInjection: unsafeFaultInjection, statementTrace: nil)
     }
 
-    /// Opens the ledger at `path` to read only (`events list`, `events show`): nothing in its files changes, and the
-    /// file need not be writable by this process. A ledger that needs migrating is refused, not migrated.
+    /// Opens the ledger at `path` to read only (`events list`, `events show`): nothing in it or its log changes
+    /// (SQLite's readers mark what they read in the `-shm` index when they may), and the file need not be writable by
+    /// this process. A ledger that needs migrating is refused, not migrated.
     package convenience init(readingOnly path: String) throws(StorageError) {
         try self.init(path: path, creating: false, unsafeFaultInjection: nil, statementTrace: nil, readOnly: true)
     }
@@ -102,23 +103,6 @@ package final class SQLiteLedgerStore: LedgerStore {
         }
         self.path = path
         self.unsafeFaultInjection = unsafeFaultInjection
-    }
-
-    /// Moves every commit from the write-ahead log into the file itself and empties the log (so a copy of the
-    /// `.sqlite` file alone, taken after a server stopped, holds everything), then closes the connections. The store
-    /// is unusable afterwards.
-    package func close() async {
-        await close(checkpointing: true)
-    }
-
-    /// Closes the connections; with `checkpointing`, after emptying the log as ``close()`` does. A command that may run
-    /// beside a server (`events list`, `recover`) closes without: that checkpoint would hold the server's writer
-    /// until every frame is copied, and SQLite checkpoints by itself when the last connection to the file closes.
-    package func close(checkpointing: Bool) async {
-        if checkpointing {
-            _ = try? await pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
-        }
-        try? pool.close()
     }
 
     // MARK: - Writes

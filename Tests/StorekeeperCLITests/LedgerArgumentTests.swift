@@ -43,6 +43,34 @@ struct LedgerArgumentTests {
         #expect(folder.status == 1 && folder.stderr.contains("is a directory: give the path of a file"), "\(folder.stderr)")
     }
 
+    @Test("files that are not what an option wants say what is wanted, in words the secret masking leaves whole")
+    func filesOfTheWrongKind() async throws {
+        let directory = try CLI.temporaryDirectory("wrong-kind")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let binary = directory.appendingPathComponent("k.p8").path
+        _ = FileManager.default.createFile(atPath: binary, contents: Data([0xFF, 0xFE, 0x00, 0x80]), attributes: [.posixPermissions: 0o600])
+        let token = try await CLI.runDetached([
+            "token", "--issuer-id", "57246542-96fe-1a63-e053-0824d011072a", "--key-id", "K", "--bundle-id", "b", "--private-key", binary,
+        ])
+        #expect(token.status == 1 && token.stderr.contains("a .p8 file is PEM text: a BEGIN PRIVATE KEY block"), "\(token.stderr)")
+        let root = try await CLI.runDetached(["verify", "--root", binary, "x"])
+        #expect(root.stderr.contains("neither PEM (a BEGIN CERTIFICATE block) nor DER") && !root.stderr.contains("not shown"), "\(root.stderr)")
+        let verify = try await CLI.runDetached(["verify", "--bundle-id", "a\u{1B}b", "x"])
+        #expect(verify.status == 64 && verify.stderr.contains("--bundle-id is not a bundle ID"), "\(verify.stderr)")
+        let config = directory.appendingPathComponent("config.json").path
+        try #"{"apps": [{"bundleId": "com.example.app", "environments": ["Sandbox"]}]}"#.write(toFile: config, atomically: true, encoding: .utf8)
+        let zero = try await CLI.runDetached(["import", "--config", config, "--file", "/dev/zero"])
+        #expect(zero.status == 1 && zero.stderr.contains("/dev/zero is not a regular file (a device or a pipe?)"), "\(zero.stderr)")
+    }
+
+    @Test(
+        "the benchmarks' load needs no privilege (its sockets set TCP_NODELAY, not SO_DEBUG)",
+        .enabled(if: getuid() == 0, "run as root, the test acts as nobody"))
+    func benchmarkUnprivileged() async throws {
+        let run = try await OperatorErrorTests.runUnprivileged(["bench", "ingest", "--count", "20", "--concurrency", "2"])
+        #expect(run.status == 0 && run.stdout.contains("fullSpeed"), "\(run.stderr)")
+    }
+
     @Test(
         "a lock file, a ledger or its log another user left: whose it is and what to do; the directory matters only to make log files",
         .enabled(if: getuid() == 0, "files of another user need the tests to run as root (they then act as nobody)"))

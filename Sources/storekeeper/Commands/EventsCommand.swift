@@ -24,7 +24,7 @@ struct EventsCommand: AsyncParsableCommand {
 struct EventsLedgerOptions: ParsableArguments {
     @Option(help: ArgumentHelp(stringLiteral: "The ledger (it must exist): " + LedgerDatabase.help)) var database: String = "storekeeper.sqlite"
 
-    /// `readOnly`: the command only reads (a SQLite ledger is opened read-only: nothing in its files changes).
+    /// `readOnly`: the command only reads (a SQLite ledger is opened read-only: nothing in it or its log changes).
     func withStore<T: Sendable>(readOnly: Bool = false, _ body: @escaping @Sendable (any LedgerStore) async throws -> T) async throws -> T {
         var logger = Logger(label: "storekeeper")
         logger.logLevel = .warning

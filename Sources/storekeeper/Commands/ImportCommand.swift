@@ -60,11 +60,18 @@ struct ImportCommand: AsyncParsableCommand {
                 throw CLIError(code: "unreadable-file", message: "\(file) does not exist")
             }
             guard !isDirectory.boolValue else { throw CLIError(code: "unreadable-file", message: "\(file) is a directory, not a list of customers") }
+            // A device or a pipe (/dev/zero, a FIFO) has no end to read to, and a journal of its lines could not resume.
+            let resolved = URL(fileURLWithPath: file).resolvingSymlinksInPath().path
+            guard (try? FileManager.default.attributesOfItem(atPath: resolved)[.type] as? FileAttributeType) == .typeRegular else {
+                throw CLIError(
+                    code: "unreadable-file", message: "\(file) is not a regular file (a device or a pipe?): give the file of customers itself")
+            }
             let data: Data
             do {
                 data = try Data(contentsOf: URL(fileURLWithPath: file))
             } catch {
-                throw CLIError(code: "unreadable-file", message: "cannot read \(file): \(String(cString: strerror(errno)))")
+                let reason = (error as NSError).localizedFailureReason ?? (error as NSError).localizedDescription
+                throw CLIError(code: "unreadable-file", message: "cannot read \(file): \(reason)")
             }
             guard !data.isEmpty else { throw CLIError(code: "malformed-file", message: "\(file) is empty") }
             guard let text = String(data: data, encoding: .utf8) else {

@@ -2,6 +2,7 @@ import AppStoreModels
 import AppStoreSigning
 import ArgumentParser
 import Foundation
+import StorekeeperServer
 import SwiftASN1
 import X509
 
@@ -45,6 +46,10 @@ struct VerifyCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingFailures {
+            // As `token` and `sign` check it: a bundle ID, or a usage mistake (never echoed: it may be a key pasted there).
+            if let bundleID, !ServerConfiguration.isBundleId(bundleID) {
+                throw CLIError(code: "invalid-option", message: "--bundle-id is not a bundle ID (letters, digits, '-' and '.', like com.example.app)")
+            }
             let text = try InputArgument.read(input)
             let verifier = SignedDataVerifier(configuration: try makeConfiguration())
             let report = try await VerificationReport.make(text: text, kind: try resolveKind(text), verifier: verifier)

@@ -38,7 +38,7 @@ struct LedgerDatabase {
         /// run beside a server, coordinating through the ledger's job leases.
         case existing
         /// A command that only reads (`events list`, `events show`): as ``existing``, and a SQLite ledger is opened
-        /// read-only (nothing in its files changes; it need not be writable by this process).
+        /// read-only (nothing in it or its log changes; it need not be writable by this process).
         case reading
     }
 
