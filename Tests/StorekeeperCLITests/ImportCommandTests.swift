@@ -143,4 +143,14 @@ struct ImportCommandTests {
         #expect(lines.map(\.number) == [2, 4, 6])
         #expect(malformed.map(\.line) == [5] && malformed.first?.code == "malformed-line")
     }
+
+    @Test("a spreadsheet's quoted fields are read without their quotes, a header too; a quote left inside a field is refused with it")
+    func quotedFields() {
+        let (lines, malformed) = CustomerImport.parse(
+            "\"customer_id\",\"transaction_id\"\n\"c1\",\"2000000000000001\"\n c2 , \"2000000000000002\" \n\"c\"\"3\",2000000000000003\n\"c4,2000000000000004\n",
+            isCustomerId: { !$0.isEmpty && $0.allSatisfy { $0.isLetter || $0.isNumber } })
+        #expect(lines.map(\.customerId) == ["c1", "c2"])
+        #expect(lines.map(\.number) == [2, 3])
+        #expect(malformed.map(\.line) == [4, 5] && malformed.allSatisfy { $0.code == "invalid-customer-id" }, "\(malformed)")
+    }
 }

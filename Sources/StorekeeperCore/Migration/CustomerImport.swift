@@ -69,6 +69,12 @@ package enum CustomerImport {
     /// Reads the list: `customerId,transactionId` or `customerId,<base64 receipt>` per line; blank lines and lines
     /// starting with `#` skipped, and a first line naming the columns (`customerId,…`). A malformed line is a failed
     /// result naming what is wrong, never a silent skip.
+    /// A CSV field without its enclosing double quotes, a doubled quote in it read as one; any other field as it is.
+    static func unquoted(_ field: String) -> String {
+        guard field.count >= 2, field.hasPrefix("\""), field.hasSuffix("\"") else { return field }
+        return String(field.dropFirst().dropLast()).replacingOccurrences(of: "\"\"", with: "\"").trimmingCharacters(in: .whitespaces)
+    }
+
     package static func parse(_ text: String, isCustomerId: (String) -> Bool) -> (lines: [Line], malformed: [LineResult]) {
         var lines: [Line] = []
         var malformed: [LineResult] = []
@@ -78,7 +84,11 @@ package enum CustomerImport {
             number += 1
             let trimmed = row.trimmingCharacters(in: .whitespaces)
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
-            let fields = trimmed.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+            // A spreadsheet's export may quote its fields (`"c1","2000000000000001"`, a quote in one doubled): neither
+            // field can hold a comma, so splitting first is safe.
+            let fields = trimmed.split(separator: ",", omittingEmptySubsequences: false).map {
+                Self.unquoted($0.trimmingCharacters(in: .whitespaces))
+            }
             if number == 1, let first = fields.first?.lowercased(), ["customerid", "customer_id", "customer"].contains(first) { continue }
             let shownId = UntrustedText.escaped(fields.first ?? "", limit: 64)
             guard fields.count == 2 else {
