@@ -75,18 +75,9 @@ struct LedgerArgumentTests {
         "a lock file, a ledger or its log another user left: whose it is and what to do; the directory matters only to make log files",
         .enabled(if: getuid() == 0, "files of another user need the tests to run as root (they then act as nobody)"))
     func filesOfAnotherUser() async throws {
-        let directory = try CLI.temporaryDirectory("other-user")
+        let (directory, ledger, config) = try await OperatorErrorTests.sharedLedger(
+            "other-user", webhooks: #"[{"name": "b", "url": "http://127.0.0.1:9/", "secret": "\#(WebhookSecret.generate())"}]"#)
         defer { try? FileManager.default.removeItem(at: directory) }
-        try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: directory.path)
-        let ledger = directory.appendingPathComponent("ledger.sqlite").path
-        let store = try SQLiteLedgerStore(path: ledger)
-        await store.close()
-        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: ledger + suffix) }
-        let config = directory.appendingPathComponent("config.json").path
-        try
-            #"{"apps": [{"bundleId": "com.example.app", "environments": ["Sandbox"]}], "webhooks": [{"name": "b", "url": "http://127.0.0.1:9/", "secret": "\#(WebhookSecret.generate())"}]}"#
-            .write(toFile: config, atomically: true, encoding: .utf8)
-        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: config)
         _ = FileManager.default.createFile(atPath: ledger + ".lock", contents: nil, attributes: [.posixPermissions: 0o644])
         try FileManager.default.setAttributes([.posixPermissions: 0o666], ofItemAtPath: ledger)
         let locked = try await OperatorErrorTests.runUnprivileged(["serve", "--config", config, "--port", "0", "--database", ledger])

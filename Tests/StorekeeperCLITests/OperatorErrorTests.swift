@@ -21,20 +21,27 @@ struct OperatorErrorTests {
         return output
     }
 
-    @Test("a write-ahead log file left beside the ledger that this process may not write is named, with what to do about it")
-    func unwritableLogFiles() async throws {
-        let directory = try CLI.temporaryDirectory("log-files")
-        defer { try? FileManager.default.removeItem(at: directory) }
+    /// A new, empty ledger that everyone may write, without its log's files, in a directory everyone may write, and a
+    /// configuration everyone may read (its `webhooks`' JSON given): for tests that run the binary as another user.
+    static func sharedLedger(_ name: String, webhooks: String = "[]") async throws -> (directory: URL, ledger: String, config: String) {
+        let directory = try CLI.temporaryDirectory(name)
         try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: directory.path)
         let ledger = directory.appendingPathComponent("ledger.sqlite").path
-        let store = try SQLiteLedgerStore(path: ledger)
-        await store.close()
+        try await SQLiteLedgerStore(path: ledger).close()
         // Closing emptied the log; its files, left behind by root, would be refused too.
         for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: ledger + suffix) }
         try FileManager.default.setAttributes([.posixPermissions: 0o666], ofItemAtPath: ledger)
         let config = directory.appendingPathComponent("config.json").path
-        try #"{"apps": [{"bundleId": "com.example.app", "environments": ["Sandbox"]}]}"#.write(toFile: config, atomically: true, encoding: .utf8)
+        try #"{"apps": [{"bundleId": "com.example.app", "environments": ["Sandbox"]}], "webhooks": \#(webhooks)}"#
+            .write(toFile: config, atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: config)
+        return (directory, ledger, config)
+    }
+
+    @Test("a write-ahead log file left beside the ledger that this process may not write is named, with what to do about it")
+    func unwritableLogFiles() async throws {
+        let (directory, ledger, config) = try await Self.sharedLedger("log-files")
+        defer { try? FileManager.default.removeItem(at: directory) }
         for (suffix, advice) in [("-shm", "or delete it while no process has the ledger open"), ("-wal", "never delete it")] {
             _ = FileManager.default.createFile(atPath: ledger + suffix, contents: nil, attributes: [.posixPermissions: 0o444])
             let run = try await Self.runUnprivileged(["serve", "--config", config, "--port", "0", "--database", ledger])
