@@ -61,13 +61,14 @@ extension ServerBenchmark {
             let port = ports[0]
             let seeding = try await seed(purchases, history: history, ports: ports, apiKey: key)
             if let external = options.externalLoad {
-                FileHandle.standardError.write(
-                    Data(
-                        """
-                        serving \(options.customers) customers at http://127.0.0.1:\(port) for \(external.seconds) s: \
-                        GET /v1/customers/customer-<0..\(options.customers - 1)>?environment=Sandbox with the key in STOREKEEPER_BENCH_API_KEY
+                try? FileHandle.standardError.write(
+                    contentsOf:
+                        Data(
+                            """
+                            serving \(options.customers) customers at http://127.0.0.1:\(port) for \(external.seconds) s: \
+                            GET /v1/customers/customer-<0..\(options.customers - 1)>?environment=Sandbox with the key in STOREKEEPER_BENCH_API_KEY
 
-                        """.utf8))
+                            """.utf8))
                 try await Task.sleep(for: .seconds(external.seconds))
             }
             let before = Self.cacheCounts(exporter)

@@ -97,7 +97,8 @@ package struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
         let database = path.hasPrefix("/") ? String(path.dropFirst()) : path
         guard !database.isEmpty, !database.contains("/") else { throw StorageError("the database URL names no database (…@HOST:PORT/DATABASE)") }
         if let port = components.port, !(1...65_535).contains(port) { throw StorageError("the database URL's port must be 1 to 65535, not \(port)") }
-        self.host = host
+        // An IPv6 address is bracketed in a URL (`[::1]`), not in a socket address.
+        self.host = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
         self.port = components.port ?? 5432
         self.username = user
         self.password = encodedPassword?.removingPercentEncoding
@@ -166,7 +167,8 @@ package struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
 
     /// The URL without its password.
     package var redacted: String {
-        var text = "postgres://\(username)\(password == nil ? "" : ":***")@\(host):\(port)/\(database)"
+        let shownHost = host.contains(":") ? "[\(host)]" : host
+        var text = "postgres://\(username)\(password == nil ? "" : ":***")@\(shownHost):\(port)/\(database)"
         var options: [String] = []
         if tlsMode != .prefer { options.append("sslmode=\(tlsMode.rawValue)") }
         if poolSize != 20 { options.append("pool_size=\(poolSize)") }

@@ -18,9 +18,7 @@ extension SQLiteLedgerStore {
         let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {
-            guard !isDirectory.boolValue else {
-                throw StorageError("the SQLite ledger \(path) is a directory: give the path of a file (e.g. \(path)/storekeeper.sqlite)")
-            }
+            guard !isDirectory.boolValue else { throw isADirectory(path) }
             guard access(path, R_OK | W_OK) == 0 else {
                 throw StorageError(
                     "the SQLite ledger \(path) cannot be read and written by this process (\(String(cString: strerror(errno))))"
@@ -46,13 +44,20 @@ extension SQLiteLedgerStore {
         }
     }
 
+    /// The error for a directory given as the ledger, with the path of a file in it to give instead.
+    static func isADirectory(_ path: String) -> StorageError {
+        let inside = URL(fileURLWithPath: path).appendingPathComponent("storekeeper.sqlite").path
+        return StorageError("the SQLite ledger \(path) is a directory: give the path of a file (e.g. \(inside))")
+    }
+
     /// Who owns the file at `path` and its mode (`owned by uid 0, mode 644`), for errors that say a process may not
     /// use it; `nil` when it cannot be looked at.
     package static func owner(of path: String) -> String? {
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
             let owner = (attributes[.ownerAccountID] as? NSNumber)?.intValue, let mode = (attributes[.posixPermissions] as? NSNumber)?.intValue
         else { return nil }
-        return "owned by uid \(owner), mode \(String(mode & 0o7777, radix: 8))"
+        let octal = String(mode & 0o7777, radix: 8)
+        return "owned by uid \(owner), mode \(String(repeating: "0", count: max(0, 3 - octal.count)) + octal)"
     }
 
     /// ``checkAccess(_:)`` for a ledger opened to read only: the file must be readable; its directory and log files
@@ -62,8 +67,10 @@ extension SQLiteLedgerStore {
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
             throw StorageError("no database at \(UntrustedText.quoted(path, limit: 256))")
         }
-        guard !isDirectory.boolValue else {
-            throw StorageError("the SQLite ledger \(path) is a directory: give the path of a file (e.g. \(path)/storekeeper.sqlite)")
+        guard !isDirectory.boolValue else { throw isADirectory(path) }
+        let resolved = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+        guard (try? FileManager.default.attributesOfItem(atPath: resolved)[.type] as? FileAttributeType) == .typeRegular else {
+            throw StorageError("\(path) is not a regular file (a device or a pipe?): give the ledger's file")
         }
         for file in [path, path + "-wal", path + "-shm"] where FileManager.default.fileExists(atPath: file) {
             guard access(file, R_OK) == 0 else {

@@ -28,14 +28,14 @@ struct Storekeeper: AsyncParsableCommand {
             command = try await asyncParseAsRoot(arguments)
         } catch {
             if let mistake = CommandLineMistake.find(in: arguments, root: Self.self) {
-                FileHandle.standardError.write(Data("\(shown("Error: \(mistake.message)"))\n\(mistake.usage)\n".utf8))
+                try? FileHandle.standardError.write(contentsOf: Data("\(shown("Error: \(mistake.message)"))\n\(mistake.usage)\n".utf8))
                 Foundation.exit(ExitCode.validationFailure.rawValue)
             }
             let status = exitCode(for: error)
             // Help and the like: ArgumentParser's, on standard output.
             guard status != .success else { exit(withError: error) }
             let message = negativeNumberHint(fullMessage(for: error), arguments: arguments)
-            if !message.isEmpty { FileHandle.standardError.write(Data((shown(message) + "\n").utf8)) }
+            if !message.isEmpty { try? FileHandle.standardError.write(contentsOf: Data((shown(message) + "\n").utf8)) }
             Foundation.exit(status.rawValue)
         }
         do {
@@ -49,10 +49,11 @@ struct Storekeeper: AsyncParsableCommand {
             // A value refused by the command itself: with that command's usage, not the root's.
             let path = CommandLineMistake.path(to: type(of: command), from: Self.self) ?? "storekeeper"
             let usage = helpMessage(for: type(of: command), columns: 10_000).split(separator: "\n").first { $0.hasPrefix("USAGE: ") }
-            FileHandle.standardError.write(
-                Data(
-                    "\(shown("Error: \(error.message)"))\nUsage: \(usage.map { String($0.dropFirst(7)) } ?? path)\n  See '\(path) --help' for more information.\n"
-                        .utf8))
+            try? FileHandle.standardError.write(
+                contentsOf:
+                    Data(
+                        "\(shown("Error: \(error.message)"))\nUsage: \(usage.map { String($0.dropFirst(7)) } ?? path)\n  See '\(path) --help' for more information.\n"
+                            .utf8))
             Foundation.exit(ExitCode.validationFailure.rawValue)
         } catch let error where String(reflecting: type(of: error)).hasPrefix("ArgumentParser.") {
             // Help, usage, exit codes and validation: ArgumentParser's, printed its way.
@@ -97,7 +98,8 @@ func shown(_ message: String, given arguments: [String] = Array(CommandLine.argu
 /// configuration and the ledger are quoted in errors, so keys' text and secrets are masked, control characters
 /// escaped and the whole bounded.
 func reportError(_ text: String) {
-    FileHandle.standardError.write(Data("error: \(UntrustedText.sanitizedMessage(ConfigurationError.hidingSecrets(text), limit: 4_096))\n".utf8))
+    try? FileHandle.standardError.write(
+        contentsOf: Data("error: \(UntrustedText.sanitizedMessage(ConfigurationError.hidingSecrets(text), limit: 4_096))\n".utf8))
 }
 
 /// A word of the command line that names no command or option where it stands, with the nearest that does.

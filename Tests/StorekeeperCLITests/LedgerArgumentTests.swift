@@ -23,7 +23,9 @@ struct LedgerArgumentTests {
             ),
             (["copy", "--from", "none.sqlite", "--to", "postgres:/u:SECRETPW@h/db"], "--to looks like a mistyped PostgreSQL URL"),
             (["copy", "--from", "none.sqlite", "--to", "/tmp/x.sqlite"], "error: invalid-option: --to must be a postgres:// URL"),
-            (["copy", "--from", "none.sqlite", "--to", ""], "error: invalid-option: --to must be a postgres:// URL"),
+            (["copy", "--from", "none.sqlite", "--to", ""], "error: invalid-option: --to is empty: give a postgres:// URL"),
+            (["copy", "--from", "none.sqlite", "--to", "u:SECRETPW@h"], "write it postgres://user@host:5432/database"),
+            (["backup", "--database", "x.sqlite", "--to", "u:SECRETPW@h"], "give a SQLite file's path, or a file of that name as ./name"),
         ]
         for (arguments, said) in cases {
             let run = try await CLI.runDetached(arguments)
@@ -33,14 +35,33 @@ struct LedgerArgumentTests {
         let capitals = try await CLI.runDetached(["events", "list", "--database", "POSTGRES://u:SECRETPW@127.0.0.1:1/db?connect_timeout=2"])
         #expect(
             capitals.status == 1 && capitals.stderr.hasPrefix("error: storage: ") && !capitals.stderr.contains("SECRETPW"), "\(capitals.stderr)")
+        // An IPv6 host, bracketed in the URL, is PostgreSQL's too: connection refused, as for 127.0.0.1.
+        let ipv6 = try await CLI.runDetached(["events", "list", "--database", "postgres://u:SECRETPW@[::1]:1/db?connect_timeout=2"])
+        #expect(
+            ipv6.status == 1 && ipv6.stderr.contains("postgres://u:***@[::1]:1/db") && !ipv6.stderr.contains("does not resolve"), "\(ipv6.stderr)")
+        // An error line written to a pipe whose reader is gone, with SIGPIPE ignored (as a supervisor may start it):
+        // the command still ends with its own status, not a trap.
+        let closed = try await ChildProcess.run(
+            "/bin/bash",
+            [
+                "-c",
+                "trap '' PIPE; '\(CLI.binary.path)' events list --database ':SECRETPW@h' 2>&1 >/dev/null | head -c 1 >/dev/null; echo ${PIPESTATUS[0]}",
+            ])
+        #expect(String(decoding: closed.output, as: UTF8.self) == "64\n")
+        let reconcile = try await CLI.runDetached(["reconcile", "--config", "x.json", "--customer", ""])
+        #expect(reconcile.status == 64 && reconcile.stderr.contains("is not a customer ID"), "\(reconcile.stderr)")
         // Customer IDs and paths with `:` and `@` are shown as they are: only a URL's password is masked.
         let directory = try CLI.temporaryDirectory("u:pw@x")
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("nope.sqlite").path
         let missing = try await CLI.runDetached(["events", "list", "--database", path])
         #expect(missing.status == 1 && missing.stderr.contains("no SQLite ledger at '\(path)'"), "\(missing.stderr)")
-        let folder = try await CLI.runDetached(["backup", "--database", directory.path, "--to", path])
-        #expect(folder.status == 1 && folder.stderr.contains("is a directory: give the path of a file"), "\(folder.stderr)")
+        let folder = try await CLI.runDetached(["backup", "--database", directory.path + "/", "--to", path])
+        #expect(
+            folder.status == 1 && folder.stderr.contains("is a directory: give the path of a file (e.g. \(directory.path)/storekeeper.sqlite)"),
+            "\(folder.stderr)")
+        let device = try await CLI.runDetached(["backup", "--database", "/dev/zero", "--to", path])
+        #expect(device.status == 1 && device.stderr.contains("/dev/zero is not a regular file"), "\(device.stderr)")
     }
 
     @Test("files that are not what an option wants say what is wanted, in words the secret masking leaves whole")

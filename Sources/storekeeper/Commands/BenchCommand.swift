@@ -96,7 +96,9 @@ struct BenchCommand: AsyncParsableCommand {
         func validate() throws {
             try storage.validate()
             guard (0...100).contains(pairs) else { throw ValidationError("--pairs must be 0 to 100, not \(pairs)") }
-            guard ((pairs > 0 ? 0 : 1)...20).contains(rounds) else { throw ValidationError("--rounds must be 1 to 20 (0 with --pairs)") }
+            guard ((pairs > 0 ? 0 : 1)...20).contains(rounds) else {
+                throw ValidationError("--rounds must be 1 to 20 (0 with --pairs), not \(rounds)")
+            }
             guard (10...100_000).contains(count) else { throw ValidationError("--count must be 10 to 100000") }
             guard (1...1_024).contains(concurrency) else { throw ValidationError("--concurrency must be 1 to 1024, not \(concurrency)") }
         }

@@ -27,7 +27,7 @@ struct CopyCommand: AsyncParsableCommand {
             try LedgerDatabase.requireSQLitePath(from, option: "--from")
             guard PostgresDatabaseURL.isPostgres(to) else {
                 // A mistyped URL is named as one, never shown (its password).
-                if !to.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty { try LedgerDatabase.requireSQLitePath(to, option: "--to") }
+                try LedgerDatabase.refuseMistypedURL(to, option: "--to", wanting: .postgres)
                 throw CLIError(code: "invalid-option", message: "--to must be a postgres:// URL (copy moves a SQLite ledger into PostgreSQL)")
             }
             let url = try LedgerDatabase.postgresURL(to, option: "--to")

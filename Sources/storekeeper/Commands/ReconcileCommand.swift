@@ -34,6 +34,10 @@ struct ReconcileCommand: AsyncParsableCommand {
         guard [customer != nil, originalTransactionId != nil, all].filter({ $0 }).count == 1 else {
             throw ValidationError("give exactly one of --customer, --original-transaction-id, --all")
         }
+        if let customer, !isCustomerId(customer) {
+            throw ValidationError(
+                "--customer \(UntrustedText.quoted(customer, limit: 64)) is not a customer ID (1-128 ASCII letters, digits and -_.@:)")
+        }
         if let id = originalTransactionId, id.isEmpty || !id.allSatisfy(\.isASCII) || !id.allSatisfy(\.isNumber) {
             throw ValidationError("--original-transaction-id must be digits, not '\(id.prefix(64))'")
         }
@@ -149,13 +153,13 @@ final class ProgressLine: Sendable {
             Double(requests) / seconds, Int(left) / 60, Int(left) % 60
         )
         shown.withLock { $0 = true }
-        FileHandle.standardError.write(Data(line.utf8))
+        try? FileHandle.standardError.write(contentsOf: Data(line.utf8))
     }
 
     /// A count without a total (records copied).
     func show(count: Int) {
         shown.withLock { $0 = true }
-        FileHandle.standardError.write(Data("\r\(label): \(count) records ".utf8))
+        try? FileHandle.standardError.write(contentsOf: Data("\r\(label): \(count) records ".utf8))
     }
 
     /// Ends the line, if one was drawn.
@@ -165,6 +169,6 @@ final class ProgressLine: Sendable {
             value = false
             return old
         }
-        if wasShown { FileHandle.standardError.write(Data("\n".utf8)) }
+        if wasShown { try? FileHandle.standardError.write(contentsOf: Data("\n".utf8)) }
     }
 }

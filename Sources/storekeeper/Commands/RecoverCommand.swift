@@ -70,11 +70,12 @@ struct RecoverCommand: AsyncParsableCommand {
                         if !held, dryRun, let beside = besideClients[app] {
                             // A dry run changes nothing: it may look beside the server's job, more slowly.
                             let holder = await lease.holderNow().map { " (\($0))" } ?? ""
-                            FileHandle.standardError.write(
-                                Data(
-                                    "note: \(app): a server on this ledger runs the recovery job\(holder); this dry run reads beside it at a quarter of Apple's rate limits\n"
-                                        .utf8
-                                ))
+                            try? FileHandle.standardError.write(
+                                contentsOf:
+                                    Data(
+                                        "note: \(app): a server on this ledger runs the recovery job\(holder); this dry run reads beside it at a quarter of Apple's rate limits\n"
+                                            .utf8
+                                    ))
                             let looking = NotificationRecovery(
                                 app: app, client: beside, ingester: ingester, settings: configuration.recovery.settings, logger: logger)
                             let report = try await interruption.run { try await looking.run(since: since, dryRun: true) }

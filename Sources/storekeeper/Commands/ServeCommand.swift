@@ -93,10 +93,11 @@ struct ServeCommand: AsyncParsableCommand {
                 ownsStore: true, afterStoreClosed: { await ledger.close() }, checkCredentialsAtStart: true,
                 onServerRunning: { port in
                     // Written unbuffered, so a supervisor reading the pipe learns the port at once.
-                    FileHandle.standardOutput.write(
-                        Data(
-                            "Storekeeper on http://\(host):\(port) (webhook: /appstore/notifications, app API: /v1/customers/…)\n".utf8
-                        ))
+                    try? FileHandle.standardOutput.write(
+                        contentsOf:
+                            Data(
+                                "Storekeeper on http://\(host):\(port) (webhook: /appstore/notifications, app API: /v1/customers/…)\n".utf8
+                            ))
                 }
             )
             do {

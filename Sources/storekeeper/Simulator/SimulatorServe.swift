@@ -55,10 +55,11 @@ struct SimulatorServe: AsyncParsableCommand {
                 simulator: simulator, deliverer: deliverer, port: port, logger: logger,
                 onServerRunning: { port in
                     // Written at once (print is buffered when stdout is a pipe): a supervisor reads the port from it.
-                    FileHandle.standardOutput.write(
-                        Data(
-                            "App Store simulator on http://127.0.0.1:\(port) (API: /inApps/…, control: /simulator/v1/…)\n".utf8
-                        ))
+                    try? FileHandle.standardOutput.write(
+                        contentsOf:
+                            Data(
+                                "App Store simulator on http://127.0.0.1:\(port) (API: /inApps/…, control: /simulator/v1/…)\n".utf8
+                            ))
                 }
             )
             try await app.runService()

@@ -26,11 +26,12 @@ final class Interruption: Sendable {
                     return current == nil
                 }
                 guard first else {
-                    FileHandle.standardError.write(Data("\nstopped at once\n".utf8))
+                    try? FileHandle.standardError.write(contentsOf: Data("\nstopped at once\n".utf8))
                     exit(128 + (signal == .sigint ? SIGINT : SIGTERM))
                 }
-                FileHandle.standardError.write(
-                    Data("\nstopping: giving the job's lease back and printing what was done (again to quit at once)\n".utf8))
+                try? FileHandle.standardError.write(
+                    contentsOf:
+                        Data("\nstopping: giving the job's lease back and printing what was done (again to quit at once)\n".utf8))
                 work.cancel()
             }
         }

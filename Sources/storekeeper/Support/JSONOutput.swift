@@ -5,7 +5,7 @@ import Foundation
 enum JSONOutput {
     static func print(_ value: some Encodable) throws {
         let data = try AppStoreJSON.makeEncoder(prettyPrinted: true).encode(value)
-        FileHandle.standardOutput.write(data + Data("\n".utf8))
+        try? FileHandle.standardOutput.write(contentsOf: data + Data("\n".utf8))
     }
 
     /// A model as a JSON value, so it can be placed in a larger report.

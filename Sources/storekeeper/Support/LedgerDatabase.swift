@@ -118,38 +118,56 @@ struct LedgerDatabase {
         return ledger
     }
 
+    /// What an option that names a ledger takes.
+    enum LedgerKind {
+        case sqlite, sqliteOrPostgres, postgres
+
+        var wanted: String {
+            switch self {
+            case .sqlite: "a SQLite file's path"
+            case .sqliteOrPostgres: "a SQLite file's path or a postgres:// URL"
+            case .postgres: "a postgres:// URL (postgres://user@host:5432/database)"
+            }
+        }
+    }
+
     /// Refuses a value of `option` that cannot be a SQLite file's path: empty or blank, or a URL (another scheme's,
     /// or a PostgreSQL one where only SQLite will do), never repeating a URL, which may hold a password.
     static func requireSQLitePath(_ value: String, option: String, orPostgres: Bool = false) throws {
-        let alternative = orPostgres ? "a SQLite file's path or a postgres:// URL" : "a SQLite file's path"
-        guard !value.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
-            throw CLIError(code: "invalid-option", message: "\(option) is empty: give \(alternative)")
-        }
-        // `postgres:/…`, `postgresql:host/…`: a URL with its slashes mistyped, not a file name; `user:password@host`:
-        // one without its scheme (a file of that name would show the password in every log line that names it).
-        let lowered = value.lowercased()
-        let beforeAt = value.firstIndex(of: "@").map { value[..<$0] }
-        if !value.contains("://"), lowered.hasPrefix("postgres:") || lowered.hasPrefix("postgresql:") {
+        try refuseMistypedURL(value, option: option, wanting: orPostgres ? .sqliteOrPostgres : .sqlite)
+        if let scheme = value.range(of: "://").map({ value[..<$0.lowerBound] }), !scheme.contains("/") {
             throw CLIError(
                 code: "invalid-option",
                 message:
-                    "\(option) looks like a mistyped PostgreSQL URL (not shown: it may hold a password): write it postgres://user@host:5432/database"
+                    "\(option) is a \(UntrustedText.escaped(String(scheme), limit: 32)):// URL (not shown: it may hold a password): give \(orPostgres ? LedgerKind.sqliteOrPostgres.wanted : LedgerKind.sqlite.wanted)"
             )
+        }
+    }
+
+    /// Refuses an empty value of `option`, and one that looks like a mistyped PostgreSQL URL (`postgres:/…`,
+    /// `postgresql:host/…`, or `user:password@host` without its scheme: a file of that name would show the password in
+    /// every log line naming it), saying what the option takes; the value is never shown.
+    static func refuseMistypedURL(_ value: String, option: String, wanting kind: LedgerKind) throws {
+        guard !value.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
+            throw CLIError(code: "invalid-option", message: "\(option) is empty: give \(kind.wanted)")
+        }
+        let lowered = value.lowercased()
+        let beforeAt = value.firstIndex(of: "@").map { value[..<$0] }
+        let fix =
+            switch kind {
+            case .sqlite: "give a SQLite file's path"
+            case .sqliteOrPostgres, .postgres: "write it postgres://user@host:5432/database"
+            }
+        if !value.contains("://"), lowered.hasPrefix("postgres:") || lowered.hasPrefix("postgresql:") {
+            throw CLIError(
+                code: "invalid-option", message: "\(option) looks like a mistyped PostgreSQL URL (not shown: it may hold a password): \(fix)")
         }
         if !value.contains("://"), let beforeAt, beforeAt.contains(":"), !beforeAt.contains("/") {
             throw CLIError(
                 code: "invalid-option",
                 message:
                     "\(option) looks like user:password@host, a PostgreSQL URL without its postgres:// (not shown: it may hold a password): "
-                    + "write it postgres://user@host:5432/database, or a file of that name as ./name"
-            )
-        }
-        if let scheme = value.range(of: "://").map({ value[..<$0.lowerBound] }), !scheme.contains("/") {
-            throw CLIError(
-                code: "invalid-option",
-                message:
-                    "\(option) is a \(UntrustedText.escaped(String(scheme), limit: 32)):// URL (not shown: it may hold a password): give \(alternative)"
-            )
+                    + (kind == .postgres ? fix : "\(fix), or a file of that name as ./name"))
         }
     }
 
