@@ -22,7 +22,8 @@ extension SQLiteLedgerStore {
             guard access(path, R_OK | W_OK) == 0 else {
                 throw StorageError(
                     "the SQLite ledger \(path) cannot be read and written by this process (\(String(cString: strerror(errno))))"
-                        + "\(owner(of: path).map { "; it is \($0)" } ?? ""): run as the ledger's owner, or give this user read and write permission")
+                        + "\(LocalFile.owner(of: path).map { "; it is \($0)" } ?? ""): run as the ledger's owner, or give this user read and write permission"
+                )
             }
             // The write-ahead log's two files, left by an earlier process: SQLite would only say the database is read-only.
             for (suffix, advice) in [
@@ -50,16 +51,6 @@ extension SQLiteLedgerStore {
         return StorageError("the SQLite ledger \(path) is a directory: give the path of a file (e.g. \(inside))")
     }
 
-    /// Who owns the file at `path` and its mode (`owned by uid 0, mode 644`), for errors that say a process may not
-    /// use it; `nil` when it cannot be looked at.
-    package static func owner(of path: String) -> String? {
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
-            let owner = (attributes[.ownerAccountID] as? NSNumber)?.intValue, let mode = (attributes[.posixPermissions] as? NSNumber)?.intValue
-        else { return nil }
-        let octal = String(mode & 0o7777, radix: 8)
-        return "owned by uid \(owner), mode \(String(repeating: "0", count: max(0, 3 - octal.count)) + octal)"
-    }
-
     /// ``checkAccess(_:)`` for a ledger opened to read only: the file must be readable; its directory and log files
     /// need not be writable when the log files are there (a server running on it, or a copy with them).
     package static func checkReadAccess(_ path: String) throws(StorageError) {
@@ -68,15 +59,14 @@ extension SQLiteLedgerStore {
             throw StorageError("no database at \(UntrustedText.quoted(path, limit: 256))")
         }
         guard !isDirectory.boolValue else { throw isADirectory(path) }
-        let resolved = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
-        guard (try? FileManager.default.attributesOfItem(atPath: resolved)[.type] as? FileAttributeType) == .typeRegular else {
+        guard LocalFile.isRegular(path) else {
             throw StorageError("\(path) is not a regular file (a device or a pipe?): give the ledger's file")
         }
         for file in [path, path + "-wal", path + "-shm"] where FileManager.default.fileExists(atPath: file) {
             guard access(file, R_OK) == 0 else {
                 throw StorageError(
                     "the SQLite ledger's file \(file) cannot be read by this process (\(String(cString: strerror(errno))))"
-                        + "\(owner(of: file).map { "; it is \($0)" } ?? ""): run as its owner, or give this user read permission")
+                        + "\(LocalFile.owner(of: file).map { "; it is \($0)" } ?? ""): run as its owner, or give this user read permission")
             }
         }
         let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path

@@ -71,8 +71,6 @@ struct Storekeeper: AsyncParsableCommand {
 /// A parse error's message as it may be printed: what the command line held is quoted in it, and may be a key pasted
 /// in the wrong place (`--issuer-id "$(cat AuthKey.p8)"` reads as an unknown option) or hold control characters. Keys'
 /// text and secrets are replaced by a note; before the usage, control characters are escaped and the text bounded.
-/// Each argument quoted in it that holds a control character or is long is replaced by its escaped, bounded form; the
-/// message's own line breaks (before `Help:` and `Usage:`) stay.
 /// ArgumentParser's "Missing value for '--count <count>'" when the value given was a negative number (`--count -1`:
 /// read as an option), said as what it is.
 func negativeNumberHint(_ message: String, arguments: [String]) -> String {
@@ -85,6 +83,8 @@ func negativeNumberHint(_ message: String, arguments: [String]) -> String {
     return "\(first): \(value) is a negative number, which \(option) does not take (it reads as an option)\(rest)"
 }
 
+/// `message` with keys' text and secrets masked, and each argument quoted in it that holds a control character or is
+/// long replaced by its escaped, bounded form; the message's own line breaks (before `Help:` and `Usage:`) stay.
 func shown(_ message: String, given arguments: [String] = Array(CommandLine.arguments.dropFirst())) -> String {
     var message = ConfigurationError.hidingSecrets(message)
     for argument in arguments.sorted(by: { $0.utf8.count > $1.utf8.count })

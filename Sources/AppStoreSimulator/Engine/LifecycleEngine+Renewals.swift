@@ -4,7 +4,6 @@ package import Foundation
 extension LifecycleEngine {
     // MARK: - The clock
 
-    /// Moves the clock forward by `interval`, playing everything that falls due on the way.
     /// The latest the clock may reach: dates are epoch milliseconds on the wire, and a clock past year 9999 (or far
     /// enough past it, an `Int64` of milliseconds) could not be written back.
     package static let latestClock = Date(timeIntervalSince1970: 253_402_300_799.999)
@@ -21,6 +20,7 @@ extension LifecycleEngine {
         }
     }
 
+    /// Moves the clock forward by `interval`, playing everything that falls due on the way.
     package mutating func advance(by interval: TimeInterval) throws(SimulatorError) {
         guard interval >= 0 else { throw SimulatorError(.invalidRequest, "the clock only moves forward") }
         try advance(to: state.now.addingTimeInterval(interval))

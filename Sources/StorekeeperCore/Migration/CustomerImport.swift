@@ -66,15 +66,15 @@ package enum CustomerImport {
         package var description: String { "stopped at line \(line): \(reason)" }
     }
 
-    /// Reads the list: `customerId,transactionId` or `customerId,<base64 receipt>` per line; blank lines and lines
-    /// starting with `#` skipped, and a first line naming the columns (`customerId,…`). A malformed line is a failed
-    /// result naming what is wrong, never a silent skip.
     /// A CSV field without its enclosing double quotes, a doubled quote in it read as one; any other field as it is.
     static func unquoted(_ field: String) -> String {
         guard field.count >= 2, field.hasPrefix("\""), field.hasSuffix("\"") else { return field }
         return String(field.dropFirst().dropLast()).replacingOccurrences(of: "\"\"", with: "\"").trimmingCharacters(in: .whitespaces)
     }
 
+    /// Reads the list: `customerId,transactionId` or `customerId,<base64 receipt>` per line; blank lines and lines
+    /// starting with `#` skipped, and a first line naming the columns (`customerId,…`). A malformed line is a failed
+    /// result naming what is wrong, never a silent skip.
     package static func parse(_ text: String, isCustomerId: (String) -> Bool) -> (lines: [Line], malformed: [LineResult]) {
         var lines: [Line] = []
         var malformed: [LineResult] = []

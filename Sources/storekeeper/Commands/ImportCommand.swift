@@ -61,8 +61,7 @@ struct ImportCommand: AsyncParsableCommand {
             }
             guard !isDirectory.boolValue else { throw CLIError(code: "unreadable-file", message: "\(file) is a directory, not a list of customers") }
             // A device or a pipe (/dev/zero, a FIFO) has no end to read to, and a journal of its lines could not resume.
-            let resolved = URL(fileURLWithPath: file).resolvingSymlinksInPath().path
-            guard (try? FileManager.default.attributesOfItem(atPath: resolved)[.type] as? FileAttributeType) == .typeRegular else {
+            guard LocalFile.isRegular(file) else {
                 throw CLIError(
                     code: "unreadable-file", message: "\(file) is not a regular file (a device or a pipe?): give the file of customers itself")
             }

@@ -1,5 +1,5 @@
+import AppStoreModels
 import Foundation
-import StorekeeperSQLite
 import Synchronization
 
 #if canImport(Glibc)
@@ -37,7 +37,7 @@ final class ExclusiveLock: Sendable {
             // Most often a lock file left by a run as another user: whose it is, and what to do.
             let advice =
                 code == EACCES || code == EPERM
-                ? "\(SQLiteLedgerStore.owner(of: path).map { " (\($0))" } ?? ""): run storekeeper as the user who owns the ledger; "
+                ? "\(LocalFile.owner(of: path).map { " (\($0))" } ?? ""): run storekeeper as the user who owns the ledger; "
                     + "the lock file holds no data and may be deleted while no storekeeper runs on the ledger" : ""
             throw CLIError(code: "cannot-lock", message: "cannot open the lock file \(path): \(reason)\(advice)")
         }

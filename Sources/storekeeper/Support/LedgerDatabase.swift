@@ -76,7 +76,7 @@ struct LedgerDatabase {
         // Said in words before the lock file or SQLite meet the same problem.
         if case .reading = access {
             guard exists else { throw Self.missing(database) }
-            try SQLiteLedgerStore.checkReadAccess(database)
+            // The store checks what reading needs (SQLiteLedgerStore.checkReadAccess) as it opens.
             let store = try SQLiteLedgerStore(readingOnly: database)
             var ledger = LedgerDatabase(store: store, description: database, migrationsApplied: [], created: false, closing: {})
             ledger.checkpointsOnClose = false
