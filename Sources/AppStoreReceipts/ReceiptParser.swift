@@ -93,7 +93,21 @@ public enum ReceiptParser {
     /// An error in words, without the source file and line swift-asn1 and swift-certificates put in theirs.
     static func plain(_ error: any Error) -> String {
         if let error = error as? ASN1Error { return describe(error) }
+        if let error = error as? CertificateError { return describe(error) }
         return "\(error)".split(separator: " ").filter { !$0.contains(".swift:") }.joined(separator: " ")
+    }
+
+    /// swift-certificates' error in words: its code only (its reason repeats the certificate's OIDs and bytes).
+    static func describe(_ error: CertificateError) -> String {
+        switch error.code {
+        case .unsupportedSignatureAlgorithm: "a signature algorithm that is not supported"
+        case .unsupportedPublicKeyAlgorithm: "a public key algorithm that is not supported"
+        case .invalidSignatureForCertificate: "a signature that does not verify"
+        case .incorrectOIDForExtension: "an extension with an unexpected OID"
+        case .unsupportedDigestAlgorithm: "a digest algorithm that is not supported"
+        case .duplicateOID: "an extension given twice"
+        default: "malformed"
+        }
     }
 
     /// swift-asn1's error in words, without its source file and line.

@@ -1,3 +1,4 @@
+import AppStoreModels
 import Foundation
 import SwiftASN1
 package import X509
@@ -7,7 +8,10 @@ package enum CertificateFile {
     package enum Problem: Error, Sendable, Equatable {
         case missing
         case directory
-        case unreadable
+        /// A device, a pipe or another kind of thing that is not a regular file.
+        case notAFile
+        /// This process may not read it: who owns it, and its mode (``LocalFile/owner(of:)``), when known.
+        case unreadable(owner: String?)
         /// PEM, but no `CERTIFICATE` block in it (a key, say).
         case pemWithoutCertificate
         /// A `CERTIFICATE` block that is not a valid X.509 certificate.
@@ -21,7 +25,8 @@ package enum CertificateFile {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { return .failure(.missing) }
         guard !isDirectory.boolValue else { return .failure(.directory) }
-        guard let data = FileManager.default.contents(atPath: path) else { return .failure(.unreadable) }
+        guard LocalFile.isRegular(path) else { return .failure(.notAFile) }
+        guard let data = FileManager.default.contents(atPath: path) else { return .failure(.unreadable(owner: LocalFile.owner(of: path))) }
         if let text = String(data: data, encoding: .utf8), text.contains("-----BEGIN") {
             guard text.contains("-----BEGIN CERTIFICATE-----") else { return .failure(.pemWithoutCertificate) }
             guard let certificate = try? Certificate(pemEncoded: text) else { return .failure(.invalidPEM) }
@@ -36,7 +41,8 @@ package enum CertificateFile {
         switch problem {
         case .missing: return "\(shown) does not exist"
         case .directory: return "\(shown) is a directory"
-        case .unreadable: return "\(shown) cannot be read (permission denied?)"
+        case .notAFile: return "\(shown) is not a regular file (a device or a pipe?)"
+        case .unreadable(let owner): return "\(shown) cannot be read by this process\(owner.map { " (it is \($0))" } ?? "")"
         case .pemWithoutCertificate: return "\(shown) is PEM but holds no certificate (no BEGIN CERTIFICATE block; a key?)"
         case .invalidPEM: return "\(shown) holds a PEM block that is not a valid X.509 certificate"
         case .notACertificate(let bytes):

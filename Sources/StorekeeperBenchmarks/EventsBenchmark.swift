@@ -20,22 +20,23 @@ package enum EventsBenchmark {
         package var storage: String
         package var notifications: Int
         package var concurrency: Int
-        /// Notifications per second of each round, in the order run (on, off, on, off, …).
-        package var ingestOutboxOn: [Double]
-        package var ingestOutboxOff: [Double]
+        /// Notifications per second of each round, in the order run (on, off, on, off, …). Like every figure of the
+        /// rounds, absent with `--rounds 0`.
+        package var ingestOutboxOn: [Double]?
+        package var ingestOutboxOff: [Double]?
         /// 1 − median(on) / median(off), in percent: what the outbox costs ingestion (absent with `--rounds 0`, as
         /// every figure of the rounds).
         package var outboxCostPercent: Double?
         /// 1 − on / off of each round (its two halves run back to back, in alternating order), in percent.
-        package var outboxCostPercentByRound: [Double]
+        package var outboxCostPercentByRound: [Double]?
         /// The median of ``outboxCostPercentByRound``: steadier than ``outboxCostPercent`` when the machine's speed
         /// drifts from round to round.
         package var outboxCostPercentPaired: Double?
         /// The process's CPU time (user and system, every thread: server and load alike) per notification posted, in
         /// microseconds, of each round. Steadier than throughput on a busy machine: with every core saturated,
         /// throughput follows it.
-        package var cpuMicrosecondsOutboxOn: [Double]
-        package var cpuMicrosecondsOutboxOff: [Double]
+        package var cpuMicrosecondsOutboxOn: [Double]?
+        package var cpuMicrosecondsOutboxOff: [Double]?
         /// median(on) / median(off) − 1 of the CPU per notification, in percent.
         package var outboxCPUCostPercent: Double?
         /// The median over rounds of on − off of the CPU per notification, in microseconds: the outbox's own CPU.
@@ -44,8 +45,8 @@ package enum EventsBenchmark {
         package var eventsPerNotification: Double?
         /// Notifications per write transaction (the store's group commit), of each round, as the ingest rates: what
         /// the writer's time per commit is spread over.
-        package var notificationsPerCommitOutboxOn: [Double]
-        package var notificationsPerCommitOutboxOff: [Double]
+        package var notificationsPerCommitOutboxOn: [Double]?
+        package var notificationsPerCommitOutboxOff: [Double]?
         /// `nil` without `--pairs`.
         package var interleaved: Interleaved?
         /// `nil` with `--no-delivery`.
@@ -127,10 +128,10 @@ package enum EventsBenchmark {
         let paired = zip(on, off).map { ((1 - $0 / $1) * 1_000).rounded() / 10 }
         guard !on.isEmpty else {
             return Result(
-                storage: description, notifications: count, concurrency: concurrency, ingestOutboxOn: [], ingestOutboxOff: [],
-                outboxCostPercent: nil, outboxCostPercentByRound: [], outboxCostPercentPaired: nil, cpuMicrosecondsOutboxOn: [],
-                cpuMicrosecondsOutboxOff: [], outboxCPUCostPercent: nil, outboxCPUMicrosecondsPaired: nil, eventsPerNotification: nil,
-                notificationsPerCommitOutboxOn: [], notificationsPerCommitOutboxOff: [], interleaved: interleaved, delivery: delivery)
+                storage: description, notifications: count, concurrency: concurrency, ingestOutboxOn: nil, ingestOutboxOff: nil,
+                outboxCostPercent: nil, outboxCostPercentByRound: nil, outboxCostPercentPaired: nil, cpuMicrosecondsOutboxOn: nil,
+                cpuMicrosecondsOutboxOff: nil, outboxCPUCostPercent: nil, outboxCPUMicrosecondsPaired: nil, eventsPerNotification: nil,
+                notificationsPerCommitOutboxOn: nil, notificationsPerCommitOutboxOff: nil, interleaved: interleaved, delivery: delivery)
         }
         return Result(
             storage: description, notifications: count, concurrency: concurrency, ingestOutboxOn: on, ingestOutboxOff: off,

@@ -19,6 +19,9 @@ extension SQLiteLedgerStore {
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {
             guard !isDirectory.boolValue else { throw isADirectory(path) }
+            // A device or a pipe: SQLite would write its journal and the lock file beside it (`/dev/zero-journal`), or
+            // block opening a pipe.
+            guard LocalFile.isRegular(path) else { throw notARegularFile(path) }
             guard access(path, R_OK | W_OK) == 0 else {
                 throw StorageError(
                     "the SQLite ledger \(path) cannot be read and written by this process (\(String(cString: strerror(errno))))"
@@ -51,6 +54,11 @@ extension SQLiteLedgerStore {
         return StorageError("the SQLite ledger \(path) is a directory: give the path of a file (e.g. \(inside))")
     }
 
+    /// The error for a device or a pipe given as the ledger.
+    static func notARegularFile(_ path: String) -> StorageError {
+        StorageError("\(path) is not a regular file (a device or a pipe?): give the ledger's file")
+    }
+
     /// ``checkAccess(_:)`` for a ledger opened to read only: the file must be readable; its directory and log files
     /// need not be writable when the log files are there (a server running on it, or a copy with them).
     package static func checkReadAccess(_ path: String) throws(StorageError) {
@@ -59,9 +67,7 @@ extension SQLiteLedgerStore {
             throw StorageError("no database at \(UntrustedText.quoted(path, limit: 256))")
         }
         guard !isDirectory.boolValue else { throw isADirectory(path) }
-        guard LocalFile.isRegular(path) else {
-            throw StorageError("\(path) is not a regular file (a device or a pipe?): give the ledger's file")
-        }
+        guard LocalFile.isRegular(path) else { throw notARegularFile(path) }
         for file in [path, path + "-wal", path + "-shm"] where FileManager.default.fileExists(atPath: file) {
             guard access(file, R_OK) == 0 else {
                 throw StorageError(

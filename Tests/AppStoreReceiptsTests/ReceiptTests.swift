@@ -130,6 +130,18 @@ struct ReceiptTests {
         #expect {
             try ReceiptVerifier().verify(resigned)
         } throws: { ($0 as? ReceiptError)?.code == .signatureInvalid }
+        // A certificate's public key algorithm changed to an unknown OID: said in words, not swift-certificates' dump.
+        let rsaEncryption: [UInt8] = [0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x01, 0x01]
+        let key = try #require((0...(real.count - rsaEncryption.count)).first { Array(real[$0..<($0 + rsaEncryption.count)]) == rsaEncryption })
+        var unknownKey = real
+        unknownKey[key + rsaEncryption.count - 1] = 0x63
+        #expect {
+            try ReceiptVerifier().verify(unknownKey)
+        } throws: { error in
+            let refusal = error as? ReceiptError
+            return refusal?.code == .notPKCS7
+                && refusal?.message == "a certificate of the receipt does not parse: a public key algorithm that is not supported"
+        }
         let jws = "eyJhbGciOiJFUzI1NiJ9.eyJ0cmFuc2FjdGlvbklkIjoiMSJ9.c2lnbmF0dXJl"
         for (input, code) in [
             (Array(jws.utf8), ReceiptError.Code.jwsGiven), (Array("not a receipt!".utf8), .notBase64), ([], .notBase64),

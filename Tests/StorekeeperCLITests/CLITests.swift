@@ -311,7 +311,8 @@ struct CLITests {
         #expect(interleaved["eventsOutboxOff"] as? Int == 0)
         #expect(json["delivery"] == nil)
         // The rounds' figures are absent, not zero, when no round ran.
-        #expect(json["outboxCostPercent"] == nil && json["eventsPerNotification"] == nil)
+        #expect(json["outboxCostPercent"] == nil && json["eventsPerNotification"] == nil && json["ingestOutboxOn"] == nil)
+        #expect(json["outboxCostPercentByRound"] == nil && json["notificationsPerCommitOutboxOff"] == nil)
         #expect((json["storage"] as? String)?.hasPrefix("SQLite") == true)
         let refused = try await CLI.runDetached(["bench", "events", "--rounds", "0"])
         #expect(refused.status == 64)

@@ -153,4 +153,14 @@ struct ImportCommandTests {
         #expect(lines.map(\.number) == [2, 3])
         #expect(malformed.map(\.line) == [4, 5] && malformed.allSatisfy { $0.code == "invalid-customer-id" }, "\(malformed)")
     }
+
+    @Test("a transaction ID of more than 20 digits is said to be too long, not read as a receipt")
+    func overlongTransactionId() {
+        let (lines, malformed) = CustomerImport.parse(
+            "c1,20000000000000000000000001\nc2,\nc3,2000000000000003\n", isCustomerId: { !$0.isEmpty })
+        #expect(lines.map(\.customerId) == ["c3"])
+        #expect(malformed.map(\.line) == [1, 2] && malformed.allSatisfy { $0.code == "malformed-line" }, "\(malformed)")
+        #expect(malformed.first?.message == "the second field has 26 digits: a transaction ID has at most 20", "\(malformed)")
+        #expect(malformed.last?.message?.contains("neither a transaction ID") == true, "\(malformed)")
+    }
 }

@@ -82,6 +82,26 @@ struct LedgerArgumentTests {
         try #"{"apps": [{"bundleId": "com.example.app", "environments": ["Sandbox"]}]}"#.write(toFile: config, atomically: true, encoding: .utf8)
         let zero = try await CLI.runDetached(["import", "--config", config, "--file", "/dev/zero"])
         #expect(zero.status == 1 && zero.stderr.contains("/dev/zero is not a regular file (a device or a pipe?)"), "\(zero.stderr)")
+        // A pipe as the ledger: refused before the lock file or SQLite's journal is made beside it (`serve` used to
+        // block opening it; given /dev/zero, it made /dev/zero.lock and /dev/zero-journal).
+        let pipe = directory.appendingPathComponent("ledger.pipe").path
+        #expect(mkfifo(pipe, 0o600) == 0)
+        let served = try await CLI.runDetached(["serve", "--config", config, "--port", "0", "--database", pipe])
+        #expect(served.status == 1 && served.stderr.contains("ledger.pipe is not a regular file (a device or a pipe?)"), "\(served.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: pipe + ".lock") && !FileManager.default.fileExists(atPath: pipe + "-journal"))
+        let rootDevice = try await CLI.runDetached(["verify", "--root", "/dev/zero", "x"])
+        #expect(rootDevice.status == 1 && rootDevice.stderr.contains("'/dev/zero' is not a regular file"), "\(rootDevice.stderr)")
+        let configDevice = try await CLI.runDetached(["config", "check", "--config", "/dev/zero"])
+        #expect(configDevice.stderr.contains("the configuration file '/dev/zero' is not a regular file"), "\(configDevice.stderr)")
+        let named = try await CLI.runDetached(["api-key", "--scope", "admin", "--name", String(repeating: "n", count: 101)])
+        #expect(named.status == 64 && named.stderr.contains("--name must be 1 to 100 characters"), "\(named.stderr)")
+        #expect(!named.stderr.contains(String(repeating: "n", count: 65)), "the refused name is shown bounded")
+        _ = FileManager.default.createFile(atPath: binary, contents: Data([0xFF, 0xFE]))
+        let commerce = try await CLI.runDetached([
+            "sign", "advanced-commerce", "--issuer-id", "57246542-96fe-1a63-e053-0824d011072a", "--key-id", "K", "--bundle-id", "b",
+            "--private-key", binary, "@" + binary,
+        ])
+        #expect(commerce.status == 64 && commerce.stderr.contains("the request is not UTF-8 text"), "\(commerce.stderr)")
     }
 
     @Test(

@@ -286,6 +286,10 @@ struct StrictConfigurationTests {
                 ":3:11: two API keys are named 'k'"
             ),
             (
+                "{\"apps\": [\(StrictConfigurationTests.app)], \"apiKeys\": [{\"name\": \"a\\tb\", \"sha256\": \"\(String(repeating: "a", count: 64))\", \"scope\": \"admin\"}]}",
+                "apiKeys[0].name must be 1 to 100 characters, none of them a control character"
+            ),
+            (
                 "{\"apps\": [\(StrictConfigurationTests.app)], \"http\": {\"maxConnections\": 99999999999999999999}}",
                 "http.maxConnections: 99999999999999999999 is out of range"
             ),
@@ -322,7 +326,7 @@ struct StrictConfigurationTests {
         // note instead of the key's text, in its lines and in its JSON.
         let file = TestFiles.path("pasted-\(UUID()).json")
         try #"""
-        {"apps": [\#(Self.app)], "apiKeys": [{"name": "\#(pem)", "sha256": "\#(String(repeating: "a", count: 64))", "scope": "admin"}],
+        {"apps": [\#(Self.app)], "apiKeys": [{"name": "-----BEGIN PRIVATE KEY-----\#(body)", "sha256": "\#(String(repeating: "a", count: 64))", "scope": "admin"}],
          "entitlements": {"productEntitlements": {"pro.monthly": ["\#(pem)"], "\#(pem)": ["pro"]}, "subscriptionLevels": {"\#(pem)": 1}}}
         """#.write(to: file, atomically: true, encoding: .utf8)
         let check = try ServerConfiguration.check(path: file.path)

@@ -91,6 +91,11 @@ struct CustomerAPITests {
             (#"{"signedTransaction": "%JWS%",}"#, "no trailing comma"),
             (#"{"signedTransaction": "%JWS%", "customer": "bob"}"#, #"unknown key "customer""#),
             (#"{"signedTransactions": "%JWS%"}"#, #"did you mean "signedTransaction"?"#),
+            // Five unknown keys fit in the answer; the keys known there are listed once, not for each.
+            (
+                #"{"signedTransaction": "%JWS%", "a1": 1, "a2": 2, "a3": 3, "a4": 4, "a5": 5, "a6": 6}"#,
+                #"unknown key "a5" in the top level; and more unknown keys"#
+            ),
             (#"{"signedTransaction": 42}"#, "expected a string, found the number 42"),
             (#"["%JWS%"]"#, "expected an object, found a list"),
         ])

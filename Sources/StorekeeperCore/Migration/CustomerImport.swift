@@ -108,6 +108,12 @@ package enum CustomerImport {
             let value = fields[1]
             if !value.isEmpty, value.utf8.count <= 20, value.utf8.allSatisfy({ (48...57).contains($0) }) {
                 lines.append(Line(number: number, customerId: fields[0], source: .transactionId(value)))
+            } else if !value.isEmpty, value.utf8.allSatisfy({ (48...57).contains($0) }) {
+                // All digits, and too long for a transaction ID (a base64 receipt is never only digits).
+                malformed.append(
+                    LineResult(
+                        line: number, customerId: fields[0], outcome: .failed, code: "malformed-line",
+                        message: "the second field has \(value.utf8.count) digits: a transaction ID has at most 20"))
             } else if value.utf8.count > 20 {
                 lines.append(Line(number: number, customerId: fields[0], source: .receipt(value)))
             } else {

@@ -28,6 +28,15 @@ extension ServerConfiguration {
         (1...155).contains(bundleId.utf8.count) && bundleId.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == ".") }
     }
 
+    /// The most characters an API key's name may have.
+    package static let keyNameLimit = 100
+
+    /// Whether `name` may name an API key: 1 to ``keyNameLimit`` characters, none a control character (logs and the
+    /// audit log show it).
+    package static func isKeyName(_ name: String) -> Bool {
+        (1...keyNameLimit).contains(name.count) && !name.unicodeScalars.contains { $0.properties.generalCategory == .control }
+    }
+
     private func validateApps() throws(ConfigurationError) {
         var seen = Set<String>()
         for (index, app) in apps.enumerated() {
@@ -189,6 +198,11 @@ extension ServerConfiguration {
         }
         var names = Set<String>()
         for (index, key) in apiKeys.enumerated() {
+            guard Self.isKeyName(key.name) else {
+                throw ConfigurationError(
+                    "apiKeys[\(index)].name must be 1 to \(Self.keyNameLimit) characters, none of them a control character "
+                        + "(it is what logs and the audit log show)", setting: "apiKeys[\(index)].name")
+            }
             guard key.sha256.count == 64, key.sha256.allSatisfy(\.isHexDigit) else {
                 throw ConfigurationError(
                     "API key '\(key.name)' (apiKeys[\(index)]): sha256 must be 64 hex digits (what `storekeeper api-key` prints)",

@@ -218,8 +218,12 @@ package struct ServerConfiguration: Codable, Sendable {
             throw ConfigurationError("the configuration file \(shown) does not exist")
         }
         guard !isDirectory.boolValue else { throw ConfigurationError("the configuration file \(shown) is a directory, not a file") }
+        guard LocalFile.isRegular(path) else {
+            throw ConfigurationError("the configuration file \(shown) is not a regular file (a device or a pipe?)")
+        }
         guard let data = FileManager.default.contents(atPath: path) else {
-            throw ConfigurationError("the configuration file \(shown) cannot be read (permission denied?)")
+            throw ConfigurationError(
+                "the configuration file \(shown) cannot be read by this process\(LocalFile.owner(of: path).map { " (it is \($0))" } ?? "")")
         }
         let document: StrictJSON
         do {

@@ -22,7 +22,8 @@ extension CustomerAPI {
         } catch {
             throw APIError(
                 .badRequest, .malformedBody,
-                #"the body must be JSON {"consented": true} or {"consented": false}: "# + UntrustedText.escaped(error.message, limit: 300))
+                #"the body must be JSON {"consented": true} or {"consented": false}: "#
+                    + UntrustedText.escaped(error.message, limit: StrictJSONDecoder.answerLimit))
         }
         let consent = ConsumptionConsent(consented: consented, at: now())
         // Only a customer the app knows (a purchase, or a token issued): a consent kept for an unknown ID could not be

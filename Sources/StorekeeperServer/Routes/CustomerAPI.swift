@@ -78,7 +78,8 @@ struct CustomerAPI: Sendable {
         } catch {
             throw APIError(
                 .badRequest, .malformedBody,
-                #"the body must be JSON {"signedTransaction": "<JWS>"}: "# + UntrustedText.escaped(error.message, limit: 300)
+                #"the body must be JSON {"signedTransaction": "<JWS>"}: "#
+                    + UntrustedText.escaped(error.message, limit: StrictJSONDecoder.answerLimit)
             )
         }
         guard !jws.isEmpty else { throw APIError(.badRequest, .malformedBody, #"the body must be JSON {"signedTransaction": "<JWS>"}: it is empty"#) }

@@ -206,7 +206,9 @@ struct OfferAPI: Sendable {
         do {
             return try StrictJSONDecoder.decode(Body.self, from: Array(buffer.readableBytesView), file: "the body")
         } catch {
-            throw APIError(.badRequest, .malformedBody, "the body must be JSON \(shape): " + UntrustedText.escaped(error.message, limit: 300))
+            throw APIError(
+                .badRequest, .malformedBody,
+                "the body must be JSON \(shape): " + UntrustedText.escaped(error.message, limit: StrictJSONDecoder.answerLimit))
         }
     }
 }

@@ -146,7 +146,8 @@ package struct ReceiptMigrationAPI: Sendable {
         } catch {
             throw APIError(
                 .badRequest, .malformedBody,
-                #"the body must be JSON {"receipt": "<base64 app receipt>"}: "# + UntrustedText.escaped(error.message, limit: 300))
+                #"the body must be JSON {"receipt": "<base64 app receipt>"}: "#
+                    + UntrustedText.escaped(error.message, limit: StrictJSONDecoder.answerLimit))
         }
         let account = try Self.account(
             ofReceipt: text, verifiers: receiptVerifiers, apps: configuration.apps, keyApp: identity.bundleId, asked: query.string("bundleId"),

@@ -242,7 +242,9 @@ extension SupportAPI {
         do {
             return try StrictJSONDecoder.decode(type, from: Array(buffer.readableBytesView), file: "the body")
         } catch {
-            throw APIError(.badRequest, .malformedBody, "the body must be JSON \(shape): " + UntrustedText.escaped(error.message, limit: 300))
+            throw APIError(
+                .badRequest, .malformedBody,
+                "the body must be JSON \(shape): " + UntrustedText.escaped(error.message, limit: StrictJSONDecoder.answerLimit))
         }
     }
 

@@ -10,6 +10,8 @@ struct StrictJSONDecoder {
     struct Failure: Error {
         var message: String
         var position: StrictJSON.Position?
+        /// The object whose known keys the message lists (an unknown key's): listed once, not for each of its unknown keys.
+        var listsKnownOf: String? = nil
     }
 
     /// Decodes `type` from `bytes`, the contents of `file` (named in errors: a path, or "the body"). Throws
@@ -26,6 +28,10 @@ struct StrictJSONDecoder {
 
     /// How many unknown keys one error names.
     static let unknownKeysShown = 5
+
+    /// The most bytes of a decoding error an API answer repeats: room for ``unknownKeysShown`` unknown keys, each with
+    /// its line, column and nearest known key.
+    static let answerLimit = 700
 
     static func decode<T: Decodable>(_ type: T.Type, from document: StrictJSON, file: String) throws(ConfigurationError) -> T {
         let usage = Usage()
@@ -159,13 +165,15 @@ struct StrictJSONDecoder {
                 for member in members where found.count < limit {
                     let memberPath = codingPath + [AnyKey(member.key)]
                     guard known.contains(member.key) else {
-                        var message = "unknown key \"\(member.key)\" in \(StrictJSONDecoder.path(codingPath))"
+                        let here = StrictJSONDecoder.path(codingPath)
+                        var failure = Failure(message: "unknown key \"\(member.key)\" in \(here)", position: member.keyPosition)
                         if let nearest = DidYouMean.nearest(to: member.key, among: known) {
-                            message += ": did you mean \"\(nearest)\"?"
-                        } else {
-                            message += " (known here: \(known.sorted().joined(separator: ", ")))"
+                            failure.message += ": did you mean \"\(nearest)\"?"
+                        } else if !found.contains(where: { $0.listsKnownOf == here }) {
+                            failure.message += " (known here: \(known.sorted().joined(separator: ", ")))"
+                            failure.listsKnownOf = here
                         }
-                        found.append(Failure(message: message, position: member.keyPosition))
+                        found.append(failure)
                         continue
                     }
                     unknownKeys(in: member.value, codingPath: memberPath, into: &found, limit: limit)

@@ -122,7 +122,8 @@ struct SignCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await reportingFailures {
-                let json = try InputArgument.read(request)
+                let json = try InputArgument.read(
+                    request, notText: CLIError(code: "invalid-argument", message: "the request is not UTF-8 text: give its JSON (an object)"))
                 print(try OfferSignatures.advancedCommerceJWS(key: try key.key(), requestJSON: Array(json.utf8)))
             }
         }

@@ -123,7 +123,11 @@ struct VerifyCommand: AsyncParsableCommand {
         switch CertificateFile.load(path) {
         case .success(let certificate): return certificate
         case .failure(let problem):
-            let code = [.missing, .unreadable, .directory].contains(problem) ? "unreadable-input" : "invalid-certificate"
+            let code: String
+            switch problem {
+            case .missing, .unreadable, .directory, .notAFile: code = "unreadable-input"
+            case .pemWithoutCertificate, .invalidPEM, .notACertificate: code = "invalid-certificate"
+            }
             throw CLIError(code: code, message: "\(role) \(CertificateFile.describe(problem, UntrustedText.quoted(path, limit: 256)))")
         }
     }

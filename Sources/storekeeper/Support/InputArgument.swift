@@ -8,12 +8,13 @@ import Foundation
 /// A JWS given on the command line as the text itself, `@FILE`, or `-` for standard input.
 enum InputArgument {
     /// Reads the input, trimming surrounding white space. Reads at most one byte past the verifier's 1 MiB limit,
-    /// so a huge file is refused without being loaded.
-    static func read(_ argument: String) throws -> String {
+    /// so a huge file is refused without being loaded. Input that is not UTF-8 text is refused with `notText` (what
+    /// the command reads: a JWS by default).
+    static func read(
+        _ argument: String, notText: CLIError = CLIError(code: VerificationError.Code.malformedJWS.rawValue, message: "input is not UTF-8 text")
+    ) throws -> String {
         let data = try bytes(argument, limit: 1 << 20, tooLarge: VerificationError.Code.inputTooLarge.rawValue)
-        guard let text = String(bytes: data, encoding: .utf8) else {
-            throw CLIError(code: VerificationError.Code.malformedJWS.rawValue, message: "input is not UTF-8 text")
-        }
+        guard let text = String(bytes: data, encoding: .utf8) else { throw notText }
         return text.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
