@@ -12,6 +12,11 @@ package struct ConfigurationError: Error, CustomStringConvertible, Sendable {
         self.setting = setting
     }
 
+    /// Several mistakes said in one error, in the order found, the first's setting its own.
+    static func combining(_ errors: [ConfigurationError]) -> ConfigurationError {
+        ConfigurationError(errors.map(\.message).joined(separator: "; "), setting: errors.first?.setting)
+    }
+
     /// `text` with the password of each URL's `user:password@` in it replaced by `***`: in a word that starts with a
     /// scheme and a slash (`postgres://user:password@host`, `ftp:/user:password@host`). A customer ID or a path that
     /// holds `:` and `@` (`bob:smith@corp`, `/srv/u:v@w/ledger.sqlite`) is left as it is.

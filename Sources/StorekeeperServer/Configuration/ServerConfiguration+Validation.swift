@@ -8,12 +8,29 @@ import StorekeeperCore
 /// with its setting, which ``ServerConfiguration/load(path:)`` locates in the file.
 extension ServerConfiguration {
     package func validate() throws(ConfigurationError) {
-        guard !apps.isEmpty else { throw ConfigurationError("no apps configured: \"apps\" lists at least one") }
-        try validateApps()
+        let found = problems()
+        guard let first = found.first else { return }
+        throw found.count == 1 ? first : ConfigurationError.combining(found)
+    }
+
+    /// The first mistake of each part of the configuration (its apps, their offers, the relay, the caches and limits,
+    /// events and webhooks, jobs and entitlements, API keys): a file with mistakes in several parts has them all said at
+    /// once, not one per run. Within a part, the first only (a later check of a part may assume the earlier ones held).
+    func problems() -> [ConfigurationError] {
+        guard !apps.isEmpty else { return [ConfigurationError("no apps configured: \"apps\" lists at least one")] }
+        var found: [ConfigurationError] = []
+        func check(_ part: () throws(ConfigurationError) -> Void) {
+            do { try part() } catch { found.append(error) }
+        }
+        check { () throws(ConfigurationError) in try validateApps() }
         // The offers' keys load now, so that a wrong one stops `serve` and `config check`, never a request.
-        _ = try makeOfferKeys()
-        try relay?.validate()
-        try validateSettings()
+        check { () throws(ConfigurationError) in _ = try makeOfferKeys() }
+        check { () throws(ConfigurationError) in try relay?.validate() }
+        check { () throws(ConfigurationError) in try validateSettings() }
+        check { () throws(ConfigurationError) in try validateEvents() }
+        check { () throws(ConfigurationError) in try validateJobsAndEntitlements() }
+        check { () throws(ConfigurationError) in try validateAPIKeys() }
+        return found
     }
 
     /// Whether `keyId` is a key ID as App Store Connect makes them (10 letters and digits; up to 64 accepted): never
@@ -169,7 +186,9 @@ extension ServerConfiguration {
             throw ConfigurationError(
                 "recovery.\(name) must be more than 0 and at most 86400, not \(ConfigurationError.number(value))", setting: "recovery.\(name)")
         }
-        try validateEvents()
+    }
+
+    private func validateJobsAndEntitlements() throws(ConfigurationError) {
         if !(jobs.leaseSeconds >= 3 && jobs.leaseSeconds <= 3_600) {
             throw ConfigurationError(
                 "jobs.leaseSeconds must be 3 to 3600, not \(ConfigurationError.number(jobs.leaseSeconds))", setting: "jobs.leaseSeconds")
@@ -196,6 +215,9 @@ extension ServerConfiguration {
                 "entitlements.productEntitlements[\"\(product)\"] must list one or more non-empty entitlement names",
                 setting: "entitlements.productEntitlements[\"\(product)\"]")
         }
+    }
+
+    private func validateAPIKeys() throws(ConfigurationError) {
         var names = Set<String>()
         for (index, key) in apiKeys.enumerated() {
             guard Self.isKeyName(key.name) else {

@@ -234,11 +234,8 @@ package struct ServerConfiguration: Codable, Sendable {
         var configuration = try StrictJSONDecoder.decode(ServerConfiguration.self, from: document, file: path)
         configuration.resolvePaths(relativeTo: URL(fileURLWithPath: path).deletingLastPathComponent().path)
         configuration.file = path
-        do {
-            try configuration.validate()
-        } catch {
-            throw Self.locating(error, in: document, path: path)
-        }
+        let found = configuration.problems()
+        if !found.isEmpty { throw ConfigurationError.combining(found.map { Self.locating($0, in: document, path: path) }) }
         return (configuration, document)
     }
 
