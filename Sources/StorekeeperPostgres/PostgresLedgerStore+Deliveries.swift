@@ -5,8 +5,12 @@ package import StorekeeperCore
 
 /// Deliveries on PostgreSQL, shared by every instance: an endpoint's fan-out holds its row's lock, and a claim takes
 /// rows with `FOR UPDATE SKIP LOCKED`, so two instances never claim one delivery, and never a customer's later event
-/// while an earlier one is pending.
+/// while an earlier one is pending. A claim's lease is kept by the database's clock, as the jobs' are: instances whose
+/// clocks differ never take a delivery another is still sending.
 extension PostgresLedgerStore {
+    /// The database's clock, in epoch milliseconds (SQL).
+    static let databaseMilliseconds = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+
     package func fanOut(_ route: WebhookRoute, limit: Int, now: Date) async throws(StorageError) -> Int {
         try await write { transaction in
             let connection = transaction.connection
@@ -29,13 +33,23 @@ extension PostgresLedgerStore {
                     "SELECT \(unescaped: Self.eventColumns) FROM events WHERE position > \(cursor) ORDER BY position LIMIT \(Int64(limit))"))
             guard let last = events.last else { return (0, []) }
             let matching = events.filter(route.matches)
-            if !matching.isEmpty { try await Self.insertDeliveries(connection, endpoint: route.name, events: matching, now: now) }
+            if !matching.isEmpty { try await Self.insertDeliveries(connection, endpoint: route.name, events: matching, now: now, again: false) }
             try await connection.execute("UPDATE webhook_endpoints SET cursor = \(last.position) WHERE name = \(route.name)")
-            return (matching.count, [])
+            return (events.count, [])
         }
     }
 
-    static func insertDeliveries(_ connection: PostgresConnection, endpoint: String, events: [LedgerEvent], now: Date) async throws {
+    /// Pending deliveries of `events`, as ``SQLiteLedgerStore``'s `insertDelivery(_:endpoint:event:now:again:)` makes
+    /// them: `again` resets existing ones not held by an instance now; a fan-out leaves existing ones as they are. An
+    /// event deleted since it was read (an erasure, the retention) gets none.
+    static func insertDeliveries(_ connection: PostgresConnection, endpoint: String, events: [LedgerEvent], now: Date, again: Bool) async throws {
+        let conflict =
+            again
+            ? """
+            DO UPDATE SET status = 'pending', next_attempt_at = excluded.next_attempt_at, attempts = 0, claimed_by = NULL,
+                claimed_until = NULL, finished_at = NULL
+            WHERE deliveries.claimed_until IS NULL OR deliveries.claimed_until < \(databaseMilliseconds)
+            """ : "DO NOTHING"
         try await connection.execute(
             """
             INSERT INTO deliveries (endpoint, position, bundle_id, environment, customer_id, sequence, status, next_attempt_at, created_at)
@@ -43,15 +57,15 @@ extension PostgresLedgerStore {
             FROM unnest(\(events.map(\.position))::bigint[], \(events.map(\.customer.bundleId))::text[],
                 \(events.map(\.customer.environment.rawValue))::text[], \(events.map(\.customer.customerId))::text[],
                 \(events.map(\.draft.sequence))::bigint[]) AS x(p, b, e, c, s)
-            ON CONFLICT (endpoint, position) DO UPDATE SET status = 'pending', next_attempt_at = excluded.next_attempt_at,
-                attempts = 0, claimed_by = NULL, claimed_until = NULL, finished_at = NULL
+            WHERE EXISTS (SELECT 1 FROM events WHERE events.position = x.p)
+            ON CONFLICT (endpoint, position) \(unescaped: conflict)
             """)
     }
 
     package func claimDeliveries(
         endpoint: String, holder: String, limit: Int, now: Date, lease: Duration
     ) async throws(StorageError) -> [ClaimedDelivery] {
-        let until = now.epochMilliseconds + Int64(lease / .milliseconds(1))
+        let leaseMilliseconds = Int64(lease / .milliseconds(1))
         let at = now.epochMilliseconds
         return try await write { transaction in
             let connection = transaction.connection
@@ -61,11 +75,11 @@ extension PostgresLedgerStore {
                 WITH c AS (
                     SELECT d.endpoint, d.position FROM deliveries d
                     WHERE d.endpoint = \(endpoint) AND d.status = 'pending' AND d.next_attempt_at <= \(at)
-                    AND (d.claimed_until IS NULL OR d.claimed_until < \(at))
+                    AND (d.claimed_until IS NULL OR d.claimed_until < \(unescaped: Self.databaseMilliseconds))
                     AND NOT EXISTS (SELECT 1 FROM deliveries e WHERE e.endpoint = d.endpoint AND e.status = 'pending'
                         AND e.bundle_id = d.bundle_id AND e.environment = d.environment AND e.customer_id = d.customer_id AND e.sequence < d.sequence)
                     ORDER BY d.position LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED)
-                UPDATE deliveries d SET claimed_by = \(holder), claimed_until = \(until) FROM c
+                UPDATE deliveries d SET claimed_by = \(holder), claimed_until = \(unescaped: Self.databaseMilliseconds) + \(leaseMilliseconds) FROM c
                 WHERE d.endpoint = c.endpoint AND d.position = c.position RETURNING d.position, d.attempts
                 """)
             for try await (position, count) in rows.decode((Int64, Int32).self) { attempts[position] = Int(count) }
@@ -73,6 +87,16 @@ extension PostgresLedgerStore {
             let events = try await Self.events(
                 connection.run(
                     "SELECT \(unescaped: Self.eventColumns) FROM events WHERE position = ANY(\(Array(attempts.keys))::bigint[]) ORDER BY position"))
+            // A delivery whose event is gone (an erasure or the retention deleted it after the fan-out read it): nothing
+            // to send, and left pending it would hold back every later event of its customer.
+            let gone = Set(attempts.keys).subtracting(events.map(\.position))
+            if !gone.isEmpty {
+                try await connection.execute(
+                    """
+                    UPDATE deliveries SET status = 'dead', finished_at = \(at), claimed_by = NULL, claimed_until = NULL
+                    WHERE endpoint = \(endpoint) AND position = ANY(\(gone.sorted())::bigint[])
+                    """)
+            }
             return (events.map { ClaimedDelivery(event: $0, attempts: attempts[$0.position] ?? 0) }, [])
         }
     }
@@ -158,7 +182,7 @@ extension PostgresLedgerStore {
     package func enqueue(_ events: [LedgerEvent], endpoint: String, now: Date) async throws(StorageError) {
         guard !events.isEmpty else { return }
         try await write { transaction in
-            try await Self.insertDeliveries(transaction.connection, endpoint: endpoint, events: events, now: now)
+            try await Self.insertDeliveries(transaction.connection, endpoint: endpoint, events: events, now: now, again: true)
             return ((), [])
         }
     }

@@ -21,10 +21,13 @@ extension PostgresWriteTransaction {
             return results
         }
         results.configuration = store.outbox.entitlements
-        results.now = store.outbox.now
         var locks = PostgresBindings(capacity: 1)
         locks.append(keys.map(Self.lockKey(customer:)))
         for try await _ in try await connection.run(LockStatement.self, locks) {}
+        // The time the customers are judged at, taken once their locks are held: a write that waited for another
+        // instance's is judged after it, not at a moment before it (which could find an expiry that write recorded
+        // undone).
+        results.now = store.outbox.now
         let scopes = keys.map { CustomerScope(customerId: $0.customerId, bundleId: $0.bundleId, environment: $0.environment) }
         let ledgers = try await store.loadCustomers(connection, scopes, entitlementsOnly: false, memo: memo)
         for (key, ledger) in zip(keys, ledgers) { results.ledgers[key] = ledger }
@@ -238,10 +241,13 @@ extension PostgresLedgerStore {
                 DELETE FROM delivery_attempts WHERE position IN (SELECT position FROM events
                     WHERE customer_id = \(customerId) AND bundle_id = \(bundleId) AND environment = \(environment))
                 """)
+            // A delivery an instance is sending now stays until it is finished: its customer's erasure event waits
+            // behind it, rather than overtake it (its event gone, a retry of it is marked dead, not sent).
             try await connection.execute(
                 """
                 DELETE FROM deliveries WHERE position IN (SELECT position FROM events
                     WHERE customer_id = \(customerId) AND bundle_id = \(bundleId) AND environment = \(environment))
+                AND NOT (status = 'pending' AND claimed_until IS NOT NULL AND claimed_until >= \(unescaped: Self.databaseMilliseconds))
                 """)
             let events = try await count(
                 "DELETE FROM events WHERE customer_id = \(customerId) AND bundle_id = \(bundleId) AND environment = \(environment) RETURNING 1")

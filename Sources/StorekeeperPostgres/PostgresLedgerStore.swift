@@ -147,9 +147,13 @@ package final class PostgresLedgerStore: LedgerStore {
     {
         try await write { transaction in
             let connection = transaction.connection
-            // The customer's row locked first: two instances issuing at once take turns, and the second finds the
-            // first's token.
-            try await connection.execute("SELECT pg_advisory_xact_lock(hashtext(\(bundleId + "|" + environment.rawValue + "|" + customerId)))")
+            // The customer's lock first (the outbox's and the erasure's): two instances issuing at once take turns, and
+            // the second finds the first's token; an erasure in progress finishes before a token is read or made.
+            var locks = PostgresBindings(capacity: 1)
+            locks.append([
+                PostgresWriteTransaction.lockKey(customer: CustomerKey(bundleId: bundleId, environment: environment, customerId: customerId))
+            ])
+            for try await _ in try await connection.run(LockStatement.self, locks) {}
             if !renew {
                 var issued: String?
                 for try await token in try await connection.run(

@@ -20,23 +20,33 @@ extension SQLiteLedgerStore {
                 arguments: [cursor, limit]
             ).compactMap(Self.event)
             guard let last = events.last else { return 0 }
-            var created = 0
             for event in events where route.matches(event) {
-                try Self.insertDelivery(db, endpoint: route.name, event: event, now: now)
-                created += 1
+                try Self.insertDelivery(db, endpoint: route.name, event: event, now: now, again: false)
             }
             try db.execute(sql: "UPDATE webhook_endpoints SET cursor = ? WHERE name = ?", arguments: [last.position, route.name])
-            return created
+            return events.count
         }
     }
 
-    static func insertDelivery(_ db: Database, endpoint: String, event: LedgerEvent, now: Date) throws {
+    /// A pending delivery of `event`. `again` (a redelivery or a replay): a delivery that exists is made pending again,
+    /// to be tried at once, unless an instance holds it now (it is being sent: resetting it would send it a second
+    /// time alongside, and lose the first attempt's outcome). A fan-out never touches one that exists (a replay that
+    /// ran ahead of the endpoint's cursor made it, and may have delivered it since). An event deleted since it was read
+    /// (an erasure, the retention) gets none.
+    static func insertDelivery(_ db: Database, endpoint: String, event: LedgerEvent, now: Date, again: Bool) throws {
         try db.cachedStatement(
-            sql: """
+            sql: again
+                ? """
                 INSERT INTO deliveries (endpoint, position, bundle_id, environment, customer_id, sequence, status, next_attempt_at, created_at)
-                VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)
+                SELECT ?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?8 WHERE EXISTS (SELECT 1 FROM events WHERE position = ?2)
                 ON CONFLICT (endpoint, position) DO UPDATE SET status = 'pending', next_attempt_at = excluded.next_attempt_at,
                     attempts = 0, claimed_by = NULL, claimed_until = NULL, finished_at = NULL
+                WHERE deliveries.claimed_until IS NULL OR deliveries.claimed_until < excluded.next_attempt_at
+                """
+                : """
+                INSERT INTO deliveries (endpoint, position, bundle_id, environment, customer_id, sequence, status, next_attempt_at, created_at)
+                VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)
+                ON CONFLICT (endpoint, position) DO NOTHING
                 """
         ).execute(arguments: [
             endpoint, event.position, event.customer.bundleId, event.customer.environment.rawValue, event.customer.customerId,
@@ -149,7 +159,7 @@ extension SQLiteLedgerStore {
 
     package func enqueue(_ events: [LedgerEvent], endpoint: String, now: Date) async throws(StorageError) {
         try await write { db, _ in
-            for event in events { try Self.insertDelivery(db, endpoint: endpoint, event: event, now: now) }
+            for event in events { try Self.insertDelivery(db, endpoint: endpoint, event: event, now: now, again: true) }
         }
     }
 

@@ -256,7 +256,14 @@ extension SQLiteLedgerStore {
             let earlier = "SELECT position FROM events WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3 AND position < ?4"
             let bounded: StatementArguments = [customer.customerId, customer.bundleId, customer.environment.rawValue, position]
             try db.execute(sql: "DELETE FROM delivery_attempts WHERE position IN (\(earlier))", arguments: bounded)
-            try db.execute(sql: "DELETE FROM deliveries WHERE position IN (\(earlier))", arguments: bounded)
+            // A delivery being sent now stays until it is finished: the erasure's event waits behind it, rather than
+            // overtake it (its event gone, a retry of it is marked dead, not sent).
+            var sending = bounded
+            sending += [Date().epochMilliseconds]
+            try db.execute(
+                sql:
+                    "DELETE FROM deliveries WHERE position IN (\(earlier)) AND NOT (status = 'pending' AND claimed_until IS NOT NULL AND claimed_until >= ?5)",
+                arguments: sending)
             try db.execute(sql: "DELETE FROM events WHERE position IN (\(earlier))", arguments: bounded)
             // Other customers' events that name them (a transfer's `to` or `from`) no longer do.
             let naming = try Row.fetchAll(

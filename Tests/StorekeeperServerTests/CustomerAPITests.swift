@@ -40,6 +40,9 @@ struct CustomerAPITests {
             // Another app's key gets its own app's token for the same customer ID.
             let other = try await client.send(.post, path, key: T.otherAppKey)
             #expect(other.json["bundleId"] as? String == "com.example.other" && other.json["appAccountToken"] as? String != token)
+            // A key of one app that names another is refused (a write), not given its own app's token.
+            let named = try await client.send(.post, path + "?bundleId=com.example.storekeeper", key: T.otherAppKey)
+            #expect(named.status == 403 && (named.json["error"] as? [String: Any])?["code"] as? String == "other-app", "\(named.json)")
             // Refused, by name: no key, a body, an unknown or repeated parameter, a bad customer ID.
             #expect(try await client.send(.post, path).status == 401)
             let get = try await client.send(.get, path, key: T.appKey)

@@ -189,6 +189,44 @@ struct WebhookDeliveryTests {
     }
 
     @Test(
+        "more requests in flight than AsyncHTTPClient's default of 8 connections a host: none waits in a queue past its timeout",
+        .enabled(if: PythonReceiver.isAvailable, PythonReceiver.missing))
+    func manyInFlight() async throws {
+        var testbed = try ServerTestbed()
+        let secret = WebhookSecret.generate()
+        // Twelve answers that take 5 s each, within an 8 s timeout: sent at once, all succeed; eight at a time, the last
+        // four would wait 5 s for a connection and time out.
+        let receiver = try PythonReceiver(secret: secret, plan: Array(repeating: "slow", count: 12))
+        let endpoint = ServerConfiguration.WebhookEndpoint(
+            name: "backend", url: "http://127.0.0.1:\(receiver.port)/", secret: secret, timeoutSeconds: 8, maxConcurrency: 12,
+            retryScheduleSeconds: [60])
+        let store = testbed.store
+        _ = try await store.fanOut(endpoint.route, limit: 0, now: Date())
+        for index in 0..<12 {
+            let token = try await store.appAccountToken(
+                for: "user-\(index)", bundleId: "com.example.storekeeper", environment: .sandbox, renew: false)
+            try testbed.engine.createCustomer(id: "apple-\(index)")
+            _ = try testbed.engine.purchase(.init(customerId: "apple-\(index)", productId: "pro.monthly", appAccountToken: token))
+        }
+        let verifier = try #require(try testbed.configuration.makeVerifiers().first { $0.key.bundleId == "com.example.storekeeper" }?.value)
+        store.outbox.configure(entitlements: testbed.configuration.entitlements, clock: { ServerTestbed.start })
+        for record in testbed.engine.state.notifications { _ = try await store.apply(try await verifier.verifyNotification(record.signedPayload)) }
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let service = WebhookDeliveryService(store: store, endpoints: [endpoint], logger: logger, metrics: StorekeeperMetrics.discarded)
+        let task = Task { try await service.run() }
+        defer { task.cancel() }
+        let deadline = ContinuousClock.now.advanced(by: .seconds(30))
+        var status = try await store.endpointStatus("backend")
+        while receiver.records.count < 12 || status.backlog > 0, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(100))
+            status = try await store.endpointStatus("backend")
+        }
+        #expect(status.backlog == 0, "every event delivered at its first attempt: \(status)")
+        #expect(receiver.records.count == 12 && receiver.delivered.count == 12, "\(receiver.records.map(\.behaviour))")
+    }
+
+    @Test(
         "two and three instances on PostgreSQL deliver one outbox: every event once after deduplication (twice only if in flight at the instance stopped), each customer's in order, a stopped instance's deliveries taken over",
         .needsPostgres, .enabled(if: PythonReceiver.isAvailable, PythonReceiver.missing))
     func instancesShareOneOutbox() async throws {

@@ -128,7 +128,8 @@ package struct EndpointStatus: Hashable, Sendable, Codable {
 package protocol DeliveryStore: Sendable {
     /// Creates the deliveries of the events committed since the endpoint last looked (those its route matches), at
     /// most `limit` events; an endpoint seen for the first time starts after the last event committed (earlier ones
-    /// are sent by a replay). Returns how many deliveries were created.
+    /// are sent by a replay). Returns how many events it looked at, matched or not: fewer than `limit` once it has
+    /// caught up (an endpoint whose route matches few events is not left behind by pages that hold none of them).
     func fanOut(_ route: WebhookRoute, limit: Int, now: Date) async throws(StorageError) -> Int
 
     /// Claims for `holder` until `now + lease` at most `limit` deliveries of the endpoint that are due and that are

@@ -103,7 +103,8 @@ struct CustomerAPI: Sendable {
         guard body.readableBytes == 0 else {
             throw APIError(.badRequest, .malformedBody, "this route takes no body (its options are query parameters: renew, bundleId, environment)")
         }
-        let (bundleId, environment) = try scope(of: query, identity: identity)
+        // Issuing a token is a write: a one-app key that names another app is refused, not given its own app's token.
+        let (bundleId, environment) = try Self.writeScope(of: query, identity: identity, configuration.apps)
         let renew = try query.bool("renew") ?? false
         let token: LowercaseUUID
         do {

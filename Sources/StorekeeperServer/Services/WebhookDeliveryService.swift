@@ -34,6 +34,8 @@ package struct WebhookDeliveryService: Service {
     /// A claim takes up to this many rounds of `maxConcurrency` deliveries: fewer transactions per delivery (each
     /// costs a commit, which on PostgreSQL is most of a round's time).
     static let roundsPerClaim = 4
+    /// How many events a fan-out looks at in one transaction; it goes on while a page comes back full.
+    static let fanOutPage = 500
     /// How often a failing endpoint is tried (one delivery) while it stays failing.
     var failingProbe: Duration = .seconds(60)
 
@@ -52,7 +54,11 @@ package struct WebhookDeliveryService: Service {
 
     package func run() async throws {
         guard !endpoints.isEmpty else { return }
-        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
+        // As many connections to a host as the endpoints on it may have requests in flight (AsyncHTTPClient's default
+        // of 8 would queue the rest, and their deadlines would pass in the queue: failed attempts never sent).
+        var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow)
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = max(8, endpoints.map(\.maxConcurrency).reduce(0, +))
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
                 for endpoint in endpoints {
@@ -82,7 +88,7 @@ package struct WebhookDeliveryService: Service {
                 // Only when this instance committed since the last look, or a second has passed (another instance's
                 // commits): a fan-out is a write, which on SQLite would otherwise take the writer every round for nothing.
                 if seen != fannedOut || ContinuousClock.now - lastFanOut >= .seconds(1) {
-                    while try await store.fanOut(route, limit: 500, now: Date()) > 0 {}
+                    while try await store.fanOut(route, limit: Self.fanOutPage, now: Date()) == Self.fanOutPage {}
                     fannedOut = seen
                     lastFanOut = .now
                 }
@@ -171,7 +177,8 @@ package struct WebhookDeliveryService: Service {
         } else if attemptNumber > endpoint.retryScheduleSeconds.count {
             outcome = .deadLettered
         } else {
-            let wait = endpoint.retryScheduleSeconds[attemptNumber - 1] * Double.random(in: 0.8...1.2)
+            // Jitter only lengthens a wait, so the schedule's whole span (over 24 hours by default) is the least it takes.
+            let wait = endpoint.retryScheduleSeconds[attemptNumber - 1] * Double.random(in: 1...1.2)
             outcome = .retry(at: Date().addingTimeInterval(wait))
         }
         let label: String
