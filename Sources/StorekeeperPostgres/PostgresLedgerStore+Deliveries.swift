@@ -146,8 +146,25 @@ extension PostgresLedgerStore {
         }
     }
 
-    package func endpointStatus(_ endpoint: String) async throws(StorageError) -> EndpointStatus {
-        try await read { connection in
+    package func releaseClaims(endpoint: String, holder: String, positions: [Int64]) async throws(StorageError) {
+        guard !positions.isEmpty else { return }
+        try await write { transaction in
+            try await transaction.connection.execute(
+                """
+                UPDATE deliveries SET claimed_by = NULL, claimed_until = NULL
+                WHERE endpoint = \(endpoint) AND position = ANY(\(positions)::bigint[]) AND claimed_by = \(holder) AND status = 'pending'
+                """)
+            return ((), [])
+        }
+    }
+
+    package func endpointStatus(_ route: WebhookRoute) async throws(StorageError) -> EndpointStatus {
+        let endpoint = route.name
+        let (bundleIds, environments, types) = (
+            route.bundleIds.map { Array($0).sorted() }, route.environments.map { $0.map(\.rawValue).sorted() },
+            route.types.map { $0.map(\.rawValue).sorted() }
+        )
+        return try await read { connection in
             var status = EndpointStatus(name: endpoint, backlog: 0, oldestPending: nil, deadLettered: 0, failingSince: nil, failingReason: nil)
             for try await (pending, oldest, dead) in try await connection.run(
                 """
@@ -164,6 +181,20 @@ extension PostgresLedgerStore {
             ).decode((Int64?, String?).self) {
                 status.failingSince = since.map(Date.init(epochMilliseconds:))
                 status.failingReason = reason
+            }
+            // The events committed after the fan-out's cursor that the route matches.
+            for try await (waiting, oldest) in try await connection.run(
+                """
+                SELECT count(*), min(occurred_at) FROM events
+                WHERE position > coalesce((SELECT cursor FROM webhook_endpoints WHERE name = \(endpoint)), 9223372036854775807)
+                AND (\(bundleIds == nil) OR bundle_id = ANY(\(bundleIds ?? [])::text[]))
+                AND (\(environments == nil) OR environment = ANY(\(environments ?? [])::text[]))
+                AND (\(types == nil) OR type = ANY(\(types ?? [])::text[]))
+                """
+            ).decode((Int64, Int64?).self) {
+                status.notHandedOver = Int(waiting)
+                status.backlog += Int(waiting)
+                if let oldest { status.oldestPending = min(status.oldestPending ?? .distantFuture, Date(epochMilliseconds: oldest)) }
             }
             return status
         }

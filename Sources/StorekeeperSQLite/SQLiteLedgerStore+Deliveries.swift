@@ -134,17 +134,47 @@ extension SQLiteLedgerStore {
         }
     }
 
-    package func endpointStatus(_ endpoint: String) async throws(StorageError) -> EndpointStatus {
-        try await read { db in
+    package func releaseClaims(endpoint: String, holder: String, positions: [Int64]) async throws(StorageError) {
+        guard !positions.isEmpty else { return }
+        try await write { db, _ in
+            for position in positions {
+                try db.execute(
+                    sql: """
+                        UPDATE deliveries SET claimed_by = NULL, claimed_until = NULL
+                        WHERE endpoint = ? AND position = ? AND claimed_by = ? AND status = 'pending'
+                        """, arguments: [endpoint, position, holder])
+            }
+        }
+    }
+
+    package func endpointStatus(_ route: WebhookRoute) async throws(StorageError) -> EndpointStatus {
+        let endpoint = route.name
+        return try await read { db in
             let pending = try Row.fetchOne(
                 db, sql: "SELECT count(*) AS n, min(created_at) AS oldest FROM deliveries WHERE endpoint = ? AND status = 'pending'",
                 arguments: [endpoint])
             let dead = try Int.fetchOne(db, sql: "SELECT count(*) FROM deliveries WHERE endpoint = ? AND status = 'dead'", arguments: [endpoint]) ?? 0
             let mark = try Row.fetchOne(db, sql: "SELECT failing_since, failing_reason FROM webhook_endpoints WHERE name = ?", arguments: [endpoint])
+            // The events committed after the fan-out's cursor that the route matches.
+            var conditions = ["position > coalesce((SELECT cursor FROM webhook_endpoints WHERE name = ?), 9223372036854775807)"]
+            var arguments: StatementArguments = [endpoint]
+            for (column, values) in [
+                ("bundle_id", route.bundleIds.map { Array($0) }), ("environment", route.environments.map { $0.map(\.rawValue) }),
+                ("type", route.types.map { $0.map(\.rawValue) }),
+            ] {
+                guard let values else { continue }
+                conditions.append(values.isEmpty ? "0" : "\(column) IN (\(values.map { _ in "?" }.joined(separator: ", ")))")
+                for value in values.sorted() { arguments += [value] }
+            }
+            let waiting = try Row.fetchOne(
+                db, sql: "SELECT count(*) AS n, min(occurred_at) AS oldest FROM events WHERE \(conditions.joined(separator: " AND "))",
+                arguments: arguments)
+            let notHandedOver: Int = waiting?["n"] ?? 0
+            let oldest = [pending?["oldest"] as Int64?, waiting?["oldest"] as Int64?].compactMap { $0 }.min()
             return EndpointStatus(
-                name: endpoint, backlog: pending?["n"] ?? 0, oldestPending: (pending?["oldest"] as Int64?).map(Date.init(epochMilliseconds:)),
+                name: endpoint, backlog: (pending?["n"] ?? 0) + notHandedOver, oldestPending: oldest.map(Date.init(epochMilliseconds:)),
                 deadLettered: dead, failingSince: (mark?["failing_since"] as Int64?).map(Date.init(epochMilliseconds:)),
-                failingReason: mark?["failing_reason"])
+                failingReason: mark?["failing_reason"], notHandedOver: notHandedOver)
         }
     }
 

@@ -94,6 +94,15 @@ struct DeliveryClaimTests {
         var fixture = SimulatorFixture()
         for index in 0..<3 { try await OutboxTests.buy("user-\(index)", "coins.100", in: store, &fixture) }
         _ = try await store.applyRecovered(try await fixture.verifiedNotifications(), watermark: nil)
+        // Not handed over yet, the three count in the backlog of an endpoint that takes them, not in the quiet one's.
+        let all = WebhookRoute(name: "all")
+        _ = try await store.fanOut(all, limit: 0, now: Date())
+        let before = try await store.endpointStatus(quiet)
+        #expect(before.backlog == 0 && before.notHandedOver == 0, "\(before)")
+        // (The route "all" started after them: it counts none. The quiet route's cursor is before them.)
+        #expect(try await store.endpointStatus(all).backlog == 0)
+        let everything = try await store.endpointStatus(WebhookRoute(name: "quiet"))
+        #expect(everything.backlog == 3 && everything.notHandedOver == 3 && everything.oldestPending != nil, "\(everything)")
         // No page holds one of its events, yet each full page means more to look at.
         #expect(try await store.fanOut(quiet, limit: 2, now: Date()) == 2)
         #expect(try await store.fanOut(quiet, limit: 2, now: Date()) == 1)

@@ -67,7 +67,10 @@ struct EventsAPITests {
             #expect(Self.events(try await client.send(.get, "/v1/events?type=purchase.completed", key: T.adminKey)).count == 1)
             // Refused, by name.
             for (path, code) in [
-                ("/v1/events?after=12", "invalid-cursor"), ("/v1/events?limit=0", "invalid-parameter"), ("/v1/events?wait=61", "invalid-parameter"),
+                ("/v1/events?after=12", "invalid-cursor"), ("/v1/events?after=c1.02s", "invalid-cursor"),
+                ("/v1/events?after=c1.%2B2s", "invalid-cursor"),
+                ("/v1/events?after=c1.2S", "invalid-cursor"), ("/v1/events?limit=0", "invalid-parameter"),
+                ("/v1/events?wait=61", "invalid-parameter"),
                 ("/v1/events?type=subscription.renewd", "invalid-parameter"), ("/v1/events?afer=c1.1", "unknown-parameter"),
                 ("/v1/events?customer=a%20b", "invalid-customer-id"), ("/v1/events/evt_nope", "invalid-parameter"),
                 ("/v1/events?environment=Production", "unknown-environment"), ("/v1/events?li%6Dit=1", "unknown-parameter"),
@@ -161,6 +164,13 @@ struct EventsAPITests {
             #expect(try await replayed("&bundleId=com.nope").errorCode == "unknown-app")
             #expect(try await replayed("&bundleld=com.example.other").errorCode == "unknown-parameter")
             #expect(try await client.send(.post, "/v1/admin/webhooks/backend/replay?since=2020-01-01", key: T.appKey).errorCode == "admin-only")
+            // Redelivering one event answers as the command does: a count (and the event).
+            let event = try #require(try await testbed.store.events(after: 0, limit: 1, filter: EventFilter()).first)
+            let redelivered = try await client.send(.post, "/v1/admin/webhooks/backend/redeliver?event=\(event.id)", key: T.adminKey)
+            #expect(redelivered.status == 200 && redelivered.json["redelivered"] as? Int == 1, "\(redelivered.json)")
+            #expect(redelivered.json["event"] as? String == event.id.description)
+            let missing = try await client.send(.post, "/v1/admin/webhooks/backend/redeliver", key: T.adminKey)
+            #expect(missing.errorCode == "invalid-parameter" && missing.errorMessage.hasPrefix("event is required"), "\(missing.json)")
         }
     }
 

@@ -127,7 +127,7 @@ struct WebhookDeliveryTests {
     }
 
     @Test(
-        "an attempt on its way when the server stops is not counted: the receiver did nothing wrong, and no retry step is spent",
+        "an attempt on its way when the server stops is not counted (the receiver did nothing wrong, no retry step is spent), and its claim is given back",
         .enabled(if: PythonReceiver.isAvailable, PythonReceiver.missing))
     func stopMidAttempt() async throws {
         var testbed = try ServerTestbed()
@@ -150,6 +150,9 @@ struct WebhookDeliveryTests {
         let interrupted = try await store.deliveries(of: event.position)
         #expect(interrupted.first?.attempts == 0 && interrupted.first?.history.isEmpty == true, "\(interrupted)")
         #expect(interrupted.first?.status == "pending")
+        // Its claim was given back: the restarted server (or another instance) takes it at once, not after the lease.
+        let retaken = try await store.claimDeliveries(endpoint: "backend", holder: "next", limit: 10, now: Date(), lease: .seconds(60))
+        #expect(retaken.map(\.event.id) == [event.id])
     }
 
     @Test(

@@ -104,21 +104,29 @@ package struct DeliveryRecord: Hashable, Sendable, Codable {
 /// An endpoint's standing.
 package struct EndpointStatus: Hashable, Sendable, Codable {
     package var name: String
-    /// Deliveries waiting (pending), and when the oldest of them was created.
+    /// Events the endpoint has not received yet: its deliveries waiting (pending), and the events its route matches
+    /// that were committed after its fan-out last looked (``notHandedOver``); when the oldest of them was created or
+    /// committed.
     package var backlog: Int
     package var oldestPending: Date?
     package var deadLettered: Int
     /// Since when the endpoint is marked failing (a delivery was dead-lettered), and why; `nil` when it is not.
     package var failingSince: Date?
     package var failingReason: String?
+    /// The part of ``backlog`` not handed to the endpoint yet (no delivery made): a second's worth while a server
+    /// delivers, all that was committed since when none has run.
+    package var notHandedOver: Int
 
-    package init(name: String, backlog: Int, oldestPending: Date?, deadLettered: Int, failingSince: Date?, failingReason: String?) {
+    package init(
+        name: String, backlog: Int, oldestPending: Date?, deadLettered: Int, failingSince: Date?, failingReason: String?, notHandedOver: Int = 0
+    ) {
         self.name = name
         self.backlog = backlog
         self.oldestPending = oldestPending
         self.deadLettered = deadLettered
         self.failingSince = failingSince
         self.failingReason = failingReason
+        self.notHandedOver = notHandedOver
     }
 }
 
@@ -143,8 +151,13 @@ package protocol DeliveryStore: Sendable {
     /// nothing but the attempt's record). `deadLettered` marks the endpoint failing; `delivered` clears the mark.
     func finishAttempts(endpoint: String, holder: String, _ attempts: [FinishedAttempt]) async throws(StorageError)
 
-    /// The endpoint's backlog, dead letters and failing mark.
-    func endpointStatus(_ endpoint: String) async throws(StorageError) -> EndpointStatus
+    /// Gives back `holder`'s claims of these deliveries, unattempted (a server stopping gracefully, its attempts
+    /// interrupted or never started): due again at once, for whichever instance looks next, rather than when the
+    /// claims would have lapsed.
+    func releaseClaims(endpoint: String, holder: String, positions: [Int64]) async throws(StorageError)
+
+    /// The endpoint's backlog (the events its route matches that it has not received), dead letters and failing mark.
+    func endpointStatus(_ route: WebhookRoute) async throws(StorageError) -> EndpointStatus
 
     /// Clears the endpoint's failing mark and makes its pending deliveries due now (an operator's command).
     func resumeEndpoint(_ endpoint: String, now: Date) async throws(StorageError)
@@ -154,6 +167,13 @@ package protocol DeliveryStore: Sendable {
 
     /// The deliveries of one event, with every attempt.
     func deliveries(of position: Int64) async throws(StorageError) -> [DeliveryRecord]
+}
+
+extension DeliveryStore {
+    /// ``endpointStatus(_:)`` of an endpoint known by name, its route taken to match every event.
+    package func endpointStatus(_ endpoint: String) async throws(StorageError) -> EndpointStatus {
+        try await endpointStatus(WebhookRoute(name: endpoint))
+    }
 }
 
 extension LedgerStore {

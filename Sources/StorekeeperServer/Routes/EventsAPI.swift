@@ -86,7 +86,8 @@ struct EventsAPI: Sendable {
     }
 
     static func position(of cursor: String) throws(APIError) -> Int64 {
-        guard cursor.hasPrefix("c1."), let position = Int64(cursor.dropFirst(3), radix: 36), position >= 0 else {
+        // Only the cursor's canonical spelling (as ``cursor(_:)`` writes it): no sign, no leading zero, no capital.
+        guard cursor.hasPrefix("c1."), let position = Int64(cursor.dropFirst(3), radix: 36), position >= 0, cursor == Self.cursor(position) else {
             throw APIError(
                 .badRequest, .invalidCursor, "after must be a cursor this server gave (\"next\"), not \(UntrustedText.quoted(cursor, limit: 64))")
         }

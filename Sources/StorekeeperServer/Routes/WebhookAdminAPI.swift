@@ -20,7 +20,7 @@ struct WebhookAdminAPI: Sendable {
             try Self.requireAdmin(context)
             _ = try QueryParameters(request, allowed: [])
             var statuses: [EndpointStatus] = []
-            for endpoint in configuration.webhooks { statuses.append(try await storage { try await store.endpointStatus(endpoint.name) }) }
+            for endpoint in configuration.webhooks { statuses.append(try await storage { try await store.endpointStatus(endpoint.route) }) }
             return StorekeeperApplication.jsonResponse(["endpoints": statuses])
         }
         group.post("/admin/webhooks/:name/resume") { request, context in
@@ -28,7 +28,7 @@ struct WebhookAdminAPI: Sendable {
             _ = try QueryParameters(request, allowed: [])
             let endpoint = try self.endpoint(context)
             try await storage { try await store.resumeEndpoint(endpoint.name, now: Date()) }
-            return StorekeeperApplication.jsonResponse(try await storage { try await store.endpointStatus(endpoint.name) })
+            return StorekeeperApplication.jsonResponse(try await storage { try await store.endpointStatus(endpoint.route) })
         }
         group.post("/admin/webhooks/:name/replay") { request, context in
             try Self.requireAdmin(context)
@@ -60,14 +60,23 @@ struct WebhookAdminAPI: Sendable {
             try Self.requireAdmin(context)
             let query = try QueryParameters(request, allowed: ["event"])
             let endpoint = try self.endpoint(context)
-            let event = try await self.event(query.string("event") ?? "")
+            guard let eventId = query.string("event") else {
+                throw APIError(.badRequest, .invalidParameter, "event is required: the ID of the event to deliver again (evt_…)")
+            }
+            let event = try await self.event(eventId)
             guard endpoint.route.matches(event) else {
                 throw APIError(
                     .badRequest, .invalidParameter,
                     "endpoint '\(endpoint.name)' does not take event \(event.id) (its apps, environments or eventTypes leave it out)")
             }
             try await storage { try await store.enqueue([event], endpoint: endpoint.name, now: Date()) }
-            return StorekeeperApplication.jsonResponse(["endpoint": endpoint.name, "redelivered": event.id.description])
+            // As `storekeeper events redeliver` answers: how many were made due (and which).
+            struct Redelivered: Encodable {
+                var endpoint: String
+                var redelivered: Int
+                var event: String
+            }
+            return StorekeeperApplication.jsonResponse(Redelivered(endpoint: endpoint.name, redelivered: 1, event: event.id.description))
         }
         group.get("/admin/events/:eventId") { request, context in
             try Self.requireAdmin(context)

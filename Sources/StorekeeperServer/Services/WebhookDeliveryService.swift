@@ -93,7 +93,7 @@ package struct WebhookDeliveryService: Service {
                     lastFanOut = .now
                 }
                 if ContinuousClock.now - lastStanding > .seconds(5) {
-                    let standing = try await store.endpointStatus(endpoint.name)
+                    let standing = try await store.endpointStatus(route)
                     lastStanding = .now
                     failing = standing.failingSince != nil
                     metrics.webhookStanding(
@@ -136,10 +136,14 @@ package struct WebhookDeliveryService: Service {
             }
             // Recorded even when the service is stopping (from a task of its own: a store refuses work for a cancelled
             // task), so that what was delivered is not sent again by whoever takes the claims over.
+            // Claims left unattempted (the server stopping: attempts interrupted, or not started) are given back, so
+            // that the next server sends them at once rather than when the claims lapse.
+            let unattempted = Set(claimed.map(\.event.position)).subtracting(finished.map(\.position)).sorted()
             let (store, holder, name) = (store, holder, endpoint.name)
             let failure = await Task { () -> StorageError? in
                 do {
                     try await store.finishAttempts(endpoint: name, holder: holder, finished)
+                    try await store.releaseClaims(endpoint: name, holder: holder, positions: unattempted)
                     return nil
                 } catch {
                     return error as? StorageError ?? StorageError("\(error)")

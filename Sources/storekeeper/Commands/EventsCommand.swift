@@ -211,10 +211,10 @@ struct EventsStatus: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingFailures {
-            let names = try ServerConfiguration.load(path: config).webhooks.map(\.name)
+            let routes = try ServerConfiguration.load(path: config).webhooks.map(\.route)
             let statuses = try await ledger.withStore(readOnly: true) { store in
                 var statuses: [EndpointStatus] = []
-                for name in names { statuses.append(try await store.endpointStatus(name)) }
+                for route in routes { statuses.append(try await store.endpointStatus(route)) }
                 return statuses
             }
             try JSONOutput.print(statuses)
@@ -232,7 +232,7 @@ struct EventsResume: AsyncParsableCommand {
         try await reportingFailures {
             let endpoint = try target.load()
             try await ledger.withStore { store in try await store.resumeEndpoint(endpoint.name, now: Date()) }
-            try JSONOutput.print(try await ledger.withStore { store in try await store.endpointStatus(endpoint.name) })
+            try JSONOutput.print(try await ledger.withStore { store in try await store.endpointStatus(endpoint.route) })
         }
     }
 }
