@@ -168,8 +168,9 @@ extension PostgresLedgerStore {
             var status = EndpointStatus(name: endpoint, backlog: 0, oldestPending: nil, deadLettered: 0, failingSince: nil, failingReason: nil)
             for try await (pending, oldest, dead) in try await connection.run(
                 """
-                SELECT count(*) FILTER (WHERE status = 'pending'), min(created_at) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status = 'dead')
-                FROM deliveries WHERE endpoint = \(endpoint)
+                SELECT count(*) FILTER (WHERE d.status = 'pending'), min(coalesce(e.occurred_at, d.created_at)) FILTER (WHERE d.status = 'pending'),
+                    count(*) FILTER (WHERE d.status = 'dead')
+                FROM deliveries d LEFT JOIN events e ON e.position = d.position WHERE d.endpoint = \(endpoint)
                 """
             ).decode((Int64, Int64?, Int64).self) {
                 status.backlog = Int(pending)

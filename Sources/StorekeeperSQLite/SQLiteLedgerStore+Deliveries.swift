@@ -151,8 +151,12 @@ extension SQLiteLedgerStore {
         let endpoint = route.name
         return try await read { db in
             let pending = try Row.fetchOne(
-                db, sql: "SELECT count(*) AS n, min(created_at) AS oldest FROM deliveries WHERE endpoint = ? AND status = 'pending'",
-                arguments: [endpoint])
+                db,
+                // The age of the oldest event waiting, not of its delivery (made again by a hand-over or a redelivery).
+                sql: """
+                    SELECT count(*) AS n, min(coalesce(e.occurred_at, d.created_at)) AS oldest
+                    FROM deliveries d LEFT JOIN events e ON e.position = d.position WHERE d.endpoint = ? AND d.status = 'pending'
+                    """, arguments: [endpoint])
             let dead = try Int.fetchOne(db, sql: "SELECT count(*) FROM deliveries WHERE endpoint = ? AND status = 'dead'", arguments: [endpoint]) ?? 0
             let mark = try Row.fetchOne(db, sql: "SELECT failing_since, failing_reason FROM webhook_endpoints WHERE name = ?", arguments: [endpoint])
             // The events committed after the fan-out's cursor that the route matches.

@@ -106,7 +106,12 @@ struct EventsCommandTests {
         let refused = try await CLI.runDetached([
             "events", "redeliver", "--database", database, "--config", config.path, "--endpoint", "backend", other,
         ])
-        #expect(refused.status == 1 && refused.stderr.hasPrefix("error: not-for-endpoint: "), "\(refused.stderr)")
+        #expect(
+            refused.status == 64 && refused.stderr.hasPrefix("error: invalid-argument: endpoint 'backend' does not take event"), "\(refused.stderr)")
+        // One it takes: the answer names it, as the admin route does.
+        let again = try await CLI.runDetached(["events", "redeliver", "--database", database, "--config", config.path, "--endpoint", "backend", id])
+        let redelivered = try CLI.json(again.stdout)
+        #expect(again.status == 0 && redelivered["redelivered"] as? Int == 1 && redelivered["events"] as? [String] == [id], "\(again.stdout)")
 
         for (arguments, code) in [
             (["events", "show", "--database", database, "evt_nope"], "invalid-argument"),

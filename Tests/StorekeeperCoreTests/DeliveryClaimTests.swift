@@ -30,6 +30,8 @@ struct DeliveryClaimTests {
         let events = try await OutboxTests.allEvents(store)
         try #require(events.count == 2)
         #expect(try await store.fanOut(route, limit: 10, now: Date()) == 2, "the events looked at")
+        let handed = try await store.endpointStatus(route)
+        #expect(handed.backlog == 2 && handed.oldestPending == events[0].draft.occurredAt, "the events' age, not their deliveries': \(handed)")
         let first = try await store.claimDeliveries(endpoint: route.name, holder: "a", limit: 10, now: Date(), lease: .seconds(60))
         #expect(first.map(\.event.id) == events.map(\.id))
         // Redelivered while instance a sends it: left to a, not handed to b as well.

@@ -168,7 +168,7 @@ struct EventsAPITests {
             let event = try #require(try await testbed.store.events(after: 0, limit: 1, filter: EventFilter()).first)
             let redelivered = try await client.send(.post, "/v1/admin/webhooks/backend/redeliver?event=\(event.id)", key: T.adminKey)
             #expect(redelivered.status == 200 && redelivered.json["redelivered"] as? Int == 1, "\(redelivered.json)")
-            #expect(redelivered.json["event"] as? String == event.id.description)
+            #expect(redelivered.json["events"] as? [String] == [event.id.description])
             let missing = try await client.send(.post, "/v1/admin/webhooks/backend/redeliver", key: T.adminKey)
             #expect(missing.errorCode == "invalid-parameter" && missing.errorMessage.hasPrefix("event is required"), "\(missing.json)")
         }

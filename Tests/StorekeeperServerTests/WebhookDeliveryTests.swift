@@ -192,6 +192,45 @@ struct WebhookDeliveryTests {
     }
 
     @Test(
+        "one customer's slow answer holds back no other customer's event: each send starts as soon as a slot is free",
+        .enabled(if: PythonReceiver.isAvailable, PythonReceiver.missing))
+    func slowAnswerHoldsNoOneBack() async throws {
+        var testbed = try ServerTestbed()
+        let secret = WebhookSecret.generate()
+        let receiver = try PythonReceiver(secret: secret, plan: ["slow"])
+        let endpoint = ServerConfiguration.WebhookEndpoint(
+            name: "backend", url: "http://127.0.0.1:\(receiver.port)/", secret: secret, timeoutSeconds: 8, maxConcurrency: 4,
+            retryScheduleSeconds: [60])
+        let store = try await Self.aliceSubscribes(&testbed, endpoint: endpoint)
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let service = WebhookDeliveryService(store: store, endpoints: [endpoint], logger: logger, metrics: StorekeeperMetrics.discarded)
+        let task = Task { try await service.run() }
+        defer { task.cancel() }
+        var deadline = ContinuousClock.now.advanced(by: .seconds(20))
+        while receiver.records.isEmpty, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        try #require(receiver.records.first?.customer == "alice", "alice's event is being answered slowly (5 s)")
+        // While alice's answer takes its time, bob and carol buy: their events go out at once, not after hers.
+        let answered = ContinuousClock.now.advanced(by: .seconds(4))
+        let applied = testbed.engine.state.notifications.count
+        for customer in ["bob", "carol"] {
+            let token = try await store.appAccountToken(for: customer, bundleId: "com.example.storekeeper", environment: .sandbox, renew: false)
+            try testbed.engine.createCustomer(id: "apple-\(customer)")
+            _ = try testbed.engine.purchase(.init(customerId: "apple-\(customer)", productId: "pro.monthly", appAccountToken: token))
+        }
+        let verifier = try #require(try testbed.configuration.makeVerifiers().first { $0.key.bundleId == "com.example.storekeeper" }?.value)
+        for record in testbed.engine.state.notifications.dropFirst(applied) {
+            _ = try await store.apply(try await verifier.verifyNotification(record.signedPayload))
+        }
+        while receiver.records.count < 3, ContinuousClock.now < answered { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(Set(receiver.records.dropFirst().compactMap(\.customer)) == ["bob", "carol"], "\(receiver.records.map(\.customer))")
+        #expect(ContinuousClock.now < answered, "before alice's answer came")
+        deadline = ContinuousClock.now.advanced(by: .seconds(20))
+        while try await store.endpointStatus("backend").backlog > 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(100)) }
+        #expect(try await store.endpointStatus("backend").backlog == 0 && receiver.delivered.count == 3)
+    }
+
+    @Test(
         "more requests in flight than AsyncHTTPClient's default of 8 connections a host: none waits in a queue past its timeout",
         .enabled(if: PythonReceiver.isAvailable, PythonReceiver.missing))
     func manyInFlight() async throws {

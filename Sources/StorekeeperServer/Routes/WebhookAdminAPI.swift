@@ -74,9 +74,9 @@ struct WebhookAdminAPI: Sendable {
             struct Redelivered: Encodable {
                 var endpoint: String
                 var redelivered: Int
-                var event: String
+                var events: [String]
             }
-            return StorekeeperApplication.jsonResponse(Redelivered(endpoint: endpoint.name, redelivered: 1, event: event.id.description))
+            return StorekeeperApplication.jsonResponse(Redelivered(endpoint: endpoint.name, redelivered: 1, events: [event.id.description]))
         }
         group.get("/admin/events/:eventId") { request, context in
             try Self.requireAdmin(context)

@@ -7,6 +7,7 @@ import NIOHTTP1
 import ServiceLifecycle
 package import StorekeeperCore
 import StorekeeperHTTP
+import Synchronization
 
 /// Delivers the outbox's events to the configured webhook endpoints, as Standard Webhooks says: a `POST` of the
 /// event's JSON with `webhook-id` (the event's ID: the receiver's deduplication key), `webhook-timestamp` (UNIX
@@ -15,8 +16,9 @@ import StorekeeperHTTP
 /// with jitter, then dead-lettered.
 ///
 /// Each endpoint has one loop per instance: it turns new events into deliveries (`DeliveryStore.fanOut(_:limit:now:)`),
-/// claims due ones through the database (at most `maxConcurrency`, each its customer's earliest pending one, never one
-/// another instance holds), sends them concurrently, and records every attempt. A claim lasts the timeout and a
+/// claims due ones through the database (as many as `maxConcurrency` leaves free, each its customer's earliest pending
+/// one, never one another instance holds), starts each send at once (one slow answer holds back no other customer's
+/// event), and records every attempt. A claim lasts the timeout and a
 /// margin (`claimMargin`); a killed instance's claims lapse and another instance takes them. So every event arrives at least once
 /// (exactly once after deduplication by `webhook-id`), and a customer's events arrive in sequence order.
 package struct WebhookDeliveryService: Service {
@@ -31,9 +33,13 @@ package struct WebhookDeliveryService: Service {
     /// How long a claim outlasts the attempt's timeout: an instance killed mid-delivery holds its claims this long after
     /// the timeout, then another instance (or the same server restarted) takes them.
     static let claimMargin = Duration.seconds(5)
-    /// A claim takes up to this many rounds of `maxConcurrency` deliveries: fewer transactions per delivery (each
-    /// costs a commit, which on PostgreSQL is most of a round's time).
-    static let roundsPerClaim = 4
+    /// How many timeouts a claim lasts (and ``claimMargin``): its send starts at once and ends within one; the rest
+    /// covers recording it late (a slow or retried transaction) without another instance taking it meanwhile.
+    static let leaseTimeouts = 4
+    /// The longest a send's outcome waits to be recorded with others' (its customer's next event waits for it).
+    static let recordDelay = Duration.milliseconds(100)
+    /// How often a loop with sends in flight claims more (and fans out first).
+    static let claimInterval = Duration.milliseconds(25)
     /// How many events a fan-out looks at in one transaction; it goes on while a page comes back full.
     static let fanOutPage = 500
     /// How often a failing endpoint is tried (one delivery) while it stays failing.
@@ -69,10 +75,18 @@ package struct WebhookDeliveryService: Service {
         try? await client.shutdown()
     }
 
+    /// What wakes an endpoint's loop: a send that ended (`nil`: cut short by the server stopping), or its ticker (a
+    /// commit of this instance, or the time to look again).
+    enum Wake: Sendable {
+        case ended(position: Int64, FinishedAttempt?)
+        case tick
+    }
+
     func deliverForever(to endpoint: ServerConfiguration.WebhookEndpoint, client: HTTPClient) async {
         let route = endpoint.route
         let secrets = endpoint.secrets
         let timeout = Duration.milliseconds(Int64(endpoint.timeoutSeconds * 1_000))
+        let slots = endpoint.maxConcurrency
         var lastStanding = ContinuousClock.now.advanced(by: .seconds(-60))
         var lastProbe = ContinuousClock.now.advanced(by: .seconds(-3_600))
         var loggedFailure = false
@@ -81,83 +95,144 @@ package struct WebhookDeliveryService: Service {
         var failing = false
         var fannedOut: UInt64? = nil
         var lastFanOut = ContinuousClock.now
-        while !Task.isCancelled {
-            let seen = store.eventsAppended.current
-            var claimed: [ClaimedDelivery] = []
-            do {
-                // Only when this instance committed since the last look, or a second has passed (another instance's
-                // commits): a fan-out is a write, which on SQLite would otherwise take the writer every round for nothing.
-                if seen != fannedOut || ContinuousClock.now - lastFanOut >= .seconds(1) {
-                    while try await store.fanOut(route, limit: Self.fanOutPage, now: Date()) == Self.fanOutPage {}
-                    fannedOut = seen
-                    lastFanOut = .now
-                }
-                if ContinuousClock.now - lastStanding > .seconds(5) {
-                    let standing = try await store.endpointStatus(route)
-                    lastStanding = .now
-                    failing = standing.failingSince != nil
-                    metrics.webhookStanding(
-                        endpoint: endpoint.name, backlog: standing.backlog,
-                        oldestSeconds: standing.oldestPending.map { max(0, Date().timeIntervalSince($0)) } ?? 0, deadLetters: standing.deadLettered)
-                }
-                var limit = endpoint.maxConcurrency * Self.roundsPerClaim
-                if failing {
-                    // A failing endpoint gets one delivery now and then, until one succeeds (or an operator resumes it).
-                    limit = ContinuousClock.now - lastProbe >= failingProbe ? 1 : 0
-                    if limit == 1 { lastProbe = .now }
-                }
-                if limit > 0 {
-                    claimed = try await store.claimDeliveries(
-                        endpoint: endpoint.name, holder: holder, limit: limit, now: Date(),
-                        lease: timeout * Self.roundsPerClaim + Self.claimMargin)
-                }
-                loggedFailure = false
-            } catch {
-                if !loggedFailure {
-                    logger.error(
-                        "webhook deliveries could not be read or claimed; trying again",
-                        metadata: ["webhook.endpoint": .string(endpoint.name), "error": .string(error.message)])
-                    loggedFailure = true
+        var lastClaim = ContinuousClock.now.advanced(by: .seconds(-60))
+        var behind = false
+        // Sends run side by side, each started as soon as one of the `slots` is free: one slow answer holds back no
+        // other customer's event. Claims come a few rounds ahead (`queue`, refilled when less than a round is left),
+        // and what the sends come to is recorded several at a time (`unrecorded`): a transaction a round, not a send.
+        var inFlight = 0
+        var queue: [ClaimedDelivery] = []
+        var unrecorded: [(position: Int64, attempt: FinishedAttempt?)] = []
+        var unrecordedSince: ContinuousClock.Instant?
+        await withTaskGroup(of: Wake.self) { group in
+            var ticking = false
+            func handle(_ wake: Wake) {
+                switch wake {
+                case .ended(let position, let attempt):
+                    inFlight -= 1
+                    unrecorded.append((position, attempt))
+                    if unrecordedSince == nil { unrecordedSince = .now }
+                case .tick:
+                    ticking = false
                 }
             }
-            if claimed.isEmpty {
-                await store.eventsAppended.wait(after: seen, timeout: failing ? min(idle * 4, failingProbe) : idle)
-                continue
-            }
-            // At most `maxConcurrency` requests in flight; the claim's deliveries recorded together.
-            let finished = await withTaskGroup(of: FinishedAttempt?.self) { group in
-                var finished: [FinishedAttempt] = []
-                for (index, delivery) in claimed.enumerated() {
-                    if index >= endpoint.maxConcurrency, let attempt = await group.next(), let attempt { finished.append(attempt) }
-                    group.addTask { await deliver(delivery, to: endpoint, secrets: secrets, timeout: timeout, client: client) }
+            while !Task.isCancelled {
+                let seen = store.eventsAppended.current
+                // Recorded once nothing is in flight, a round of slots has ended, or the first ended a moment ago (a
+                // customer's next event waits for its last one to be recorded).
+                if let since = unrecordedSince, inFlight == 0 || unrecorded.count >= slots || ContinuousClock.now - since >= Self.recordDelay {
+                    failing = await record(unrecorded, endpoint: endpoint.name, failing: failing)
+                    unrecorded = []
+                    unrecordedSince = nil
                 }
-                for await attempt in group { if let attempt { finished.append(attempt) } }
-                return finished
-            }
-            // Recorded even when the service is stopping (from a task of its own: a store refuses work for a cancelled
-            // task), so that what was delivered is not sent again by whoever takes the claims over.
-            // Claims left unattempted (the server stopping: attempts interrupted, or not started) are given back, so
-            // that the next server sends them at once rather than when the claims lapse.
-            let unattempted = Set(claimed.map(\.event.position)).subtracting(finished.map(\.position)).sorted()
-            let (store, holder, name) = (store, holder, endpoint.name)
-            let failure = await Task { () -> StorageError? in
-                do {
-                    try await store.finishAttempts(endpoint: name, holder: holder, finished)
-                    try await store.releaseClaims(endpoint: name, holder: holder, positions: unattempted)
-                    return nil
+                do throws(StorageError) {
+                    if ContinuousClock.now - lastStanding > .seconds(5) {
+                        let standing = try await store.endpointStatus(route)
+                        lastStanding = .now
+                        failing = standing.failingSince != nil
+                        metrics.webhookStanding(
+                            endpoint: endpoint.name, backlog: standing.backlog,
+                            oldestSeconds: standing.oldestPending.map { max(0, Date().timeIntervalSince($0)) } ?? 0,
+                            deadLetters: standing.deadLettered)
+                    }
+                    // More is claimed when the queue runs low: at once when the last claim got a round or more (a
+                    // backlog), else while sends are in flight at most every `claimInterval` (a fan-out and a claim are
+                    // writes: on SQLite, taken from the ingestion's writer).
+                    if queue.count < slots, inFlight == 0 || behind || ContinuousClock.now - lastClaim >= Self.claimInterval {
+                        lastClaim = .now
+                        // A fan-out only when this instance committed since the last look, or a second has passed
+                        // (another instance's commits).
+                        if seen != fannedOut || ContinuousClock.now - lastFanOut >= .seconds(1) {
+                            while try await store.fanOut(route, limit: Self.fanOutPage, now: Date()) == Self.fanOutPage {}
+                            fannedOut = seen
+                            lastFanOut = .now
+                        }
+                        // Up to the lease's rounds ahead: fewer claims (each a commit) per send; the last one claimed
+                        // starts within its lease (the rounds before it take a timeout at most each).
+                        var limit = Self.leaseTimeouts * slots - inFlight - queue.count
+                        if failing {
+                            // A failing endpoint gets one delivery now and then, until one succeeds (or an operator resumes it).
+                            limit = inFlight == 0 && queue.isEmpty && ContinuousClock.now - lastProbe >= failingProbe ? 1 : 0
+                            if limit == 1 { lastProbe = .now }
+                        }
+                        if limit > 0 {
+                            let more = try await store.claimDeliveries(
+                                endpoint: endpoint.name, holder: holder, limit: limit, now: Date(),
+                                lease: timeout * Self.leaseTimeouts + Self.claimMargin)
+                            queue += more
+                            behind = more.count >= slots
+                        } else {
+                            behind = false
+                        }
+                    }
+                    loggedFailure = false
                 } catch {
-                    return error as? StorageError ?? StorageError("\(error)")
+                    if !loggedFailure {
+                        logger.error(
+                            "webhook deliveries could not be read or claimed; trying again",
+                            metadata: ["webhook.endpoint": .string(endpoint.name), "error": .string(error.message)])
+                        loggedFailure = true
+                    }
                 }
-            }.value
-            if finished.contains(where: { $0.outcome == .deadLettered }) { failing = true }
-            if finished.contains(where: { $0.outcome == .delivered }) { failing = false }
-            if let failure {
-                // The claims lapse and the deliveries are tried again (at least once, never lost).
-                logger.error(
-                    "delivery attempts could not be recorded; they are tried again when their claims lapse",
-                    metadata: ["webhook.endpoint": .string(name), "error": .string(failure.message)])
+                while inFlight < slots, !queue.isEmpty {
+                    let delivery = queue.removeFirst()
+                    inFlight += 1
+                    group.addTask {
+                        .ended(
+                            position: delivery.event.position,
+                            await deliver(delivery, to: endpoint, secrets: secrets, timeout: timeout, client: client))
+                    }
+                }
+                if !ticking {
+                    // Wakes the loop on a commit of this instance or when it is time to look again (for another
+                    // instance's commits, the standing, a failing endpoint's probe, or what waits to be recorded).
+                    var wait = failing ? min(idle * 4, failingProbe) : idle
+                    if inFlight > 0 { wait = min(wait, Self.claimInterval) }
+                    if unrecordedSince != nil { wait = min(wait, Self.recordDelay) }
+                    let signal = store.eventsAppended
+                    ticking = true
+                    group.addTask {
+                        await signal.wait(after: seen, timeout: wait)
+                        return .tick
+                    }
+                }
+                guard let wake = await group.next() else { break }
+                handle(wake)
             }
+            // Stopping: every send ends (answered, or cut short by the cancellation).
+            for await wake in group { handle(wake) }
         }
+        // Recorded, with the claims never started given back.
+        let done = unrecorded + queue.map { (position: $0.event.position, attempt: FinishedAttempt?.none) }
+        if !done.isEmpty { _ = await record(done, endpoint: endpoint.name, failing: failing) }
+    }
+
+    /// Records sends that ended, in one transaction: their attempts, and the claims of those cut short by the server
+    /// stopping given back (the next server sends them at once rather than when the claims lapse). Recorded even when
+    /// the service is stopping (from a task of its own: a store refuses work for a cancelled task), so that what was
+    /// delivered is not sent again by whoever takes the claims over. Returns whether the endpoint is failing now.
+    func record(_ done: [(position: Int64, attempt: FinishedAttempt?)], endpoint name: String, failing: Bool) async -> Bool {
+        let finished = done.compactMap(\.attempt)
+        let unattempted = done.filter { $0.attempt == nil }.map(\.position).sorted()
+        let (store, holder) = (store, holder)
+        let failure = await Task { () -> StorageError? in
+            do {
+                try await store.finishAttempts(endpoint: name, holder: holder, finished)
+                try await store.releaseClaims(endpoint: name, holder: holder, positions: unattempted)
+                return nil
+            } catch {
+                return error as? StorageError ?? StorageError("\(error)")
+            }
+        }.value
+        if let failure {
+            // The claims lapse and the deliveries are tried again (at least once, never lost).
+            logger.error(
+                "delivery attempts could not be recorded; they are tried again when their claims lapse",
+                metadata: ["webhook.endpoint": .string(name), "error": .string(failure.message)])
+        }
+        if finished.contains(where: { $0.outcome == .delivered }) { return false }
+        if finished.contains(where: { $0.outcome == .deadLettered }) { return true }
+        return failing
     }
 
     /// One attempt, and what becomes of the delivery (recorded with the batch's); `nil` when the server stopped

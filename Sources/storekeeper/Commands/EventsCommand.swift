@@ -161,8 +161,9 @@ struct EventsRedeliver: AsyncParsableCommand {
                         throw CLIError(code: "unknown-event", message: "no event \(id) in the ledger")
                     }
                     guard endpoint.route.matches(event) else {
+                        // A usage mistake, as the admin route's 400 `invalid-parameter` says it.
                         throw CLIError(
-                            code: "not-for-endpoint",
+                            code: "invalid-argument",
                             message: "endpoint '\(endpoint.name)' does not take event \(id) (its apps, environments or eventTypes leave it out)")
                     }
                     events.append(event)
@@ -170,7 +171,7 @@ struct EventsRedeliver: AsyncParsableCommand {
                 try await store.enqueue(events, endpoint: endpoint.name, now: Date())
                 return events.count
             }
-            try JSONOutput.print(Counted(endpoint: endpoint.name, redelivered: count))
+            try JSONOutput.print(Counted(endpoint: endpoint.name, redelivered: count, events: eventIds.map(\.description)))
         }
     }
 }
@@ -251,10 +252,13 @@ struct Counted: Encodable {
     var endpoint: String
     var redelivered: Int?
     var replayed: Int?
+    /// The events redelivered (as the admin route names them).
+    var events: [String]?
 
-    init(endpoint: String, redelivered: Int? = nil, replayed: Int? = nil) {
+    init(endpoint: String, redelivered: Int? = nil, replayed: Int? = nil, events: [String]? = nil) {
         self.endpoint = endpoint
         self.redelivered = redelivered
         self.replayed = replayed
+        self.events = events
     }
 }
