@@ -10,7 +10,7 @@ package enum CertificateFile {
         case directory
         /// A device, a pipe or another kind of thing that is not a regular file.
         case notAFile
-        /// This process may not read it: who owns it, and its mode (``LocalFile/owner(of:)``), when known.
+        /// This process may not read it: who owns it, and its mode (`LocalFile.owner(of:)`), when known.
         case unreadable(owner: String?)
         /// PEM, but no `CERTIFICATE` block in it (a key, say).
         case pemWithoutCertificate

@@ -39,7 +39,7 @@ extension PostgresLedgerStore {
         }
     }
 
-    /// Pending deliveries of `events`, as ``SQLiteLedgerStore``'s `insertDelivery(_:endpoint:event:now:again:)` makes
+    /// Pending deliveries of `events`, as the SQLite store's `insertDelivery(_:endpoint:event:now:again:)` makes
     /// them: `again` resets existing ones not held by an instance now; a fan-out leaves existing ones as they are. An
     /// event deleted since it was read (an erasure, the retention) gets none.
     static func insertDeliveries(_ connection: PostgresConnection, endpoint: String, events: [LedgerEvent], now: Date, again: Bool) async throws {

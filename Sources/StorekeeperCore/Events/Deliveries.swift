@@ -170,7 +170,7 @@ package protocol DeliveryStore: Sendable {
 }
 
 extension DeliveryStore {
-    /// ``endpointStatus(_:)`` of an endpoint known by name, its route taken to match every event.
+    /// The status (`endpointStatus(_:)` with a route) of an endpoint known by name, its route taken to match every event.
     package func endpointStatus(_ endpoint: String) async throws(StorageError) -> EndpointStatus {
         try await endpointStatus(WebhookRoute(name: endpoint))
     }
