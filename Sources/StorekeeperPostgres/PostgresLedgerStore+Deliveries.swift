@@ -209,6 +209,8 @@ extension PostgresLedgerStore {
                 "UPDATE deliveries SET next_attempt_at = \(now.epochMilliseconds) WHERE endpoint = \(endpoint) AND status = 'pending'")
             return ((), [])
         }
+        // The delivery loops of this process look again at once (they wait for a commit or their next look).
+        eventsAppended.signal()
     }
 
     package func enqueue(_ events: [LedgerEvent], endpoint: String, now: Date) async throws(StorageError) {

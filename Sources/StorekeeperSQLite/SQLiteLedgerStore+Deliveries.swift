@@ -189,6 +189,8 @@ extension SQLiteLedgerStore {
                 sql: "UPDATE deliveries SET next_attempt_at = ? WHERE endpoint = ? AND status = 'pending'",
                 arguments: [now.epochMilliseconds, endpoint])
         }
+        // The delivery loops of this process look again at once (they wait for a commit or their next look).
+        eventsAppended.signal()
     }
 
     package func enqueue(_ events: [LedgerEvent], endpoint: String, now: Date) async throws(StorageError) {

@@ -191,6 +191,39 @@ struct WebhookDeliveryTests {
         #expect(receiver.records.last?.behaviour == "ok")
     }
 
+    @Test("a refused connection is a failed attempt at once, not one that holds its slot for the whole timeout")
+    func refusedConnection() async throws {
+        var testbed = try ServerTestbed()
+        // A port nothing listens on: taken from the OS, then closed.
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(socket, $0, length) } }
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(socket, $0, &length) } }
+        let port = UInt16(bigEndian: address.sin_port)
+        close(socket)
+        let endpoint = ServerConfiguration.WebhookEndpoint(
+            name: "backend", url: "http://127.0.0.1:\(port)/", secret: WebhookSecret.generate(), timeoutSeconds: 5, retryScheduleSeconds: [60])
+        let store = try await Self.aliceSubscribes(&testbed, endpoint: endpoint)
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let service = WebhookDeliveryService(store: store, endpoints: [endpoint], logger: logger, metrics: StorekeeperMetrics.discarded)
+        let task = Task { try await service.run() }
+        defer { task.cancel() }
+        let event = try #require(try await store.events(after: 0, limit: 1, filter: EventFilter()).first)
+        let deadline = ContinuousClock.now.advanced(by: .seconds(20))
+        var history: [DeliveryAttempt] = []
+        while history.isEmpty, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+            history = try await store.deliveries(of: event.position).first?.history ?? []
+        }
+        let attempt = try #require(history.first)
+        #expect(attempt.latencyMilliseconds < 2_000 && attempt.statusCode == nil, "\(attempt)")
+        #expect(attempt.error?.contains("refused") == true, "\(attempt)")
+    }
+
     @Test(
         "one customer's slow answer holds back no other customer's event: each send starts as soon as a slot is free",
         .enabled(if: PythonReceiver.isAvailable, PythonReceiver.missing))

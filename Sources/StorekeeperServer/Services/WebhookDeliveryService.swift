@@ -64,6 +64,9 @@ package struct WebhookDeliveryService: Service {
         // of 8 would queue the rest, and their deadlines would pass in the queue: failed attempts never sent).
         var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow)
         configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = max(8, endpoints.map(\.maxConcurrency).reduce(0, +))
+        // A refused connection is an attempt that failed, at once: not tried again until the attempt's deadline (it
+        // held a slot for the whole timeout and recorded the timeout as its latency).
+        configuration.connectionPool.retryConnectionEstablishment = false
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
@@ -126,7 +129,9 @@ package struct WebhookDeliveryService: Service {
                     unrecordedSince = nil
                 }
                 do throws(StorageError) {
-                    if ContinuousClock.now - lastStanding > .seconds(5) {
+                    // Every 5 seconds; at every wake while the endpoint is failing (an operator's resume, on this
+                    // instance or another, is seen at once or at the next look).
+                    if failing || ContinuousClock.now - lastStanding > .seconds(5) {
                         let standing = try await store.endpointStatus(route)
                         lastStanding = .now
                         failing = standing.failingSince != nil
