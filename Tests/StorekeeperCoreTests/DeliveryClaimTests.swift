@@ -18,15 +18,25 @@ struct DeliveryClaimTests {
         }
     }
 
-    @Test("redeliver and replay around claims, fan-outs and an erasure", arguments: Backend.available)
-    func claimsAroundRedelivery(backend: Backend) async throws {
+    /// A new store of `backend` with `endpoint` registered, then each of `customers` buying a consumable (one event
+    /// each, after the endpoint's cursor).
+    static func storeBuying(
+        _ customers: [String], on backend: Backend, endpoint: WebhookRoute
+    ) async throws -> (store: any LedgerInspection, fixture: SimulatorFixture) {
         let store = try await backend.makeStore()
         store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { TestAppStore.start })
-        let route = WebhookRoute(name: "backend")
-        _ = try await store.fanOut(route, limit: 0, now: Date())
+        _ = try await store.fanOut(endpoint, limit: 0, now: Date())
         var fixture = SimulatorFixture()
-        for index in 0..<2 { try await OutboxTests.buy("user-\(index)", "coins.100", in: store, &fixture) }
+        for customer in customers { try await OutboxTests.buy(customer, "coins.100", in: store, &fixture) }
         _ = try await store.applyRecovered(try await fixture.verifiedNotifications(), watermark: nil)
+        return (store, fixture)
+    }
+
+    @Test("redeliver and replay around claims, fan-outs and an erasure", arguments: Backend.available)
+    func claimsAroundRedelivery(backend: Backend) async throws {
+        let route = WebhookRoute(name: "backend")
+        let (store, bought) = try await Self.storeBuying(["user-0", "user-1"], on: backend, endpoint: route)
+        var fixture = bought
         let events = try await OutboxTests.allEvents(store)
         try #require(events.count == 2)
         #expect(try await store.fanOut(route, limit: 10, now: Date()) == 2, "the events looked at")
@@ -68,13 +78,8 @@ struct DeliveryClaimTests {
 
     @Test("a customer erased while an event of theirs is being sent: the erasure's event waits for that send to finish", arguments: Backend.available)
     func erasureWaitsForSend(backend: Backend) async throws {
-        let store = try await backend.makeStore()
-        store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { TestAppStore.start })
         let route = WebhookRoute(name: "backend")
-        _ = try await store.fanOut(route, limit: 0, now: Date())
-        var fixture = SimulatorFixture()
-        try await OutboxTests.buy("user-0", "coins.100", in: store, &fixture)
-        _ = try await store.applyRecovered(try await fixture.verifiedNotifications(), watermark: nil)
+        let (store, _) = try await Self.storeBuying(["user-0"], on: backend, endpoint: route)
         _ = try await store.fanOut(route, limit: 10, now: Date())
         let sending = try await store.claimDeliveries(endpoint: route.name, holder: "a", limit: 10, now: Date(), lease: .seconds(60))
         try #require(sending.count == 1)
@@ -89,13 +94,8 @@ struct DeliveryClaimTests {
 
     @Test("a fan-out says how many events it looked at, matched or not: an endpoint of a quiet app pages on to the end", arguments: Backend.available)
     func fanOutPagesPastOtherApps(backend: Backend) async throws {
-        let store = try await backend.makeStore()
-        store.outbox.configure(entitlements: SimulatorFixture.entitlements, clock: { TestAppStore.start })
         let quiet = WebhookRoute(name: "quiet", bundleIds: ["com.example.quiet"])
-        _ = try await store.fanOut(quiet, limit: 0, now: Date())
-        var fixture = SimulatorFixture()
-        for index in 0..<3 { try await OutboxTests.buy("user-\(index)", "coins.100", in: store, &fixture) }
-        _ = try await store.applyRecovered(try await fixture.verifiedNotifications(), watermark: nil)
+        let (store, _) = try await Self.storeBuying(["user-0", "user-1", "user-2"], on: backend, endpoint: quiet)
         // Not handed over yet, the three count in the backlog of an endpoint that takes them, not in the quiet one's.
         let all = WebhookRoute(name: "all")
         _ = try await store.fanOut(all, limit: 0, now: Date())

@@ -112,6 +112,14 @@ struct WebhookDeliveryTests {
         }
     }
 
+    /// The delivery service for `endpoint` on `store`, running with its logs quiet: cancel the task to stop it.
+    static func startDelivering(_ store: any LedgerStore, to endpoint: ServerConfiguration.WebhookEndpoint) -> Task<Void, any Error> {
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let service = WebhookDeliveryService(store: store, endpoints: [endpoint], logger: logger, metrics: StorekeeperMetrics.discarded)
+        return Task { try await service.run() }
+    }
+
     /// alice, known by a server-issued token, subscribes; her notifications applied to the testbed's store, whose
     /// outbox has the event `endpoint` will be handed (its cursor placed before it). The store.
     static func aliceSubscribes(_ testbed: inout ServerTestbed, endpoint: ServerConfiguration.WebhookEndpoint) async throws -> any LedgerStore {
@@ -165,10 +173,7 @@ struct WebhookDeliveryTests {
         let endpoint = ServerConfiguration.WebhookEndpoint(
             name: "backend", url: "http://127.0.0.1:\(receiver.port)/", secret: secret, timeoutSeconds: 1, retryScheduleSeconds: [0.1, 0.1])
         let store = try await Self.aliceSubscribes(&testbed, endpoint: endpoint)
-        var logger = Logger(label: "test")
-        logger.logLevel = .critical
-        let service = WebhookDeliveryService(store: store, endpoints: [endpoint], logger: logger, metrics: StorekeeperMetrics.discarded)
-        let task = Task { try await service.run() }
+        let task = Self.startDelivering(store, to: endpoint)
         defer { task.cancel() }
         var status = try await store.endpointStatus("backend")
         let deadline = ContinuousClock.now.advanced(by: .seconds(30))
@@ -207,10 +212,7 @@ struct WebhookDeliveryTests {
         let endpoint = ServerConfiguration.WebhookEndpoint(
             name: "backend", url: "http://127.0.0.1:\(port)/", secret: WebhookSecret.generate(), timeoutSeconds: 5, retryScheduleSeconds: [60])
         let store = try await Self.aliceSubscribes(&testbed, endpoint: endpoint)
-        var logger = Logger(label: "test")
-        logger.logLevel = .critical
-        let service = WebhookDeliveryService(store: store, endpoints: [endpoint], logger: logger, metrics: StorekeeperMetrics.discarded)
-        let task = Task { try await service.run() }
+        let task = Self.startDelivering(store, to: endpoint)
         defer { task.cancel() }
         let event = try #require(try await store.events(after: 0, limit: 1, filter: EventFilter()).first)
         let deadline = ContinuousClock.now.advanced(by: .seconds(20))
@@ -235,10 +237,7 @@ struct WebhookDeliveryTests {
             name: "backend", url: "http://127.0.0.1:\(receiver.port)/", secret: secret, timeoutSeconds: 8, maxConcurrency: 4,
             retryScheduleSeconds: [60])
         let store = try await Self.aliceSubscribes(&testbed, endpoint: endpoint)
-        var logger = Logger(label: "test")
-        logger.logLevel = .critical
-        let service = WebhookDeliveryService(store: store, endpoints: [endpoint], logger: logger, metrics: StorekeeperMetrics.discarded)
-        let task = Task { try await service.run() }
+        let task = Self.startDelivering(store, to: endpoint)
         defer { task.cancel() }
         var deadline = ContinuousClock.now.advanced(by: .seconds(20))
         while receiver.records.isEmpty, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
@@ -286,10 +285,7 @@ struct WebhookDeliveryTests {
         let verifier = try #require(try testbed.configuration.makeVerifiers().first { $0.key.bundleId == "com.example.storekeeper" }?.value)
         store.outbox.configure(entitlements: testbed.configuration.entitlements, clock: { ServerTestbed.start })
         for record in testbed.engine.state.notifications { _ = try await store.apply(try await verifier.verifyNotification(record.signedPayload)) }
-        var logger = Logger(label: "test")
-        logger.logLevel = .critical
-        let service = WebhookDeliveryService(store: store, endpoints: [endpoint], logger: logger, metrics: StorekeeperMetrics.discarded)
-        let task = Task { try await service.run() }
+        let task = Self.startDelivering(store, to: endpoint)
         defer { task.cancel() }
         let deadline = ContinuousClock.now.advanced(by: .seconds(30))
         var status = try await store.endpointStatus("backend")
