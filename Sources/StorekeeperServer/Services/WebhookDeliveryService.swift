@@ -100,6 +100,7 @@ package struct WebhookDeliveryService: Service {
         var lastFanOut = ContinuousClock.now
         var lastClaim = ContinuousClock.now.advanced(by: .seconds(-60))
         var behind = false
+        var claimedAfter: UInt64? = nil
         // Sends run side by side, each started as soon as one of the `slots` is free: one slow answer holds back no
         // other customer's event. Claims come a few rounds ahead (`queue`, refilled when less than a round is left),
         // and what the sends come to is recorded several at a time (`unrecorded`): a transaction a round, not a send.
@@ -140,11 +141,14 @@ package struct WebhookDeliveryService: Service {
                             oldestSeconds: standing.oldestPending.map { max(0, Date().timeIntervalSince($0)) } ?? 0,
                             deadLetters: standing.deadLettered)
                     }
-                    // More is claimed when the queue runs low: at once when the last claim got a round or more (a
-                    // backlog), else while sends are in flight at most every `claimInterval` (a fan-out and a claim are
-                    // writes: on SQLite, taken from the ingestion's writer).
-                    if queue.count < slots, inFlight == 0 || behind || ContinuousClock.now - lastClaim >= Self.claimInterval {
+                    // More is claimed when the queue runs low and there may be more: the last claim got a round or more
+                    // (a backlog), this instance committed since, or the idle time passed (retries coming due, other
+                    // instances' events). While sends are in flight, at most every `claimInterval` unless behind: a
+                    // fan-out and a claim are writes (on SQLite, taken from the ingestion's writer).
+                    let mayBeMore = behind || seen != claimedAfter || ContinuousClock.now - lastClaim >= idle
+                    if queue.count < slots, mayBeMore, inFlight == 0 || behind || ContinuousClock.now - lastClaim >= Self.claimInterval {
                         lastClaim = .now
+                        claimedAfter = seen
                         // A fan-out only when this instance committed since the last look, or a second has passed
                         // (another instance's commits).
                         if seen != fannedOut || ContinuousClock.now - lastFanOut >= .seconds(1) {
