@@ -216,10 +216,11 @@ package struct WebhookDeliveryService: Service {
         if !done.isEmpty { _ = await record(done, endpoint: endpoint.name, failing: failing) }
     }
 
-    /// Records sends that ended, in one transaction: their attempts, and the claims of those cut short by the server
-    /// stopping given back (the next server sends them at once rather than when the claims lapse). Recorded even when
-    /// the service is stopping (from a task of its own: a store refuses work for a cancelled task), so that what was
-    /// delivered is not sent again by whoever takes the claims over. Returns whether the endpoint is failing now.
+    /// Records sends that ended: their attempts in one transaction, and (only when the server is stopping) the claims
+    /// of those cut short or never started given back in another, so that the next server sends them at once rather
+    /// than when the claims lapse. Recorded even when the service is stopping (from a task of its own: a store refuses
+    /// work for a cancelled task), so that what was delivered is not sent again by whoever takes the claims over.
+    /// Returns whether the endpoint is failing now.
     func record(_ done: [(position: Int64, attempt: FinishedAttempt?)], endpoint name: String, failing: Bool) async -> Bool {
         let finished = done.compactMap(\.attempt)
         let unattempted = done.filter { $0.attempt == nil }.map(\.position).sorted()
