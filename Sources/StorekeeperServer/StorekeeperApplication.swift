@@ -38,6 +38,7 @@ package enum StorekeeperApplication {
         store.outbox.configure(entitlements: configuration.entitlements, clock: now)
         let router = Router(context: StorekeeperRequestContext.self)
         router.add(middleware: RequestMetricsMiddleware(metrics: metrics))
+        router.add(middleware: BodyLimitMiddleware())
         router.add(middleware: UnmatchedRouteMiddleware())
         let ingester =
             ingester
@@ -248,15 +249,16 @@ package enum StorekeeperApplication {
     static func readBody(_ request: Request) async throws(APIError) -> ByteBuffer {
         // A body declared larger than the limit is refused before any of it is read: the client need not send it, and
         // the connection is not held until the body's timeout for bytes that would be refused anyway.
+        // (``BodyLimitMiddleware`` refuses it before any route runs; readBody keeps the rule on its own.)
         if let declared = request.headers[.contentLength].flatMap(Int.init), declared > maximumBody {
-            throw APIError(.contentTooLarge, .bodyTooLarge, "the body is over 1 MiB")
+            throw APIError.bodyTooLarge
         }
         do {
             return try await request.body.collect(upTo: maximumBody)
         } catch is NIOTooManyBytesError {
-            throw APIError(.contentTooLarge, .bodyTooLarge, "the body is over 1 MiB")
+            throw APIError.bodyTooLarge
         } catch let error as BodyReadTimeout {
-            throw APIError(.requestTimeout, .bodyTimeout, "the body did not arrive within \(error.seconds) seconds")
+            throw APIError.bodyTimeout(seconds: error.seconds)
         } catch {
             throw APIError(.badRequest, .malformedBody, "the body could not be read: \(UntrustedText.escaped(String(describing: error), limit: 80))")
         }

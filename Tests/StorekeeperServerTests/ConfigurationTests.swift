@@ -287,7 +287,7 @@ struct StrictConfigurationTests {
             ),
             (
                 "{\"apps\": [\(StrictConfigurationTests.app)], \"apiKeys\": [{\"name\": \"a\\tb\", \"sha256\": \"\(String(repeating: "a", count: 64))\", \"scope\": \"admin\"}]}",
-                "apiKeys[0].name must be 1 to 100 characters, none of them a control character"
+                "apiKeys[0].name has a control character (U+0009) at character 2: it must be 1 to 100 characters"
             ),
             (
                 "{\"apps\": [\(StrictConfigurationTests.app)], \"http\": {\"maxConnections\": 99999999999999999999}}",

@@ -160,6 +160,7 @@ struct ConnectionLimitTests {
                 closed = isClosed
             }
             #expect(closed && text.hasPrefix("HTTP/1.1 408") && text.contains("body-timeout"), "\(text)")
+            #expect(text.lowercased().contains("\r\nconnection: close\r\n"), "\(text)")
 
             let malformed = try RawConnection(port: port)
             malformed.send("POST /appstore/notifications HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nnot a chunk\r\n")
@@ -168,18 +169,31 @@ struct ConnectionLimitTests {
         }
     }
 
-    @Test("a body declared over 1 MiB gets 413 at once, before the client sends it")
+    @Test("a body declared over 1 MiB gets 413 at once on every route, those that read no body too, and the connection is closed")
     func declaredTooLarge() async throws {
         try await Self.withServer(HTTPLimits(headerReadTimeout: 5, bodyReadTimeout: 30)) { port in
-            let connection = try RawConnection(port: port)
-            connection.send(
-                "POST /appstore/notifications HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3000000\r\nContent-Type: application/json\r\n\r\n{\"signedPay"
-            )
-            let started = Date()
-            let answer = await connection.receive(until: "\r\n\r\n", within: 25)
-            #expect(answer.hasPrefix("HTTP/1.1 413"), "\(answer)")
-            // The body deadline is 30 s: an answer before it did not wait for the body.
-            #expect(Date().timeIntervalSince(started) < 25, "waited for the body")
+            let requests = [
+                "POST /appstore/notifications", "GET /health", "GET /metrics", "GET /v1/events", "POST /v1/admin/webhooks/orders/resume",
+                "GET /v1/customers/alice", "DELETE /nowhere",
+            ]
+            for request in requests {
+                let connection = try RawConnection(port: port)
+                connection.send(
+                    "\(request) HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer nobody\r\nContent-Length: 3000000\r\n"
+                        + "Content-Type: application/json\r\n\r\n{\"signedPay")
+                let started = Date()
+                var (answer, closed) = ("", false)
+                while !closed, Date().timeIntervalSince(started) < 25 {
+                    let part = await connection.receive(for: 0.1)
+                    answer += part.text
+                    closed = part.closed
+                }
+                #expect(answer.hasPrefix("HTTP/1.1 413") && answer.contains(#""code":"body-too-large""#), "\(request): \(answer)")
+                #expect(answer.lowercased().contains("\r\nconnection: close\r\n"), "\(request): \(answer)")
+                // The body deadline is 30 s: an answer and a close before it did not wait for the body.
+                #expect(closed, "\(request): the connection is still open")
+                #expect(Date().timeIntervalSince(started) < 25, "\(request): waited for the body")
+            }
         }
     }
 

@@ -50,8 +50,18 @@ extension ServerConfiguration {
 
     /// Whether `name` may name an API key: 1 to ``keyNameLimit`` characters, none a control character (logs and the
     /// audit log show it).
-    package static func isKeyName(_ name: String) -> Bool {
-        (1...keyNameLimit).contains(name.count) && !name.unicodeScalars.contains { $0.properties.generalCategory == .control }
+    package static func isKeyName(_ name: String) -> Bool { keyNameProblem(name) == nil }
+
+    /// What breaks the rule of ``isKeyName(_:)``, in words (`is empty`, `has 5000 characters`, `has a control
+    /// character (U+0007) at character 4`); `nil` for a name that keeps it.
+    package static func keyNameProblem(_ name: String) -> String? {
+        if name.isEmpty { return "is empty" }
+        if name.count > keyNameLimit { return "has \(name.count) characters" }
+        for (offset, character) in name.enumerated() {
+            guard let scalar = character.unicodeScalars.first(where: { $0.properties.generalCategory == .control }) else { continue }
+            return "has a control character (U+\(String(format: "%04X", scalar.value))) at character \(offset + 1)"
+        }
+        return nil
     }
 
     private func validateApps() throws(ConfigurationError) {
@@ -220,10 +230,10 @@ extension ServerConfiguration {
     private func validateAPIKeys() throws(ConfigurationError) {
         var names = Set<String>()
         for (index, key) in apiKeys.enumerated() {
-            guard Self.isKeyName(key.name) else {
+            if let problem = Self.keyNameProblem(key.name) {
                 throw ConfigurationError(
-                    "apiKeys[\(index)].name must be 1 to \(Self.keyNameLimit) characters, none of them a control character "
-                        + "(it is what logs and the audit log show)", setting: "apiKeys[\(index)].name")
+                    "apiKeys[\(index)].name \(problem): it must be 1 to \(Self.keyNameLimit) characters, none of them a control "
+                        + "character (it is what logs and the audit log show)", setting: "apiKeys[\(index)].name")
             }
             guard key.sha256.count == 64, key.sha256.allSatisfy(\.isHexDigit) else {
                 throw ConfigurationError(

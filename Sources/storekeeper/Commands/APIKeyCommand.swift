@@ -23,10 +23,10 @@ struct APIKeyCommand: ParsableCommand {
         if let bundleID, !ServerConfiguration.isBundleId(bundleID) {
             throw ValidationError("--bundle-id \(UntrustedText.quoted(bundleID, limit: 64)) is not a bundle ID: letters, digits, '.' and '-'")
         }
-        if let name, !ServerConfiguration.isKeyName(name) {
+        if let name, let problem = ServerConfiguration.keyNameProblem(name) {
             throw ValidationError(
-                "--name must be 1 to \(ServerConfiguration.keyNameLimit) characters, none of them a control character "
-                    + "(it is what logs show), not \(UntrustedText.quoted(name, limit: 64))")
+                "--name \(UntrustedText.quoted(name, limit: 64)) \(problem): it must be 1 to \(ServerConfiguration.keyNameLimit) characters, "
+                    + "none of them a control character (it is what logs show)")
         }
         if parsed == .admin && bundleID != nil {
             throw ValidationError("an admin key acts for every app: leave --bundle-id out, or give --scope app")
