@@ -138,6 +138,19 @@ extension PostgresLedgerStore {
         }
     }
 
+    package func ledgerSecret(_ name: String, orNew new: [UInt8]) async throws(StorageError) -> [UInt8] {
+        try await write { transaction in
+            let connection = transaction.connection
+            try await connection.execute(
+                "INSERT INTO ledger_secrets (name, value) VALUES (\(name), \(ByteBuffer(bytes: new))) ON CONFLICT (name) DO NOTHING")
+            var kept = new
+            for try await value in try await connection.run("SELECT value FROM ledger_secrets WHERE name = \(name)").decode(ByteBuffer.self) {
+                kept = Array(buffer: value)
+            }
+            return (kept, [])
+        }
+    }
+
     package func customersDue(at date: Date, limit: Int) async throws(StorageError) -> [CustomerKey] {
         try await read { connection in
             var keys: [CustomerKey] = []

@@ -181,6 +181,13 @@ enum PostgresSchema {
             COMMENT ON COLUMN customer_states.state IS 'sha256: and the first 128 bits of the SHA-256 of the state JSON (the event holds the JSON); JSON in rows written before v10';
             """
         ),
+        // As SQLite's v17: secrets the ledger makes for itself (the polling cursors' key), each once.
+        (
+            "v11: the ledger's own secrets",
+            """
+            CREATE TABLE ledger_secrets (name TEXT PRIMARY KEY, value BYTEA NOT NULL);
+            """
+        ),
     ]
 
     /// Brings the database's schema up to date on `connection`, under the migration lock; returns the migrations

@@ -151,6 +151,21 @@ extension SQLiteLedgerStore {
         try await read { db in try Int64.fetchOne(db, sql: "SELECT max(position) FROM events") ?? 0 }
     }
 
+    package func ledgerSecret(_ name: String, orNew new: [UInt8]) async throws(StorageError) -> [UInt8] {
+        try await write { db, _ in
+            try db.execute(sql: "INSERT INTO ledger_secrets (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING", arguments: [name, Data(new)])
+            return try Data.fetchOne(db, sql: "SELECT value FROM ledger_secrets WHERE name = ?", arguments: [name]).map { Array($0) } ?? new
+        }
+    }
+
+    package func ledgerSecrets() async throws(StorageError) -> [String: [UInt8]] {
+        try await read { db in
+            var secrets: [String: [UInt8]] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT name, value FROM ledger_secrets") { secrets[row["name"]] = Array(row["value"] as Data) }
+            return secrets
+        }
+    }
+
     package func customersDue(at date: Date, limit: Int) async throws(StorageError) -> [CustomerKey] {
         try await read { db in
             try Row.fetchAll(

@@ -208,8 +208,15 @@ extension SQLiteLedgerStore {
         // JSON). The migration is a mark, so that an older Storekeeper refuses the ledger instead of reading a digest
         // as JSON (it would announce the customers' purchases again).
         migrator.registerMigration("v16: customers' recorded states as digests") { _ in }
+        migrator.registerMigration("v17: the ledger's own secrets") { db in
+            try db.execute(sql: ledgerSecretsSchema)
+        }
         return migrator
     }
+
+    /// Secrets the ledger makes for itself, by name, each once (`LedgerStore.ledgerSecret(_:orNew:)`): the key of
+    /// the polling cursors.
+    static let ledgerSecretsSchema = "CREATE TABLE ledger_secrets (name TEXT PRIMARY KEY, value BLOB NOT NULL)"
 
     /// Promotional entitlements support granted (``PromotionalGrant``), found by customer. Epoch milliseconds.
     static let promotionalGrantsSchema = """

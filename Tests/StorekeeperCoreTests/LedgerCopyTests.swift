@@ -29,11 +29,14 @@ struct LedgerCopyTests {
         _ = try await source.applyRecovered([], watermark: RecoveryWatermark(app: app, date: Date(epochMilliseconds: 1_790_000_000_000)))
 
         let issued = try await source.appAccountToken(for: "token-holder", bundleId: app.bundleId, environment: .sandbox, renew: false)
+        let secret = try await source.ledgerSecret("events.cursor", orNew: Array(repeating: 7, count: 32))
 
         let target = try await PostgresTestDatabase.openStore()
         let report = try await LedgerCopy.copy(from: source, to: target, pageSize: 7)
         // The token the server issued is still the customer's, and still the one it gives out.
         #expect(try await target.appAccountToken(for: "token-holder", bundleId: app.bundleId, environment: .sandbox, renew: false) == issued)
+        // The ledger's secrets too (the polling cursors consumers hold stay valid).
+        #expect(try await target.ledgerSecret("events.cursor", orNew: Array(repeating: 9, count: 32)) == secret)
         #expect(report.customersDiffering.isEmpty, "\(report.customersDiffering)")
         let customers = try await source.customers()
         #expect(report.customersCompared == customers.count && !customers.isEmpty)

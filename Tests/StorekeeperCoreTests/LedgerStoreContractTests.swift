@@ -32,6 +32,26 @@ struct LedgerStoreContractTests {
         }
     }
 
+    @Test("a ledger secret is made once: the first caller's is kept, and every later or racing caller gets it", arguments: Backend.available)
+    func ledgerSecrets(backend: Backend) async throws {
+        let store = try await backend.makeStore()
+        let first = (0..<32).map { UInt8($0) }
+        let second = (0..<32).map { UInt8(255 - $0) }
+        #expect(try await store.ledgerSecret("events.cursor", orNew: first) == first)
+        #expect(try await store.ledgerSecret("events.cursor", orNew: second) == first, "the first one stays")
+        #expect(try await store.ledgerSecret("other", orNew: second) == second, "each name its own")
+        if let sqlite = store as? SQLiteLedgerStore {
+            #expect(try await sqlite.ledgerSecrets() == ["events.cursor": first, "other": second])
+        }
+        // Racing first uses (several instances starting): one wins, every caller gets the winner's.
+        let racing = try await backend.makeStore()
+        let answers = try await withThrowingTaskGroup(of: [UInt8].self) { group in
+            for index in 0..<8 { group.addTask { try await racing.ledgerSecret("raced", orNew: Array(repeating: UInt8(index), count: 32)) } }
+            return try await group.reduce(into: Set<[UInt8]>()) { $0.insert($1) }
+        }
+        #expect(answers.count == 1)
+    }
+
     @Test("any order of the same notifications, each twice, leaves the same customer ledger", arguments: Backend.available)
     func orderIndependence(backend: Backend) async throws {
         var harness = H()

@@ -25,6 +25,12 @@ package enum LedgerCopy {
             report.pages += 1
             progress?(report.records)
         }
+        // The ledger's secrets, so that the polling cursors consumers hold stay valid on the copy.
+        for (name, value) in try await source.ledgerSecrets().sorted(by: { $0.key < $1.key }) {
+            guard try await target.ledgerSecret(name, orNew: value) == value else {
+                throw StorageError("the target ledger made its own secret '\(name)' while the copy ran: start the copy again on an empty database")
+            }
+        }
         for customer in try await source.customers() {
             let before = try await source.ledger(for: customer.customerId, bundleId: customer.bundleId, environment: customer.environment)
             let after = try await target.ledger(for: customer.customerId, bundleId: customer.bundleId, environment: customer.environment)

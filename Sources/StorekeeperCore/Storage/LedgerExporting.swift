@@ -7,4 +7,6 @@ package protocol LedgerExporting: LedgerStore {
     func exportPages(pageSize: Int, _ body: (LedgerPage) async throws -> Void) async throws
     /// Every customer known to some app in some environment (through a link or a token).
     func customers() async throws(StorageError) -> [CustomerScope]
+    /// The secrets the ledger has made for itself, by name (read only: none is made).
+    func ledgerSecrets() async throws(StorageError) -> [String: [UInt8]]
 }

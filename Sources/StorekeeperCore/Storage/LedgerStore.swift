@@ -175,6 +175,10 @@ package protocol LedgerStore: DeliveryStore, Sendable {
     /// The position of the last event committed (0 when none was).
     func lastEventPosition() async throws(StorageError) -> Int64
 
+    /// The secret the ledger keeps under `name`: `new` when it has none yet (it keeps it), else the one it has. Every
+    /// instance of a ledger gets the same, and a copy carries it (``LedgerExporting/ledgerSecrets()``).
+    func ledgerSecret(_ name: String, orNew new: [UInt8]) async throws(StorageError) -> [UInt8]
+
     /// Customers whose recorded state changes by itself at or before `date` (an expiry due), at most `limit`.
     func customersDue(at date: Date, limit: Int) async throws(StorageError) -> [CustomerKey]
 

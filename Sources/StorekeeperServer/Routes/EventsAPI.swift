@@ -22,10 +22,12 @@ struct EventsAPI: Sendable {
     /// Long polls waiting now: each holds a connection, so one key may hold an eighth of `http.maxConnections` and
     /// all keys together a quarter (the rest stay for Apple's notifications, the apps and health checks).
     let waits: WaitSlots
+    let cursors: EventCursor.Keeper
 
     init(configuration: ServerConfiguration, store: any LedgerStore) {
         self.configuration = configuration
         self.store = store
+        cursors = EventCursor.Keeper(store: store)
         let total = max(1, configuration.http.maxConnections / 4)
         waits = WaitSlots(perKey: max(1, configuration.http.maxConnections / 8), total: total)
     }
@@ -73,9 +75,6 @@ struct EventsAPI: Sendable {
         }
     }
 
-    /// An opaque cursor: `c1.` and the position in base 36 (what it holds is not part of the API).
-    static func cursor(_ position: Int64) -> String { "c1." + String(position, radix: 36) }
-
     /// The `type` parameter as an event type, or a 400 that names the nearest.
     static func eventType(_ name: String) throws(APIError) -> EventType {
         do throws(EventType.UnknownName) {
@@ -85,13 +84,21 @@ struct EventsAPI: Sendable {
         }
     }
 
-    static func position(of cursor: String) throws(APIError) -> Int64 {
-        // Only the cursor's canonical spelling (as ``cursor(_:)`` writes it): no sign, no leading zero, no capital.
-        guard cursor.hasPrefix("c1."), let position = Int64(cursor.dropFirst(3), radix: 36), position >= 0, cursor == Self.cursor(position) else {
+    static func position(of cursor: String, _ cipher: EventCursor) throws(APIError) -> Int64 {
+        guard let position = cipher.position(of: cursor) else {
             throw APIError(
                 .badRequest, .invalidCursor, "after must be a cursor this server gave (\"next\"), not \(UntrustedText.quoted(cursor, limit: 64))")
         }
         return position
+    }
+
+    /// The ledger's cursor cipher, or 503 when the ledger cannot be read.
+    func cipher() async throws(APIError) -> EventCursor {
+        do {
+            return try await cursors.cipher()
+        } catch {
+            throw APIError(.serviceUnavailable, .storageUnavailable, "the events could not be read")
+        }
     }
 
     /// The apps a key reads events of: its own, or (admin) every configured app or the one asked for.
@@ -115,7 +122,8 @@ struct EventsAPI: Sendable {
         }
         filter.customerId = try query.customerId()
         if let type = query.string("type") { filter.types = [try Self.eventType(type)] }
-        let after = try query.string("after").map(Self.position(of:)) ?? 0
+        let cipher = try await cipher()
+        let after = try query.string("after").map { (cursor) throws(APIError) in try Self.position(of: cursor, cipher) } ?? 0
         let limit = try query.int("limit", in: 1...Self.maximumLimit) ?? Self.defaultLimit
         let wait = try query.int("wait", in: 0...Self.maximumWait) ?? 0
         if wait > 0 {
@@ -156,7 +164,7 @@ struct EventsAPI: Sendable {
             var json = event.json()
             out.writeBuffer(&json)
         }
-        out.writeString("],\"hasMore\":\(hasMore),\"next\":\"\(Self.cursor(events.last?.position ?? after))\"}")
+        out.writeString("],\"hasMore\":\(hasMore),\"next\":\"\(cipher.cursor(events.last?.position ?? after))\"}")
         return StorekeeperApplication.jsonResponse(encoded: out)
     }
 
