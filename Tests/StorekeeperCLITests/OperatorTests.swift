@@ -202,6 +202,14 @@ struct OperatorTests {
         // The running simulator plays it instead.
         let viaURL = try await CLI.runDetached(["simulator", "run", "--url", "http://127.0.0.1:\(port)", "subscriber-lifecycle"])
         #expect(viaURL.status == 0, "\(viaURL.stderr)")
+        // What the running simulator refuses as the command's mistake is a usage mistake (64), with its reason.
+        let url = "http://127.0.0.1:\(port)"
+        let twoPlans = try await CLI.runDetached([
+            "simulator", "buy", "--url", url, "--customer", "alice", "--product", "pro.monthly", "--quantity", "2",
+        ])
+        #expect(twoPlans.status == 64 && twoPlans.stderr.contains("simulator-400") && twoPlans.stderr.contains("quantity"), "\(twoPlans.stderr)")
+        let nobody = try await CLI.runDetached(["simulator", "buy", "--url", url, "--customer", "nobody", "--product", "pro.monthly"])
+        #expect(nobody.status == 64 && nobody.stderr.contains("simulator-404"), "\(nobody.stderr)")
         let missing = try await CLI.runDetached(["simulator", "run", "--dir", directory.appendingPathComponent("nope").path, "subscriber-lifecycle"])
         #expect(missing.status == 1 && missing.stderr.contains("no-such-simulator"), "\(missing.stderr)")
     }

@@ -51,10 +51,13 @@ struct CLIError: Error, CustomStringConvertible {
     var message: String
     var description: String { "\(code): \(message)" }
 
-    /// A value of the command line that the command refused (`invalid-option`, `invalid-argument`, or an app or
-    /// endpoint the configuration does not have: `unknown-app`, `unknown-endpoint`): a usage mistake, exit status 64
-    /// like ArgumentParser's own; every other failure is 1.
-    var isUsage: Bool { ["invalid-option", "invalid-argument", "unknown-app", "unknown-endpoint"].contains(code) }
+    /// A value of the command line that the command refused (`invalid-option`, `invalid-argument`, an app or
+    /// endpoint the configuration does not have: `unknown-app`, `unknown-endpoint`, or a request a running simulator
+    /// refused as malformed or naming what it does not have: `simulator-400`, `simulator-404`): a usage mistake, exit
+    /// status 64 like ArgumentParser's own; every other failure is 1.
+    var isUsage: Bool {
+        ["invalid-option", "invalid-argument", "unknown-app", "unknown-endpoint", "simulator-400", "simulator-404"].contains(code)
+    }
 }
 
 extension ExitCode {
