@@ -67,7 +67,7 @@ package enum StorekeeperApplication {
         ).addRoutes(to: v1)
         ImportsAPI(configuration: configuration, importers: importers, receiptVerifiers: receiptVerifiers).addRoutes(to: v1)
         OfferAPI(configuration: configuration, keys: (try? configuration.makeOfferKeys()) ?? [:], store: store, now: now).addRoutes(to: v1)
-        EventsAPI(configuration: configuration, store: store).addRoutes(to: v1)
+        EventsAPI(configuration: configuration, store: store, logger: logger).addRoutes(to: v1)
         WebhookAdminAPI(configuration: configuration, store: store).addRoutes(to: v1)
         var reconcilers: [VerifierKey: Reconciler] = [:]
         for (app, client) in apiClients {
@@ -243,16 +243,20 @@ package enum StorekeeperApplication {
         Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: body))
     }
 
+    /// Whether the request's `Content-Length` is over ``maximumBody`` (NIO's parser takes any value up to `UInt64.max`).
+    static func declaresTooLarge(_ request: Request) -> Bool {
+        guard let declared = request.headers[.contentLength] else { return false }
+        return UInt64(declared).map { $0 > UInt64(maximumBody) } ?? true
+    }
+
     /// Reads a body of at most 1 MiB, or throws the error answer naming why it could not be read: 413 when it is
     /// larger, 408 when it did not arrive within the body-read timeout (``ConnectionGuard``), 400 when it is not valid
     /// HTTP (a malformed chunked encoding, a connection closed mid-body).
     static func readBody(_ request: Request) async throws(APIError) -> ByteBuffer {
         // A body declared larger than the limit is refused before any of it is read: the client need not send it, and
         // the connection is not held until the body's timeout for bytes that would be refused anyway.
-        // (``BodyLimitMiddleware`` refuses it before any route runs; readBody keeps the rule on its own.)
-        if let declared = request.headers[.contentLength].flatMap(Int.init), declared > maximumBody {
-            throw APIError.bodyTooLarge
-        }
+        // (``BodyLimitMiddleware`` refuses it before other routes run; the notification webhook comes here.)
+        if declaresTooLarge(request) { throw APIError.bodyTooLarge }
         do {
             return try await request.body.collect(upTo: maximumBody)
         } catch is NIOTooManyBytesError {

@@ -210,6 +210,11 @@ struct OperatorTests {
         #expect(twoPlans.status == 64 && twoPlans.stderr.contains("simulator-400") && twoPlans.stderr.contains("quantity"), "\(twoPlans.stderr)")
         let nobody = try await CLI.runDetached(["simulator", "buy", "--url", url, "--customer", "nobody", "--product", "pro.monthly"])
         #expect(nobody.status == 64 && nobody.stderr.contains("simulator-404"), "\(nobody.stderr)")
+        // A scenario's step the simulator refuses fails the run (1), as `run --dir` does: the file, not the command line, is wrong.
+        let scenario = directory.appendingPathComponent("bad.scenario").path
+        try "customer zed\nbuy zed no.such.product\n".write(toFile: scenario, atomically: true, encoding: .utf8)
+        let badStep = try await CLI.runDetached(["simulator", "run", "--url", url, scenario])
+        #expect(badStep.status == 1 && badStep.stderr.contains("simulator-4"), "\(badStep.stderr)")
         let missing = try await CLI.runDetached(["simulator", "run", "--dir", directory.appendingPathComponent("nope").path, "subscriber-lifecycle"])
         #expect(missing.status == 1 && missing.stderr.contains("no-such-simulator"), "\(missing.stderr)")
     }

@@ -43,13 +43,21 @@ struct LedgerStoreContractTests {
         if let sqlite = store as? SQLiteLedgerStore {
             #expect(try await sqlite.ledgerSecrets() == ["events.cursor": first, "other": second])
         }
-        // Racing first uses (several instances starting): one wins, every caller gets the winner's.
-        let racing = try await backend.makeStore()
+        // Racing first uses: one wins, every caller gets the winner's. On PostgreSQL, several instances of one database.
+        var racing: [any LedgerStore] = [try await backend.makeStore()]
+        if backend == .postgres {
+            let url = try await PostgresTestDatabase.create()
+            racing = [try await PostgresLedgerStore.open(url), try await PostgresLedgerStore.open(url), try await PostgresLedgerStore.open(url)]
+        }
+        let stores = racing
         let answers = try await withThrowingTaskGroup(of: [UInt8].self) { group in
-            for index in 0..<8 { group.addTask { try await racing.ledgerSecret("raced", orNew: Array(repeating: UInt8(index), count: 32)) } }
+            for index in 0..<9 {
+                group.addTask { try await stores[index % stores.count].ledgerSecret("raced", orNew: Array(repeating: UInt8(index), count: 32)) }
+            }
             return try await group.reduce(into: Set<[UInt8]>()) { $0.insert($1) }
         }
         #expect(answers.count == 1)
+        for store in stores { await (store as? PostgresLedgerStore)?.close() }
     }
 
     @Test("any order of the same notifications, each twice, leaves the same customer ledger", arguments: Backend.available)

@@ -194,6 +194,19 @@ struct ConnectionLimitTests {
                 #expect(closed, "\(request): the connection is still open")
                 #expect(Date().timeIntervalSince(started) < 25, "\(request): waited for the body")
             }
+            // A length past Int64 (NIO takes any up to UInt64.max) is as large.
+            let huge = try RawConnection(port: port)
+            huge.send("GET /health HTTP/1.1\r\nHost: localhost\r\nContent-Length: 18446744073709551615\r\n\r\n")
+            let hugeAnswer = await huge.receive(until: "\r\n\r\n", within: 25)
+            #expect(hugeAnswer.hasPrefix("HTTP/1.1 413"), "\(hugeAnswer)")
+            // The webhook's refusal is a refused notification, logged and counted as one.
+            let metrics = try RawConnection(port: port)
+            metrics.send("GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            let exposition = await metrics.receive(for: 10).text
+            let rejected = exposition.split(separator: "\n").filter {
+                $0.hasPrefix("storekeeper_notifications_total{") && $0.contains("rejected") && $0.contains("unverified")
+            }
+            #expect(rejected.count == 1 && rejected.first?.hasSuffix(" 1") == true, "\(rejected)")
         }
     }
 

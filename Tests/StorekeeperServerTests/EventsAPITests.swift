@@ -136,6 +136,17 @@ struct EventsAPITests {
                 #expect(answer.status == 400 && answer.errorCode == "invalid-cursor", "\(cursor): \(answer.json)")
             }
         }
+        // A cursor made with the ledger's own key but past its last event (a ledger restored from an older backup): refused,
+        // so that its consumer does not wait forever; one at the last event is taken.
+        let cipher = EventCursor(secret: try await testbed.store.ledgerSecret(EventCursor.secretName, orNew: []))
+        let last = try await testbed.store.lastEventPosition()
+        #expect(cipher.position(of: own) == 1 && cipher.cursor(1) == own && cipher.position(of: cipher.cursor(0)) == 0)
+        try await testbed.withClient { client in
+            let ahead = try await client.send(.get, "/v1/events?after=\(cipher.cursor(last + 5))", key: T.appKey)
+            #expect(ahead.status == 400 && ahead.errorCode == "invalid-cursor" && ahead.errorMessage.contains("past the last event"), "\(ahead.json)")
+            let atLast = try await client.send(.get, "/v1/events?after=\(cipher.cursor(last))", key: T.adminKey)
+            #expect(atLast.status == 200 && Self.events(atLast).isEmpty, "\(atLast.json)")
+        }
         // Another ledger has another key: the cursor means nothing there.
         let elsewhere = try await Self.twoAppsWithEvents()
         try await elsewhere.withClient { client in

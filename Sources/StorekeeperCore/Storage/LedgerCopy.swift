@@ -18,18 +18,20 @@ package enum LedgerCopy {
         guard try await target.isEmpty() else {
             throw StorageError("the target ledger is not empty: a copy goes into a new, empty database")
         }
+        // The ledger's secrets first (the polling cursors consumers hold stay valid on the copy): a target a server has
+        // used already has its own, and is refused before anything is copied into it.
+        for (name, value) in try await source.ledgerSecrets().sorted(by: { $0.key < $1.key }) {
+            guard try await target.ledgerSecret(name, orNew: value) == value else {
+                throw StorageError(
+                    "the target ledger has its own secret '\(name)' (a server has used it): a copy goes into a new, empty database")
+            }
+        }
         var report = Report()
         try await source.exportPages(pageSize: pageSize) { page in
             try await target.importPage(page)
             report.records += page.count
             report.pages += 1
             progress?(report.records)
-        }
-        // The ledger's secrets, so that the polling cursors consumers hold stay valid on the copy.
-        for (name, value) in try await source.ledgerSecrets().sorted(by: { $0.key < $1.key }) {
-            guard try await target.ledgerSecret(name, orNew: value) == value else {
-                throw StorageError("the target ledger made its own secret '\(name)' while the copy ran: start the copy again on an empty database")
-            }
         }
         for customer in try await source.customers() {
             let before = try await source.ledger(for: customer.customerId, bundleId: customer.bundleId, environment: customer.environment)

@@ -5,10 +5,12 @@ import StorekeeperHTTP
 /// A body declared larger than ``StorekeeperApplication/maximumBody`` (its `Content-Length`) is refused on every
 /// route, 413 `body-too-large`, before any of it is read, whether the route reads a body or not: a route that reads
 /// none (`/health`, `POST …/resume`) would otherwise answer 200 to a body of any size. The answer ends the connection
-/// (the body was not read to its end, ``ConnectionDeadlines``), and says so.
+/// (the body was not read to its end, ``ConnectionDeadlines``), and says so. The notification webhook refuses it itself
+/// (``StorekeeperApplication/readBody(_:)``, the same answer), so that the refusal is logged and counted as a refused
+/// notification.
 struct BodyLimitMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        if let declared = request.headers[.contentLength].flatMap(Int.init), declared > StorekeeperApplication.maximumBody {
+        if StorekeeperApplication.declaresTooLarge(request), !(request.method == .post && request.uri.path == NotificationWebhook.path) {
             throw APIError.bodyTooLarge
         }
         return try await next(request, context)

@@ -11,18 +11,18 @@ import _CryptoExtras
 /// cursor it made up would probe them. Encrypted, a cursor says nothing, and one the server did not give is refused
 /// (its eight zero bytes come out wrong, but for one in 2^64). A position always makes the same cursor, so an empty
 /// page returns the `after` it was given.
-struct EventCursor {
+package struct EventCursor: Sendable {
     /// The secret's name in the ledger.
-    static let secretName = "events.cursor"
+    package static let secretName = "events.cursor"
     static let prefix = "c2."
 
     let key: SymmetricKey
 
-    init(secret: [UInt8]) {
+    package init(secret: [UInt8]) {
         key = SymmetricKey(data: secret)
     }
 
-    func cursor(_ position: Int64) -> String {
+    package func cursor(_ position: Int64) -> String {
         var block = [UInt8](repeating: 0, count: 16)
         for index in 0..<8 { block[index] = UInt8(truncatingIfNeeded: UInt64(bitPattern: position) >> (56 - 8 * index)) }
         // A 256-bit key and a 16-byte block: AES cannot refuse either.
@@ -31,14 +31,14 @@ struct EventCursor {
     }
 
     /// The position a cursor holds; `nil` for anything the server did not give.
-    func position(of cursor: String) -> Int64? {
+    package func position(of cursor: String) -> Int64? {
         guard cursor.hasPrefix(Self.prefix), cursor.utf8.count == Self.prefix.utf8.count + 22,
             var block = try? Base64URL.decode(cursor.utf8.dropFirst(Self.prefix.utf8.count)), block.count == 16,
             (try? AES.inversePermute(&block, key: key)) != nil, block[8...].allSatisfy({ $0 == 0 })
         else { return nil }
         let position = block[..<8].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
         guard position <= UInt64(Int64.max) else { return nil }
-        // Only the canonical spelling (base64url's last character has bits no decoder looks at).
+        // Only the spelling the server writes (the decoder is strict already; this keeps the rule here too).
         return self.cursor(Int64(position)) == cursor ? Int64(position) : nil
     }
 

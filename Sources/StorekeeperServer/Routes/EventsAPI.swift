@@ -2,6 +2,7 @@ import AppStoreModels
 import Foundation
 import Hummingbird
 import HummingbirdAuth
+import Logging
 import NIOCore
 import ServiceLifecycle
 import StorekeeperCore
@@ -23,10 +24,12 @@ struct EventsAPI: Sendable {
     /// all keys together a quarter (the rest stay for Apple's notifications, the apps and health checks).
     let waits: WaitSlots
     let cursors: EventCursor.Keeper
+    let logger: Logger
 
-    init(configuration: ServerConfiguration, store: any LedgerStore) {
+    init(configuration: ServerConfiguration, store: any LedgerStore, logger: Logger) {
         self.configuration = configuration
         self.store = store
+        self.logger = logger
         cursors = EventCursor.Keeper(store: store)
         let total = max(1, configuration.http.maxConnections / 4)
         waits = WaitSlots(perKey: max(1, configuration.http.maxConnections / 8), total: total)
@@ -92,11 +95,12 @@ struct EventsAPI: Sendable {
         return position
     }
 
-    /// The ledger's cursor cipher, or 503 when the ledger cannot be read.
+    /// The ledger's cursor cipher, or 503 when the ledger cannot be read (logged: an unusable key fails every poll).
     func cipher() async throws(APIError) -> EventCursor {
         do {
             return try await cursors.cipher()
         } catch {
+            logger.error("the polling cursors' key could not be read or made", metadata: ["error": .string(error.message)])
             throw APIError(.serviceUnavailable, .storageUnavailable, "the events could not be read")
         }
     }

@@ -21,8 +21,11 @@ struct NotificationWebhook: Sendable {
         var notificationUUID: String
     }
 
+    /// Where Apple posts notifications.
+    static let path = "/appstore/notifications"
+
     func addRoutes(to router: Router<StorekeeperRequestContext>) {
-        router.post("/appstore/notifications") { request, _ in try await receive(request) }
+        router.post(RouterPath(Self.path)) { request, _ in try await receive(request) }
     }
 
     func receive(_ request: Request) async throws -> Response {

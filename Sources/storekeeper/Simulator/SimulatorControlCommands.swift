@@ -33,7 +33,10 @@ struct ControlOptions: ParsableArguments {
         self.url = url
     }
 
-    func send(_ method: HTTPMethod, _ path: String, body: String? = nil) async throws {
+    /// Sends a control request and prints the answer. A 400 or 404 is the command's own mistake (`simulator-400`,
+    /// `simulator-404`: exit 64) unless `refusalIsUsage` is false (a scenario's step, which `simulator run --dir` reports
+    /// with exit 1 too).
+    func send(_ method: HTTPMethod, _ path: String, body: String? = nil, refusalIsUsage: Bool = true) async throws {
         var request = HTTPClientRequest(url: url + "/simulator/v1" + path)
         request.method = method
         request.headers.add(name: "Content-Type", value: "application/json")
@@ -53,7 +56,9 @@ struct ControlOptions: ParsableArguments {
         }
         let text = String(buffer: try await response.body.collect(upTo: 16 << 20))
         guard (200..<300).contains(response.status.code) else {
-            throw CLIError(code: "simulator-\(response.status.code)", message: text.trimmingCharacters(in: .whitespacesAndNewlines))
+            var error = CLIError(code: "simulator-\(response.status.code)", message: text.trimmingCharacters(in: .whitespacesAndNewlines))
+            if !refusalIsUsage { error.notUsage = true }
+            throw error
         }
         print(text)
     }

@@ -40,7 +40,7 @@ struct SimulatorRun: AsyncParsableCommand {
         try await reportingFailures {
             let (name, text) = try scenarioText()
             if let url {
-                try await ControlOptions(url: url).send(.POST, "/scenarios?name=\(name)", body: text)
+                try await ControlOptions(url: url).send(.POST, "/scenarios?name=\(name)", body: text, refusalIsUsage: false)
                 return
             }
             let options = DirectoryOptions(dir: dir!)

@@ -56,8 +56,10 @@ struct CLIError: Error, CustomStringConvertible {
     /// refused as malformed or naming what it does not have: `simulator-400`, `simulator-404`): a usage mistake, exit
     /// status 64 like ArgumentParser's own; every other failure is 1.
     var isUsage: Bool {
-        ["invalid-option", "invalid-argument", "unknown-app", "unknown-endpoint", "simulator-400", "simulator-404"].contains(code)
+        !notUsage && ["invalid-option", "invalid-argument", "unknown-app", "unknown-endpoint", "simulator-400", "simulator-404"].contains(code)
     }
+    /// A code that is a usage mistake elsewhere is not one here (a scenario's step refused by a running simulator).
+    var notUsage = false
 }
 
 extension ExitCode {
