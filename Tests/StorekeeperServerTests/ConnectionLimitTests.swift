@@ -194,6 +194,19 @@ struct ConnectionLimitTests {
                 #expect(closed, "\(request): the connection is still open")
                 #expect(Date().timeIntervalSince(started) < 25, "\(request): waited for the body")
             }
+            // A chunked body a route does not read: answered at once, and the answer says the connection closes.
+            let chunked = try RawConnection(port: port)
+            chunked.send(
+                "GET /health HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n10000\r\n" + String(repeating: "x", count: 1000))
+            var (chunkedAnswer, chunkedClosed) = ("", false)
+            let chunkedStarted = Date()
+            while !chunkedClosed, Date().timeIntervalSince(chunkedStarted) < 25 {
+                let part = await chunked.receive(for: 0.1)
+                chunkedAnswer += part.text
+                chunkedClosed = part.closed
+            }
+            #expect(chunkedAnswer.hasPrefix("HTTP/1.1 200") && chunkedAnswer.lowercased().contains("\r\nconnection: close\r\n"), "\(chunkedAnswer)")
+            #expect(chunkedClosed)
             // A length past Int64 (NIO takes any up to UInt64.max) is as large.
             let huge = try RawConnection(port: port)
             huge.send("GET /health HTTP/1.1\r\nHost: localhost\r\nContent-Length: 18446744073709551615\r\n\r\n")
@@ -284,7 +297,26 @@ struct ConnectionDeadlinesTests {
         var early = ConnectionDeadlines()
         _ = early.connected()
         _ = early.headArrived()
+        let saysClose = early.responseBegan()
+        #expect(saysClose, "the answer says Connection: close")
         #expect(early.responseEnded() == .close)
+
+        // The body ends while the answer is written: the answer said it would close, so it does.
+        var racing = ConnectionDeadlines()
+        _ = racing.connected()
+        _ = racing.headArrived()
+        let racingSaysClose = racing.responseBegan()
+        #expect(racingSaysClose)
+        _ = racing.requestEnded()
+        #expect(racing.responseEnded() == .close)
+
+        var inTurn = ConnectionDeadlines()
+        _ = inTurn.connected()
+        _ = inTurn.headArrived()
+        _ = inTurn.requestEnded()
+        let inTurnSaysClose = inTurn.responseBegan()
+        #expect(!inTurnSaysClose, "a request read to its end keeps its connection")
+        #expect(inTurn.responseEnded() == .disarm)
 
         var slow = ConnectionDeadlines()
         _ = slow.connected()

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Logging
 import NIOCore
 import NIOHTTPTypes
@@ -37,6 +38,9 @@ struct ConnectionDeadlines {
     /// Bytes of a new request arrived (or the connection opened) and its head is not complete.
     private(set) var readingHead = false
     private(set) var armed: Deadline? = nil
+    /// The response being written began before its request's body was read to its end: it says `Connection: close`,
+    /// and the connection closes after it, even if the body ends meanwhile.
+    private(set) var closingAfterResponse = false
 
     /// The connection opened: its first request's head is due.
     mutating func connected() -> Action {
@@ -63,10 +67,17 @@ struct ConnectionDeadlines {
         return arm(.response)
     }
 
+    /// The response's head is being written (for the oldest pending request): whether it must say
+    /// `Connection: close`, its request's body not having been read to its end (a refusal, a route that reads none).
+    mutating func responseBegan() -> Bool {
+        if pending.first == false { closingAfterResponse = true }
+        return closingAfterResponse
+    }
+
     /// The response's last part was written (for the oldest pending request).
     mutating func responseEnded() -> Action {
         guard !pending.isEmpty else { return .none }
-        guard pending.removeFirst() else {
+        guard pending.removeFirst(), !closingAfterResponse else {
             // Answered before its body was read to its end (a refusal): the rest is never read.
             pending.removeAll()
             armed = nil
@@ -225,6 +236,11 @@ final class ConnectionGuard {
         }
 
         func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+            if case .head(var head) = unwrapOutboundIn(data), owner.deadlines.responseBegan() {
+                // The connection closes after this answer (its request's body is not read): the answer says so.
+                head.headerFields[.connection] = "close"
+                return context.write(wrapOutboundOut(.head(head)), promise: promise)
+            }
             guard case .end = unwrapOutboundIn(data) else { return context.write(data, promise: promise) }
             let action = owner.deadlines.responseEnded()
             guard action == .close else {
