@@ -18,7 +18,7 @@ package final class PythonReceiver: @unchecked Sendable {
     /// One JSON line per request received (``Record``).
     package let log: URL
 
-    /// `plan`: what the first requests get (`500`, `slow`, `stall`, `close`, `ok`; see the script); every later one `ok`.
+    /// `plan`: what the first requests get (`500`, `slow`, `slower`, `stall`, `close`, `ok`; see the script); every later one `ok`.
     package init(secret: String, plan: [String]) throws {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Receiver/receiver.py")
         log = TestFiles.directory.appendingPathComponent("receiver-\(UUID()).jsonl")
@@ -53,9 +53,9 @@ package final class PythonReceiver: @unchecked Sendable {
         return text.split(separator: "\n").compactMap { try? JSONDecoder().decode(Record.self, from: Data($0.utf8)) }
     }
 
-    /// The IDs of the events accepted with a verified signature (`ok` or a `slow` answer in time).
+    /// The IDs of the events accepted with a verified signature (`ok`, or a `slow` or `slower` answer in time).
     package var delivered: Set<String> {
-        Set(records.filter { ($0.behaviour == "ok" || $0.behaviour == "slow") && $0.verified }.compactMap(\.id))
+        Set(records.filter { ["ok", "slow", "slower"].contains($0.behaviour) && $0.verified }.compactMap(\.id))
     }
 
     /// Stops the receiver (SIGKILL: it holds no state worth a clean exit).

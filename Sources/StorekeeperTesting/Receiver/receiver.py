@@ -4,7 +4,7 @@ accepts. Prints its port, then appends one JSON line per request to the log file
 
 usage: RECEIVER_SECRET=whsec_… receiver.py LOGFILE PLAN
 PLAN: comma-separated behaviours for the first requests, in order: 500 (answer 500), slow (answer after 5 s, past
-the sender's timeout), stall (answer 200 at once but send the body 5 s later), close (drop the connection without
+the sender's timeout), slower (answer after 15 s), stall (answer 200 at once but send the body 5 s later), close (drop the connection without
 answering), big (answer 200 with a 2 MiB body), ok. Every request after the plan is ok.
 """
 import json
@@ -79,6 +79,8 @@ class Handler(BaseHTTPRequestHandler):
             return
         if behaviour == "slow":
             time.sleep(5)
+        if behaviour == "slower":
+            time.sleep(15)
         status = 500 if behaviour == "500" else (204 if verified else 400)
         self.send_response(status)
         self.send_header("content-length", "0")
