@@ -13,7 +13,12 @@ extension PostgresLedgerStore: LedgerImporting {
                 SELECT EXISTS (SELECT 1 FROM notifications) OR EXISTS (SELECT 1 FROM transactions)
                     OR EXISTS (SELECT 1 FROM subscriptions) OR EXISTS (SELECT 1 FROM customer_links)
                     OR EXISTS (SELECT 1 FROM token_owners) OR EXISTS (SELECT 1 FROM refused_notifications)
-                    OR EXISTS (SELECT 1 FROM support_actions)
+                    OR EXISTS (SELECT 1 FROM support_actions) OR EXISTS (SELECT 1 FROM issued_tokens)
+                    OR EXISTS (SELECT 1 FROM recovery_watermarks) OR EXISTS (SELECT 1 FROM events)
+                    OR EXISTS (SELECT 1 FROM customer_states) OR EXISTS (SELECT 1 FROM webhook_endpoints)
+                    OR EXISTS (SELECT 1 FROM deliveries) OR EXISTS (SELECT 1 FROM consumption_requests)
+                    OR EXISTS (SELECT 1 FROM consumption_consents) OR EXISTS (SELECT 1 FROM promotional_grants)
+                    OR EXISTS (SELECT 1 FROM ledger_secrets)
                 """
             ).decode(Bool.self) { empty = !found }
             return empty

@@ -121,5 +121,15 @@ struct LedgerCopyTests {
         // A copy goes into an empty database only.
         await #expect(throws: StorageError.self) { try await LedgerCopy.copy(from: source, to: target) }
         await target.close()
+        // One a server only started on (its webhook endpoint's place in the outbox, nothing else) is not empty either:
+        // refused before anything is copied (it used to fail half-way, on that endpoint's row).
+        let started = try await PostgresTestDatabase.openStore()
+        _ = try await started.fanOut(route, limit: 0, now: Date())
+        let notEmpty = await #expect(throws: StorageError.self) { try await LedgerCopy.copy(from: source, to: started) }
+        #expect(notEmpty?.message.contains("not empty") == true, "\(notEmpty.map { "\($0)" } ?? "")")
+        #expect(try await started.lastEventPosition() == 0)
+        let fresh = Array(repeating: UInt8(3), count: 32)
+        #expect(try await started.ledgerSecret("events.cursor", orNew: fresh) == fresh, "the source's key was not copied either")
+        await started.close()
     }
 }

@@ -338,8 +338,9 @@ struct SupportExtensionTests {
         try await T.serving(
             .production,
             configure: { configuration in
-                // A response timeout of 6 s gives the App Store 3 s.
-                configuration.http.responseTimeout = 6
+                // A response timeout of 12 s gives the App Store 6 s, and the route 6 s more to answer on a machine busy
+                // with every suite (3 s was once not enough: the connection was cut at the timeout, an empty reply).
+                configuration.http.responseTimeout = 12
             }
         ) { testbed, base in
             let fay = try await testbed.simulator.perform { (engine) throws(SimulatorError) in
@@ -349,29 +350,29 @@ struct SupportExtensionTests {
             #expect(try await T.submit(fay.signedTransaction, for: "fay", to: base) == 200)
             try await testbed.act { engine in
                 var faults = engine.state.faults
-                faults.apiLatencyMilliseconds = 10_000
+                faults.apiLatencyMilliseconds = 20_000
                 engine.setFaults(faults)
             }
-            // Each answered after the App Store's share of the response timeout (3 s), before its 10 s: bounds
+            // Each answered after the App Store's share of the response timeout (6 s), before its 20 s: bounds
             // with room for a machine busy with every other suite.
             var started = ContinuousClock.now
             let search = try await T.call(.GET, base + "/v1/support/search?q=NOSUCHORDER2", key: T.supportKey)
-            #expect(search.status == 502 && Self.error(search).message.contains("did not answer within 3 s"), "\(search.json)")
-            #expect(ContinuousClock.now - started < .milliseconds(9_500), "\(ContinuousClock.now - started)")
+            #expect(search.status == 502 && Self.error(search).message.contains("did not answer within 6 s"), "\(search.json)")
+            #expect(ContinuousClock.now - started < .milliseconds(11_500), "\(ContinuousClock.now - started)")
             started = ContinuousClock.now
             let extend = try await T.call(
                 .POST, base + "/v1/support/customers/fay/subscriptions/\(fay.originalTransactionId)/extend", key: T.supportKey,
                 body: #"{"days": 2, "reason": 3}"#)
             #expect(extend.status == 502 && Self.error(extend).message.contains("may have been made"), "\(extend.json)")
-            #expect(ContinuousClock.now - started < .milliseconds(9_500), "\(ContinuousClock.now - started)")
+            #expect(ContinuousClock.now - started < .milliseconds(11_500), "\(ContinuousClock.now - started)")
             started = ContinuousClock.now
             let refunds = try await T.call(.GET, base + "/v1/support/customers/fay/refunds", key: T.supportKey)
             #expect(refunds.status == 502 && Self.error(refunds).code == "app-store-unavailable", "\(refunds.json)")
-            #expect(ContinuousClock.now - started < .milliseconds(9_500), "\(ContinuousClock.now - started)")
+            #expect(ContinuousClock.now - started < .milliseconds(11_500), "\(ContinuousClock.now - started)")
             // A lower-case customer ID is never sent to Apple, however slow it is: answered at once.
             let local = ContinuousClock.now
             #expect(try await T.call(.GET, base + "/v1/support/search?q=fay", key: T.supportKey).status == 200)
-            #expect(ContinuousClock.now - local < .seconds(5), "not the App Store's 10 s")
+            #expect(ContinuousClock.now - local < .seconds(5), "not the App Store's 20 s")
         }
     }
 

@@ -16,10 +16,12 @@ package enum LedgerCopy {
         progress: (@Sendable (Int) -> Void)? = nil
     ) async throws -> Report {
         guard try await target.isEmpty() else {
-            throw StorageError("the target ledger is not empty: a copy goes into a new, empty database")
+            throw StorageError(
+                "the target ledger is not empty (a server has run on it, or a copy went into it): a copy goes into a new, empty database, "
+                    + "before any server starts on it")
         }
-        // The ledger's secrets first (the polling cursors consumers hold stay valid on the copy): a target a server has
-        // used already has its own, and is refused before anything is copied into it.
+        // The ledger's secrets first (the polling cursors consumers hold stay valid on the copy). A server that started
+        // on the target since it was found empty made its own: refused before anything else is copied.
         for (name, value) in try await source.ledgerSecrets().sorted(by: { $0.key < $1.key }) {
             guard try await target.ledgerSecret(name, orNew: value) == value else {
                 throw StorageError(

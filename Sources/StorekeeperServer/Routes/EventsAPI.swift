@@ -89,6 +89,12 @@ struct EventsAPI: Sendable {
 
     static func position(of cursor: String, _ cipher: EventCursor) throws(APIError) -> Int64 {
         guard let position = cipher.position(of: cursor) else {
+            if cursor.hasPrefix("c1.") {
+                // An earlier version's cursor, in the clear: it would probe other apps' volumes, so it is not taken.
+                throw APIError(
+                    .badRequest, .invalidCursor,
+                    "after is a cursor of an earlier version (c1.), no longer taken: poll without after and skip the events you have by their id")
+            }
             throw APIError(
                 .badRequest, .invalidCursor, "after must be a cursor this server gave (\"next\"), not \(UntrustedText.quoted(cursor, limit: 64))")
         }
