@@ -210,6 +210,9 @@ struct OperatorTests {
         #expect(twoPlans.status == 64 && twoPlans.stderr.contains("simulator-400") && twoPlans.stderr.contains("quantity"), "\(twoPlans.stderr)")
         let nobody = try await CLI.runDetached(["simulator", "buy", "--url", url, "--customer", "nobody", "--product", "pro.monthly"])
         #expect(nobody.status == 64 && nobody.stderr.contains("simulator-404"), "\(nobody.stderr)")
+        // An answer with no body says so, rather than ending at the colon.
+        let nowhere = try await CLI.runDetached(["simulator", "control", "--url", url, "GET", "/nowhere"])
+        #expect(nowhere.status == 64 && nowhere.stderr.contains("simulator-404: the simulator answered GET /nowhere with 404"), "\(nowhere.stderr)")
         // A scenario's step the simulator refuses fails the run (1), as `run --dir` does: the file, not the command line, is wrong.
         let scenario = directory.appendingPathComponent("bad.scenario").path
         try "customer zed\nbuy zed no.such.product\n".write(toFile: scenario, atomically: true, encoding: .utf8)

@@ -56,7 +56,12 @@ struct ControlOptions: ParsableArguments {
         }
         let text = String(buffer: try await response.body.collect(upTo: 16 << 20))
         guard (200..<300).contains(response.status.code) else {
-            var error = CLIError(code: "simulator-\(response.status.code)", message: text.trimmingCharacters(in: .whitespacesAndNewlines))
+            let answer = text.trimmingCharacters(in: .whitespacesAndNewlines)
+            var error = CLIError(
+                code: "simulator-\(response.status.code)",
+                message: answer.isEmpty
+                    ? "the simulator answered \(method.rawValue) \(UntrustedText.escaped(path, limit: 200)) with \(response.status.code) and no body"
+                    : answer)
             if !refusalIsUsage { error.notUsage = true }
             throw error
         }
