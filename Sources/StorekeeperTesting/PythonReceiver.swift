@@ -18,7 +18,7 @@ package final class PythonReceiver: @unchecked Sendable {
     /// One JSON line per request received (``Record``).
     package let log: URL
 
-    /// `plan`: what the first requests get (`500`, `slow`, `slower`, `stall`, `close`, `ok`; see the script); every later one `ok`.
+    /// `plan`: what the first requests get (`500`, `slow`, `slower`, `stall`, `staller`, `close`, `big`, `ok`; see the script); every later one `ok`.
     package init(secret: String, plan: [String]) throws {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Receiver/receiver.py")
         log = TestFiles.directory.appendingPathComponent("receiver-\(UUID()).jsonl")

@@ -4,7 +4,8 @@ accepts. Prints its port, then appends one JSON line per request to the log file
 
 usage: RECEIVER_SECRET=whsec_… receiver.py LOGFILE PLAN
 PLAN: comma-separated behaviours for the first requests, in order: 500 (answer 500), slow (answer after 5 s, past
-the sender's timeout), slower (answer after 15 s), stall (answer 200 at once but send the body 5 s later), close (drop the connection without
+the sender's timeout), slower (answer after 15 s), stall (answer 200 at once but send the body 5 s later), staller
+(the same, 15 s later), close (drop the connection without
 answering), big (answer 200 with a 2 MiB body), ok. Every request after the plan is ok.
 """
 import json
@@ -60,12 +61,12 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.connection.shutdown(socket.SHUT_RDWR)
             return
-        if behaviour == "stall":
+        if behaviour in ("stall", "staller"):
             self.send_response(200)
             self.send_header("content-length", "100")
             self.end_headers()
             self.wfile.flush()
-            time.sleep(5)
+            time.sleep(5 if behaviour == "stall" else 15)
             self.wfile.write(b"x" * 100)
             return
         if behaviour == "big":
