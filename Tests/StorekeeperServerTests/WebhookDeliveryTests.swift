@@ -124,6 +124,16 @@ struct WebhookDeliveryTests {
 
     /// alice, known by a server-issued token, subscribes; her notifications applied to the testbed's store, whose
     /// outbox has the event `endpoint` will be handed (its cursor placed before it). The store.
+    /// The endpoint `backend`, at the receiver.
+    static func backend(
+        _ receiver: PythonReceiver, _ secret: String, timeoutSeconds: Double, maxConcurrency: Int = 8, retryScheduleSeconds: [Double]
+    ) -> ServerConfiguration.WebhookEndpoint {
+        ServerConfiguration.WebhookEndpoint(
+            name: "backend", url: "http://127.0.0.1:\(receiver.port)/", secret: secret, timeoutSeconds: timeoutSeconds,
+            maxConcurrency: maxConcurrency,
+            retryScheduleSeconds: retryScheduleSeconds)
+    }
+
     static func aliceSubscribes(_ testbed: inout ServerTestbed, endpoint: ServerConfiguration.WebhookEndpoint) async throws -> any LedgerStore {
         let store = testbed.store
         _ = try await store.fanOut(endpoint.route, limit: 1, now: Date())
@@ -143,8 +153,7 @@ struct WebhookDeliveryTests {
         var testbed = try ServerTestbed()
         let secret = WebhookSecret.generate()
         let receiver = try PythonReceiver(secret: secret, plan: ["slow"])
-        let endpoint = ServerConfiguration.WebhookEndpoint(
-            name: "backend", url: "http://127.0.0.1:\(receiver.port)/", secret: secret, timeoutSeconds: 10, retryScheduleSeconds: [0.1])
+        let endpoint = Self.backend(receiver, secret, timeoutSeconds: 10, retryScheduleSeconds: [0.1])
         let store = try await Self.aliceSubscribes(&testbed, endpoint: endpoint)
         var logger = Logger(label: "test")
         logger.logLevel = .critical
@@ -172,8 +181,7 @@ struct WebhookDeliveryTests {
         var testbed = try ServerTestbed()
         let secret = WebhookSecret.generate()
         let receiver = try PythonReceiver(secret: secret, plan: ["500", "500", "500"])
-        let endpoint = ServerConfiguration.WebhookEndpoint(
-            name: "backend", url: "http://127.0.0.1:\(receiver.port)/", secret: secret, timeoutSeconds: 1, retryScheduleSeconds: [0.1, 0.1])
+        let endpoint = Self.backend(receiver, secret, timeoutSeconds: 1, retryScheduleSeconds: [0.1, 0.1])
         let store = try await Self.aliceSubscribes(&testbed, endpoint: endpoint)
         let task = Self.startDelivering(store, to: endpoint)
         defer { task.cancel() }
@@ -236,9 +244,7 @@ struct WebhookDeliveryTests {
         let secret = WebhookSecret.generate()
         // 15 s: room for a machine running every suite to apply and send bob's and carol's events meanwhile.
         let receiver = try PythonReceiver(secret: secret, plan: ["slower"])
-        let endpoint = ServerConfiguration.WebhookEndpoint(
-            name: "backend", url: "http://127.0.0.1:\(receiver.port)/", secret: secret, timeoutSeconds: 20, maxConcurrency: 4,
-            retryScheduleSeconds: [60])
+        let endpoint = Self.backend(receiver, secret, timeoutSeconds: 20, maxConcurrency: 4, retryScheduleSeconds: [60])
         let store = try await Self.aliceSubscribes(&testbed, endpoint: endpoint)
         let task = Self.startDelivering(store, to: endpoint)
         defer { task.cancel() }
@@ -274,9 +280,7 @@ struct WebhookDeliveryTests {
         // Twelve answers that take 5 s each, within an 8 s timeout: sent at once, all succeed; eight at a time, the last
         // four would wait 5 s for a connection and time out.
         let receiver = try PythonReceiver(secret: secret, plan: Array(repeating: "slow", count: 12))
-        let endpoint = ServerConfiguration.WebhookEndpoint(
-            name: "backend", url: "http://127.0.0.1:\(receiver.port)/", secret: secret, timeoutSeconds: 8, maxConcurrency: 12,
-            retryScheduleSeconds: [60])
+        let endpoint = Self.backend(receiver, secret, timeoutSeconds: 8, maxConcurrency: 12, retryScheduleSeconds: [60])
         let store = testbed.store
         _ = try await store.fanOut(endpoint.route, limit: 0, now: Date())
         for index in 0..<12 {
@@ -306,9 +310,7 @@ struct WebhookDeliveryTests {
     func instancesShareOneOutbox() async throws {
         let secret = WebhookSecret.generate()
         let receiver = try PythonReceiver(secret: secret, plan: [])
-        let endpoint = ServerConfiguration.WebhookEndpoint(
-            name: "backend", url: "http://127.0.0.1:\(receiver.port)/", secret: secret, timeoutSeconds: 5, maxConcurrency: 3,
-            retryScheduleSeconds: [0.2, 0.2, 0.2])
+        let endpoint = Self.backend(receiver, secret, timeoutSeconds: 5, maxConcurrency: 3, retryScheduleSeconds: [0.2, 0.2, 0.2])
         let first = try await PostgresTestDatabase.openStore()
         let url = first.url
         let others = [try await PostgresLedgerStore.open(url), try await PostgresLedgerStore.open(url)]

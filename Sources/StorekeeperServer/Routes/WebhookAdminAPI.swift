@@ -50,11 +50,7 @@ struct WebhookAdminAPI: Sendable {
                 filter.bundleIds = [bundleId]
             }
             let count = try await storage { try await store.redeliver(endpoint.route, filter: filter, now: Date()) }
-            struct Replayed: Encodable {
-                var endpoint: String
-                var replayed: Int
-            }
-            return StorekeeperApplication.jsonResponse(Replayed(endpoint: endpoint.name, replayed: count))
+            return StorekeeperApplication.jsonResponse(RedeliveryAnswer(endpoint: endpoint.name, replayed: count))
         }
         group.post("/admin/webhooks/:name/redeliver") { request, context in
             try Self.requireAdmin(context)
@@ -70,13 +66,7 @@ struct WebhookAdminAPI: Sendable {
                     "endpoint '\(endpoint.name)' does not take event \(event.id) (its apps, environments or eventTypes leave it out)")
             }
             try await storage { try await store.enqueue([event], endpoint: endpoint.name, now: Date()) }
-            // As `storekeeper events redeliver` answers: how many were made due (and which).
-            struct Redelivered: Encodable {
-                var endpoint: String
-                var redelivered: Int
-                var events: [String]
-            }
-            return StorekeeperApplication.jsonResponse(Redelivered(endpoint: endpoint.name, redelivered: 1, events: [event.id.description]))
+            return StorekeeperApplication.jsonResponse(RedeliveryAnswer(endpoint: endpoint.name, redelivered: 1, events: [event.id.description]))
         }
         group.get("/admin/events/:eventId") { request, context in
             try Self.requireAdmin(context)
@@ -120,5 +110,21 @@ struct WebhookAdminAPI: Sendable {
             _ = error
             throw APIError(.serviceUnavailable, .storageUnavailable, "the ledger could not be read or written; retry")
         }
+    }
+}
+
+/// What a redelivery or a replay answers, the admin routes and `storekeeper events redeliver|replay` alike:
+/// `{endpoint, redelivered, events}` (how many were made due, and which) or `{endpoint, replayed}`.
+package struct RedeliveryAnswer: Encodable, Sendable {
+    package var endpoint: String
+    package var redelivered: Int?
+    package var replayed: Int?
+    package var events: [String]?
+
+    package init(endpoint: String, redelivered: Int? = nil, replayed: Int? = nil, events: [String]? = nil) {
+        self.endpoint = endpoint
+        self.redelivered = redelivered
+        self.replayed = replayed
+        self.events = events
     }
 }

@@ -171,7 +171,7 @@ struct EventsRedeliver: AsyncParsableCommand {
                 try await store.enqueue(events, endpoint: endpoint.name, now: Date())
                 return events.count
             }
-            try JSONOutput.print(Counted(endpoint: endpoint.name, redelivered: count, events: eventIds.map(\.description)))
+            try JSONOutput.print(RedeliveryAnswer(endpoint: endpoint.name, redelivered: count, events: eventIds.map(\.description)))
         }
     }
 }
@@ -199,7 +199,7 @@ struct EventsReplay: AsyncParsableCommand {
             }
             let filter = try narrowing.filter()
             let count = try await ledger.withStore { store in try await store.redeliver(endpoint.route, filter: filter, now: Date()) }
-            try JSONOutput.print(Counted(endpoint: endpoint.name, replayed: count))
+            try JSONOutput.print(RedeliveryAnswer(endpoint: endpoint.name, replayed: count))
         }
     }
 }
@@ -244,21 +244,5 @@ struct EventsSecret: AsyncParsableCommand {
 
     func run() async throws {
         print(WebhookSecret.generate())
-    }
-}
-
-/// What `events redeliver` and `events replay` print.
-struct Counted: Encodable {
-    var endpoint: String
-    var redelivered: Int?
-    var replayed: Int?
-    /// The events redelivered (as the admin route names them).
-    var events: [String]?
-
-    init(endpoint: String, redelivered: Int? = nil, replayed: Int? = nil, events: [String]? = nil) {
-        self.endpoint = endpoint
-        self.redelivered = redelivered
-        self.replayed = replayed
-        self.events = events
     }
 }
