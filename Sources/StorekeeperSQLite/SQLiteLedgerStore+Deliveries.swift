@@ -162,14 +162,9 @@ extension SQLiteLedgerStore {
             // The events committed after the fan-out's cursor that the route matches.
             var conditions = ["position > coalesce((SELECT cursor FROM webhook_endpoints WHERE name = ?), 9223372036854775807)"]
             var arguments: StatementArguments = [endpoint]
-            for (column, values) in [
-                ("bundle_id", route.bundleIds.map { Array($0) }), ("environment", route.environments.map { $0.map(\.rawValue) }),
-                ("type", route.types.map { $0.map(\.rawValue) }),
-            ] {
-                guard let values else { continue }
-                conditions.append(values.isEmpty ? "0" : "\(column) IN (\(values.map { _ in "?" }.joined(separator: ", ")))")
-                for value in values.sorted() { arguments += [value] }
-            }
+            Self.whereIn("bundle_id", route.bundleIds.map(Array.init), &conditions, &arguments)
+            Self.whereIn("environment", route.environments.map { $0.map(\.rawValue) }, &conditions, &arguments)
+            Self.whereIn("type", route.types.map { $0.map(\.rawValue) }, &conditions, &arguments)
             let waiting = try Row.fetchOne(
                 db, sql: "SELECT count(*) AS n, min(occurred_at) AS oldest FROM events WHERE \(conditions.joined(separator: " AND "))",
                 arguments: arguments)

@@ -107,15 +107,20 @@ extension SQLiteLedgerStore {
             state: row["state"])
     }
 
+    /// Adds `column IN (values…)` (sorted, so that a statement's text repeats) to a query's conditions; nothing when
+    /// `values` is `nil` (no restriction), a condition that holds for no row when it is empty.
+    static func whereIn(_ column: String, _ values: [String]?, _ conditions: inout [String], _ arguments: inout StatementArguments) {
+        guard let values else { return }
+        conditions.append(values.isEmpty ? "0" : "\(column) IN (\(values.map { _ in "?" }.joined(separator: ", ")))")
+        for value in values.sorted() { arguments += [value] }
+    }
+
     package func events(after position: Int64, limit: Int, filter: EventFilter) async throws(StorageError) -> [LedgerEvent] {
         try await read { db in
             var conditions = ["position > ?"]
             var arguments: StatementArguments = [position]
-            if let bundleIds = filter.bundleIds {
-                conditions.append("bundle_id IN (\(bundleIds.map { _ in "?" }.joined(separator: ", ")))")
-                for bundleId in bundleIds.sorted() { arguments += [bundleId] }
-                if bundleIds.isEmpty { return [] }
-            }
+            if filter.bundleIds?.isEmpty == true || filter.types?.isEmpty == true { return [] }
+            Self.whereIn("bundle_id", filter.bundleIds.map(Array.init), &conditions, &arguments)
             if let environment = filter.environment {
                 conditions.append("environment = ?")
                 arguments += [environment.rawValue]
@@ -128,11 +133,7 @@ extension SQLiteLedgerStore {
                 conditions.append("occurred_at >= ?")
                 arguments += [since.epochMilliseconds]
             }
-            if let types = filter.types {
-                if types.isEmpty { return [] }
-                conditions.append("type IN (\(types.map { _ in "?" }.joined(separator: ", ")))")
-                for type in types.sorted() { arguments += [type.rawValue] }
-            }
+            Self.whereIn("type", filter.types.map { $0.map(\.rawValue) }, &conditions, &arguments)
             arguments += [max(0, limit)]
             return try Row.fetchAll(
                 db, sql: "SELECT \(Self.eventColumns) FROM events WHERE \(conditions.joined(separator: " AND ")) ORDER BY position LIMIT ?",
