@@ -251,9 +251,26 @@ package final class AppStoreServerAPIClient: Sendable {
         )
     }
 
-    /// A transport error in a few words (these errors carry addresses and reasons, never request headers).
-    static func describe(_ error: any Error) -> String {
-        String(String(describing: error).prefix(200))
+    /// A transport failure in a few words: `timed out`, `connection refused`, the system's words for another socket
+    /// error, else the error's own text, escaped and bounded. These errors carry addresses and reasons, never request
+    /// headers. Shared by the App Store client, webhook deliveries and the `storekeeper simulator` commands.
+    package static func describe(_ error: any Error) -> String {
+        if let error = error as? HTTPClientError {
+            switch error {
+            case .deadlineExceeded, .readTimeout, .connectTimeout: return "timed out"
+            case .remoteConnectionClosed: return "the connection was closed before the answer ended"
+            default: break
+            }
+        }
+        // NIO's own text of a socket error repeats itself ("connection reset (error set): Connection refused) (errno:
+        // 111)"): the system's message is enough.
+        if let error = error as? IOError, let message = strerror(error.errnoCode) {
+            let text = String(cString: message)
+            return text.prefix(1).lowercased() + text.dropFirst()
+        }
+        let text = String(describing: error)
+        if text.contains("connectionRefused") || text.contains("Connection refused") { return "connection refused" }
+        return UntrustedText.escaped(String(text.prefix(200)), limit: 200)
     }
 
     /// `?a=1&b=2`, percent-encoded; repeated names allowed.

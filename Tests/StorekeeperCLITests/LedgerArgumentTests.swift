@@ -96,6 +96,8 @@ struct LedgerArgumentTests {
         let named = try await CLI.runDetached(["api-key", "--scope", "admin", "--name", String(repeating: "n", count: 101)])
         #expect(named.status == 64 && named.stderr.contains("has 101 characters: it must be 1 to 100 characters"), "\(named.stderr)")
         #expect(!named.stderr.contains(String(repeating: "n", count: 65)), "the refused name is shown bounded")
+        let blank = try await CLI.runDetached(["api-key", "--scope", "admin", "--name", " "])
+        #expect(blank.status == 64 && blank.stderr.contains("' ' is only white space"), "\(blank.stderr)")
         _ = FileManager.default.createFile(atPath: binary, contents: Data([0xFF, 0xFE]))
         let commerce = try await CLI.runDetached([
             "sign", "advanced-commerce", "--issuer-id", "57246542-96fe-1a63-e053-0824d011072a", "--key-id", "K", "--bundle-id", "b",

@@ -210,6 +210,11 @@ struct OperatorErrorTests {
             let run = try await CLI.runDetached(arguments)
             #expect(run.status == 64 && run.stderr.hasPrefix(said), "\(arguments): \(run.stderr)")
         }
+        // No simulator there: said in the system's words, not NIO's (which repeat themselves, with a stray parenthesis).
+        let absent = try await CLI.runDetached(["simulator", "customer", "--id", "c", "--url", "http://127.0.0.1:9"])
+        #expect(
+            absent.status == 1 && absent.stderr == "error: unreachable: no simulator answered at http://127.0.0.1:9: connection refused\n",
+            "\(absent.stderr)")
         // A key pasted as a value that starts with dashes reads as an unknown option: not echoed, nor are control
         // characters in a mistyped option.
         let pasted = try await CLI.runDetached([

@@ -290,6 +290,14 @@ struct StrictConfigurationTests {
                 "apiKeys[0].name has a control character (U+0009) at character 2: it must be 1 to 100 characters"
             ),
             (
+                "{\"apps\": [\(StrictConfigurationTests.app)], \"apiKeys\": [{\"name\": \" \", \"sha256\": \"\(String(repeating: "a", count: 64))\", \"scope\": \"admin\"}]}",
+                "apiKeys[0].name is only white space: it must be 1 to 100 characters, none of them a control character, and no white space at either end"
+            ),
+            (
+                "{\"apps\": [\(StrictConfigurationTests.app)], \"apiKeys\": [{\"name\": \"ops \", \"sha256\": \"\(String(repeating: "a", count: 64))\", \"scope\": \"admin\"}]}",
+                "apiKeys[0].name ends with white space"
+            ),
+            (
                 "{\"apps\": [\(StrictConfigurationTests.app)], \"http\": {\"maxConnections\": 99999999999999999999}}",
                 "http.maxConnections: 99999999999999999999 is out of range"
             ),

@@ -65,6 +65,8 @@ struct ReconciliationTests {
                     ("?environment=sandbox", "invalid-parameter", "environment must be Production, Sandbox or Xcode, not 'sandbox'"),
                     ("?environment=Production", "unknown-app", "no app with credentials matches"),
                     ("?bundleId=com.nope", "unknown-app", "no app with credentials matches"),
+                    // A bad value is named before the app is looked for.
+                    ("?dryRun=maybe&bundleId=com.nope", "invalid-parameter", "dryRun must be true or false, not 'maybe'"),
                 ] {
                     let refused = try await T.call(.POST, reconcile + query, key: T.adminKey)
                     let error = refused.json["error"] as? [String: Any]

@@ -48,8 +48,8 @@ extension ServerConfiguration {
     /// The most characters an API key's name may have.
     package static let keyNameLimit = 100
 
-    /// Whether `name` may name an API key: 1 to ``keyNameLimit`` characters, none a control character (logs and the
-    /// audit log show it).
+    /// Whether `name` may name an API key: 1 to ``keyNameLimit`` characters, none a control character, no white space
+    /// at either end (logs and the audit log show it).
     package static func isKeyName(_ name: String) -> Bool { keyNameProblem(name) == nil }
 
     /// What breaks the rule of ``isKeyName(_:)``, in words (`is empty`, `has 5000 characters`, `has a control
@@ -57,6 +57,10 @@ extension ServerConfiguration {
     package static func keyNameProblem(_ name: String) -> String? {
         if name.isEmpty { return "is empty" }
         if name.count > keyNameLimit { return "has \(name.count) characters" }
+        // A name of spaces shows as nothing in a log; one with a space at an end as another key's name.
+        if name.allSatisfy(\.isWhitespace) { return "is only white space" }
+        if name.first?.isWhitespace == true { return "begins with white space" }
+        if name.last?.isWhitespace == true { return "ends with white space" }
         for (offset, character) in name.enumerated() {
             guard let scalar = character.unicodeScalars.first(where: { $0.properties.generalCategory == .control }) else { continue }
             return "has a control character (U+\(String(format: "%04X", scalar.value))) at character \(offset + 1)"
@@ -233,7 +237,7 @@ extension ServerConfiguration {
             if let problem = Self.keyNameProblem(key.name) {
                 throw ConfigurationError(
                     "apiKeys[\(index)].name \(problem): it must be 1 to \(Self.keyNameLimit) characters, none of them a control "
-                        + "character (it is what logs and the audit log show)", setting: "apiKeys[\(index)].name")
+                        + "character, and no white space at either end (it is what logs and the audit log show)", setting: "apiKeys[\(index)].name")
             }
             guard key.sha256.count == 64, key.sha256.allSatisfy(\.isHexDigit) else {
                 throw ConfigurationError(

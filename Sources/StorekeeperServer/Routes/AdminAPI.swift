@@ -22,8 +22,9 @@ struct AdminAPI: Sendable {
             }
             let customerId = try CustomerAPI.customerId(context)
             let query = try QueryParameters(request, allowed: ["dryRun", "bundleId", "environment"])
-            let reconciler = try pick(query)
+            // The query's own mistakes first: a bad `dryRun` is named whatever the app's.
             let dryRun = try query.bool("dryRun") ?? false
+            let reconciler = try pick(query)
             do {
                 let report = try await reconciler.reconcile(.customer(customerId), dryRun: dryRun)
                 return StorekeeperApplication.jsonResponse(report)

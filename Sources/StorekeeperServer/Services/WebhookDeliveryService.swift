@@ -1,4 +1,5 @@
 import AppStoreModels
+import AppStoreServerAPI
 import AsyncHTTPClient
 import Foundation
 package import Logging
@@ -364,18 +365,7 @@ package struct WebhookDeliveryService: Service {
     }
 
     /// A transport failure in a few words (never the URL's secrets: the URL has no user or password).
-    static func describe(_ error: any Error) -> String {
-        if let error = error as? HTTPClientError {
-            switch error {
-            case .deadlineExceeded, .readTimeout, .connectTimeout: return "timed out"
-            case .remoteConnectionClosed: return "the connection was closed before the answer ended"
-            default: break
-            }
-        }
-        let text = String(describing: error)
-        if text.contains("connectionRefused") || text.contains("Connection refused") { return "connection refused" }
-        return UntrustedText.escaped(String(text.prefix(200)), limit: 200)
-    }
+    static func describe(_ error: any Error) -> String { AppStoreServerAPIClient.describe(error) }
 }
 
 extension Duration {

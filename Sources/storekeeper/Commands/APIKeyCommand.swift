@@ -26,7 +26,7 @@ struct APIKeyCommand: ParsableCommand {
         if let name, let problem = ServerConfiguration.keyNameProblem(name) {
             throw ValidationError(
                 "--name \(UntrustedText.quoted(name, limit: 64)) \(problem): it must be 1 to \(ServerConfiguration.keyNameLimit) characters, "
-                    + "none of them a control character (it is what logs show)")
+                    + "none of them a control character, and no white space at either end (it is what logs show)")
         }
         if parsed == .admin && bundleID != nil {
             throw ValidationError("an admin key acts for every app: leave --bundle-id out, or give --scope app")

@@ -1,4 +1,5 @@
 import AppStoreModels
+import AppStoreServerAPI
 import AppStoreSimulator
 import ArgumentParser
 import AsyncHTTPClient
@@ -52,7 +53,7 @@ struct ControlOptions: ParsableArguments {
                     + "holds it up to 10 s per notification"
             )
         } catch {
-            throw CLIError(code: "unreachable", message: "no simulator answered at \(url): \(error)")
+            throw CLIError(code: "unreachable", message: "no simulator answered at \(url): \(AppStoreServerAPIClient.describe(error))")
         }
         let text = String(buffer: try await response.body.collect(upTo: 16 << 20))
         guard (200..<300).contains(response.status.code) else {
