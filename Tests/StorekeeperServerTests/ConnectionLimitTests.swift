@@ -239,6 +239,32 @@ struct ConnectionLimitTests {
         }
     }
 
+    @Test("an HTTP/1.0 request is answered with Connection: close and its connection closes, unless it asks for keep-alive")
+    func http10() async throws {
+        try await Self.withServer(HTTPLimits(idleTimeout: 30, headerReadTimeout: 30)) { port in
+            // Without keep-alive: closed after the answer (a client reading to the end used to wait out the idle timeout).
+            let plain = try RawConnection(port: port)
+            plain.send("GET /health HTTP/1.0\r\n\r\n")
+            let (text, closed) = await plain.receive(for: 10)
+            #expect(closed && text.contains(" 200 OK") && text.lowercased().contains("connection: close"), "\(text)")
+            #expect(text.contains(#""status":"ok""#), "\(text)")
+            // With keep-alive: two requests answered on one connection, which stays open.
+            let kept = try RawConnection(port: port)
+            let keepAlive = "GET /health HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"
+            kept.send(keepAlive)
+            let first = await kept.receive(until: #""status":"ok""#, within: 10)
+            #expect(first.contains(" 200 OK") && !first.lowercased().contains("connection: close"), "\(first)")
+            kept.send(keepAlive)
+            let (second, secondClosed) = await kept.receive(for: 1)
+            #expect(second.contains(" 200 OK") && !secondClosed, "\(second)")
+            // HTTP/1.1 is as before: kept open.
+            let modern = try RawConnection(port: port)
+            modern.send(Self.health)
+            let (answer, modernClosed) = await modern.receive(for: 1)
+            #expect(answer.contains(" 200 OK") && !modernClosed, "\(answer)")
+        }
+    }
+
     @Test("HEAD on /health and /metrics answers the GET's status and headers without a body, and the connection goes on")
     func headProbes() async throws {
         try await Self.withServer(HTTPLimits(idleTimeout: 30, headerReadTimeout: 30)) { port in

@@ -2,9 +2,11 @@ import Hummingbird
 import HummingbirdCore
 import Logging
 import NIOCore
+import NIOHTTPTypesHTTP1
 
 /// Hummingbird's HTTP/1.1 child channel with a ``ConnectionGuard`` around its HTTP decoder: the guard's raw-bytes
-/// handler first in the pipeline, its parts handler between the decoder and Hummingbird's connection-state handler.
+/// handler first in the pipeline, its parts handler between the decoder and Hummingbird's connection-state handler;
+/// and HTTP/1.0's connection rule (``HTTP10Close``) before the conversion to HTTP types.
 struct GuardedHTTP1Channel: ServerChildChannel {
     typealias Value = HTTP1Channel.Value
     let http1: HTTP1Channel
@@ -27,6 +29,7 @@ struct GuardedHTTP1Channel: ServerChildChannel {
                 let operations = channel.pipeline.syncOperations
                 let state = try operations.handler(type: HTTPConnectionStateHandler.self)
                 try operations.addHandler(connectionGuard.value.partsHandler, position: .before(state))
+                try operations.addHandler(HTTP10Close(), position: .before(try operations.handler(type: HTTP1ToHTTPServerCodec.self)))
                 return value
             }
         }
