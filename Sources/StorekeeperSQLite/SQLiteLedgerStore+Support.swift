@@ -113,7 +113,7 @@ extension SQLiteLedgerStore {
                     SupportOverview.WindowTransaction(
                         renewal: row["renewal"] == 1, purchaseDate: Date(epochMilliseconds: row["purchase_date"]),
                         revocationDate: (row["revoked_at"] as Int64?).map(Date.init(epochMilliseconds:)), price: row["price"],
-                        currency: row["currency"], afterFreeTrial: row["after_trial"] == 1))
+                        currency: row["currency"], afterFreeTrial: (row["after_trial"] as Int?) == 1))
             }
             return overview
         }

@@ -162,4 +162,23 @@ struct SupportOverviewStoreTests {
         #expect(overview.revenue == ["USD": 2 * 9_990 + Int64(basic) + Int64(coinPrice)], "\(overview.revenue)")
         #expect(overview.purchasesPerDay.reduce(0, +) == 8 && overview.purchasesPerDay.count == 30)
     }
+
+    @Test(
+        "a renewal whose earlier periods the ledger never saw (an app submitting its latest renewal only) counts as a renewal, not after a trial",
+        arguments: Backend.available)
+    func renewalAlone(backend: Backend) async throws {
+        var harness = SimulatorFixture()
+        try harness.engine.createCustomer(id: "fay")
+        _ = try harness.engine.purchase(.init(customerId: "fay", productId: "pro.monthly"))
+        try harness.advance(days: 32)
+        let store = try await backend.makeStore()
+        let renewals = try await harness.verifiedNotifications().filter { $0.payload.notificationType == .didRenew }
+        #expect(!renewals.isEmpty)
+        for notification in renewals { _ = try await store.apply(notification) }
+        let now = harness.engine.state.now
+        // It crashed the SQLite server (a NULL read as a number), and failed on PostgreSQL.
+        let overview = try await store.overview(
+            ConsumptionStoreTests.app, since: now.addingTimeInterval(-30 * 86_400), now: now.addingTimeInterval(1))
+        #expect(overview.renewals == renewals.count && overview.trialConversions == 0, "\(overview)")
+    }
 }

@@ -178,16 +178,17 @@ package struct SupportOverview: Sendable, Hashable, Encodable {
                 GROUP BY t.product_id, s.status, trial, expired, ended
                 """
             // The app's transactions bought or refunded in the window (by the purchase-date index and the partial index
-            // of refunds: no scan of the app's history); for a renewal, whether the one before it was a free trial.
+            // of refunds: no scan of the app's history); for a renewal, whether the one before it was a free trial (0
+            // when the ledger has none before it: an app that submitted its latest renewal only).
             let columns = """
                 CASE WHEN t.transaction_id <> t.original_transaction_id THEN 1 ELSE 0 END AS renewal, t.purchase_date,
                     \(json("t", "revocationDate", true)) AS revoked_at, \(json("t", "price", true)) AS price,
                     \(json("t", "currency", false)) AS currency,
-                    CASE WHEN t.transaction_id <> t.original_transaction_id AND t.purchase_date > \(since) THEN (
+                    CASE WHEN t.transaction_id <> t.original_transaction_id AND t.purchase_date > \(since) THEN COALESCE((
                         SELECT CASE WHEN \(json("p", "offerDiscountType", false)) = 'FREE_TRIAL' THEN 1 ELSE 0 END FROM transactions p
                         WHERE p.environment = t.environment AND p.original_transaction_id = t.original_transaction_id
                             AND p.purchase_date < t.purchase_date
-                        ORDER BY p.purchase_date DESC, p.transaction_id DESC LIMIT 1) ELSE 0 END AS after_trial
+                        ORDER BY p.purchase_date DESC, p.transaction_id DESC LIMIT 1), 0) ELSE 0 END AS after_trial
                 """
             window = """
                 SELECT \(columns) FROM transactions t \(byDate)
