@@ -47,6 +47,30 @@ extension PostgresLedgerStore {
         try await write { transaction in (try await Self.insert(action, transaction.connection), []) }
     }
 
+    package func recordSupportAction(_ action: SupportAction, unlessDoneSince since: Date) async throws(StorageError) -> SupportActionClaim {
+        try await write { transaction in
+            let connection = transaction.connection
+            // A lock on the claim's name (customer, action, target), held to the commit: instances claiming the same
+            // wait for each other, and the second sees the first's row.
+            let name = [
+                action.customer.bundleId, action.customer.environment.rawValue, action.customer.customerId, action.action, action.target ?? "",
+            ]
+            .joined(separator: "\u{1F}")
+            try await connection.execute("SELECT pg_advisory_xact_lock(hashtextextended(\(name), 0))")
+            for try await done in try await connection.run(
+                """
+                SELECT max(at) FROM support_actions WHERE bundle_id = \(action.customer.bundleId)
+                AND environment = \(action.customer.environment.rawValue) AND customer_id = \(action.customer.customerId)
+                AND action = \(action.action) AND target IS NOT DISTINCT FROM \(action.target) AND outcome = 'done'
+                AND at >= \(since.epochMilliseconds)
+                """
+            ).decode(Int64?.self) {
+                if let done { return (.alreadyDone(at: Date(epochMilliseconds: done)), []) }
+            }
+            return (.recorded(try await Self.insert(action, connection)), [])
+        }
+    }
+
     /// Appends `action` to the audit log; its ID.
     static func insert(_ action: SupportAction, _ connection: PostgresConnection) async throws -> Int64 {
         var id: Int64 = 0

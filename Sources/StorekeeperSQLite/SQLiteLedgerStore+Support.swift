@@ -46,6 +46,26 @@ extension SQLiteLedgerStore {
         try await write { db, _ in try Self.insert(action, db) }
     }
 
+    package func recordSupportAction(_ action: SupportAction, unlessDoneSince since: Date) async throws(StorageError) -> SupportActionClaim {
+        // One writer: the look and the append are one transaction no other write enters.
+        try await write { db, _ in
+            if let done = try Int64.fetchOne(
+                db,
+                sql: """
+                    SELECT max(at) FROM support_actions WHERE bundle_id = ? AND environment = ? AND customer_id = ? AND action = ?
+                    AND target IS ? AND outcome = 'done' AND at >= ?
+                    """,
+                arguments: [
+                    action.customer.bundleId, action.customer.environment.rawValue, action.customer.customerId, action.action, action.target,
+                    since.epochMilliseconds,
+                ])
+            {
+                return .alreadyDone(at: Date(epochMilliseconds: done))
+            }
+            return .recorded(try Self.insert(action, db))
+        }
+    }
+
     /// Appends `action` to the audit log; its ID.
     static func insert(_ action: SupportAction, _ db: Database) throws -> Int64 {
         try db.cachedStatement(

@@ -60,6 +60,46 @@ struct LedgerStoreContractTests {
         for store in stores { await (store as? PostgresLedgerStore)?.close() }
     }
 
+    @Test(
+        "an audit record appended unless one like it was done since a time: of racing claims one appends, the others are told when it was",
+        arguments: Backend.available)
+    func supportActionClaims(backend: Backend) async throws {
+        var racing: [any LedgerStore] = [try await backend.makeStore()]
+        if backend == .postgres {
+            let url = try await PostgresTestDatabase.create()
+            racing = [try await PostgresLedgerStore.open(url), try await PostgresLedgerStore.open(url), try await PostgresLedgerStore.open(url)]
+        }
+        let stores = racing
+        let customer = CustomerKey(bundleId: "com.example.storekeeper", environment: .sandbox, customerId: "bob")
+        let at = Date(timeIntervalSince1970: 1_800_000_000)
+        func action(_ target: String, outcome: String = "done", at: Date = at) -> SupportAction {
+            SupportAction(
+                at: at, keyName: "app", customer: customer, action: "sign-offer", target: target, request: [:], outcome: outcome, detail: [:])
+        }
+        let claims = try await withThrowingTaskGroup(of: SupportActionClaim.self) { group in
+            for index in 0..<9 {
+                group.addTask {
+                    try await stores[index % stores.count].recordSupportAction(action("winback"), unlessDoneSince: at.addingTimeInterval(-86_400))
+                }
+            }
+            return try await group.reduce(into: [SupportActionClaim]()) { $0.append($1) }
+        }
+        #expect(claims.filter { if case .recorded = $0 { true } else { false } }.count == 1, "\(claims)")
+        #expect(claims.filter { $0 == .alreadyDone(at: at) }.count == 8, "\(claims)")
+        let store = stores[0]
+        // Another target, a refusal, and a claim after the window are not in the way.
+        if case .alreadyDone = try await store.recordSupportAction(action("promo"), unlessDoneSince: at) { Issue.record("another target") }
+        _ = try await store.recordSupportAction(action("half", outcome: "refused"))
+        if case .alreadyDone = try await store.recordSupportAction(action("half"), unlessDoneSince: at) { Issue.record("a refusal") }
+        let later = at.addingTimeInterval(2 * 86_400)
+        if case .alreadyDone = try await store.recordSupportAction(action("winback", at: later), unlessDoneSince: later.addingTimeInterval(-86_400)) {
+            Issue.record("a claim older than the window")
+        }
+        let kept = try await store.supportActions(customer: customer)
+        #expect(kept.filter { $0.target == "winback" }.count == 2 && kept.count == 5, "\(kept)")
+        for store in stores { await (store as? PostgresLedgerStore)?.close() }
+    }
+
     @Test("any order of the same notifications, each twice, leaves the same customer ledger", arguments: Backend.available)
     func orderIndependence(backend: Backend) async throws {
         var harness = H()

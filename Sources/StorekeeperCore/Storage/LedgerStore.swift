@@ -72,6 +72,12 @@ package protocol LedgerStore: DeliveryStore, Sendable {
     /// Appends an action to the support audit log; returns its ID. The log is append-only.
     func recordSupportAction(_ action: SupportAction) async throws(StorageError) -> Int64
 
+    /// Appends `action` unless the log holds an action of its kind on its target for its customer, done (outcome
+    /// `done`) at or after `since`: the new action's ID, or the time of the one found. The look and the append are one
+    /// transaction, so of two racing (on any instances) one appends and the other finds it: a once-per-customer offer's
+    /// signature is claimed so.
+    func recordSupportAction(_ action: SupportAction, unlessDoneSince since: Date) async throws(StorageError) -> SupportActionClaim
+
     /// The audit log's actions on a customer, oldest first.
     func supportActions(customer: CustomerKey) async throws(StorageError) -> [SupportAction]
 

@@ -100,3 +100,12 @@ package struct SupportAction: Sendable, Hashable, Encodable {
         (try? AppStoreJSON.makeDecoder().decode([String: JSONValue].self, from: Data(text.utf8))) ?? [:]
     }
 }
+
+/// What came of appending an action only if none like it was done since a time
+/// (`LedgerStore.recordSupportAction(_:unlessDoneSince:)`).
+package enum SupportActionClaim: Sendable, Equatable {
+    /// Appended, with this ID.
+    case recorded(Int64)
+    /// Not appended: one like it was done at this time.
+    case alreadyDone(at: Date)
+}

@@ -3,6 +3,7 @@ import AppStoreSigning
 import Foundation
 import Hummingbird
 import HummingbirdAuth
+import Logging
 import StorekeeperCore
 import StorekeeperHTTP
 
@@ -108,21 +109,58 @@ struct OfferAPI: Sendable {
         }
         var request: [String: JSONValue] = ["productId": .string(productId), "format": .string(format)]
         if let id = body.transactionId { request["transactionId"] = .string(id) }
-        func audit(_ outcome: String, _ detail: [String: JSONValue]) async {
-            _ = try? await store.recordSupportAction(
-                SupportAction(
-                    at: at, keyName: identity.name, customer: scope, action: SupportAction.Kind.signOffer.rawValue, target: offerId, request: request,
-                    outcome: outcome, detail: detail))
+        func action(_ outcome: String, _ detail: [String: JSONValue]) -> SupportAction {
+            SupportAction(
+                at: at, keyName: identity.name, customer: scope, action: SupportAction.Kind.signOffer.rawValue, target: offerId, request: request,
+                outcome: outcome, detail: detail)
+        }
+        func refuse(_ code: String, _ reason: String) async throws -> Never {
+            await auditRefusal(action("refused", ["refused": .string(code), "reason": .string(reason)]), logger: routeContext.logger)
+            throw APIError(.forbidden, .init(rawValue: code), reason)
+        }
+        /// Records the signature about to be given, or refuses it: no signature leaves without its audit record (a log
+        /// that cannot be written answers 503). When the policy allowed it only because no signature is outstanding (a
+        /// once-per-customer offer), the record is a claim: of two requests racing, on any instances, one signs.
+        func record(_ detail: [String: JSONValue]) async throws {
+            var claimed = facts
+            claimed.outstandingSignature = at
+            let needsClaim: Bool
+            if case .refused = policy.decide(offerId: offerId, productId: productId, environment: scope.environment, facts: claimed) {
+                needsClaim = true
+            } else {
+                needsClaim = false
+            }
+            do {
+                if needsClaim {
+                    if case .alreadyDone(let issued) = try await store.recordSupportAction(
+                        action("done", detail), unlessDoneSince: at.addingTimeInterval(-24 * 3_600))
+                    {
+                        var raced = facts
+                        raced.outstandingSignature = issued
+                        if case .refused(let code, let reason) = policy.decide(
+                            offerId: offerId, productId: productId, environment: scope.environment, facts: raced)
+                        {
+                            try await refuse(code, reason)
+                        }
+                    }
+                } else {
+                    _ = try await store.recordSupportAction(action("done", detail))
+                }
+            } catch let error as StorageError {
+                routeContext.logger.error(
+                    "an offer signature could not be written to the audit log; none was given",
+                    metadata: ["error": .string(UntrustedText.escaped(error.message, limit: 300))])
+                throw APIError(.serviceUnavailable, .storageUnavailable, "the signature could not be written to the audit log; none was given: retry")
+            }
         }
         switch policy.decide(offerId: offerId, productId: productId, environment: scope.environment, facts: facts) {
         case .refused(let code, let reason):
-            await audit("refused", ["refused": .string(code), "reason": .string(reason)])
-            throw APIError(.forbidden, .init(rawValue: code), reason)
+            try await refuse(code, reason)
         case .allowed(let rule):
             if format == "v2" {
                 let jws = try OfferSignatures.promotionalOfferJWS(
                     key: key, productId: productId, offerIdentifier: offerId, transactionId: body.transactionId, at: at)
-                await audit("done", ["rule": .string("rules[\(rule)]")])
+                try await record(["rule": .string("rules[\(rule)]")])
                 struct V2: Encodable {
                     var format = "v2"
                     var productId: String
@@ -138,7 +176,7 @@ struct OfferAPI: Sendable {
                 throw APIError(.serviceUnavailable, .storageUnavailable, "the customer's app account token could not be issued; retry")
             }
             let v1 = try OfferSignatures.signV1(key: key, productId: productId, offerId: offerId, appAccountToken: token.description, at: at)
-            await audit("done", ["rule": .string("rules[\(rule)]"), "nonce": .string(v1.nonce), "timestamp": .number(Double(v1.timestamp))])
+            try await record(["rule": .string("rules[\(rule)]"), "nonce": .string(v1.nonce), "timestamp": .number(Double(v1.timestamp))])
             struct V1: Encodable {
                 var format = "v1"
                 var productId: String
@@ -157,6 +195,18 @@ struct OfferAPI: Sendable {
                 V1(
                     productId: productId, offerId: offerId, keyIdentifier: v1.keyIdentifier, nonce: v1.nonce, timestamp: v1.timestamp,
                     signature: v1.signature, signatureBytes: Array(Data(base64Encoded: v1.signature) ?? Data()), appAccountToken: token.description))
+        }
+    }
+
+    /// Writes a refusal to the audit log. The refusal stands whether or not the log takes it; a log that does not is
+    /// said in the server's log.
+    func auditRefusal(_ refusal: SupportAction, logger: Logger) async {
+        do {
+            _ = try await store.recordSupportAction(refusal)
+        } catch {
+            logger.error(
+                "an offer signature's refusal could not be written to the audit log",
+                metadata: ["error": .string(UntrustedText.escaped(error.message, limit: 300))])
         }
     }
 
@@ -181,15 +231,20 @@ struct OfferAPI: Sendable {
         let at = now()
         let jws = try OfferSignatures.introductoryOfferEligibilityJWS(
             key: key, productId: productId, allowIntroductoryOffer: allow, transactionId: transactionId, at: at)
-        _ = try? await store.recordSupportAction(
-            SupportAction(
-                at: at, keyName: identity.name, customer: scope, action: SupportAction.Kind.signIntroductoryEligibility.rawValue, target: productId,
-                request: ["productId": .string(productId)], outcome: "done",
-                detail: [
-                    "allowIntroductoryOffer": .bool(allow), "transactionId": .string(transactionId),
-                    "group": facts.group.map { .string($0) } ?? .null,
-                ]
-            ))
+        do {
+            _ = try await store.recordSupportAction(
+                SupportAction(
+                    at: at, keyName: identity.name, customer: scope, action: SupportAction.Kind.signIntroductoryEligibility.rawValue,
+                    target: productId, request: ["productId": .string(productId)], outcome: "done",
+                    detail: [
+                        "allowIntroductoryOffer": .bool(allow), "transactionId": .string(transactionId),
+                        "group": facts.group.map { .string($0) } ?? .null,
+                    ]
+                ))
+        } catch {
+            // No signature leaves without its audit record.
+            throw APIError(.serviceUnavailable, .storageUnavailable, "the signature could not be written to the audit log; none was given: retry")
+        }
         struct Answer: Encodable {
             var productId: String
             var allowIntroductoryOffer: Bool
