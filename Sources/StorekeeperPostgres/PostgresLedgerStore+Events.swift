@@ -247,6 +247,10 @@ extension PostgresLedgerStore {
                 "DELETE FROM issued_tokens WHERE customer_id = \(customerId) AND bundle_id = \(bundleId) AND environment = \(environment)")
             try await connection.execute(
                 "DELETE FROM consumption_consents WHERE customer_id = \(customerId) AND bundle_id = \(bundleId) AND environment = \(environment)")
+            // Their refund requests stay but name no one (as on SQLite).
+            try await connection.execute(
+                "UPDATE consumption_requests SET customer_id = NULL WHERE customer_id = \(customerId) AND bundle_id = \(bundleId) AND environment = \(environment)"
+            )
             try await connection.execute(
                 "DELETE FROM promotional_grants WHERE customer_id = \(customerId) AND bundle_id = \(bundleId) AND environment = \(environment)")
             try await connection.execute(

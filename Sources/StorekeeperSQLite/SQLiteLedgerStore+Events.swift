@@ -245,6 +245,11 @@ extension SQLiteLedgerStore {
             try db.execute(sql: "DELETE FROM issued_tokens WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3", arguments: arguments)
             try db.execute(
                 sql: "DELETE FROM consumption_consents WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3", arguments: arguments)
+            // Their refund requests stay (Apple's, about a purchase) but name no one: an open one is then sent under
+            // nobody's consent, which is none, and a later customer of the same ID does not consent for them.
+            try db.execute(
+                sql: "UPDATE consumption_requests SET customer_id = NULL WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3",
+                arguments: arguments)
             // Grants are not financial records: they go with the identity (the audit log keeps who granted what).
             try db.execute(
                 sql: "DELETE FROM promotional_grants WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3", arguments: arguments)

@@ -102,6 +102,32 @@ struct ConsumptionStoreTests {
 
         #expect(try await store.erase(alice) != nil)
         #expect(try await store.consumptionConsent(alice) == nil, "erasure forgets consent")
+        #expect(try await store.consumptionRequest(uuid)?.customerId == nil, "the request names no one")
+        #expect(try await store.consumptionRequests(.customer(alice)).isEmpty)
+    }
+
+    @Test(
+        "a request waiting for a person when its customer is erased is never sent, even when a new customer of the same ID consents",
+        arguments: Backend.available)
+    func erasedWhileWaiting(backend: Backend) async throws {
+        let (store, harness, _, uuid) = try await Self.refundRequested(backend)
+        let alice = CustomerKey(bundleId: Self.app.bundleId, environment: .sandbox, customerId: "alice")
+        let at = harness.engine.state.now
+        try await store.setConsumptionConsent(ConsumptionConsent(consented: true, at: at), for: alice)
+        let responder = ConsumptionResponder(
+            store: store, verifiers: [Self.app: harness.verifier], clients: [:], policies: [:], holder: "test", now: { at },
+            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        #expect(await responder.pass() == 1)
+        #expect(try await store.consumptionRequest(uuid)?.state == .manual)
+        #expect(try await store.erase(alice) != nil)
+        // Another person takes the ID and consents; the waiting request was the erased customer's.
+        _ = try await store.appAccountToken(for: "alice", bundleId: Self.app.bundleId, environment: .sandbox, renew: false)
+        try await store.setConsumptionConsent(ConsumptionConsent(consented: true, at: at), for: alice)
+        let answer = ConsumptionAnswer(deliveryStatus: .delivered, refundPreference: .decline)
+        #expect(try await store.answerConsumptionRequest(uuid, answer: answer, decidedBy: "key support", at: at)?.state == .pending)
+        #expect(await responder.pass() == 1)
+        let sent = try #require(try await store.consumptionRequest(uuid))
+        #expect(sent.state == .notConsented && sent.lastError?.contains("names no customer") == true, "\(sent)")
     }
 }
 

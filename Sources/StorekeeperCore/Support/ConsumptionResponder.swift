@@ -181,27 +181,31 @@ package struct ConsumptionResponder: Sendable {
             record.lastError = "the request has no answer or no transaction to send it for"
             return record
         }
+        // Consent is asked again before each send: a customer who withdrew it since the request was decided (or while it
+        // waited for a person) gets no answer; nor does a purchase that names no customer (erased since, or never
+        // attributed): there is no one whose consent it could be sent under.
+        guard let customer = record.customerId else {
+            record.state = .notConsented
+            record.lastError = "the purchase names no customer (erased, or never attributed): no consent to send it under"
+            return record
+        }
+        let consent: ConsumptionConsent?
+        do {
+            consent = try await store.consumptionConsent(CustomerKey(bundleId: bundleId, environment: environment, customerId: customer))
+        } catch {
+            record.lastError = "the customer's consent could not be read; retrying"
+            record.nextAttemptAt = at.addingTimeInterval(30)
+            return record
+        }
+        guard consent?.consented == true else {
+            record.state = .notConsented
+            record.lastError = "the customer withdrew their consent before the answer was sent"
+            return record
+        }
         guard let client = clients[VerifierKey(bundleId: bundleId, environment: environment)] else {
             record.state = .failed
             record.lastError = "\(bundleId) has no serverAPI credentials for \(environment.rawValue): nothing can be sent"
             return record
-        }
-        // Consent is asked again before each send: a customer who withdrew it since the request was decided (or while it
-        // waited for a person) gets no answer.
-        if let customer = record.customerId {
-            let consent: ConsumptionConsent?
-            do {
-                consent = try await store.consumptionConsent(CustomerKey(bundleId: bundleId, environment: environment, customerId: customer))
-            } catch {
-                record.lastError = "the customer's consent could not be read; retrying"
-                record.nextAttemptAt = at.addingTimeInterval(30)
-                return record
-            }
-            guard consent?.consented == true else {
-                record.state = .notConsented
-                record.lastError = "the customer withdrew their consent before the answer was sent"
-                return record
-            }
         }
         record.attempts += 1
         let body = answer.request(for: record.productType)
