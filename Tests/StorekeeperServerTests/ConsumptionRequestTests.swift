@@ -210,11 +210,30 @@ struct ConsumptionRequestTests {
             #expect(unknown.status == 404 && SupportExtensionTests.error(unknown).code == "unknown-consumption-request", "\(unknown.json)")
 
             // A percentage is never sent for an auto-renewable (Apple computes it): left out of the request.
-            let answered = try await T.call(
-                .POST, answerURL, key: T.supportKey,
-                body: #"{"deliveryStatus": "DELIVERED", "refundPreference": "DECLINE", "consumptionPercentage": 40000}"#)
-            #expect(
-                answered.status == 200 && answered.json["state"] as? String == "pending" && answered.json["decidedBy"] as? String == "key support")
+            // Four people answer at once: one answer is taken; the others are told why from the request as it is now
+            // (they were told its 12 hours had passed).
+            let answers = try await withThrowingTaskGroup(of: (status: Int, text: Data).self) { group in
+                for _ in 0..<4 {
+                    group.addTask {
+                        let answer = try await T.call(
+                            .POST, answerURL, key: T.supportKey,
+                            body: #"{"deliveryStatus": "DELIVERED", "refundPreference": "DECLINE", "consumptionPercentage": 40000}"#)
+                        return (answer.status, try JSONSerialization.data(withJSONObject: answer.json))
+                    }
+                }
+                var answers: [(status: Int, json: [String: Any])] = []
+                for try await (status, text) in group {
+                    answers.append((status, try JSONSerialization.jsonObject(with: text) as? [String: Any] ?? [:]))
+                }
+                return answers
+            }
+            #expect(answers.filter { $0.status == 200 }.count == 1, "\(answers.map(\.json))")
+            for refused in answers where refused.status != 200 {
+                let message = SupportExtensionTests.error(refused).message
+                #expect(refused.status == 409 && !message.contains("12 hours") && message.contains("decided by key support"), "\(refused.json)")
+            }
+            let answered = try #require(answers.first { $0.status == 200 })
+            #expect(answered.json["state"] as? String == "pending" && answered.json["decidedBy"] as? String == "key support")
             let sent = try await Self.request(base, transactionId: monthly, state: "sent")
             #expect(sent["decidedBy"] as? String == "key support")
             let latest = try await Self.received(testbed, monthly).latest?.objectValue

@@ -99,9 +99,13 @@ extension SupportAPI {
             throw APIError(.serviceUnavailable, .storageUnavailable, "the answer could not be stored; retry")
         }
         guard let answered else {
+            // Why, from the request as it is now: read before the answer, it said `manual` when another person's answer
+            // had just been taken (which was told as "its 12 hours have passed").
+            let current = (try? await store.consumptionRequest(existing.notificationUUID)) ?? nil
+            let state = current ?? existing
             let why =
-                existing.state == .manual
-                ? "its 12 hours have passed" : "it is \(existing.state.rawValue)" + (existing.decidedBy.map { " (decided by \($0))" } ?? "")
+                state.state == .manual
+                ? "its 12 hours have passed" : "it is \(state.state.rawValue)" + (state.decidedBy.map { " (decided by \($0))" } ?? "")
             throw APIError(.conflict, .consumptionRequestClosed, "consumption request \(uuid) is not waiting for a person: \(why)")
         }
         logger.info(
