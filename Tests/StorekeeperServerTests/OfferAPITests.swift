@@ -178,6 +178,8 @@ struct OfferAPITests {
                 ("", #"{"productId":"pro monthly"}"#, 400, "invalid-parameter"), ("", #"{"productId":"pro.monthly","x":1}"#, 400, "malformed-body"),
                 ("", #"{"productId":"pro.monthly","transactionId":"12a"}"#, 400, "malformed-body"),
                 ("&bundleId=com.example.other", #"{"productId":"pro.monthly"}"#, 403, "other-app"),
+                // A product in no configured group (another app's, or none) is not signed for.
+                ("", #"{"productId":"no.such.product"}"#, 400, "invalid-parameter"),
             ] {
                 let refused = try await sign("bob", "winback.month", body, query: query)
                 #expect(refused.status == status && Self.error(refused).code == code, "\(query) \(body): \(refused.json)")

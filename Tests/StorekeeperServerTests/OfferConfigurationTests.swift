@@ -59,6 +59,10 @@ struct OfferConfigurationTests {
             (#", "subscriptionGroups": {"1": ["pro.monthly"], "2": ["pro.monthly"]}"#, "two subscription groups"),
             (#", "subscriptionGroups": {"": ["pro.monthly"]}"#, "subscriptionGroups"),
             (#", "subscriptionGroups": {"1": []}"#, "at least one product"),
+            (
+                #", "rules": [{"offerId": "promo", "productIds": ["pro.montly"]}], "subscriptionGroups": {"1": ["pro.monthly"]}"#,
+                "rules[0].productIds holds 'pro.montly', in no group of subscriptionGroups"
+            ),
         ])
     func refused(fragment: String, named: String) throws {
         let loaded = try Self.load(fragment)

@@ -143,6 +143,17 @@ package struct OfferPolicy: Codable, Hashable, Sendable {
                 }
             }
         }
+        // The groups list every product offers are for: a rule's product in none is a typo, or another app's.
+        if !groupOf.isEmpty {
+            for (index, rule) in rules.enumerated() {
+                if let stray = rule.productIds?.first(where: { groupOf[$0] == nil }) {
+                    return (
+                        "rules[\(index)].productIds",
+                        "rules[\(index)].productIds holds \(UntrustedText.quoted(stray, limit: 64)), in no group of subscriptionGroups (which lists every product of the app's subscription groups)"
+                    )
+                }
+            }
+        }
         return nil
     }
 

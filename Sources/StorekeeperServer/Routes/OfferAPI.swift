@@ -91,6 +91,12 @@ struct OfferAPI: Sendable {
             throw APIError(.badRequest, .malformedBody, "transactionId must be digits, not \(UntrustedText.quoted(id, limit: 32))")
         }
         var (key, policy, scope, facts) = try await context(query, identity: identity, customerId: customerId, productId: productId, offerId: offerId)
+        if !policy.subscriptionGroups.isEmpty, !policy.subscriptionGroups.values.contains(where: { $0.contains(productId) }) {
+            throw APIError(
+                .badRequest, .invalidParameter,
+                "product \(UntrustedText.quoted(productId, limit: 64)) is in no subscription group of offers.subscriptionGroups: offers are a subscription's"
+            )
+        }
         let at = now()
         if let id = body.transactionId, !facts.transactionIds.contains(id) {
             throw APIError(
