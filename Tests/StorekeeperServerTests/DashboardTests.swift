@@ -226,9 +226,17 @@ struct DashboardTests {
             // The same form again (a reload, a double click): refused, nothing granted twice.
             let replayed = try await browser.request(.POST, action, form: sent)
             #expect(replayed.status == 409 && replayed.body.contains("sent already"), "\(replayed.status)")
+            // A form token is its form's: made up, or taken from bob's grant form and posted to alice's, it is refused.
+            let madeUp = try await browser.request(.POST, action, form: [("csrf", form.csrf ?? ""), ("form", DashboardBrowser.newToken())] + fields)
+            #expect(madeUp.status == 403 && madeUp.body.contains("for another form"), "\(madeUp.status)")
+            let fresh = try await browser.request(.GET, String(customer.body[link]).replacingOccurrences(of: "&amp;", with: "&"))
+            let elsewhere = try await browser.request(
+                .POST, "/dashboard/customers/alice/promotional-entitlements",
+                form: [("csrf", fresh.csrf ?? ""), ("form", fresh.formToken ?? "")] + fields)
+            #expect(elsewhere.status == 403 && elsewhere.body.contains("for another form"), "\(elsewhere.status)")
             // A one-app key of another app, named in the form: refused, not done in its own app.
             let otherApp = try await browser.request(
-                .POST, action, form: [("csrf", form.csrf ?? ""), ("form", DashboardBrowser.newToken())] + fields + [("bundleId", "com.example.nope")])
+                .POST, action, form: [("csrf", fresh.csrf ?? ""), ("form", fresh.formToken ?? "")] + fields + [("bundleId", "com.example.nope")])
             #expect(otherApp.status == 403 || otherApp.status == 404 || otherApp.status == 400, "\(otherApp.status)")
             let state = try await T.call(.GET, base + "/v1/customers/bob?environment=Sandbox", key: T.appKey)
             let promotional = ((state.json["entitlements"] as? [[String: Any]]) ?? []).filter { $0["source"] as? String == "promotional" }
@@ -241,6 +249,7 @@ struct DashboardTests {
             let revokeLink = "/dashboard/customers/bob/promotional-entitlements/\(id)/revoke"
             #expect(after.body.contains(revokeLink))
             let confirm = try await browser.request(.GET, revokeLink + "?environment=Sandbox")
+            let secondConfirm = try await browser.request(.GET, revokeLink + "?environment=Sandbox")
             #expect(confirm.status == 200 && confirm.body.contains("Confirm: revoke") && confirm.body.contains("beta"), "\(confirm.status)")
             #expect(try await browser.request(.POST, revokeLink, form: [("reason", "oops"), ("environment", "Sandbox")]).status == 403)
             let revoked = try await browser.request(
@@ -252,7 +261,7 @@ struct DashboardTests {
             #expect(revoked.status == 200 && revoked.body.contains("no longer has beta"), "\(revoked.status)")
             let again = try await browser.request(
                 .POST, revokeLink,
-                form: [("csrf", confirm.csrf ?? ""), ("form", DashboardBrowser.newToken()), ("reason", "twice"), ("environment", "Sandbox")])
+                form: [("csrf", confirm.csrf ?? ""), ("form", secondConfirm.formToken ?? ""), ("reason", "twice"), ("environment", "Sandbox")])
             #expect(again.status == 409, "\(again.status)")
             let revokedPage = try await browser.request(.GET, revokeLink + "?environment=Sandbox")
             #expect(revokedPage.status == 409 && !revokedPage.body.contains("Confirm: revoke"), "a revoked grant offers no form")

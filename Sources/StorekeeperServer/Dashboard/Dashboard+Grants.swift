@@ -28,18 +28,18 @@ extension Dashboard {
         struct Form {
             var chrome: Chrome
             var customerId, bundleId, environment, csrf, action, back: String
-            var formToken = DashboardSessions.token()
+            var formToken = ""
             var names: [String]
             var hasNames: Bool
         }
         let names = Set(support.configuration.entitlements.productEntitlements.values.flatMap { $0 }).sorted()
-        return html(
-            "grant",
-            Form(
-                chrome: Self.chrome("Grant", session), customerId: key.customerId, bundleId: key.bundleId, environment: key.environment.rawValue,
-                csrf: session.csrf, action: "/dashboard/customers/\(Self.segment(key.customerId))/promotional-entitlements",
-                back: Self.customerLink(key.customerId, key.bundleId, key.environment),
-                names: names, hasNames: !names.isEmpty))
+        var page = Form(
+            chrome: Self.chrome("Grant", session), customerId: key.customerId, bundleId: key.bundleId, environment: key.environment.rawValue,
+            csrf: session.csrf, action: "/dashboard/customers/\(Self.segment(key.customerId))/promotional-entitlements",
+            back: Self.customerLink(key.customerId, key.bundleId, key.environment),
+            names: names, hasNames: !names.isEmpty)
+        page.formToken = DashboardSessions.formToken(action: page.action, csrf: session.csrf)
+        return html("grant", page)
     }
 
     /// The customer the form names (its `bundleId` and `environment` fields), as the extension's form does.
@@ -112,16 +112,16 @@ extension Dashboard {
         struct Form {
             var chrome: Chrome
             var customerId, bundleId, environment, entitlement, granted, grantedBy, expires, csrf, action, back: String
-            var formToken = DashboardSessions.token()
+            var formToken = ""
         }
-        return html(
-            "revoke",
-            Form(
-                chrome: Self.chrome("Revoke", session), customerId: key.customerId, bundleId: key.bundleId, environment: key.environment.rawValue,
-                entitlement: grant.entitlement, granted: Self.time(grant.grantedAt), grantedBy: grant.grantedBy ?? "",
-                expires: Self.time(grant.expiresDate), csrf: session.csrf,
-                action: "/dashboard/customers/\(Self.segment(key.customerId))/promotional-entitlements/\(grant.id)/revoke",
-                back: Self.customerLink(key.customerId, key.bundleId, key.environment)))
+        var page = Form(
+            chrome: Self.chrome("Revoke", session), customerId: key.customerId, bundleId: key.bundleId, environment: key.environment.rawValue,
+            entitlement: grant.entitlement, granted: Self.time(grant.grantedAt), grantedBy: grant.grantedBy ?? "",
+            expires: Self.time(grant.expiresDate), csrf: session.csrf,
+            action: "/dashboard/customers/\(Self.segment(key.customerId))/promotional-entitlements/\(grant.id)/revoke",
+            back: Self.customerLink(key.customerId, key.bundleId, key.environment))
+        page.formToken = DashboardSessions.formToken(action: page.action, csrf: session.csrf)
+        return html("revoke", page)
     }
 
     func revoke(

@@ -281,15 +281,15 @@ extension Dashboard {
         struct Form {
             var chrome: Chrome
             var customerId, bundleId, environment, originalTransactionId, productId, expires, csrf, action, back: String
-            var formToken = DashboardSessions.token()
+            var formToken = ""
         }
-        return html(
-            "extend",
-            Form(
-                chrome: Self.chrome("Extend", session), customerId: key.customerId, bundleId: key.bundleId, environment: key.environment.rawValue,
-                originalTransactionId: original, productId: Self.text(subscription["productId"]), expires: Self.date(subscription["expiresDate"]),
-                csrf: session.csrf, action: "/dashboard/customers/\(Self.segment(key.customerId))/subscriptions/\(Self.segment(original))/extend",
-                back: Self.customerLink(key.customerId, key.bundleId, key.environment)))
+        var page = Form(
+            chrome: Self.chrome("Extend", session), customerId: key.customerId, bundleId: key.bundleId, environment: key.environment.rawValue,
+            originalTransactionId: original, productId: Self.text(subscription["productId"]), expires: Self.date(subscription["expiresDate"]),
+            csrf: session.csrf, action: "/dashboard/customers/\(Self.segment(key.customerId))/subscriptions/\(Self.segment(original))/extend",
+            back: Self.customerLink(key.customerId, key.bundleId, key.environment))
+        page.formToken = DashboardSessions.formToken(action: page.action, csrf: session.csrf)
+        return html("extend", page)
     }
 
     func extend(

@@ -154,6 +154,13 @@ struct Dashboard: Sendable {
                     session, heading: "Refused", text: "This form's security token is missing or wrong: go back, reload the page and try again.",
                     status: .forbidden, error: true)
             }
+            // An action form's one-time token was made for its page's action: one posted elsewhere is refused.
+            if let token = form["form"], !DashboardSessions.formMatches(token, action: request.uri.path, csrf: session.csrf) {
+                logger.warning("dashboard form refused: its form token is another form's", metadata: ["api_key": .string(session.identity.name)])
+                return message(
+                    session, heading: "Refused", text: "This form's token is for another form: go back, reload the page and try again.",
+                    status: .forbidden, error: true)
+            }
             return try await body(form, id, session)
         } catch {
             return failure(error, session)
