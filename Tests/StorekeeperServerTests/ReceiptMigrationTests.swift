@@ -152,6 +152,20 @@ struct ReceiptMigrationTests {
                 let started = try await T.call(.POST, base + "/v1/admin/imports", key: T.adminKey, body: csv)
                 #expect(started.status == 202, "\(started.json)")
                 let status = try #require(started.json["status"] as? String)
+                // One import at a time on an instance: a second while the first runs is refused, naming the first.
+                let second = try await T.call(.POST, base + "/v1/admin/imports", key: T.adminKey, body: csv)
+                let firstId = try #require(started.json["id"] as? String)
+                var imports = 1
+                if second.status == 202 {
+                    // Only if the first had finished already (a fast machine).
+                    #expect(try await T.call(.GET, base + status, key: T.adminKey).json["state"] as? String != "running")
+                    imports = 2
+                } else {
+                    let error = second.json["error"] as? [String: Any]
+                    #expect(
+                        second.status == 409 && error?["code"] as? String == "import-running"
+                            && (error?["message"] as? String)?.contains(firstId) == true, "\(second.json)")
+                }
                 var answer: (status: Int, json: [String: Any]) = (0, [:])
                 let deadline = ContinuousClock.now + .seconds(60)
                 repeat {
@@ -165,7 +179,7 @@ struct ReceiptMigrationTests {
                     counts["failed"] == 1 && (counts["imported"] ?? 0) >= 2 && progress["done"] as? Int == progress["total"] as? Int, "\(progress)")
                 #expect(try await testbed.mismatches(at: base) == [])
                 let list = try await T.call(.GET, base + "/v1/admin/imports", key: T.adminKey)
-                #expect((list.json["imports"] as? [[String: Any]])?.count == 1)
+                #expect((list.json["imports"] as? [[String: Any]])?.count == imports)
                 #expect(try await T.call(.GET, base + "/v1/admin/imports/imp_nope", key: T.adminKey).status == 404)
             }
         }

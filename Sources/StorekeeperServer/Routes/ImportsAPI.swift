@@ -3,6 +3,7 @@ import AppStoreReceipts
 import Foundation
 import Hummingbird
 import HummingbirdAuth
+import Logging
 import StorekeeperCore
 import StorekeeperHTTP
 import Synchronization
@@ -27,10 +28,13 @@ struct ImportsAPI: Sendable {
         }
         private let entries = Mutex<[Entry]>([])
 
-        func add(_ entry: Entry) {
+        /// Adds `entry` unless an import is still running on this instance: that one, then.
+        func addUnlessRunning(_ entry: Entry) -> Entry? {
             entries.withLock {
+                if let running = $0.first(where: { $0.run.progress.finishedAt == nil }) { return running }
                 $0.append(entry)
                 if $0.count > 100 { $0.removeFirst($0.count - 100) }
+                return nil
             }
         }
 
@@ -54,7 +58,7 @@ struct ImportsAPI: Sendable {
     func addRoutes(to group: RouterGroup<StorekeeperRequestContext>) {
         group.post("/admin/imports") { request, context in
             try Self.requireAdmin(context)
-            return try await start(request)
+            return try await start(request, context)
         }
         group.get("/admin/imports") { request, context in
             try Self.requireAdmin(context)
@@ -76,7 +80,7 @@ struct ImportsAPI: Sendable {
         guard try context.requireIdentity().isAdmin else { throw APIError(.forbidden, .adminOnly, "imports take an admin API key") }
     }
 
-    func start(_ request: Request) async throws -> Response {
+    func start(_ request: Request, _ context: StorekeeperRequestContext) async throws -> Response {
         let query = try QueryParameters(request, allowed: ["bundleId", "environment"])
         let buffer = try await StorekeeperApplication.readBody(request)
         guard let text = String(validating: buffer.readableBytesView, as: UTF8.self) else {
@@ -101,7 +105,18 @@ struct ImportsAPI: Sendable {
         let id = "imp_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(20)
         let run = CustomerImport.Run(total: lines.count + malformed.count)
         for result in malformed { run.record(result) }
-        imports.add(.init(id: String(id), run: run))
+        // One at a time on an instance: two imports would share the App Store's rate budget (a second of the same list
+        // ran it twice), and starve the other calls of it.
+        if let running = imports.addUnlessRunning(.init(id: String(id), run: run)) {
+            throw APIError(
+                .conflict, .importRunning,
+                "import \(running.id) is still running on this instance (one import at a time): follow it at /v1/admin/imports/\(running.id)")
+        }
+        let keyName = (try? context.requireIdentity().name) ?? ""
+        let logger = context.logger
+        logger.info(
+            "import started",
+            metadata: ["import.id": .string(String(id)), "api_key": .string(keyName), "import.lines": .stringConvertible(run.progress.total)])
         let (importers, receiptVerifiers, apps) = (self.importers, self.receiptVerifiers, configuration.apps)
         Task {
             do {
@@ -115,6 +130,13 @@ struct ImportsAPI: Sendable {
             } catch {
                 run.finish(stopped: "\(error)")
             }
+            let progress = run.progress
+            logger.info(
+                progress.stopped == nil ? "import finished" : "import stopped",
+                metadata: [
+                    "import.id": .string(String(id)), "api_key": .string(keyName),
+                    "import.stopped": .string(UntrustedText.escaped(progress.stopped ?? "", limit: 300)),
+                ])
         }
         struct Started: Encodable {
             var id: String
@@ -129,4 +151,6 @@ struct ImportsAPI: Sendable {
 extension APIError.Code {
     /// No import of that ID on this instance (404).
     static let unknownImport = Self(rawValue: "unknown-import")
+    /// Another import is still running on this instance (409).
+    static let importRunning = Self(rawValue: "import-running")
 }
