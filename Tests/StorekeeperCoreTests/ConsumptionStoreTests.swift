@@ -14,6 +14,8 @@ import Testing
 struct ConsumptionStoreTests {
     typealias H = SimulatorFixture
     static let app = VerifierKey(bundleId: "com.example.storekeeper", environment: .sandbox)
+    /// The customer whose refund ``refundRequested(_:)`` requests.
+    static let alice = CustomerKey(bundleId: app.bundleId, environment: .sandbox, customerId: "alice")
 
     /// alice bought coins and asked for a refund; the store has every notification (the request twice).
     static func refundRequested(_ backend: Backend) async throws -> (store: any LedgerInspection, harness: H, transactionId: String, uuid: String) {
@@ -68,7 +70,7 @@ struct ConsumptionStoreTests {
         arguments: Backend.available)
     func decided(backend: Backend) async throws {
         let (store, harness, transactionId, uuid) = try await Self.refundRequested(backend)
-        let alice = CustomerKey(bundleId: Self.app.bundleId, environment: .sandbox, customerId: "alice")
+        let alice = Self.alice
         #expect(try await store.consumptionConsent(alice) == nil)
         let at = harness.engine.state.now
         try await store.setConsumptionConsent(ConsumptionConsent(consented: true, at: at), for: alice)
@@ -111,18 +113,17 @@ struct ConsumptionStoreTests {
         arguments: Backend.available)
     func erasedWhileWaiting(backend: Backend) async throws {
         let (store, harness, _, uuid) = try await Self.refundRequested(backend)
-        let alice = CustomerKey(bundleId: Self.app.bundleId, environment: .sandbox, customerId: "alice")
         let at = harness.engine.state.now
-        try await store.setConsumptionConsent(ConsumptionConsent(consented: true, at: at), for: alice)
+        try await store.setConsumptionConsent(ConsumptionConsent(consented: true, at: at), for: Self.alice)
         let responder = ConsumptionResponder(
             store: store, verifiers: [Self.app: harness.verifier], clients: [:], policies: [:], holder: "test", now: { at },
             logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
         #expect(await responder.pass() == 1)
         #expect(try await store.consumptionRequest(uuid)?.state == .manual)
-        #expect(try await store.erase(alice) != nil)
+        #expect(try await store.erase(Self.alice) != nil)
         // Another person takes the ID and consents; the waiting request was the erased customer's.
         _ = try await store.appAccountToken(for: "alice", bundleId: Self.app.bundleId, environment: .sandbox, renew: false)
-        try await store.setConsumptionConsent(ConsumptionConsent(consented: true, at: at), for: alice)
+        try await store.setConsumptionConsent(ConsumptionConsent(consented: true, at: at), for: Self.alice)
         let answer = ConsumptionAnswer(deliveryStatus: .delivered, refundPreference: .decline)
         #expect(try await store.answerConsumptionRequest(uuid, answer: answer, decidedBy: "key support", at: at)?.state == .pending)
         #expect(await responder.pass() == 1)

@@ -212,21 +212,9 @@ struct ConsumptionRequestTests {
             // A percentage is never sent for an auto-renewable (Apple computes it): left out of the request.
             // Four people answer at once: one answer is taken; the others are told why from the request as it is now
             // (they were told its 12 hours had passed).
-            let answers = try await withThrowingTaskGroup(of: (status: Int, text: Data).self) { group in
-                for _ in 0..<4 {
-                    group.addTask {
-                        let answer = try await T.call(
-                            .POST, answerURL, key: T.supportKey,
-                            body: #"{"deliveryStatus": "DELIVERED", "refundPreference": "DECLINE", "consumptionPercentage": 40000}"#)
-                        return (answer.status, try JSONSerialization.data(withJSONObject: answer.json))
-                    }
-                }
-                var answers: [(status: Int, json: [String: Any])] = []
-                for try await (status, text) in group {
-                    answers.append((status, try JSONSerialization.jsonObject(with: text) as? [String: Any] ?? [:]))
-                }
-                return answers
-            }
+            let answers = try await T.callConcurrently(
+                4, .POST, answerURL, key: T.supportKey,
+                body: #"{"deliveryStatus": "DELIVERED", "refundPreference": "DECLINE", "consumptionPercentage": 40000}"#)
             #expect(answers.filter { $0.status == 200 }.count == 1, "\(answers.map(\.json))")
             for refused in answers where refused.status != 200 {
                 let message = SupportExtensionTests.error(refused).message

@@ -65,19 +65,8 @@ struct OfferAPITests {
 
             // bob, lapsed: the win-back offer, V1. Once per customer: of eight asked at once, one is signed (the audit
             // record is a claim; reading the log, then writing it, let nine of ten through).
-            let asked = try await withThrowingTaskGroup(of: (status: Int, text: Data).self) { group in
-                for _ in 0..<8 {
-                    group.addTask {
-                        let answer = try await sign("bob", "winback.month", #"{"productId":"pro.monthly"}"#)
-                        return (answer.status, try JSONSerialization.data(withJSONObject: answer.json))
-                    }
-                }
-                var answers: [(status: Int, json: [String: Any])] = []
-                for try await (status, text) in group {
-                    answers.append((status, try JSONSerialization.jsonObject(with: text) as? [String: Any] ?? [:]))
-                }
-                return answers
-            }
+            let asked = try await T.callConcurrently(
+                8, .POST, base + "/v1/customers/bob/offers/winback.month/signature?format=v1", key: T.appKey, body: #"{"productId":"pro.monthly"}"#)
             #expect(asked.filter { $0.status == 200 }.count == 1, "\(asked.map(\.status))")
             #expect(
                 asked.filter { $0.status == 403 && Self.error($0).code == "offer-signature-outstanding" }.count == 7, "\(asked.map(\.json))")

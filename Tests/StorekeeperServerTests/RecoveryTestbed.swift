@@ -130,6 +130,26 @@ struct RecoveryTestbed: Sendable {
         return (Int(response.status.code), (try? JSONSerialization.jsonObject(with: Data(bytes.readableBytesView))) as? [String: Any] ?? [:])
     }
 
+    /// The same call made `count` times at once (racing requests); the answers in the order they came.
+    static func callConcurrently(
+        _ count: Int, _ method: HTTPMethod, _ url: String, key: String, body: String? = nil
+    ) async throws -> [(status: Int, json: [String: Any])] {
+        // The JSON crosses tasks as bytes: a dictionary of `Any` is not Sendable.
+        try await withThrowingTaskGroup(of: (status: Int, text: Data).self) { group in
+            for _ in 0..<count {
+                group.addTask {
+                    let answer = try await call(method, url, key: key, body: body)
+                    return (answer.status, try JSONSerialization.data(withJSONObject: answer.json))
+                }
+            }
+            var answers: [(status: Int, json: [String: Any])] = []
+            for try await (status, text) in group {
+                answers.append((status, try JSONSerialization.jsonObject(with: text) as? [String: Any] ?? [:]))
+            }
+            return answers
+        }
+    }
+
     /// Each customer's entitled products and balances in Storekeeper, against the simulator's ground truth; the
     /// customers that differ (empty when all match).
     func mismatches(at base: String) async throws -> [String] {
