@@ -228,12 +228,14 @@ struct DashboardTests {
             #expect(replayed.status == 409 && replayed.body.contains("sent already"), "\(replayed.status)")
             // A form token is its form's: made up, or taken from bob's grant form and posted to alice's, it is refused.
             let madeUp = try await browser.request(.POST, action, form: [("csrf", form.csrf ?? ""), ("form", DashboardBrowser.newToken())] + fields)
-            #expect(madeUp.status == 403 && madeUp.body.contains("for another form"), "\(madeUp.status)")
+            #expect(madeUp.status == 403 && madeUp.body.contains("not valid, or is another form"), "\(madeUp.status)")
+            let withoutToken = try await browser.request(.POST, action, form: [("csrf", form.csrf ?? "")] + fields)
+            #expect(withoutToken.status == 403 && withoutToken.body.contains("carries no one-time token"), "\(withoutToken.status)")
             let fresh = try await browser.request(.GET, String(customer.body[link]).replacingOccurrences(of: "&amp;", with: "&"))
             let elsewhere = try await browser.request(
                 .POST, "/dashboard/customers/alice/promotional-entitlements",
                 form: [("csrf", fresh.csrf ?? ""), ("form", fresh.formToken ?? "")] + fields)
-            #expect(elsewhere.status == 403 && elsewhere.body.contains("for another form"), "\(elsewhere.status)")
+            #expect(elsewhere.status == 403 && elsewhere.body.contains("another form"), "\(elsewhere.status)")
             // A one-app key of another app, named in the form: refused, not done in its own app.
             let otherApp = try await browser.request(
                 .POST, action, form: [("csrf", fresh.csrf ?? ""), ("form", fresh.formToken ?? "")] + fields + [("bundleId", "com.example.nope")])

@@ -156,9 +156,12 @@ struct Dashboard: Sendable {
             }
             // An action form's one-time token was made for its page's action: one posted elsewhere is refused.
             if let token = form["form"], !DashboardSessions.formMatches(token, action: request.uri.path, csrf: session.csrf) {
-                logger.warning("dashboard form refused: its form token is another form's", metadata: ["api_key": .string(session.identity.name)])
+                logger.warning(
+                    "dashboard form refused: its one-time token is not valid, or another form's",
+                    metadata: ["api_key": .string(session.identity.name)])
                 return message(
-                    session, heading: "Refused", text: "This form's token is for another form: go back, reload the page and try again.",
+                    session, heading: "Refused",
+                    text: "This form's one-time token is not valid, or is another form's: go back, reload the page and try again.",
                     status: .forbidden, error: true)
             }
             return try await body(form, id, session)
@@ -169,7 +172,10 @@ struct Dashboard: Sendable {
 
     /// Claims an action form's one-time token for the session (`form`): a form sent again is refused, changing nothing.
     func claimForm(_ form: [String: String], session id: String) throws(APIError) {
-        guard let token = form["form"], sessions.claimForm(id, token) else {
+        guard let token = form["form"] else {
+            throw APIError(.forbidden, .formTokenMissing, "this form carries no one-time token: go back, reload the page and try again")
+        }
+        guard sessions.claimForm(id, token) else {
             throw APIError(
                 .conflict, .formSentAlready,
                 "this form was sent already (a reload or a second click): nothing was done again; open the customer's page to see what was done")

@@ -23,6 +23,8 @@ extension APIError.Code {
     package static let unknownGrant = Self(rawValue: "unknown-grant")
     /// A dashboard form sent a second time (409): nothing is done again.
     package static let formSentAlready = Self(rawValue: "form-sent-already")
+    /// A dashboard action form without its one-time token (403).
+    package static let formTokenMissing = Self(rawValue: "form-token-missing")
     /// A one-app key's write names another app (403).
     package static let otherApp = Self(rawValue: "other-app")
     /// The promotional grant has expired: nothing left to revoke (409).
