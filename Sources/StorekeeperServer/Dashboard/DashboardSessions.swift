@@ -1,3 +1,4 @@
+import AppStoreSigning
 import Crypto
 import Foundation
 import Synchronization
@@ -35,39 +36,27 @@ final class DashboardSessions: Sendable {
 
     /// 32 random bytes, base64url: a session ID or a CSRF token.
     static func token() -> String {
-        let bytes = SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) }
-        return bytes.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        SymmetricKey(size: .bits256).withUnsafeBytes { Base64URL.encode($0) }
     }
 
     /// An action form's one-time token, bound to the form: 16 random bytes and an HMAC-SHA256 (keyed by the session's
     /// CSRF token) of them and the form's action path, each cut to 16 bytes, in base64url (44 characters). Posted to
     /// another form's path, or under another session, it is refused (``formMatches(_:action:csrf:)``).
     static func formToken(action: String, csrf: String) -> String {
-        let nonce = SymmetricKey(size: .bits128).withUnsafeBytes { Data($0) }
-        return base64URL(nonce) + base64URL(formMAC(nonce, action: action, csrf: csrf))
+        let nonce = SymmetricKey(size: .bits128).withUnsafeBytes { Array($0) }
+        return Base64URL.encode(nonce) + Base64URL.encode(formMAC(nonce, action: action, csrf: csrf))
     }
 
     /// Whether `token` is a form token ``formToken(action:csrf:)`` made for `action` under `csrf`. Paths are compared
     /// percent-decoded (a browser may encode a customer ID's characters its own way).
     static func formMatches(_ token: String, action: String, csrf: String) -> Bool {
-        guard token.utf8.count == 44, let nonce = Data(base64URL: String(token.prefix(22))), nonce.count == 16,
-            let mac = Data(base64URL: String(token.suffix(22))), mac.count == 16
-        else { return false }
-        let expected = formMAC(nonce, action: action, csrf: csrf)
-        // Constant time: a wrong byte's place is not told by how long the check took.
-        return zip(mac, expected).reduce(0) { $0 | ($1.0 ^ $1.1) } == 0
+        guard token.utf8.count == 44, let nonce = try? Base64URL.decode(token.prefix(22).utf8), nonce.count == 16 else { return false }
+        return Dashboard.same(token, Base64URL.encode(nonce) + Base64URL.encode(formMAC(nonce, action: action, csrf: csrf)))
     }
 
-    private static func formMAC(_ nonce: Data, action: String, csrf: String) -> Data {
-        var message = nonce
-        message.append(contentsOf: Array("\n\(action.removingPercentEncoding ?? action)".utf8))
-        return Data(HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: Data(csrf.utf8))).prefix(16))
-    }
-
-    private static func base64URL(_ data: Data) -> String {
-        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+    private static func formMAC(_ nonce: [UInt8], action: String, csrf: String) -> [UInt8] {
+        let message = nonce + Array("\n\(action.removingPercentEncoding ?? action)".utf8)
+        return Array(HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: Data(csrf.utf8))).prefix(16))
     }
 
     /// A new session for `identity`: its ID and its session.
@@ -114,14 +103,5 @@ final class DashboardSessions: Sendable {
 
     func end(_ id: String) {
         _ = sessions.withLock { $0.removeValue(forKey: id) }
-    }
-}
-
-extension Data {
-    /// Base64url without padding, decoded; `nil` when it is not.
-    init?(base64URL text: String) {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.utf8.count % 4 != 0 { base64 += "=" }
-        self.init(base64Encoded: base64)
     }
 }

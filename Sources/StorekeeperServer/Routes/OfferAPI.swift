@@ -91,12 +91,7 @@ struct OfferAPI: Sendable {
             throw APIError(.badRequest, .malformedBody, "transactionId must be digits, not \(UntrustedText.quoted(id, limit: 32))")
         }
         var (key, policy, scope, facts) = try await context(query, identity: identity, customerId: customerId, productId: productId, offerId: offerId)
-        if !policy.subscriptionGroups.isEmpty, !policy.subscriptionGroups.values.contains(where: { $0.contains(productId) }) {
-            throw APIError(
-                .badRequest, .invalidParameter,
-                "product \(UntrustedText.quoted(productId, limit: 64)) is in no subscription group of offers.subscriptionGroups: offers are a subscription's"
-            )
-        }
+        try Self.requireGrouped(productId, policy: policy, facts: facts, what: "offers")
         let at = now()
         if let id = body.transactionId, !facts.transactionIds.contains(id) {
             throw APIError(
@@ -156,7 +151,7 @@ struct OfferAPI: Sendable {
                 routeContext.logger.error(
                     "an offer signature could not be written to the audit log; none was given",
                     metadata: ["error": .string(UntrustedText.escaped(error.message, limit: 300))])
-                throw APIError(.serviceUnavailable, .storageUnavailable, "the signature could not be written to the audit log; none was given: retry")
+                throw Self.unaudited
             }
         }
         switch policy.decide(offerId: offerId, productId: productId, environment: scope.environment, facts: facts) {
@@ -204,6 +199,20 @@ struct OfferAPI: Sendable {
         }
     }
 
+    /// With `subscriptionGroups` given, a product in none of them is refused: `what` (offers, introductory offers) are a
+    /// subscription's, and the groups list every product of the app's.
+    static func requireGrouped(_ productId: String, policy: OfferPolicy, facts: OfferPolicy.Facts, what: String) throws(APIError) {
+        guard !policy.subscriptionGroups.isEmpty, facts.group == nil || policy.subscriptionGroups[facts.group ?? ""] == nil else { return }
+        throw APIError(
+            .badRequest, .invalidParameter,
+            "product \(UntrustedText.quoted(productId, limit: 64)) is in no subscription group of offers.subscriptionGroups: \(what) are a subscription's"
+        )
+    }
+
+    /// A signature that could not be written to the audit log is not given.
+    static let unaudited = APIError(
+        .serviceUnavailable, .storageUnavailable, "the signature could not be written to the audit log; none was given: retry")
+
     /// Writes a refusal to the audit log. The refusal stands whether or not the log takes it; a log that does not is
     /// said in the server's log.
     func auditRefusal(_ refusal: SupportAction, logger: Logger) async {
@@ -221,12 +230,7 @@ struct OfferAPI: Sendable {
         let body: EligibilityBody = try await Self.body(request, #"{"productId": "…"}"#)
         let productId = try Self.identifier(body.productId, "productId")
         let (key, policy, scope, facts) = try await context(query, identity: identity, customerId: customerId, productId: productId, offerId: nil)
-        if !policy.subscriptionGroups.isEmpty, facts.group == nil || policy.subscriptionGroups[facts.group ?? ""] == nil {
-            throw APIError(
-                .badRequest, .invalidParameter,
-                "product \(UntrustedText.quoted(productId, limit: 64)) is in no subscription group of offers.subscriptionGroups: introductory offers are a subscription's"
-            )
-        }
+        try Self.requireGrouped(productId, policy: policy, facts: facts, what: "introductory offers")
         guard let transactionId = facts.latestTransactionId else {
             throw APIError(
                 .unprocessableContent, .noPurchases,
@@ -249,7 +253,7 @@ struct OfferAPI: Sendable {
                 ))
         } catch {
             // No signature leaves without its audit record.
-            throw APIError(.serviceUnavailable, .storageUnavailable, "the signature could not be written to the audit log; none was given: retry")
+            throw Self.unaudited
         }
         struct Answer: Encodable {
             var productId: String

@@ -342,7 +342,8 @@ package struct WebhookDeliveryService: Service {
                 error: (200..<300).contains(status) ? nil : "HTTP \(status)", responseExcerpt: shown)
         } catch {
             return DeliveryAttempt(
-                attemptedAt: attemptedAt, statusCode: nil, latencyMilliseconds: elapsed(), error: Self.describe(error), responseExcerpt: nil)
+                attemptedAt: attemptedAt, statusCode: nil, latencyMilliseconds: elapsed(), error: AppStoreServerAPIClient.describe(error),
+                responseExcerpt: nil)
         }
     }
 
@@ -363,9 +364,6 @@ package struct WebhookDeliveryService: Service {
             return value
         }
     }
-
-    /// A transport failure in a few words (never the URL's secrets: the URL has no user or password).
-    static func describe(_ error: any Error) -> String { AppStoreServerAPIClient.describe(error) }
 }
 
 extension Duration {
