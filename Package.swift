@@ -390,6 +390,7 @@ let package = Package(
                 "StorekeeperSQLite",
                 "StorekeeperDemo",
                 "StorekeeperTesting",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "HashTreeCollections", package: "swift-collections"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),

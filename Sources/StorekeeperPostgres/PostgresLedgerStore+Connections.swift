@@ -31,6 +31,7 @@ extension PostgresLedgerStore {
                     }
                 }
                 headers.commit(memo)
+                writeFaults.succeeded()
                 changes.publish(affected)
                 eventsAppended.signal()
                 return result
@@ -38,6 +39,7 @@ extension PostgresLedgerStore {
                 let cause = Self.cause(of: error)
                 if let storage = cause as? StorageError { throw storage }
                 guard attempt < maximumAttempts, Self.isTransient(cause) else {
+                    if Self.isDatabaseFault(cause) { writeFaults.failed(Self.describe(cause)) }
                     throw StorageError("write failed: \(Self.describe(cause))", underlying: error)
                 }
                 retries.withLock { $0 += 1 }
@@ -49,6 +51,16 @@ extension PostgresLedgerStore {
                 try? await Task.sleep(for: .milliseconds(Int.random(in: 1...(5 << min(attempt, 6)))))
             }
         }
+    }
+
+    /// Whether a write failed because of the database server, not the write itself: what `/health` reports
+    /// (``WriteFaults``). A lost or refused connection; SQLSTATE class 08 (connection), 25 (a read-only transaction: a
+    /// standby after a fail-over), 53 (insufficient resources: a full disk), 57 (operator intervention), 58 (system
+    /// error: I/O) and XX (internal error). A write the server refused for its content (a constraint, bad data) is not.
+    static func isDatabaseFault(_ error: any Error) -> Bool {
+        guard let error = error as? PSQLError else { return false }
+        guard let state = error.serverInfo?[.sqlState] else { return true }
+        return ["08", "25", "53", "57", "58", "XX"].contains(String(state.prefix(2)))
     }
 
     /// Serialization failures, deadlocks and lost connections: the transaction did not happen (or, for a connection

@@ -45,6 +45,8 @@ package final class PostgresLedgerStore: LedgerStore {
     /// The channel on which instances announce their commits.
     static let channel = "storekeeper_ledger_changes"
     let retries = Mutex<Int>(0)
+    /// The database's own failures of writes, for `/health` (``checkHealth()``).
+    package let writeFaults = WriteFaults()
     /// How many live notifications wait, while a batch is being written, before another writer starts
     /// (`Batcher/gathering`): the value that ran fastest, with the least of PostgreSQL's CPU per notification
     /// (Benchmarks/History.md, tenth round). Customer reads do not gather: their cost is Storekeeper's HTTP side more
@@ -439,7 +441,8 @@ package final class PostgresLedgerStore: LedgerStore {
     }
 
     /// Answers within 5 s: a database that is down makes the pool wait for a connection, which a load balancer's
-    /// health check must not.
+    /// health check must not. Healthy when the database answers and this instance's writes are not failing
+    /// (``WriteFaults``: a full disk refuses writes while `SELECT 1` still answers).
     package func checkHealth() async throws(StorageError) {
         let healthy: Result<Void, StorageError>? = await withTaskGroup(of: Result<Void, StorageError>?.self) { group in
             group.addTask {
@@ -461,7 +464,8 @@ package final class PostgresLedgerStore: LedgerStore {
             return first
         }
         switch healthy {
-        case .success: return
+        case .success:
+            if let failure = writeFaults.failure() { throw StorageError(failure) }
         case .failure(let error): throw error
         case nil:
             pool.noteFailure()

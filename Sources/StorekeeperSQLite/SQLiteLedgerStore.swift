@@ -24,6 +24,8 @@ package final class SQLiteLedgerStore: LedgerStore {
     package let eventsAppended = EventSignal()
     /// Gives events their IDs (sortable; monotonic within this process).
     let eventIDs = EventIDGenerator()
+    /// The database's own failures of writes, for `/health` (``checkHealth()``).
+    package let writeFaults = WriteFaults()
     /// Group commit for live notifications: SQLite has one writer, so while it applies one notification, those that
     /// arrive wait and are applied together next, in one transaction and one commit (`Batcher`, one worker). A
     /// notification that arrives while the writer is free is applied at once, alone; each caller is answered once its
@@ -413,8 +415,10 @@ package final class SQLiteLedgerStore: LedgerStore {
         try await write { db, _ in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
     }
 
+    /// The database answers a read, and writes are not failing (``WriteFaults``).
     package func checkHealth() async throws(StorageError) {
         _ = try await read { db in try Int.fetchOne(db, sql: "SELECT 1") }
+        if let failure = writeFaults.failure() { throw StorageError(failure) }
     }
 
     // MARK: - Plumbing
@@ -451,11 +455,14 @@ package final class SQLiteLedgerStore: LedgerStore {
                 return (try body(db, memo), UncheckedMemo(memo))
             }
             headers.commit(memo.memo)
+            writeFaults.succeeded()
             return result
         } catch let error as StorageError {
             throw error
         } catch {
-            throw StorageError("write failed: \(Self.explain(error, path: path) ?? "\(error)")", underlying: error)
+            let explained = Self.explain(error, path: path)
+            if let explained, Self.isDatabaseFault(error) { writeFaults.failed(explained) }
+            throw StorageError("write failed: \(explained ?? "\(error)")", underlying: error)
         }
     }
 

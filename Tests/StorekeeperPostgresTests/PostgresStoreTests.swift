@@ -43,6 +43,41 @@ struct PostgresStoreTests {
         return stores
     }
 
+    @Test(
+        "writes the server refuses for itself (a full disk, SQLSTATE 53100) make the health check fail, naming it, until one succeeds and a minute passes"
+    )
+    func writeFaultsInHealth() async throws {
+        var harness = H()
+        for customer in ["a", "b"] {
+            try harness.engine.createCustomer(id: customer)
+            _ = try harness.engine.purchase(.init(customerId: customer, productId: "pro.monthly"))
+        }
+        let notifications = try await harness.verifiedNotifications()
+        let url = try await PostgresTestDatabase.create()
+        let store = try await PostgresLedgerStore.open(url)
+        try await store.checkHealth()
+        // What PostgreSQL raises when its disk is full, from a trigger: reads still answer, writes fail.
+        try await PostgresTestDatabase.withClient(url) { client in
+            try await client.query(
+                """
+                CREATE FUNCTION disk_full() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN RAISE EXCEPTION 'could not extend file: No space left on device' USING ERRCODE = '53100'; END $$
+                """)
+            try await client.query("CREATE TRIGGER disk_full BEFORE INSERT ON notifications FOR EACH ROW EXECUTE FUNCTION disk_full()")
+        }
+        await #expect(throws: StorageError.self) { _ = try await store.apply(notifications[0]) }
+        let failing = await #expect(throws: StorageError.self) { try await store.checkHealth() }
+        #expect(failing?.message.contains("writes are failing: the last write failed, the latest 0 s ago") == true, "\(String(describing: failing))")
+        #expect(failing?.message.contains("No space left on device (SQLSTATE 53100)") == true, "\(String(describing: failing))")
+        try await PostgresTestDatabase.withClient(url) { client in try await client.query("DROP TRIGGER disk_full ON notifications") }
+        #expect(try await store.apply(notifications[1]) == .applied)
+        // Writes work again, and the fault is still told for a minute (a small write may fit where a large one did not).
+        let recovered = await #expect(throws: StorageError.self) { try await store.checkHealth() }
+        #expect(recovered?.message.contains("others have succeeded since") == true, "\(String(describing: recovered))")
+        #expect(store.writeFaults.failure(at: Date().addingTimeInterval(61)) == nil)
+        await store.close()
+    }
+
     @Test("several instances starting together migrate the database once")
     func migrationsUnderLock() async throws {
         let url = try await PostgresTestDatabase.create()

@@ -2,6 +2,7 @@ import AppStoreModels
 import AppStoreSigning
 import AppStoreSimulator
 import Foundation
+import GRDB
 import Hummingbird
 import HummingbirdTesting
 import Logging
@@ -246,6 +247,38 @@ struct WebhookTests {
             let retried = try await client.send(.post, "/appstore/notifications", body: Self.body(jws))
             #expect(retried.status == 200 && retried.json["outcome"] as? String == "applied")
         }
+    }
+
+    @Test("a write the disk refuses makes /health answer 503 naming it, while reads still work; once writes succeed it says so")
+    func diskFullInHealth() async throws {
+        let full = Mutex(true)
+        var testbed = try T(failure: { point in
+            if point == "before-commit", full.withLock({ $0 }) { throw DatabaseError(resultCode: .SQLITE_FULL, message: "database or disk is full") }
+        })
+        for customer in ["alice", "bob"] {
+            try testbed.engine.createCustomer(id: customer)
+            _ = try testbed.engine.purchase(.init(customerId: customer, productId: "pro.monthly"))
+        }
+        let notifications = testbed.engine.state.notifications.map(\.signedPayload)
+        try await testbed.withClient { client in
+            #expect(try await client.send(.get, "/health").status == 200)
+            let failed = try await client.send(.post, "/appstore/notifications", body: Self.body(notifications[0]))
+            #expect(failed.status == 503 && failed.errorCode == "storage-unavailable")
+            let health = try await client.send(.get, "/health")
+            let reason = health.json["reason"] as? String ?? ""
+            #expect(health.status == 503 && health.json["status"] as? String == "unavailable", "\(health)")
+            // "writes are failing", or, when a job's small write went through since, "others have succeeded since".
+            #expect(reason.contains("0 s ago") && reason.contains("db.sqlite is full: nothing was written"), "\(reason)")
+            // Reads still answer (the ledger knows no bob yet).
+            let read = try await client.send(.get, "/v1/customers/bob", key: T.appKey)
+            #expect(read.status == 404 && read.errorCode == "unknown-customer", "\(read)")
+            full.withLock { $0 = false }
+            let applied = try await client.send(.post, "/appstore/notifications", body: Self.body(notifications[1]))
+            #expect(applied.status == 200 && applied.json["outcome"] as? String == "applied")
+            let after = try await client.send(.get, "/health")
+            #expect(after.status == 503 && (after.json["reason"] as? String ?? "").contains("others have succeeded since"), "\(after)")
+        }
+        #expect(testbed.store.writeFaults.failure(at: Date().addingTimeInterval(61)) == nil)
     }
 }
 
