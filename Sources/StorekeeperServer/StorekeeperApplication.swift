@@ -31,7 +31,8 @@ package enum StorekeeperApplication {
         apiClients: [VerifierKey: AppStoreServerAPIClient] = [:],
         credentialCheck: CredentialCheckService? = nil,
         ingester: NotificationIngester? = nil,
-        relay: NotificationRelay? = nil
+        relay: NotificationRelay? = nil,
+        imports: ImportRegistry? = nil
     ) -> Router<StorekeeperRequestContext> {
         let metrics = exporter.metrics
         // The outbox decides customers' states with the server's rules and clock.
@@ -65,7 +66,9 @@ package enum StorekeeperApplication {
         ReceiptMigrationAPI(
             configuration: configuration, receiptVerifiers: receiptVerifiers, importers: importers, reader: reader, now: now
         ).addRoutes(to: v1)
-        ImportsAPI(configuration: configuration, importers: importers, receiptVerifiers: receiptVerifiers).addRoutes(to: v1)
+        ImportsAPI(
+            configuration: configuration, importers: importers, receiptVerifiers: receiptVerifiers, imports: imports ?? .init(logger: logger)
+        ).addRoutes(to: v1)
         OfferAPI(configuration: configuration, keys: (try? configuration.makeOfferKeys()) ?? [:], store: store, now: now).addRoutes(to: v1)
         EventsAPI(configuration: configuration, store: store, logger: logger).addRoutes(to: v1)
         WebhookAdminAPI(configuration: configuration, store: store).addRoutes(to: v1)
@@ -181,6 +184,9 @@ package enum StorekeeperApplication {
                 metrics: exporter.metrics))
         let relay = configuration.relay.map { NotificationRelay(settings: $0, logger: logger, metrics: exporter.metrics) }
         if let relay { services.append(relay) }
+        // Stopped before the store: an import stopped by a shutdown ends its last write first.
+        let imports = ImportRegistry(logger: logger)
+        services.append(imports)
         if !configuration.webhooks.isEmpty {
             services.append(WebhookDeliveryService(store: store, endpoints: configuration.webhooks, logger: logger, metrics: exporter.metrics))
         }
@@ -197,7 +203,7 @@ package enum StorekeeperApplication {
             router: buildRouter(
                 store: store, configuration: configuration, verifiers: verifiers, logger: logger, exporter: exporter, now: now,
                 apiClients: apiClients,
-                credentialCheck: credentialCheck, ingester: ingester, relay: relay
+                credentialCheck: credentialCheck, ingester: ingester, relay: relay, imports: imports
             ),
             server: .guardedHTTP1(limits: configuration.http),
             configuration: .init(

@@ -5,8 +5,10 @@ import Foundation
 import Glibc
 import Logging
 import NIOHTTP1
+import ServiceLifecycle
 import StorekeeperCore
 import StorekeeperPostgres
+import StorekeeperSQLite
 import StorekeeperServer
 import StorekeeperTesting
 import Testing
@@ -279,5 +281,62 @@ struct ReceiptMigrationTests {
             #expect(answer.status == 502 && Self.code(answer) == "app-store-unavailable", "\(answer.json)")
             #expect(ContinuousClock.now - started < .seconds(55), "answered before the HTTP response timeout")
         }
+    }
+
+    @Test("an import waiting on an App Store that never answers is stopped by DELETE, naming the key; stopped already, 409; another can start")
+    func stopImport() async throws {
+        let testbed = try await T(environment: .sandbox)
+        let (socket, port) = try RelayTests.silentListener()
+        defer { close(socket) }
+        let configuration = try testbed.configuration(baseURL: "http://127.0.0.1:\(port)", recovery: .init(enabled: false))
+        let csv = "ada,2000000000000001\nbob,2000000000000002\n"
+        try await testbed.withServer(configuration) { base in
+            let started = try await T.call(.POST, base + "/v1/admin/imports", key: T.adminKey, body: csv)
+            let path = base + (try #require(started.json["status"] as? String))
+            let running = try await T.call(.GET, path, key: T.adminKey)
+            #expect(started.status == 202 && running.json["state"] as? String == "running", "\(running.json)")
+            #expect(try await T.call(.DELETE, path, key: T.supportKey).status == 403)
+            let began = ContinuousClock.now
+            let stopped = try await T.call(.DELETE, path, key: T.adminKey)
+            let progress = stopped.json["progress"] as? [String: Any] ?? [:]
+            #expect(stopped.status == 200 && stopped.json["state"] as? String == "stopped", "\(stopped.json)")
+            #expect(progress["stopped"] as? String == "stopped by admin key admin" && progress["done"] as? Int == 0, "\(progress)")
+            #expect(ContinuousClock.now - began < .seconds(20), "stopped at once, not after the App Store's timeout")
+            let again = try await T.call(.DELETE, path, key: T.adminKey)
+            #expect(again.status == 409 && Self.code(again) == "import-not-running", "\(again.json)")
+            #expect(try await T.call(.DELETE, base + "/v1/admin/imports/imp_nope", key: T.adminKey).status == 404)
+            #expect(try await T.call(.PUT, path, key: T.adminKey).status == 405)
+            #expect(try await T.call(.POST, base + "/v1/admin/imports", key: T.adminKey, body: csv).status == 202)
+        }
+    }
+
+    @Test("a server stopped gracefully stops its running import first, and logs how far it went and how to finish it")
+    func importAtShutdown() async throws {
+        let testbed = try await T(environment: .sandbox)
+        let (socket, port) = try RelayTests.silentListener()
+        defer { close(socket) }
+        let configuration = try testbed.configuration(baseURL: "http://127.0.0.1:\(port)", recovery: .init(enabled: false))
+        let log = CapturedLog()
+        let ports = AsyncStream<Int>.makeStream()
+        let app = StorekeeperApplication.buildApplication(
+            store: try SQLiteLedgerStore(path: testbed.database), configuration: configuration, verifiers: try configuration.makeVerifiers(),
+            port: 0, logger: log.logger(), apiClients: try configuration.makeServerAPIClients(logger: log.logger()), ownsStore: true,
+            onServerRunning: { ports.continuation.yield($0) })
+        let group = ServiceGroup(configuration: .init(services: [app], logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            var iterator = ports.stream.makeAsyncIterator()
+            let base = "http://127.0.0.1:\(try #require(await iterator.next()))"
+            let started = try await T.call(.POST, base + "/v1/admin/imports", key: T.adminKey, body: "ada,2000000000000001\n")
+            #expect(started.status == 202)
+            let began = ContinuousClock.now
+            await group.triggerGracefulShutdown()
+            try await tasks.next()
+            #expect(ContinuousClock.now - began < .seconds(20), "the shutdown waited for the App Store's timeout")
+        }
+        let line = log.all.map(\.line).first { $0.contains("import stopped") } ?? ""
+        #expect(
+            line.contains("import.stopped=the server was stopped: post the list again to finish") && line.contains("import.done=0")
+                && line.contains("import.lines=1") && line.contains("api_key=admin"), "\(log.all.map(\.line))")
     }
 }

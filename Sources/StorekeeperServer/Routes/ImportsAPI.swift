@@ -4,6 +4,7 @@ import Foundation
 import Hummingbird
 import HummingbirdAuth
 import Logging
+import ServiceLifecycle
 import StorekeeperCore
 import StorekeeperHTTP
 import Synchronization
@@ -11,36 +12,15 @@ import Synchronization
 /// `storekeeper import` run by the server (admin keys only): `POST /v1/admin/imports[?bundleId=…&environment=…]` with
 /// the list as its body (`text/csv`, at most 1 MiB: `customerId,transactionId` or `customerId,<base64 receipt>` per
 /// line) starts it and answers 202 with its ID; `GET /v1/admin/imports/{id}` follows its progress and report;
-/// `GET /v1/admin/imports` lists this instance's. An import runs on the instance that took it, in memory: one the
-/// process loses (a restart) is started again by posting the list again — every line already imported is then
-/// `known`. For a list over 1 MiB, or to resume after a crash without asking again, use the command.
+/// `DELETE /v1/admin/imports/{id}` stops it between lines; `GET /v1/admin/imports` lists this instance's. An import
+/// runs on the instance that took it, in memory: one the process loses (a restart) is started again by posting the
+/// list again — every line already imported is then `known`. A server stopped gracefully stops its import first, saying
+/// so in its log. For a list over 1 MiB, or to resume after a crash without asking again, use the command.
 struct ImportsAPI: Sendable {
     let configuration: ServerConfiguration
     let importers: [VerifierKey: AccountImporter]
     let receiptVerifiers: [String: ReceiptVerifier]
-    let imports = Registry()
-
-    /// The imports this instance runs or ran (the last 100).
-    final class Registry: Sendable {
-        struct Entry: Sendable {
-            var id: String
-            var run: CustomerImport.Run
-        }
-        private let entries = Mutex<[Entry]>([])
-
-        /// Adds `entry` unless an import is still running on this instance: that one, then.
-        func addUnlessRunning(_ entry: Entry) -> Entry? {
-            entries.withLock {
-                if let running = $0.first(where: { $0.run.progress.finishedAt == nil }) { return running }
-                $0.append(entry)
-                if $0.count > 100 { $0.removeFirst($0.count - 100) }
-                return nil
-            }
-        }
-
-        func find(_ id: String) -> Entry? { entries.withLock { $0.first { $0.id == id } } }
-        var all: [Entry] { entries.withLock { $0 } }
-    }
+    let imports: ImportRegistry
 
     struct Status: Encodable {
         var id: String
@@ -49,7 +29,7 @@ struct ImportsAPI: Sendable {
         var progress: CustomerImport.Progress
     }
 
-    static func status(_ entry: Registry.Entry) -> Status {
+    static func status(_ entry: ImportRegistry.Entry) -> Status {
         let progress = entry.run.progress
         let state = progress.finishedAt == nil ? "running" : progress.stopped == nil ? "finished" : "stopped"
         return Status(id: entry.id, state: state, progress: progress)
@@ -68,12 +48,27 @@ struct ImportsAPI: Sendable {
         group.get("/admin/imports/:importId") { request, context in
             try Self.requireAdmin(context)
             _ = try QueryParameters(request, allowed: [])
-            let id = context.parameters.get("importId") ?? ""
-            guard let entry = imports.find(id) else {
-                throw APIError(.notFound, .unknownImport, "no import \(UntrustedText.quoted(id, limit: 64)) on this instance")
+            return StorekeeperApplication.jsonResponse(Self.status(try find(context)))
+        }
+        group.delete("/admin/imports/:importId") { request, context in
+            try Self.requireAdmin(context)
+            _ = try QueryParameters(request, allowed: [])
+            let entry = try find(context)
+            let keyName = (try? context.requireIdentity().name) ?? ""
+            guard await entry.stop("stopped by admin key \(keyName)") else {
+                let how = entry.run.progress.stopped.map { "stopped already (\(UntrustedText.escaped($0, limit: 200)))" } ?? "finished already"
+                throw APIError(.conflict, .importNotRunning, "import \(entry.id) is not running: it \(how)")
             }
             return StorekeeperApplication.jsonResponse(Self.status(entry))
         }
+    }
+
+    func find(_ context: StorekeeperRequestContext) throws -> ImportRegistry.Entry {
+        let id = context.parameters.get("importId") ?? ""
+        guard let entry = imports.find(id) else {
+            throw APIError(.notFound, .unknownImport, "no import \(UntrustedText.quoted(id, limit: 64)) on this instance")
+        }
+        return entry
     }
 
     static func requireAdmin(_ context: StorekeeperRequestContext) throws {
@@ -105,9 +100,10 @@ struct ImportsAPI: Sendable {
         let id = "imp_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(20)
         let run = CustomerImport.Run(total: lines.count + malformed.count)
         for result in malformed { run.record(result) }
+        let entry = ImportRegistry.Entry(id: String(id), run: run)
         // One at a time on an instance: two imports would share the App Store's rate budget (a second of the same list
         // ran it twice), and starve the other calls of it.
-        if let running = imports.addUnlessRunning(.init(id: String(id), run: run)) {
+        if let running = imports.addUnlessRunning(entry) {
             throw APIError(
                 .conflict, .importRunning,
                 "import \(running.id) is still running on this instance (one import at a time): follow it at /v1/admin/imports/\(running.id)")
@@ -118,26 +114,28 @@ struct ImportsAPI: Sendable {
             "import started",
             metadata: ["import.id": .string(String(id)), "api_key": .string(keyName), "import.lines": .stringConvertible(run.progress.total)])
         let (importers, receiptVerifiers, apps) = (self.importers, self.receiptVerifiers, configuration.apps)
-        Task {
-            do {
-                try await run.run(
-                    lines,
-                    resolve: { line in
-                        ReceiptMigrationAPI.resolve(
-                            line, importers: importers, defaultApp: defaultApp, receiptVerifiers: receiptVerifiers, apps: apps, bundleId: asked)
-                    }, done: { _ in })
-                run.finish(stopped: nil)
-            } catch {
-                run.finish(stopped: "\(error)")
-            }
-            let progress = run.progress
-            logger.info(
-                progress.stopped == nil ? "import finished" : "import stopped",
-                metadata: [
-                    "import.id": .string(String(id)), "api_key": .string(keyName),
-                    "import.stopped": .string(UntrustedText.escaped(progress.stopped ?? "", limit: 300)),
-                ])
-        }
+        entry.started(
+            Task {
+                do {
+                    try await run.run(
+                        lines,
+                        resolve: { line in
+                            ReceiptMigrationAPI.resolve(
+                                line, importers: importers, defaultApp: defaultApp, receiptVerifiers: receiptVerifiers, apps: apps, bundleId: asked)
+                        }, done: { _ in })
+                    run.finish(stopped: entry.stopReason)
+                } catch {
+                    run.finish(stopped: entry.stopReason ?? "\(error)")
+                }
+                let progress = run.progress
+                logger.info(
+                    progress.stopped == nil ? "import finished" : "import stopped",
+                    metadata: [
+                        "import.id": .string(String(id)), "api_key": .string(keyName),
+                        "import.done": .stringConvertible(progress.done), "import.lines": .stringConvertible(progress.total),
+                        "import.stopped": .string(UntrustedText.escaped(progress.stopped ?? "", limit: 300)),
+                    ])
+            })
         struct Started: Encodable {
             var id: String
             var total: Int
@@ -153,4 +151,74 @@ extension APIError.Code {
     static let unknownImport = Self(rawValue: "unknown-import")
     /// Another import is still running on this instance (409).
     static let importRunning = Self(rawValue: "import-running")
+    /// The import to stop has finished or been stopped already (409).
+    static let importNotRunning = Self(rawValue: "import-not-running")
+}
+
+/// The imports this instance runs or ran (the last 100). A service of the application: at a graceful shutdown it
+/// stops the running import (between lines) before the store closes, and logs it.
+package final class ImportRegistry: Service {
+    /// One import: its progress, and what stops it.
+    final class Entry: Sendable {
+        let id: String
+        let run: CustomerImport.Run
+        private let control = Mutex<(task: Task<Void, Never>?, stopReason: String?)>((nil, nil))
+
+        init(id: String, run: CustomerImport.Run) {
+            self.id = id
+            self.run = run
+        }
+
+        /// The task running it (stopped at once if a stop came first).
+        func started(_ task: Task<Void, Never>) {
+            control.withLock {
+                $0.task = task
+                if $0.stopReason != nil { task.cancel() }
+            }
+        }
+
+        /// Why it was asked to stop, if it was.
+        var stopReason: String? { control.withLock { $0.stopReason } }
+
+        /// Stops it between lines (a line in flight is given up, its request cancelled), for `reason`, and returns
+        /// once it has. False when it had finished or been stopped already.
+        func stop(_ reason: String) async -> Bool {
+            let (task, stopping) = control.withLock { control -> (Task<Void, Never>?, Bool) in
+                guard control.stopReason == nil, run.progress.finishedAt == nil else { return (control.task, false) }
+                control.stopReason = reason
+                return (control.task, true)
+            }
+            task?.cancel()
+            await task?.value
+            return stopping
+        }
+    }
+
+    private let entries = Mutex<[Entry]>([])
+    let logger: Logger
+
+    init(logger: Logger) {
+        self.logger = logger
+    }
+
+    /// Adds `entry` unless an import is still running on this instance: that one, then.
+    func addUnlessRunning(_ entry: Entry) -> Entry? {
+        entries.withLock {
+            if let running = $0.first(where: { $0.run.progress.finishedAt == nil }) { return running }
+            $0.append(entry)
+            if $0.count > 100 { $0.removeFirst($0.count - 100) }
+            return nil
+        }
+    }
+
+    func find(_ id: String) -> Entry? { entries.withLock { $0.first { $0.id == id } } }
+    var all: [Entry] { entries.withLock { $0 } }
+
+    /// Waits for the application's shutdown, then stops what runs (its end is logged by the import's task).
+    package func run() async throws {
+        try? await gracefulShutdown()
+        for entry in all where entry.run.progress.finishedAt == nil {
+            _ = await entry.stop("the server was stopped: post the list again to finish (the lines imported are then known)")
+        }
+    }
 }

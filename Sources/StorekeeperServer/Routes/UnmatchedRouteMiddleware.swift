@@ -20,6 +20,8 @@ struct UnmatchedRouteMiddleware<Context: RequestContext>: RouterMiddleware {
         case (2, "v1", "events", _): return "GET"
         case (3, "v1", "events", let id?) where !id.isEmpty: return "GET"
         case (3, "v1", "admin", "webhooks"): return "GET"
+        case (3, "v1", "admin", "imports"): return "GET, POST"
+        case (4, "v1", "admin", let id?) where third == "imports" && !id.isEmpty: return "GET, DELETE"
         case (5, "v1", "admin", "resume"), (5, "v1", "admin", "replay"), (5, "v1", "admin", "redeliver"): return third == "webhooks" ? "POST" : nil
         case (4, "v1", "admin", let id?) where third == "events" && !id.isEmpty: return "GET"
         case (3, "v1", "support", "search"): return "GET"
