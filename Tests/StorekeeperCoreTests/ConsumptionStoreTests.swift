@@ -129,6 +129,7 @@ struct ConsumptionStoreTests {
         #expect(await responder.pass() == 1)
         let sent = try #require(try await store.consumptionRequest(uuid))
         #expect(sent.state == .notConsented && sent.lastError?.contains("names no customer") == true, "\(sent)")
+        #expect(sent.facts?.consented == false, "the facts still say the consent it was decided under: \(sent)")
     }
 }
 

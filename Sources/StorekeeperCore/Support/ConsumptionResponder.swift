@@ -186,6 +186,8 @@ package struct ConsumptionResponder: Sendable {
         // attributed): there is no one whose consent it could be sent under.
         guard let customer = record.customerId else {
             record.state = .notConsented
+            // What the facts say of consent is what stopped it, from now on (they said the consent it was decided under).
+            record.facts?.consented = false
             record.lastError = "the purchase names no customer (erased, or never attributed): no consent to send it under"
             return record
         }
@@ -199,6 +201,7 @@ package struct ConsumptionResponder: Sendable {
         }
         guard consent?.consented == true else {
             record.state = .notConsented
+            record.facts?.consented = false
             record.lastError = "the customer withdrew their consent before the answer was sent"
             return record
         }
