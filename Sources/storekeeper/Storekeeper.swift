@@ -147,6 +147,13 @@ struct CommandLineMistake {
         }
         for argument in arguments[index...] {
             if argument == "--" { break }
+            // A key pasted where its file's path goes (`--private-key "$(cat key.p8)"`) parses as options.
+            if argument.hasPrefix("-----BEGIN") {
+                return CommandLineMistake(
+                    message:
+                        "a key's text is on the command line, where a file's path goes: give the .p8 file's path (--private-key FILE), or the text in APPSTORE_PRIVATE_KEY_PEM (a command line is visible to every user of the machine)",
+                    usage: "See '\(path.joined(separator: " ")) --help' for its options.")
+            }
             // `--name`, or `-x` (one letter: `-` alone is standard input, `-5` a number).
             let isShort = argument.count == 2 && argument.hasPrefix("-") && argument.last?.isLetter == true
             guard argument.hasPrefix("--") || isShort else { continue }

@@ -101,6 +101,10 @@ struct ImportCommandTests {
         }
         let missing = try await CLI.runDetached(["import", "--config", missed.config, "--database", missed.database, "--file", file + ".nope"])
         #expect(missing.status == 1 && missing.stderr.contains("unreadable-file"), "\(missing.stderr)")
+        // Standard input has no directory for the journal: it must be named (nothing is written in /dev).
+        let stdin = try await CLI.runDetached(["import", "--config", missed.config, "--database", missed.database, "--file", "/dev/stdin"])
+        #expect(stdin.status == 1 && stdin.stderr.contains("journal-needed") && stdin.stderr.contains("give --journal PATH"), "\(stdin.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: "/dev/stdin.journal"))
     }
 
     @Test("an import SIGKILLed half-way and started again imports every customer once")

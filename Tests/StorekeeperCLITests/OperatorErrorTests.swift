@@ -149,10 +149,19 @@ struct OperatorErrorTests {
                 "--environment must be Production or Sandbox, not 'sandbox'"
             ),
             (["api-key", "--scope", "Admin"], "--scope must be app, support or admin"),
+            (
+                ["api", "history", "2000000000000001", "--base-url", "http://user:s3cret@127.0.0.1:9"],
+                "--base-url carries a user or password: remove it"
+            ),
+            (
+                ["api", "history", "2000000000000001", "--base-url", "ftp://127.0.0.1:9"],
+                "--base-url must be an http(s) URL with a host, not 'ftp://"
+            ),
         ] {
             let output = try await CLI.runDetached(arguments, environment: environment)
             #expect(output.status != 0 && output.stderr.contains(named), "\(arguments): \(output.stderr)")
             #expect(!output.stderr.contains("transport"), "nothing was sent: \(output.stderr)")
+            #expect(!output.stderr.contains("s3cret"), "a credential echoed: \(output.stderr)")
         }
     }
 
@@ -215,14 +224,15 @@ struct OperatorErrorTests {
         #expect(
             absent.status == 1 && absent.stderr == "error: unreachable: no simulator answered at http://127.0.0.1:9: connection refused\n",
             "\(absent.stderr)")
-        // A key pasted as a value that starts with dashes reads as an unknown option: not echoed, nor are control
-        // characters in a mistyped option.
+        // A key pasted as a value (it starts with dashes, so it would read as an unknown option): named as a key on the
+        // command line, not echoed; nor are control characters in a mistyped option.
         let pasted = try await CLI.runDetached([
             "token", "--issuer-id", "-----BEGIN PRIVATE KEY-----MIGHAgEAMBMGByqGSM49AgEG-----END PRIVATE KEY-----", "--key-id", "k",
             "--bundle-id", "b", "--private-key", "k.p8",
         ])
         #expect(
-            pasted.status == 64 && pasted.stderr.contains("(a key's text, not shown)") && !pasted.stderr.contains("MIGHAgEAMBMG"), "\(pasted.stderr)")
+            pasted.status == 64 && pasted.stderr.contains("a key's text is on the command line, where a file's path goes")
+                && pasted.stderr.contains("APPSTORE_PRIVATE_KEY_PEM") && !pasted.stderr.contains("MIGHAgEAMBMG"), "\(pasted.stderr)")
         let forged = try await CLI.runDetached(["serve", "--x\u{1B}[31m\nfake: ok"])
         #expect(forged.status == 64 && forged.stderr.contains("\\u{1B}") && !forged.stderr.contains("\nfake: ok"), "\(forged.stderr)")
         // A key in a value that is checked, or printed in a refusal: never shown.

@@ -61,8 +61,15 @@ struct APIOptions: ParsableArguments {
         let environment = try parseEnvironment(value(self.environment, "APPSTORE_ENVIRONMENT") ?? "Sandbox")
         let endpoint: AppStoreServerAPIClient.Endpoint
         if let base = value(baseURL, "APPSTORE_BASE_URL") {
+            // Never echoed when it may hold credentials.
+            let shown = base.contains("@") ? "" : ", not \(UntrustedText.quoted(base, limit: 200))"
             guard let url = URL(string: base), url.scheme == "http" || url.scheme == "https", url.host != nil else {
-                throw CLIError(code: "invalid-option", message: "--base-url must be an http(s) URL, not '\(base)'")
+                throw CLIError(code: "invalid-option", message: "--base-url must be an http(s) URL with a host\(shown)")
+            }
+            guard url.user == nil, url.password == nil else {
+                throw CLIError(
+                    code: "invalid-option",
+                    message: "--base-url carries a user or password: remove it (the App Store Server API authenticates with the key)")
             }
             endpoint = .custom(baseURL: base, environment: environment)
         } else {
