@@ -220,6 +220,10 @@ struct OperatorTests {
         #expect(badStep.status == 1 && badStep.stderr.contains("simulator-4"), "\(badStep.stderr)")
         let missing = try await CLI.runDetached(["simulator", "run", "--dir", directory.appendingPathComponent("nope").path, "subscriber-lifecycle"])
         #expect(missing.status == 1 && missing.stderr.contains("no-such-simulator"), "\(missing.stderr)")
+        // Stopped (SIGTERM), it says so, and where its state is.
+        served.signal(SIGTERM)
+        #expect(try await served.finish(within: 30) == 0)
+        #expect(served.stdout.contains("App Store simulator stopped; its state is saved in \(sim)"), "\(served.stdout)")
     }
 
     @Test("config check prints every setting and its source, and refuses a mistyped key with the one meant")

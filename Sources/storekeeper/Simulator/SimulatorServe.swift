@@ -63,6 +63,8 @@ struct SimulatorServe: AsyncParsableCommand {
                 }
             )
             try await app.runService()
+            // Every change was saved as it was made: said, so an operator who stopped it knows nothing waits.
+            try? FileHandle.standardOutput.write(contentsOf: Data("App Store simulator stopped; its state is saved in \(directory.dir)\n".utf8))
         }
     }
 }
