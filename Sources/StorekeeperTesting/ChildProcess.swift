@@ -27,7 +27,7 @@ package final class ChildProcess: Sendable {
     package enum Stream: Sendable {
         /// `/dev/null`.
         case discard
-        /// A file, written from its start (created if missing, emptied if not).
+        /// A file: standard input reads it; an output writes it from its start (created if missing, emptied if not).
         case file(URL)
         /// A pipe whose other end this process holds: ``input``, ``output`` or ``error``.
         case pipe
@@ -92,7 +92,7 @@ package final class ChildProcess: Sendable {
                 forChild.append(descriptor)
                 posix_spawn_file_actions_adddup2(&actions, descriptor, target)
             case .file(let url):
-                let descriptor = open(url.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+                let descriptor = open(url.path, target == 0 ? O_RDONLY | O_CLOEXEC : O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
                 guard descriptor >= 0 else { throw SpawnError(description: "cannot open \(url.path): \(Self.errorText())") }
                 forChild.append(descriptor)
                 posix_spawn_file_actions_adddup2(&actions, descriptor, target)

@@ -55,14 +55,6 @@ struct ImportCommand: AsyncParsableCommand {
                     code: "unknown-app",
                     message: "no app '\(bundleId.prefix(128))' in \(config) (apps: \(configuration.apps.map(\.bundleId).joined(separator: ", ")))")
             }
-            // Standard input (/dev/stdin, /proc/self/fd/0) redirected from a file reads as one, but no journal can go beside it.
-            let standardPath = URL(fileURLWithPath: file).standardizedFileURL.path
-            if self.journal == nil, standardPath.hasPrefix("/proc/") || standardPath.hasPrefix("/dev/") && !standardPath.hasPrefix("/dev/shm/") {
-                throw CLIError(
-                    code: "journal-needed",
-                    message: "\(file) is not a file in a directory (standard input?): give --journal PATH, where each line's result is kept to resume"
-                )
-            }
             var isDirectory: ObjCBool = false
             guard FileManager.default.fileExists(atPath: file, isDirectory: &isDirectory) else {
                 throw CLIError(code: "unreadable-file", message: "\(file) does not exist")
@@ -72,6 +64,14 @@ struct ImportCommand: AsyncParsableCommand {
             guard LocalFile.isRegular(file) else {
                 throw CLIError(
                     code: "unreadable-file", message: "\(file) is not a regular file (a device or a pipe?): give the file of customers itself")
+            }
+            // Standard input (/dev/stdin, /proc/self/fd/0) redirected from a file reads as one, but no journal can go beside it.
+            let standardPath = URL(fileURLWithPath: file).standardizedFileURL.path
+            if self.journal == nil, standardPath.hasPrefix("/proc/") || standardPath.hasPrefix("/dev/") && !standardPath.hasPrefix("/dev/shm/") {
+                throw CLIError(
+                    code: "journal-needed",
+                    message: "\(file) is not a file in a directory (standard input?): give --journal PATH, where each line's result is kept to resume"
+                )
             }
             let data: Data
             do {
