@@ -174,7 +174,6 @@ extension SQLiteLedgerStore {
         }
     }
 
-    /// A SQLite failure in words, when it is one an operator can act on; nil otherwise.
     /// Whether a write failed because of the file, the disk or the file system, not the write itself: what `/health`
     /// reports (``WriteFaults``). Each has a text of ``explain(_:path:)``.
     static func isDatabaseFault(_ error: any Error) -> Bool {
@@ -182,6 +181,7 @@ extension SQLiteLedgerStore {
         return [.SQLITE_FULL, .SQLITE_READONLY, .SQLITE_NOTADB, .SQLITE_CANTOPEN, .SQLITE_IOERR, .SQLITE_CORRUPT].contains(error.resultCode)
     }
 
+    /// A SQLite failure in words, when it is one an operator can act on; nil otherwise.
     static func explain(_ error: any Error, path: String) -> String? {
         guard let error = error as? DatabaseError else { return nil }
         switch error.resultCode {

@@ -67,7 +67,7 @@ package enum StorekeeperApplication {
             configuration: configuration, receiptVerifiers: receiptVerifiers, importers: importers, reader: reader, now: now
         ).addRoutes(to: v1)
         ImportsAPI(
-            configuration: configuration, importers: importers, receiptVerifiers: receiptVerifiers, imports: imports ?? .init(logger: logger)
+            configuration: configuration, importers: importers, receiptVerifiers: receiptVerifiers, imports: imports ?? ImportRegistry()
         ).addRoutes(to: v1)
         OfferAPI(configuration: configuration, keys: (try? configuration.makeOfferKeys()) ?? [:], store: store, now: now).addRoutes(to: v1)
         EventsAPI(configuration: configuration, store: store, logger: logger).addRoutes(to: v1)
@@ -185,7 +185,7 @@ package enum StorekeeperApplication {
         let relay = configuration.relay.map { NotificationRelay(settings: $0, logger: logger, metrics: exporter.metrics) }
         if let relay { services.append(relay) }
         // Stopped before the store: an import stopped by a shutdown ends its last write first.
-        let imports = ImportRegistry(logger: logger)
+        let imports = ImportRegistry()
         services.append(imports)
         if !configuration.webhooks.isEmpty {
             services.append(WebhookDeliveryService(store: store, endpoints: configuration.webhooks, logger: logger, metrics: exporter.metrics))

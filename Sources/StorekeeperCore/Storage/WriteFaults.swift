@@ -12,7 +12,6 @@ package final class WriteFaults: Sendable {
     private struct State {
         var lastFault: (at: Date, reason: String)?
         var faultsSinceSuccess = 0
-        var lastSuccess: Date?
     }
 
     private let state = Mutex(State())
@@ -23,11 +22,9 @@ package final class WriteFaults: Sendable {
         self.holdDown = holdDown
     }
 
-    /// A write committed. Costs a lock and nothing more while no fault was ever seen.
+    /// A write committed.
     package func succeeded() {
         state.withLock { state in
-            guard state.lastFault != nil else { return }
-            state.lastSuccess = Date()
             state.faultsSinceSuccess = 0
         }
     }

@@ -195,11 +195,6 @@ package final class ImportRegistry: Service {
     }
 
     private let entries = Mutex<[Entry]>([])
-    let logger: Logger
-
-    init(logger: Logger) {
-        self.logger = logger
-    }
 
     /// Adds `entry` unless an import is still running on this instance: that one, then.
     func addUnlessRunning(_ entry: Entry) -> Entry? {
