@@ -130,11 +130,10 @@ package enum StorekeeperApplication {
         return router
     }
 
-    /// A HEAD request's answer: the GET answer's status and headers, without its body.
+    /// A HEAD request's answer: the GET answer's status and headers (its `Content-Length` too, as RFC 9110 asks),
+    /// without its body.
     static func withoutBody(_ response: Response) -> Response {
-        var headers = response.headers
-        headers[.contentLength] = nil
-        return Response(status: response.status, headers: headers)
+        response.createHeadResponse()
     }
 
     /// The application on `host:port` (port 0: any free port): every route, the connection limits and timeouts of

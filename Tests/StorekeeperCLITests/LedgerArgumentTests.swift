@@ -98,6 +98,10 @@ struct LedgerArgumentTests {
         #expect(!named.stderr.contains(String(repeating: "n", count: 65)), "the refused name is shown bounded")
         let blank = try await CLI.runDetached(["api-key", "--scope", "admin", "--name", " "])
         #expect(blank.status == 64 && blank.stderr.contains("' ' is only white space"), "\(blank.stderr)")
+        let pasted = "sk_" + String(repeating: "Zq4t", count: 11)
+        let secretName = try await CLI.runDetached(["api-key", "--scope", "admin", "--name", pasted])
+        #expect(secretName.status == 64 && secretName.stderr.contains("--name looks like a secret"), "\(secretName.stderr)")
+        #expect(!secretName.stderr.contains("Zq4t"), "the pasted key is not repeated")
         _ = FileManager.default.createFile(atPath: binary, contents: Data([0xFF, 0xFE]))
         let commerce = try await CLI.runDetached([
             "sign", "advanced-commerce", "--issuer-id", "57246542-96fe-1a63-e053-0824d011072a", "--key-id", "K", "--bundle-id", "b",

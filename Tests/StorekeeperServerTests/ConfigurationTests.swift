@@ -330,11 +330,11 @@ struct StrictConfigurationTests {
             #expect(error?.message.contains("looks like a key's text") == true, "\(String(describing: error))")
             #expect(error.map { !"\($0)".contains("SECRET") && !"\($0)".contains("MIGH") } == true, "\(String(describing: error))")
         }
-        // Where any text is accepted (an API key's name, an entitlement, a product ID as a key), `config check` shows a
-        // note instead of the key's text, in its lines and in its JSON.
+        // Where any text is accepted (an entitlement, a product ID as a key), `config check` shows a note instead of the
+        // key's text, in its lines and in its JSON. (An API key's name is logged: one is refused, ConfigurationPartsTests.)
         let file = TestFiles.path("pasted-\(UUID()).json")
         try #"""
-        {"apps": [\#(Self.app)], "apiKeys": [{"name": "-----BEGIN PRIVATE KEY-----\#(body)", "sha256": "\#(String(repeating: "a", count: 64))", "scope": "admin"}],
+        {"apps": [\#(Self.app)],
          "entitlements": {"productEntitlements": {"pro.monthly": ["\#(pem)"], "\#(pem)": ["pro"]}, "subscriptionLevels": {"\#(pem)": 1}}}
         """#.write(to: file, atomically: true, encoding: .utf8)
         let check = try ServerConfiguration.check(path: file.path)

@@ -280,6 +280,15 @@ struct ConnectionLimitTests {
             #expect(heads[0].lowercased().contains("content-type: application/json"), "\(heads[0])")
             #expect(heads[1].lowercased().contains("content-type: text/plain"), "\(heads[1])")
             #expect(answers.last?.hasPrefix("200 OK") == true && answers.last?.contains(#""status":"ok""#) == true, "\(text)")
+            // The GET's Content-Length (RFC 9110), not 0.
+            func length(_ head: String) -> Int? {
+                head.lowercased().components(separatedBy: "\r\n").first { $0.hasPrefix("content-length:") }.flatMap {
+                    Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces))
+                }
+            }
+            let getBody = answers.last?.components(separatedBy: "\r\n\r\n").last ?? ""
+            #expect(length(heads[0]) == getBody.utf8.count && getBody.utf8.count > 20, "\(text)")
+            #expect((length(heads[1]) ?? 0) > 100, "\(heads[1])")
         }
     }
 

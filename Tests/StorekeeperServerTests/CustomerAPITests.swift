@@ -188,7 +188,7 @@ struct CustomerAPITests {
             }
             for (path, shown) in [
                 ("bad%20id", "bad id"), ("%ZZ", "%ZZ"), ("caf%C3%A9", "café"),
-                (String(repeating: "x", count: 129), String(repeating: "x", count: 64) + "…"),
+                (String(repeating: "x", count: 129), String(repeating: "x", count: 64) + "…(65 more bytes)"),
             ] {
                 for answer in [
                     try await client.send(.get, "/v1/customers/\(path)?environment=Sandbox", key: T.appKey),

@@ -305,6 +305,10 @@ struct ReceiptMigrationTests {
             let again = try await T.call(.DELETE, path, key: T.adminKey)
             #expect(again.status == 409 && Self.code(again) == "import-not-running", "\(again.json)")
             #expect(try await T.call(.DELETE, base + "/v1/admin/imports/imp_nope", key: T.adminKey).status == 404)
+            // An ID is percent-decoded before it is repeated, as the other routes' are.
+            let encoded = try await T.call(.DELETE, base + "/v1/admin/imports/imp_..%2F..%2Fx", key: T.adminKey)
+            let said = (encoded.json["error"] as? [String: Any])?["message"] as? String ?? ""
+            #expect(encoded.status == 404 && said.contains("'imp_../../x'"), "\(encoded.json)")
             #expect(try await T.call(.PUT, path, key: T.adminKey).status == 405)
             #expect(try await T.call(.POST, base + "/v1/admin/imports", key: T.adminKey, body: csv).status == 202)
         }

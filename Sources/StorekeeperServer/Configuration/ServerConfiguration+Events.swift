@@ -148,6 +148,11 @@ extension ServerConfiguration {
         var urls = Set<String>()
         for (index, endpoint) in webhooks.enumerated() {
             let at = "webhooks[\(index)]"
+            if Self.holdsSecret(endpoint.name) {
+                throw ConfigurationError(
+                    "\(at).name looks like a secret (an API key, a webhook secret or a key's text, not repeated here): give the endpoint a "
+                        + "name (logs and metrics show it; its secret goes in \(at).secret)", setting: "\(at).name")
+            }
             guard (1...64).contains(endpoint.name.utf8.count),
                 endpoint.name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == ".") })
             else {

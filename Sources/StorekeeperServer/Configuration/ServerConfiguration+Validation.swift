@@ -45,6 +45,26 @@ extension ServerConfiguration {
         (1...155).contains(bundleId.utf8.count) && bundleId.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == ".") }
     }
 
+    /// Whether `text` holds what looks like a secret: an API key (`sk_` and 43 characters), a webhook secret (`whsec_`
+    /// and its base64) or a key's text. Names are logged; a secret pasted as one would be too. Twenty characters after
+    /// the prefix at least (errors hide from eight on): `sk_support_desk` is a name.
+    package static func holdsSecret(_ text: String) -> Bool {
+        if SecretFile.looksLikeKeyText(text) { return true }
+        let characters = Array(text.utf8)
+        for prefix in ["sk_", "whsec_"].map({ Array($0.utf8) }) {
+            var index = 0
+            while index + prefix.count <= characters.count {
+                let atWord = index == 0 || !(characters[index - 1].isASCIILetterOrDigit)
+                if atWord, Array(characters[index..<index + prefix.count]) == prefix {
+                    let body = characters[(index + prefix.count)...].prefix { $0.isASCIILetterOrDigit || "+/=_-".utf8.contains($0) }
+                    if body.count >= 20 { return true }
+                }
+                index += 1
+            }
+        }
+        return false
+    }
+
     /// The most characters an API key's name may have.
     package static let keyNameLimit = 100
 
@@ -56,6 +76,8 @@ extension ServerConfiguration {
     /// character (U+0007) at character 4`); `nil` for a name that keeps it.
     package static func keyNameProblem(_ name: String) -> String? {
         if name.isEmpty { return "is empty" }
+        // A name is logged with every request the key makes: a key's own text there would be logged with it.
+        if holdsSecret(name) { return "looks like a secret (an API key, a webhook secret or a key's text, not repeated here): give it a name" }
         if name.count > keyNameLimit { return "has \(name.count) characters" }
         // A name of spaces shows as nothing in a log; one with a space at an end as another key's name.
         if name.allSatisfy(\.isWhitespace) { return "is only white space" }
@@ -274,5 +296,12 @@ extension ServerConfiguration {
         for (index, key) in apiKeys.enumerated() where !hashes.insert(key.sha256.lowercased()).inserted {
             throw ConfigurationError("two API keys have the same sha256: each key must be its own", setting: "apiKeys[\(index)].sha256")
         }
+    }
+}
+
+extension UInt8 {
+    fileprivate var isASCIILetterOrDigit: Bool {
+        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(self) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(self)
+            || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self)
     }
 }

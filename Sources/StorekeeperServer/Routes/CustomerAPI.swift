@@ -49,7 +49,8 @@ struct CustomerAPI: Sendable {
         // Foundation's decoding only when there is an escape: it would cost every read, and nearly no ID has one.
         let id = raw.utf8.contains(UInt8(ascii: "%")) ? raw.removingPercentEncoding ?? raw : raw
         guard validCustomerId(id) else {
-            let shown = UntrustedText.escaped(id.count > 64 ? id.prefix(64) + "…" : Substring(id), limit: 512)
+            // Cut with the mark every cut value carries: `…(65 more bytes)`.
+            let shown = UntrustedText.escaped(id, limit: 64)
             throw APIError(
                 .badRequest, .invalidCustomerId, "customer ID '\(shown)' is not valid: customer IDs are 1-128 ASCII letters, digits and -_.@:"
             )

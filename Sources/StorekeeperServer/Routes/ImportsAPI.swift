@@ -64,7 +64,9 @@ struct ImportsAPI: Sendable {
     }
 
     func find(_ context: StorekeeperRequestContext) throws -> ImportRegistry.Entry {
-        let id = context.parameters.get("importId") ?? ""
+        let raw = context.parameters.get("importId") ?? ""
+        // Percent-decoded, as the other routes' IDs are, before it is looked up or repeated.
+        let id = raw.utf8.contains(UInt8(ascii: "%")) ? raw.removingPercentEncoding ?? raw : raw
         guard let entry = imports.find(id) else {
             throw APIError(.notFound, .unknownImport, "no import \(UntrustedText.quoted(id, limit: 64)) on this instance")
         }
@@ -128,13 +130,13 @@ struct ImportsAPI: Sendable {
                     run.finish(stopped: entry.stopReason ?? "\(error)")
                 }
                 let progress = run.progress
-                logger.info(
-                    progress.stopped == nil ? "import finished" : "import stopped",
-                    metadata: [
-                        "import.id": .string(String(id)), "api_key": .string(keyName),
-                        "import.done": .stringConvertible(progress.done), "import.lines": .stringConvertible(progress.total),
-                        "import.stopped": .string(UntrustedText.escaped(progress.stopped ?? "", limit: 300)),
-                    ])
+                var metadata: Logger.Metadata = [
+                    "import.id": .string(String(id)), "api_key": .string(keyName),
+                    "import.done": .stringConvertible(progress.done), "import.lines": .stringConvertible(progress.total),
+                ]
+                // Only a stopped import says why (a finished one logged an empty `import.stopped=`).
+                if let stopped = progress.stopped { metadata["import.stopped"] = .string(UntrustedText.escaped(stopped, limit: 300)) }
+                logger.info(progress.stopped == nil ? "import finished" : "import stopped", metadata: metadata)
             })
         struct Started: Encodable {
             var id: String

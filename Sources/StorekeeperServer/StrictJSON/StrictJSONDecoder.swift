@@ -12,6 +12,9 @@ struct StrictJSONDecoder {
         var position: StrictJSON.Position?
         /// The object whose known keys the message lists (an unknown key's): listed once, not for each of its unknown keys.
         var listsKnownOf: String? = nil
+        /// Where decoding failed, as keys (``components(_:)``): the objects on the way were not read to their end, so
+        /// their keys not asked for yet are not unknown ones. `nil`: not known.
+        var failedAt: [String]? = nil
     }
 
     /// Decodes `type` from `bytes`, the contents of `file` (named in errors: a path, or "the body"). Throws
@@ -39,13 +42,26 @@ struct StrictJSONDecoder {
             ConfigurationError(failure.position.map { "\(file):\($0.line):\($0.column): \(failure.message)" } ?? "\(file): \(failure.message)")
         }
         let value: T
+        // A mistake in a value is named with the unknown keys of the objects read before it (not those of the objects
+        // it stopped in, nor of the objects after it: nothing asked for their keys): a typo elsewhere is not left for
+        // the next attempt to reveal.
+        func withUnknownKeys(_ failure: Failure) -> ConfigurationError {
+            guard let failedAt = failure.failedAt else { return located(failure) }
+            var unknown: [Failure] = []
+            usage.unknownKeys(in: document.root, into: &unknown, limit: Self.unknownKeysShown + 1, readingStoppedAt: failedAt)
+            guard !unknown.isEmpty else { return located(failure) }
+            var message = located(failure).message + "; and " + located(unknown[0]).message
+            for other in unknown.dropFirst().prefix(Self.unknownKeysShown - 1) { message += "; " + located(other).message }
+            if unknown.count > Self.unknownKeysShown { message += "; and more unknown keys" }
+            return ConfigurationError(message)
+        }
         do {
             value = try NodeDecoder(node: document.root, codingPath: [], usage: usage).decodeValue(T.self)
         } catch let failure as Failure {
-            throw located(failure)
+            throw withUnknownKeys(failure)
         } catch let error as DecodingError {
             // Thrown by a type's own `init(from:)` (a raw value it does not know, say).
-            throw located(Self.failure(error, in: document.root))
+            throw withUnknownKeys(Self.failure(error, in: document.root))
         } catch let error as ConfigurationError {
             throw error
         } catch {
@@ -143,7 +159,13 @@ struct StrictJSONDecoder {
         @unknown default: return Failure(message: "\(error)", position: nil)
         }
         let node = node(at: context.codingPath, in: root)
-        return Failure(message: "\(path(context.codingPath)): \(context.debugDescription)", position: node.position)
+        return Failure(
+            message: "\(path(context.codingPath)): \(context.debugDescription)", position: node.position, failedAt: components(context.codingPath))
+    }
+
+    /// A path's keys, an index as `[n]` (so that `["0"]`, a key, differs from `[0]`, an index).
+    static func components(_ codingPath: [any CodingKey]) -> [String] {
+        codingPath.map { key in key.intValue.map { "[\($0)]" } ?? key.stringValue }
     }
 
     /// The keys each object was asked for, by its path.
@@ -156,14 +178,19 @@ struct StrictJSONDecoder {
 
         /// The keys, in file order, that the objects holding them were never asked for, up to `limit` in all. An
         /// object no type read at all is not looked into: its own key was reported as unknown, or it is a value a type
-        /// took whole.
-        func unknownKeys(in node: StrictJSON.Node, codingPath: [any CodingKey] = [], into found: inout [Failure], limit: Int) {
+        /// took whole. `readingStoppedAt`: where decoding failed (``Failure/failedAt``), whose objects on the way
+        /// report no unknown key (the rest of their keys were not asked for yet).
+        func unknownKeys(
+            in node: StrictJSON.Node, codingPath: [any CodingKey] = [], into found: inout [Failure], limit: Int, readingStoppedAt: [String]? = nil
+        ) {
             guard found.count < limit else { return }
             switch node.value {
             case .object(let members):
                 guard let known = asked[StrictJSONDecoder.path(codingPath)] else { return }
+                let unfinished = readingStoppedAt.map { $0.starts(with: StrictJSONDecoder.components(codingPath)) } ?? false
                 for member in members where found.count < limit {
                     let memberPath = codingPath + [AnyKey(member.key)]
+                    if unfinished, !known.contains(member.key) { continue }
                     guard known.contains(member.key) else {
                         let here = StrictJSONDecoder.path(codingPath)
                         var failure = Failure(message: "unknown key \"\(member.key)\" in \(here)", position: member.keyPosition)
@@ -176,11 +203,12 @@ struct StrictJSONDecoder {
                         found.append(failure)
                         continue
                     }
-                    unknownKeys(in: member.value, codingPath: memberPath, into: &found, limit: limit)
+                    unknownKeys(in: member.value, codingPath: memberPath, into: &found, limit: limit, readingStoppedAt: readingStoppedAt)
                 }
             case .array(let elements):
                 for (index, element) in elements.enumerated() where found.count < limit {
-                    unknownKeys(in: element, codingPath: codingPath + [AnyKey(index)], into: &found, limit: limit)
+                    unknownKeys(
+                        in: element, codingPath: codingPath + [AnyKey(index)], into: &found, limit: limit, readingStoppedAt: readingStoppedAt)
                 }
             default:
                 return
@@ -211,7 +239,8 @@ private struct NodeDecoder: Decoder {
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
     func failure(_ message: String) -> StrictJSONDecoder.Failure {
-        StrictJSONDecoder.Failure(message: "\(StrictJSONDecoder.path(codingPath)): \(message)", position: node.position)
+        StrictJSONDecoder.Failure(
+            message: "\(StrictJSONDecoder.path(codingPath)): \(message)", position: node.position, failedAt: StrictJSONDecoder.components(codingPath))
     }
 
     func mismatch(_ expected: String) -> StrictJSONDecoder.Failure {
@@ -302,7 +331,8 @@ private struct ObjectContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
             let hint = instead.map { #": "\#($0)" is given instead; did you mean "\#(key.stringValue)"?"# } ?? ""
             throw StrictJSONDecoder.Failure(
                 message: "\(StrictJSONDecoder.path(codingPath)): the required key \"\(key.stringValue)\" is missing\(hint)",
-                position: instead.flatMap { name in members.first { $0.key == name }?.keyPosition } ?? decoder.node.position
+                position: instead.flatMap { name in members.first { $0.key == name }?.keyPosition } ?? decoder.node.position,
+                failedAt: StrictJSONDecoder.components(codingPath)
             )
         }
         return member.value

@@ -25,7 +25,7 @@ struct APIKeyCommand: ParsableCommand {
         }
         if let name, let problem = ServerConfiguration.keyNameProblem(name) {
             throw ValidationError(
-                "--name \(UntrustedText.quoted(name, limit: 64)) \(problem): it must be 1 to \(ServerConfiguration.keyNameLimit) characters, "
+                "--name \(ServerConfiguration.holdsSecret(name) ? "" : UntrustedText.quoted(name, limit: 64) + " ")\(problem): it must be 1 to \(ServerConfiguration.keyNameLimit) characters, "
                     + "none of them a control character, and no white space at either end (it is what logs show)")
         }
         if parsed == .admin && bundleID != nil {
