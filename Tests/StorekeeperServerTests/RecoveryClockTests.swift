@@ -122,6 +122,8 @@ struct RecoveryClockTests {
                 let next = try await recovery.run()
                 #expect(next.complete && next.uncovered == nil, "\(next)")
                 #expect(abs((next.watermarkAfter ?? .distantPast).timeIntervalSince(serverNow) - 40 * 86_400) <= 120, "\(next)")
+                // Its window is told in the App Store's time at both ends: it ends after it begins.
+                #expect(next.from < next.to && abs(next.to.timeIntervalSince(serverNow) - 40 * 86_400) <= 120, "\(next)")
             }
 
             // The report names the lost part: from the old watermark (less the overlap) to the App Store's earliest.

@@ -52,7 +52,9 @@ package struct NotificationRecovery: Sendable {
     package struct Report: Codable, Sendable, Hashable {
         package var bundleId: String
         package var environment: String
-        /// The history read: from, and the moment the run began (the App Store's own clock bounds the end).
+        /// The history read: from, and the moment the run began (the App Store's own clock bounds the end). Both in the
+        /// App Store's time: when its clock was found ahead of this server's (``appStoreClockAheadSeconds``), `to` is
+        /// this server's start moved by as much (a window's end never comes before its start).
         package var from: Date
         package var to: Date
         /// Whether the run also read every failed delivery in the history.
@@ -164,6 +166,7 @@ package struct NotificationRecovery: Sendable {
             offset = pass.clockAhead ?? offset
         }
         report.appStoreClockAheadSeconds = offset.map { $0.rounded() }
+        if let offset { report.to = started.addingTimeInterval(offset) }
     }
 
     /// How far ahead of this server's clock the App Store's is, found by asking for its whole window by this server's
