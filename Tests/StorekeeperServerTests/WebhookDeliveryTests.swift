@@ -206,6 +206,38 @@ struct WebhookDeliveryTests {
         #expect(receiver.records.last?.behaviour == "ok")
     }
 
+    @Test(
+        "a probe of a failing endpoint that fails is logged as such: the schedule's time is only the earliest, probes set the pace",
+        .enabled(if: PythonReceiver.isAvailable, PythonReceiver.missing))
+    func failedProbeLogged() async throws {
+        var testbed = try ServerTestbed()
+        let secret = WebhookSecret.generate()
+        let receiver = try PythonReceiver(secret: secret, plan: ["500", "500", "500"])
+        let endpoint = Self.backend(receiver, secret, timeoutSeconds: 1, retryScheduleSeconds: [0.1])
+        let store = try await Self.aliceSubscribes(&testbed, endpoint: endpoint)
+        let log = CapturedLog()
+        var service = WebhookDeliveryService(store: store, endpoints: [endpoint], logger: log.logger(), metrics: StorekeeperMetrics.discarded)
+        service.failingProbe = .milliseconds(300)
+        let task = Task { [service] in try await service.run() }
+        defer { task.cancel() }
+        let deadline = ContinuousClock.now.advanced(by: .seconds(30))
+        while try await store.endpointStatus("backend").deadLettered == 0, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(receiver.records.count == 2, "the first attempt and one retry, then dead-lettered")
+        let retried = log.all.map(\.line).filter { $0.contains("event delivery failed; it is tried again") }
+        #expect(retried.count == 1 && retried[0].contains("webhook.next_attempt="), "\(retried)")
+        // Sent again while the endpoint is still marked failing: a probe takes it, and fails.
+        #expect(try await store.redeliver(endpoint.route, filter: EventFilter(), now: Date()) == 1)
+        var probed: [String] = []
+        while probed.isEmpty, ContinuousClock.now < deadline.advanced(by: .seconds(20)) {
+            try await Task.sleep(for: .milliseconds(50))
+            probed = log.all.map(\.line).filter { $0.contains("failed while the endpoint is marked failing") }
+        }
+        #expect(receiver.records.count >= 3, "the probe's attempt")
+        #expect(probed.count == 1 && probed[0].contains("webhook.probe_interval_ms=300") && probed[0].contains("webhook.next_attempt="), "\(probed)")
+    }
+
     @Test("a refused connection is a failed attempt at once, not one that holds its slot for the whole timeout")
     func refusedConnection() async throws {
         var testbed = try ServerTestbed()

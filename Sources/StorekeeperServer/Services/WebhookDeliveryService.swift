@@ -43,8 +43,8 @@ package struct WebhookDeliveryService: Service {
     static let claimInterval = Duration.milliseconds(25)
     /// How many events a fan-out looks at in one transaction; it goes on while a page comes back full.
     static let fanOutPage = 500
-    /// How often a failing endpoint is tried (one delivery) while it stays failing.
-    var failingProbe: Duration = .seconds(60)
+    /// How often a failing endpoint is tried (one delivery) while it stays failing (shorter in tests).
+    package var failingProbe: Duration = .seconds(60)
 
     package init(store: any LedgerStore, endpoints: [ServerConfiguration.WebhookEndpoint], logger: Logger, metrics: StorekeeperMetrics) {
         self.store = store
@@ -187,10 +187,11 @@ package struct WebhookDeliveryService: Service {
                 while inFlight < slots, !queue.isEmpty {
                     let delivery = queue.removeFirst()
                     inFlight += 1
+                    let probing = failing
                     group.addTask {
                         .ended(
                             position: delivery.event.position,
-                            await deliver(delivery, to: endpoint, secrets: secrets, timeout: timeout, client: client))
+                            await deliver(delivery, to: endpoint, secrets: secrets, timeout: timeout, client: client, probing: probing))
                     }
                 }
                 if !ticking {
@@ -249,8 +250,11 @@ package struct WebhookDeliveryService: Service {
     /// One attempt, and what becomes of the delivery (recorded with the batch's); `nil` when the server stopped
     /// while the attempt was on its way, before any answer: the receiver did nothing wrong, so no attempt is counted,
     /// and the delivery is taken up again when its claim lapses. An answer that came is recorded, whatever it was.
+    /// `probing`: the endpoint was marked failing when the delivery was claimed (a probe: one delivery now and then).
     func deliver(
-        _ delivery: ClaimedDelivery, to endpoint: ServerConfiguration.WebhookEndpoint, secrets: [WebhookSecret], timeout: Duration, client: HTTPClient
+        _ delivery: ClaimedDelivery, to endpoint: ServerConfiguration.WebhookEndpoint, secrets: [WebhookSecret], timeout: Duration,
+        client: HTTPClient,
+        probing: Bool = false
     ) async -> FinishedAttempt? {
         let event = delivery.event
         let attempt = await Self.send(event, to: endpoint.url, secrets: secrets, timeout: timeout, client: client)
@@ -286,6 +290,16 @@ package struct WebhookDeliveryService: Service {
         if let error = attempt.error { metadata["error"] = .string(error) }
         switch outcome {
         case .delivered: logger.debug("event delivered", metadata: metadata)
+        case .retry(let at) where probing:
+            // The schedule's time is only the earliest: a failing endpoint gets one delivery a probe interval.
+            metadata["webhook.next_attempt"] = .string(LedgerEvent.timestamp(at))
+            metadata["webhook.probe_interval_ms"] = .stringConvertible(Int(failingProbe / .milliseconds(1)))
+            logger.info(
+                """
+                event delivery failed while the endpoint is marked failing; it is tried again no earlier than webhook.next_attempt, \
+                when a probe (one delivery every webhook.probe_interval_ms) takes it, or when an operator resumes the endpoint
+                """,
+                metadata: metadata)
         case .retry(let at):
             metadata["webhook.next_attempt"] = .string(LedgerEvent.timestamp(at))
             logger.info("event delivery failed; it is tried again", metadata: metadata)
