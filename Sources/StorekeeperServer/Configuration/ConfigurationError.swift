@@ -49,7 +49,8 @@ package struct ConfigurationError: Error, CustomStringConvertible, Sendable {
     /// key's PEM text by a note: a
     /// secret pasted into the wrong field (a URL, a name) is quoted by the error naming that field, and errors reach
     /// logs.
-    package static func hidingSecrets(_ text: String) -> String {
+    /// `shortest`: the fewest characters after a prefix that make a secret.
+    package static func hidingSecrets(_ text: String, shortest: Int = 8) -> String {
         var text = text
         // A key's PEM text pasted where a path or a URL belongs (quoted by the error naming that field): from its
         // `-----BEGIN` to the end of the quoted value.
@@ -80,7 +81,7 @@ package struct ConfigurationError: Error, CustomStringConvertible, Sendable {
             if let prefix {
                 var end = index + prefix.count
                 while end < characters.count, isSecretCharacter(characters[end]) { end += 1 }
-                if end - index - prefix.count >= 8 {
+                if end - index - prefix.count >= shortest {
                     out += "\(prefix)… (\(end - index) characters, not shown)"
                     index = end
                     continue

@@ -122,7 +122,7 @@ extension ServerConfiguration {
             var setting = setting
             setting.path = ConfigurationError.hidingSecrets(setting.path)
             setting.value = ConfigurationError.hidingSecrets(setting.value)
-            setting.note = setting.note.map(ConfigurationError.hidingSecrets)
+            setting.note = setting.note.map { ConfigurationError.hidingSecrets($0) }
             return setting
         }
         return Check(configuration: configuration, settings: settings, text: ConfigurationError.hidingSecrets(configuration.report(file: document)))

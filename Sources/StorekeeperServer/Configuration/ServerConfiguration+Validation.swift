@@ -49,20 +49,7 @@ extension ServerConfiguration {
     /// and its base64) or a key's text. Names are logged; a secret pasted as one would be too. Twenty characters after
     /// the prefix at least (errors hide from eight on): `sk_support_desk` is a name.
     package static func holdsSecret(_ text: String) -> Bool {
-        if SecretFile.looksLikeKeyText(text) { return true }
-        let characters = Array(text.utf8)
-        for prefix in ["sk_", "whsec_"].map({ Array($0.utf8) }) {
-            var index = 0
-            while index + prefix.count <= characters.count {
-                let atWord = index == 0 || !(characters[index - 1].isASCIILetterOrDigit)
-                if atWord, Array(characters[index..<index + prefix.count]) == prefix {
-                    let body = characters[(index + prefix.count)...].prefix { $0.isASCIILetterOrDigit || "+/=_-".utf8.contains($0) }
-                    if body.count >= 20 { return true }
-                }
-                index += 1
-            }
-        }
-        return false
+        SecretFile.looksLikeKeyText(text) || ConfigurationError.hidingSecrets(text, shortest: 20) != text
     }
 
     /// The most characters an API key's name may have.
@@ -296,12 +283,5 @@ extension ServerConfiguration {
         for (index, key) in apiKeys.enumerated() where !hashes.insert(key.sha256.lowercased()).inserted {
             throw ConfigurationError("two API keys have the same sha256: each key must be its own", setting: "apiKeys[\(index)].sha256")
         }
-    }
-}
-
-extension UInt8 {
-    fileprivate var isASCIILetterOrDigit: Bool {
-        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(self) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(self)
-            || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self)
     }
 }

@@ -45,9 +45,7 @@ struct CustomerAPI: Sendable {
     /// encodes the path), and valid: 1-128 ASCII letters, digits and `-_.@:`. A malformed escape is kept as it came,
     /// and then refused as an invalid ID.
     static func customerId(_ context: StorekeeperRequestContext) throws(APIError) -> String {
-        let raw = context.parameters.get("customerId") ?? ""
-        // Foundation's decoding only when there is an escape: it would cost every read, and nearly no ID has one.
-        let id = raw.utf8.contains(UInt8(ascii: "%")) ? raw.removingPercentEncoding ?? raw : raw
+        let id = context.pathValue("customerId")
         guard validCustomerId(id) else {
             // Cut with the mark every cut value carries: `…(65 more bytes)`.
             let shown = UntrustedText.escaped(id, limit: 64)

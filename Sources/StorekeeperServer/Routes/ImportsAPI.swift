@@ -64,9 +64,8 @@ struct ImportsAPI: Sendable {
     }
 
     func find(_ context: StorekeeperRequestContext) throws -> ImportRegistry.Entry {
-        let raw = context.parameters.get("importId") ?? ""
         // Percent-decoded, as the other routes' IDs are, before it is looked up or repeated.
-        let id = raw.utf8.contains(UInt8(ascii: "%")) ? raw.removingPercentEncoding ?? raw : raw
+        let id = context.pathValue("importId")
         guard let entry = imports.find(id) else {
             throw APIError(.notFound, .unknownImport, "no import \(UntrustedText.quoted(id, limit: 64)) on this instance")
         }

@@ -41,6 +41,12 @@ struct StrictJSONDecoder {
         func located(_ failure: Failure) -> ConfigurationError {
             ConfigurationError(failure.position.map { "\(file):\($0.line):\($0.column): \(failure.message)" } ?? "\(file): \(failure.message)")
         }
+        // Unknown keys found (up to one more than are shown), each located, separated by `; `.
+        func listed(_ unknown: [Failure]) -> String {
+            var message = unknown.prefix(Self.unknownKeysShown).map { located($0).message }.joined(separator: "; ")
+            if unknown.count > Self.unknownKeysShown { message += "; and more unknown keys" }
+            return message
+        }
         let value: T
         // A mistake in a value is named with the unknown keys of the objects read before it (not those of the objects
         // it stopped in, nor of the objects after it: nothing asked for their keys): a typo elsewhere is not left for
@@ -50,10 +56,7 @@ struct StrictJSONDecoder {
             var unknown: [Failure] = []
             usage.unknownKeys(in: document.root, into: &unknown, limit: Self.unknownKeysShown + 1, readingStoppedAt: failedAt)
             guard !unknown.isEmpty else { return located(failure) }
-            var message = located(failure).message + "; and " + located(unknown[0]).message
-            for other in unknown.dropFirst().prefix(Self.unknownKeysShown - 1) { message += "; " + located(other).message }
-            if unknown.count > Self.unknownKeysShown { message += "; and more unknown keys" }
-            return ConfigurationError(message)
+            return ConfigurationError(located(failure).message + "; and " + listed(unknown))
         }
         do {
             value = try NodeDecoder(node: document.root, codingPath: [], usage: usage).decodeValue(T.self)
@@ -70,12 +73,7 @@ struct StrictJSONDecoder {
         // Every unknown key at once (a few: a body may hold thousands), so that fixing one typo does not just reveal the next.
         var unknown: [Failure] = []
         usage.unknownKeys(in: document.root, into: &unknown, limit: Self.unknownKeysShown + 1)
-        if let first = unknown.first {
-            var message = located(first).message
-            for other in unknown.dropFirst().prefix(Self.unknownKeysShown - 1) { message += "; " + located(other).message }
-            if unknown.count > Self.unknownKeysShown { message += "; and more unknown keys" }
-            throw ConfigurationError(message)
-        }
+        if !unknown.isEmpty { throw ConfigurationError(listed(unknown)) }
         return value
     }
 
