@@ -140,11 +140,17 @@ final class PostgresPool: Sendable {
                     fail: { continuation.resume(throwing: $0) }
                 )
                 handle.withLock { $0 = job }
+                // Cancelled before the handle was set (the checkout watch's sweep can cancel a task that a loaded machine
+                // has not run yet): the handler below found no job, so none is dispatched. Dispatched, it would wait
+                // for a free worker without end while every worker is busy, and one of those may be waiting for this
+                // caller (a lock it holds): a hang, seen once in a whole-suite run on a slow machine.
+                if Task.isCancelled { return job.fail(CancellationError()) }
                 dispatch(job)
             }
         } onCancel: {
             // Still waiting for a connection: it is failed now (the checkout watch's timeout, a cancelled request), and
-            // never runs. Once running, it finishes.
+            // never runs. Once running, it finishes. (A task's cancelled flag is set before this runs: a job whose handle
+            // is set after this found none sees the flag above.)
             if let job = handle.withLock({ $0 }) {
                 state.withLock { state in state.waiting.removeAll { $0 === job } }
                 job.fail(CancellationError())

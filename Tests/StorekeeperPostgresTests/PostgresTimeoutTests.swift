@@ -82,6 +82,45 @@ struct PostgresTimeoutTests {
         await store.close()
     }
 
+    @Test(
+        "an operation cancelled before it asks the pool for a connection fails at once while every connection is busy, instead of waiting for one"
+    )
+    func cancelledBeforeAsking() async throws {
+        var url = try await PostgresTestDatabase.create()
+        url.poolSize = 2  // One worker (the other connection is a listener's in a store).
+        let pool = PostgresPool(configuration: try url.clientConfiguration(), probe: try url.connectionConfiguration(), logger: Logger(label: "test"))
+        let (held, signal) = AsyncStream.makeStream(of: Void.self)
+        let released = Collected<Bool>()  // Let go once it holds a value.
+        let busy = Task {
+            try await pool.withConnection { _ in
+                signal.yield()
+                while released.values.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+                return 1
+            }
+        }
+        for await _ in held { break }
+        // As the checkout watch's sweep cancels an operation whose task a loaded machine started after its deadline.
+        let cancelled = Task {
+            while !Task.isCancelled { await Task.yield() }
+            return try await pool.withConnection { _ in 2 }
+        }
+        cancelled.cancel()
+        // Before the fix it waited for the busy worker: it ran (answering 2) only once the connection was let go,
+        // which here happens after 30 s at the latest (in the store, the holder may wait for the cancelled caller).
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(30))
+            released.add(true)
+        }
+        await #expect(throws: CancellationError.self) { try await cancelled.value }
+        #expect(released.values.isEmpty, "it waited until the busy connection was let go")
+        released.add(true)
+        watchdog.cancel()
+        #expect(try await busy.value == 1)
+        // The pool still serves.
+        #expect(try await pool.withConnection { _ in 3 } == 3)
+        await pool.close()
+    }
+
     @Test("a read queued behind a batch that waits for a connection fails within connect_timeout of its own arrival, not after both waits")
     func queuedReadBoundedFromArrival() async throws {
         let harness = try SimulatorFixture.monthlySubscribers(["erin"])
