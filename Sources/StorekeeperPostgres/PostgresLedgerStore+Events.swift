@@ -241,6 +241,16 @@ extension PostgresLedgerStore {
                 DELETE FROM customer_links WHERE customer_id = \(customerId) AND environment = \(environment) AND original_transaction_id IN
                     (SELECT original_transaction_id FROM transactions WHERE environment = \(environment) AND bundle_id = \(bundleId)) RETURNING 1
                 """)
+            // Their tokens are retired, not freed (as on SQLite).
+            try await connection.execute(
+                """
+                INSERT INTO erased_tokens (bundle_id, environment, token, erased_at)
+                SELECT bundle_id, environment, token, \(now.epochMilliseconds) FROM token_owners
+                    WHERE customer_id = \(customerId) AND bundle_id = \(bundleId) AND environment = \(environment)
+                UNION SELECT bundle_id, environment, token, \(now.epochMilliseconds) FROM issued_tokens
+                    WHERE customer_id = \(customerId) AND bundle_id = \(bundleId) AND environment = \(environment)
+                ON CONFLICT DO NOTHING
+                """)
             let tokens = try await count(
                 "DELETE FROM token_owners WHERE customer_id = \(customerId) AND bundle_id = \(bundleId) AND environment = \(environment) RETURNING 1")
             try await connection.execute(

@@ -18,7 +18,7 @@ extension PostgresLedgerStore: LedgerImporting {
                     OR EXISTS (SELECT 1 FROM customer_states) OR EXISTS (SELECT 1 FROM webhook_endpoints)
                     OR EXISTS (SELECT 1 FROM deliveries) OR EXISTS (SELECT 1 FROM consumption_requests)
                     OR EXISTS (SELECT 1 FROM consumption_consents) OR EXISTS (SELECT 1 FROM promotional_grants)
-                    OR EXISTS (SELECT 1 FROM ledger_secrets)
+                    OR EXISTS (SELECT 1 FROM ledger_secrets) OR EXISTS (SELECT 1 FROM erased_tokens)
                 """
             ).decode(Bool.self) { empty = !found }
             return empty
@@ -51,6 +51,14 @@ extension PostgresLedgerStore: LedgerImporting {
                     INSERT INTO issued_tokens (bundle_id, environment, customer_id, token, issued_at)
                     VALUES (\(issued.bundleId), \(issued.environment.rawValue), \(issued.customerId), \(issued.token.description), \(issued.issuedAt))
                     ON CONFLICT (bundle_id, environment, customer_id) DO UPDATE SET token = excluded.token, issued_at = excluded.issued_at
+                    """)
+            }
+            for (key, erasedAt) in page.erasedTokens {
+                try await connection.execute(
+                    """
+                    INSERT INTO erased_tokens (bundle_id, environment, token, erased_at)
+                    VALUES (\(key.bundleId), \(key.environment.rawValue), \(key.token.description), \(erasedAt.epochMilliseconds))
+                    ON CONFLICT DO NOTHING
                     """)
             }
             try await self.importOutbox(page, connection)

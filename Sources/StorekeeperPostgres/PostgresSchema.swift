@@ -188,6 +188,15 @@ enum PostgresSchema {
             CREATE TABLE ledger_secrets (name TEXT PRIMARY KEY, value BYTEA NOT NULL);
             """
         ),
+        // As SQLite's v18: tokens an erasure retired, which a later submission does not take. Epoch milliseconds.
+        (
+            "v12: app account tokens retired by an erasure",
+            """
+            CREATE TABLE erased_tokens (
+                bundle_id TEXT NOT NULL, environment TEXT NOT NULL, token TEXT NOT NULL, erased_at BIGINT NOT NULL,
+                PRIMARY KEY (bundle_id, environment, token));
+            """
+        ),
     ]
 
     /// Brings the database's schema up to date on `connection`, under the migration lock; returns the migrations

@@ -80,6 +80,21 @@ struct PostgresWriteTransaction: AsyncLedgerWriteTransaction {
         try await store.loadFamilies(connection, memo, reads.families, tokens: reads.tokens, into: &results.ledger)
         results.tokenOwners = results.ledger.tokenOwners
         results.ledger.tokenOwners = [:]
+        let unowned = reads.tokens.subtracting(results.tokenOwners.keys)
+        if reads.erasedTokens, !unowned.isEmpty {
+            // An erasure deletes a token's owner and retires it in one transaction: a token read without an owner was
+            // erased, if at all, before this statement began.
+            for key in unowned {
+                for try await _ in try await connection.run(
+                    """
+                    SELECT 1 FROM erased_tokens
+                    WHERE bundle_id = \(key.bundleId) AND environment = \(key.environment.rawValue) AND token = \(key.token.description)
+                    """)
+                {
+                    results.erasedTokens.insert(key)
+                }
+            }
+        }
         return results
     }
 

@@ -240,6 +240,14 @@ extension SQLiteLedgerStore {
                         (SELECT original_transaction_id FROM transactions WHERE environment = ?3 AND bundle_id = ?2)
                     """, arguments: arguments)
             let links = db.changesCount
+            // Their tokens are retired, not freed: a later submission carrying one does not take it (nor, with it, the
+            // purchases made under this identity).
+            try db.execute(
+                sql: """
+                    INSERT OR IGNORE INTO erased_tokens (bundle_id, environment, token, erased_at)
+                    SELECT bundle_id, environment, token, ?4 FROM token_owners WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3
+                    UNION SELECT bundle_id, environment, token, ?4 FROM issued_tokens WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3
+                    """, arguments: arguments + [now.epochMilliseconds])
             try db.execute(sql: "DELETE FROM token_owners WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3", arguments: arguments)
             let tokens = db.changesCount
             try db.execute(sql: "DELETE FROM issued_tokens WHERE customer_id = ?1 AND bundle_id = ?2 AND environment = ?3", arguments: arguments)

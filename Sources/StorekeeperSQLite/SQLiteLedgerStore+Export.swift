@@ -71,6 +71,15 @@ extension SQLiteLedgerStore: LedgerExporting {
                 }
             }
         }
+        page.erasedTokens = try await readPage { db in
+            var erased: [AppAccountTokenKey: Date] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT * FROM erased_tokens") {
+                guard let token = LowercaseUUID(uuidString: row["token"]) else { continue }
+                let key = AppAccountTokenKey(bundleId: row["bundle_id"], environment: AppStoreEnvironment(rawValue: row["environment"]), token: token)
+                erased[key] = Date(epochMilliseconds: row["erased_at"])
+            }
+            return erased
+        }
         page.refused = try await refusedNotifications()
         page.watermarks = try await readPage { db in
             try Row.fetchAll(db, sql: "SELECT * FROM recovery_watermarks").map { row in

@@ -240,6 +240,14 @@ struct SQLiteWriteTransaction: LedgerWriteTransaction {
         try store.tokenOwners(db, of: tokens)
     }
 
+    func erasedTokens(among tokens: Set<AppAccountTokenKey>) throws -> Set<AppAccountTokenKey> {
+        try tokens.filter { key in
+            try Bool.fetchOne(
+                db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM erased_tokens WHERE bundle_id = ? AND environment = ? AND token = ?)"),
+                arguments: [key.bundleId, key.environment.rawValue, key.token.description]) ?? false
+        }
+    }
+
     func setRecoveryWatermark(_ watermark: RecoveryWatermark) throws {
         try db.cachedStatement(
             sql: """

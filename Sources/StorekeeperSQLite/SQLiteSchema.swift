@@ -211,12 +211,24 @@ extension SQLiteLedgerStore {
         migrator.registerMigration("v17: the ledger's own secrets") { db in
             try db.execute(sql: ledgerSecretsSchema)
         }
+        migrator.registerMigration("v18: app account tokens retired by an erasure") { db in
+            try db.execute(sql: erasedTokensSchema)
+        }
         return migrator
     }
 
     /// Secrets the ledger makes for itself, by name, each once (`LedgerStore.ledgerSecret(_:orNew:)`): the key of
     /// the polling cursors.
     static let ledgerSecretsSchema = "CREATE TABLE ledger_secrets (name TEXT PRIMARY KEY, value BLOB NOT NULL)"
+
+    /// App account tokens an erased customer owned or was issued (`DELETE /v1/customers/{id}`): a later submission
+    /// of a purchase carrying one links that purchase alone, and never takes the token (with it, every purchase made
+    /// under the erased identity). Epoch milliseconds.
+    static let erasedTokensSchema = """
+        CREATE TABLE erased_tokens (
+            bundle_id TEXT NOT NULL, environment TEXT NOT NULL, token TEXT NOT NULL, erased_at INTEGER NOT NULL,
+            PRIMARY KEY (bundle_id, environment, token)) WITHOUT ROWID
+        """
 
     /// Promotional entitlements support granted (``PromotionalGrant``), found by customer. Epoch milliseconds.
     static let promotionalGrantsSchema = """

@@ -27,6 +27,9 @@ package final class InMemoryTransaction: LedgerWriteTransaction, Sendable {
         ledger.withLock { held in held.tokenOwners.filter { tokens.contains($0.key) } }
     }
 
+    /// Nothing is erased in memory.
+    package func erasedTokens(among tokens: Set<AppAccountTokenKey>) throws -> Set<AppAccountTokenKey> { [] }
+
     package func write(_ changes: LedgerChanges) throws {
         ledger.withLock { held in
             for transaction in changes.transactions {

@@ -19,8 +19,14 @@ struct LedgerCopyTests {
         try await harness.play(name)
         let source = try SQLiteLedgerStore(path: TestFiles.directory.appendingPathComponent("ledger-\(UUID()).sqlite").path)
         try await harness.submitAll(to: source)
+        // A customer with two purchases under their server-issued token, then erased: the token stays retired.
+        let leaverToken = try await source.appAccountToken(for: "leaver", bundleId: "com.example.storekeeper", environment: .sandbox, renew: false)
+        try harness.customer("apple-leaver")
+        let kept = try harness.engine.purchase(.init(customerId: "apple-leaver", productId: "unlock.lifetime", appAccountToken: leaverToken))
+        _ = try harness.engine.purchase(.init(customerId: "apple-leaver", productId: "season.pass", appAccountToken: leaverToken))
         let notifications = try await harness.verifiedNotifications()
         for notification in notifications { _ = try await source.apply(notification) }
+        _ = try #require(try await source.erase(CustomerKey(bundleId: "com.example.storekeeper", environment: .sandbox, customerId: "leaver")))
         try await source.recordRefused(
             RefusedNotification(input: Array("junk".utf8), receivedAt: Date(), code: "malformed-jws", message: "not a JWS", status: 400, claims: nil),
             keeping: 10
@@ -120,6 +126,12 @@ struct LedgerCopyTests {
         }
         // A copy goes into an empty database only.
         await #expect(throws: StorageError.self) { try await LedgerCopy.copy(from: source, to: target) }
+        // (After the comparisons: this adds an event.) The erased customer's token is still retired: a restore of one of their purchases takes that purchase only.
+        let restore = try await harness.verifier.verifyTransaction(try harness.engine.signTransaction(kept.transactionId))
+        #expect(try await target.submit(restore, customerId: "leaver-2") == .linked)
+        let restored = try await target.entitlementLedger(for: "leaver-2", bundleId: app.bundleId, environment: .sandbox)
+        #expect(
+            Set(restored.transactions.values.map(\.info.productId)) == ["unlock.lifetime"], "\(restored.transactions.values.map(\.info.productId))")
         await target.close()
         // One a server only started on (its webhook endpoint's place in the outbox, nothing else) is not empty either:
         // refused before anything is copied (it used to fail half-way, on that endpoint's row).

@@ -259,6 +259,49 @@ struct OutboxTests {
     }
 
     @Test(
+        "an erased customer's token is retired: a later submission carrying it links that purchase alone, never the token, so the erased identity's other purchases stay no one's, now and at their renewals",
+        arguments: Backend.available)
+    func erasedTokenRetired(backend: Backend) async throws {
+        let (store, purchased, subscription) = try await Self.storeWithPurchase("alice", "pro.monthly", on: backend)
+        var fixture = purchased
+        let token = try await store.appAccountToken(for: "alice", bundleId: Self.app, environment: .sandbox, renew: false)
+        let unlock = try fixture.engine.purchase(.init(customerId: "apple-alice", productId: "unlock.lifetime", appAccountToken: token))
+        for notification in try await fixture.verifiedNotifications() { _ = try await store.apply(notification) }
+        #expect((try await Self.currentState(store, "alice")).contains("unlock.lifetime"))
+        let erased = try #require(try await store.erase(CustomerKey(bundleId: Self.app, environment: .sandbox, customerId: "alice")))
+        #expect(erased.tokensRemoved == 1)
+
+        // The same person restores one purchase under a new account: that purchase is theirs, the other is not.
+        let signed = try await fixture.verifier.verifyTransaction(try fixture.engine.signTransaction(unlock.transactionId))
+        guard case .linked = try await store.submit(signed, customerId: "alice-2") else {
+            Issue.record("the restore was refused")
+            return
+        }
+        let restored = try await Self.currentState(store, "alice-2")
+        #expect(restored.contains("unlock.lifetime") && !restored.contains("pro.monthly"), "\(restored)")
+        // A renewal of the other purchase, by notification alone, names no one.
+        let before = try await store.lastEventPosition()
+        try fixture.advance(days: 31)
+        for notification in try await fixture.verifiedNotifications() { _ = try await store.apply(notification) }
+        #expect(!(try await Self.currentState(store, "alice-2")).contains("pro.monthly"))
+        let afterRenewal = try await Self.allEvents(store).filter { $0.position > before }
+        #expect(afterRenewal.isEmpty, "no customer's state changed: \(afterRenewal.map(\.type))")
+        // Restored too, that purchase is linked alone as well, to whoever restores it (the token names no one to refuse).
+        let renewed = try #require(
+            fixture.engine.state.transactions.values.filter { $0.info.originalTransactionId == subscription.originalTransactionId }
+                .max { $0.info.purchaseDate < $1.info.purchaseDate })
+        let signedRenewal = try await fixture.verifier.verifyTransaction(try fixture.engine.signTransaction(renewed.info.transactionId))
+        guard case .linked = try await store.submit(signedRenewal, customerId: "alice-3") else {
+            Issue.record("the second restore was refused")
+            return
+        }
+        #expect((try await Self.currentState(store, "alice-3")).contains("pro.monthly"))
+        #expect(!(try await Self.currentState(store, "alice-3")).contains("unlock.lifetime"))
+        #expect(!(try await Self.currentState(store, "alice-2")).contains("pro.monthly"))
+        await store.close()
+    }
+
+    @Test(
         "erasing the customer a purchase was transferred to returns it to its token's owner at once, with an event for them caused by the erasure",
         arguments: Backend.available)
     func erasureReturnsTransferredPurchase(backend: Backend) async throws {

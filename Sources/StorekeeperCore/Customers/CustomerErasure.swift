@@ -4,8 +4,9 @@ import NIOCore
 
 /// What erasing a customer removed (`DELETE /v1/customers/{id}`): their identity in one app and environment — the
 /// explicit links of that app's purchases to them, their app account tokens (owned and issued), their earlier events
-/// and deliveries — while every transaction, subscription and notification stays for accounting. A later submission
-/// of one of those purchases starts a new customer.
+/// and deliveries — while every transaction, subscription and notification stays for accounting. Their tokens are
+/// retired (`erased_tokens`), never taken again: a later submission of one of those purchases starts a new customer
+/// with that purchase alone.
 package struct CustomerErasure: Codable, Hashable, Sendable {
     package var customerId: String
     package var bundleId: String

@@ -113,24 +113,30 @@ package struct Ledger: Codable, Hashable, Sendable {
     /// Links a transaction (and its whole subscription or purchase) to a customer, as the app submitting it does,
     /// and remembers its app account token as theirs in its app and environment. Refused, changing nothing, when the
     /// token or the purchase already belongs to another customer (``ownershipConflict(linking:to:)``).
-    package mutating func link(_ info: TransactionInfo, to customerId: String) throws(OwnershipConflict) {
+    /// A token in `erased` (retired by a customer's erasure) is not taken: the purchase is linked alone, and the other
+    /// purchases carrying that token stay without a customer.
+    package mutating func link(
+        _ info: TransactionInfo, to customerId: String, erased: Set<AppAccountTokenKey> = []
+    ) throws(OwnershipConflict) {
         guard let environment = info.environment else { return }
         if let conflict = ownershipConflict(linking: info, to: customerId) { throw conflict }
         explicitLinks[LedgerKey(environment, info.originalTransactionId)] = customerId
         if let token = info.appAccountToken {
-            tokenOwners[AppAccountTokenKey(bundleId: info.bundleId, environment: environment, token: token)] = customerId
+            let key = AppAccountTokenKey(bundleId: info.bundleId, environment: environment, token: token)
+            if !erased.contains(key) { tokenOwners[key] = customerId }
         }
     }
 
     /// Moves a purchase (every transaction of its original transaction ID, and its future renewals) to `customerId`
     /// by an explicit link, which attribution consults before any token; the tokens stay their owners' (their other
     /// purchases stay theirs). The ``RestorePolicy/transfer`` policy's move.
-    package mutating func transfer(_ info: TransactionInfo, to customerId: String) {
+    /// A token without an owner is taken, unless in `erased` (as ``link(_:to:erased:)``).
+    package mutating func transfer(_ info: TransactionInfo, to customerId: String, erased: Set<AppAccountTokenKey> = []) {
         guard let environment = info.environment else { return }
         explicitLinks[LedgerKey(environment, info.originalTransactionId)] = customerId
         if let token = info.appAccountToken {
             let key = AppAccountTokenKey(bundleId: info.bundleId, environment: environment, token: token)
-            if tokenOwners[key] == nil { tokenOwners[key] = customerId }
+            if tokenOwners[key] == nil, !erased.contains(key) { tokenOwners[key] = customerId }
         }
     }
 

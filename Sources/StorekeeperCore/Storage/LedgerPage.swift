@@ -12,6 +12,8 @@ package struct LedgerPage: Sendable {
     package var refused: [RefusedNotification] = []
     package var watermarks: [RecoveryWatermark] = []
     package var issuedTokens: [IssuedToken] = []
+    /// Tokens retired by customers' erasures, and when.
+    package var erasedTokens: [AppAccountTokenKey: Date] = [:]
     /// The outbox: events (with their positions and IDs), customers' recorded states, webhook endpoints' places in
     /// the outbox and failing marks, and deliveries (so that a move loses no undelivered event and no sequence restarts).
     package var events: [LedgerEvent] = []
@@ -33,7 +35,7 @@ package struct LedgerPage: Sendable {
     /// Records in the page.
     package var count: Int {
         transactions.count + subscriptions.count + links.count + tokenOwners.count + notifications.count + refused.count + watermarks.count
-            + issuedTokens.count + events.count + customerStates.count + endpoints.count + deliveries.count + attempts.count
+            + issuedTokens.count + erasedTokens.count + events.count + customerStates.count + endpoints.count + deliveries.count + attempts.count
             + supportActions.count + consumptionRequests.count + consumptionConsents.count + promotionalGrants.count
     }
 }

@@ -9,6 +9,8 @@ package struct LedgerReadResults: Sendable {
     package var ledger = Ledger()
     /// The owners of the tokens asked for that have one.
     package var tokenOwners: [AppAccountTokenKey: String] = [:]
+    /// The tokens asked for, without an owner, that a customer's erasure retired (when ``LedgerReads/erasedTokens``).
+    package var erasedTokens: Set<AppAccountTokenKey> = []
     /// Whether the store's writes append events (``OutboxSettings/isEnabled``): when not, a unit of work skips the
     /// outbox's part entirely (its snapshots, who each change concerns), as a ledger without an outbox would.
     package var outboxEnabled = true

@@ -12,6 +12,9 @@ package struct LedgerReads: Sendable {
     package var families: [LedgerKey] = []
     /// App account tokens whose owners to read (a backend with concurrent writers locks them too).
     package var tokens: Set<AppAccountTokenKey> = []
+    /// Whether to say which of `tokens` without an owner a customer's erasure retired (a submission asks: it must not
+    /// take such a token).
+    package var erasedTokens = false
 
     /// A backend answers in this order: it locks `families` and `tokens` (in one sorted order, so that two steps can
     /// never hold each other's locks), then claims the notifications, and only when one of them is new (or none was

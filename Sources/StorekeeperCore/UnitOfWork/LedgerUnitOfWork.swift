@@ -105,7 +105,8 @@ package enum LedgerUnitOfWork {
         let info = submitted.payload
         guard let environment = info.environment else { return .done((.linked, [])) }
         let submittedToken = LedgerTransaction.tokenKey(of: info)
-        let first = LedgerReads(families: [LedgerKey(environment, info.originalTransactionId)], tokens: submittedToken.map { [$0] } ?? [])
+        var first = LedgerReads(families: [LedgerKey(environment, info.originalTransactionId)], tokens: submittedToken.map { [$0] } ?? [])
+        first.erasedTokens = true
         return .read(first) { loaded in
             var ledger = loaded.ledger
             var tokens = ledger.appAccountTokens
@@ -114,12 +115,12 @@ package enum LedgerUnitOfWork {
                 ledger.tokenOwners = owners
                 if let conflict = ledger.ownershipConflict(linking: info, to: customerId) {
                     guard policy == .transfer else { return .done((.refused(conflict), [])) }
-                    return transferring(submitted, to: customerId, in: ledger, reads: first)
+                    return transferring(submitted, to: customerId, in: ledger, reads: first, erased: loaded.erasedTokens)
                 }
                 let before = ledger
                 ledger.apply(info, jws: submitted.jws, source: "app")
                 do throws(OwnershipConflict) {
-                    try ledger.link(info, to: customerId)
+                    try ledger.link(info, to: customerId, erased: loaded.erasedTokens)
                 } catch {
                     return .done((.refused(error), []))
                 }
@@ -136,7 +137,8 @@ package enum LedgerUnitOfWork {
     /// The ``RestorePolicy/transfer`` policy's submission: the purchase moves to `customerId` (an explicit link), with
     /// the submitted transaction applied; both customers' events name the move.
     static func transferring(
-        _ submitted: VerifiedSignedData<TransactionInfo>, to customerId: String, in ledger: Ledger, reads: LedgerReads
+        _ submitted: VerifiedSignedData<TransactionInfo>, to customerId: String, in ledger: Ledger, reads: LedgerReads,
+        erased: Set<AppAccountTokenKey>
     ) -> LedgerStep<(outcome: SubmissionOutcome, affected: Set<String>)> {
         let info = submitted.payload
         var ledger = ledger
@@ -147,7 +149,7 @@ package enum LedgerUnitOfWork {
         let previous =
             family.flatMap { before.customer(of: $0) } ?? before.explicitLinks[LedgerKey(info.environment ?? .production, info.originalTransactionId)]
         ledger.apply(info, jws: submitted.jws, source: "app")
-        ledger.transfer(info, to: customerId)
+        ledger.transfer(info, to: customerId, erased: erased)
         let affected = ledger.customersAffected(since: before)
         let cause = EventCause(.submission, id: info.transactionId, transferredFrom: previous, transferredTo: customerId)
         return .write(

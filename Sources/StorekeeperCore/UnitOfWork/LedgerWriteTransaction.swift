@@ -11,6 +11,8 @@ package protocol LedgerWriteTransaction {
     func loadFamily(_ key: LedgerKey, into ledger: inout Ledger) throws
     /// The owners of `tokens` that have one.
     func tokenOwners(of tokens: Set<AppAccountTokenKey>) throws -> [AppAccountTokenKey: String]
+    /// Which of `tokens` a customer's erasure retired.
+    func erasedTokens(among tokens: Set<AppAccountTokenKey>) throws -> Set<AppAccountTokenKey>
     /// Writes what changed (and the notification received, if any).
     func write(_ changes: LedgerChanges) throws
     /// Moves an app's notification-recovery watermark.
@@ -35,6 +37,8 @@ extension LedgerWriteTransaction {
         if !reads.claimNotifications.isEmpty, results.existingNotifications.count == reads.claimNotifications.count { return results }
         for family in reads.families { try loadFamily(family, into: &results.ledger) }
         if !reads.tokens.isEmpty { results.tokenOwners = try tokenOwners(of: reads.tokens) }
+        let unowned = reads.tokens.subtracting(results.tokenOwners.keys)
+        if reads.erasedTokens, !unowned.isEmpty { results.erasedTokens = try erasedTokens(among: unowned) }
         return results
     }
 }
