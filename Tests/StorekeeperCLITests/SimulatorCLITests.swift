@@ -36,6 +36,16 @@ struct SimulatorCLITests {
         #expect(initialized.status == 0, "\(initialized.stderr)")
         #expect(initialized.stdout.contains("key ID:"))
         #expect(try await CLI.runDetached(["simulator", "init", dir]).stderr.hasPrefix("error: conflict: "))
+        // The server configuration it writes grants the sample catalog's season pass (non-renewing, P3M) for the
+        // shortest three months, as the demo does; without it, buying one granted nothing.
+        let written = try JSONDecoder().decode(JSONValue.self, from: Data(contentsOf: URL(fileURLWithPath: dir + "/storekeeper.json")))
+        guard case .object(let file) = written, case .object(let entitlements)? = file["entitlements"],
+            case .object(let durations)? = entitlements["nonRenewingDurations"]
+        else {
+            Issue.record("no entitlements.nonRenewingDurations in storekeeper.json: \(written)")
+            return
+        }
+        #expect(durations == ["season.pass": .integer(89 * 86_400)], "\(durations)")
 
         let sink = NotificationSink()
         try await sink.serve { url in

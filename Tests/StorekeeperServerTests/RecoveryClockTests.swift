@@ -1,11 +1,14 @@
 import AppStoreModels
 import AppStoreSimulator
 import Foundation
+import Hummingbird
+import HummingbirdTesting
 import Logging
 import StorekeeperCore
 import StorekeeperSQLite
 import StorekeeperServer
 import StorekeeperTesting
+import Synchronization
 import Testing
 
 /// Recovery when the App Store's clock is not the server's: a simulator advanced days ahead, and a window the App
@@ -131,6 +134,72 @@ struct RecoveryClockTests {
             let lost = try #require(report.uncovered)
             #expect(!report.complete && lost.start == watermark)
             #expect(abs(lost.end.timeIntervalSince(watermark) - 10 * 86_400) <= 3_700, "\(lost)")
+        }
+    }
+
+    /// An App Store whose clock is ten days ahead of the server's and moves two minutes on at every request (as a real
+    /// one moves while a long history is paged through): it checks every request's start against its 30-day window,
+    /// and answers three empty pages.
+    final class MovingAppStore: Sendable {
+        private let state = Mutex<(requests: Int, refusedAfterAPage: Int)>((0, 0))
+        let start: Date
+        init(serverNow: Date) { start = serverNow.addingTimeInterval(10 * 86_400) }
+        var refusedAfterAPage: Int { state.withLock { $0.refusedAfterAPage } }
+
+        func answer(_ request: Request) async throws -> Response {
+            let bytes = try await request.body.collect(upTo: 1 << 16)
+            let body = try JSONDecoder().decode(JSONValue.self, from: Data(bytes.readableBytesView))
+            guard case .object(let fields) = body, case .integer(let startDate)? = fields["startDate"] else {
+                return Response(status: .badRequest)
+            }
+            let token = request.uri.queryParameters.get("paginationToken")
+            let now = state.withLock { state in
+                state.requests += 1
+                return start.addingTimeInterval(Double(state.requests) * 120)
+            }
+            func json(_ status: HTTPResponse.Status, _ text: String) -> Response {
+                Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: text)))
+            }
+            if now.epochMilliseconds - startDate > 30 * 86_400_000 {
+                if token != nil { state.withLock { $0.refusedAfterAPage += 1 } }
+                return json(
+                    .badRequest, #"{"errorCode": 4000012, "errorMessage": "Invalid request. The start date is earlier than the allowed start date."}"#
+                )
+            }
+            let next = ["": "p1", "p1": "p2"][token ?? ""]
+            return json(
+                .ok,
+                next.map { #"{"notificationHistory": [], "hasMore": true, "paginationToken": "\#($0)"}"# }
+                    ?? #"{"notificationHistory": [], "hasMore": false}"#)
+        }
+    }
+
+    @Test(
+        "the App Store's clock ahead and moving while the pages are read: the run starts an hour inside the window it finds, so no later page is refused"
+    )
+    func windowMovesWhilePaging() async throws {
+        let testbed = try await T(environment: .sandbox)
+        let serverNow = await testbed.simulator.state.now
+        let appStore = MovingAppStore(serverNow: serverNow)
+        let router = Router()
+        router.post("/inApps/v1/notifications/history") { request, _ in try await appStore.answer(request) }
+        try await Application(router: router).test(.live) { client in
+            let configuration = try testbed.configuration(baseURL: "http://127.0.0.1:\(client.port!)")
+            let store = try SQLiteLedgerStore(path: testbed.database)
+            let log = CapturedLog()
+            let ingester = NotificationIngester(
+                store: store, verifiers: try configuration.makeVerifiers(), configuration: configuration, logger: log.logger())
+            let recovery = NotificationRecovery(
+                app: Self.app, client: try #require(try configuration.makeServerAPIClients(logger: log.logger())[Self.app]), ingester: ingester,
+                settings: configuration.recovery.settings, logger: log.logger(), now: { serverNow })
+            // Before, the start found at the window's edge was refused on the next page (StartDateTooFarInPastError).
+            let report = try await recovery.run()
+            #expect(appStore.refusedAfterAPage == 0)
+            #expect(report.pages == 6, "three pages of history, three of failed deliveries: \(report)")
+            // The App Store's clock, found from the window's edge (its drift of two minutes a request aside).
+            let ahead = try #require(report.appStoreClockAheadSeconds)
+            #expect(ahead >= 10 * 86_400 && ahead < 10 * 86_400 + 7_200, "\(ahead)")
+            await store.close()
         }
     }
 }

@@ -38,6 +38,26 @@ package struct SubscriptionPeriod: RawRepresentable, Codable, Hashable, Sendable
         }
     }
 
+    /// The shortest the period can last on the calendar, in whole days: `P3M` is 89 (February to April of a common
+    /// year), `P1Y` 365, `P1W` 7. What a fixed access duration for a non-renewing product of this period is, when it
+    /// must never outlast the App Store's own end (`entitlements.nonRenewingDurations`).
+    package var shortestDays: Int {
+        let (unit, count) = components
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        // Every month's first day over four years (a leap year among them): the shortest spans start there.
+        let start = calendar.date(from: DateComponents(year: 2025, month: 1, day: 1))!
+        var shortest = Int.max
+        for month in 0..<48 {
+            guard let from = calendar.date(byAdding: .month, value: month, to: start),
+                let to = calendar.date(byAdding: unit, value: count, to: from),
+                let days = calendar.dateComponents([.day], from: from, to: to).day
+            else { continue }
+            shortest = min(shortest, days)
+        }
+        return shortest
+    }
+
     package init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         let text = try container.decode(String.self)

@@ -94,7 +94,7 @@ package struct NotificationRecovery: Sendable {
         let started = now()
         let watermark = try await ingester.store.recoveryWatermark(app)
         // An hour inside the App Store's window, so that a request made a little later is still inside it.
-        let earliest = started.addingTimeInterval(-historyWindow + 3_600)
+        let earliest = started.addingTimeInterval(-historyWindow + Self.windowMargin)
         let requested = since ?? watermark.map { $0.addingTimeInterval(-settings.overlap) }
         var report = Report(
             bundleId: app.bundleId, environment: app.environment.rawValue, from: max(earliest, requested ?? earliest), to: started,
@@ -172,11 +172,11 @@ package struct NotificationRecovery: Sendable {
     /// How far ahead of this server's clock the App Store's is, found by asking for its whole window by this server's
     /// clock (failed deliveries only: one page) and seeing how far forward the start must move; nil when it need not.
     private func appStoreClockAhead(started: Date, end: Date) async throws -> TimeInterval? {
-        var request = NotificationHistoryRequest(startDate: started.addingTimeInterval(-historyWindow + 3_600), endDate: end, onlyFailures: true)
-        let asked = request.startDate
-        _ = try await firstPage(&request)
-        guard request.startDate > asked else { return nil }
-        return request.startDate.addingTimeInterval(historyWindow).timeIntervalSince(now())
+        var request = NotificationHistoryRequest(
+            startDate: started.addingTimeInterval(-historyWindow + Self.windowMargin), endDate: end, onlyFailures: true)
+        var edge: Date?
+        _ = try await firstPage(&request, edge: &edge)
+        return edge.map { $0.addingTimeInterval(historyWindow).timeIntervalSince(now()) }
     }
 
     /// What reading one request found of the App Store's clock.
@@ -195,12 +195,12 @@ package struct NotificationRecovery: Sendable {
         watermark: ((TimeInterval?) -> RecoveryWatermark)?
     ) async throws -> Read {
         var request = request
-        let requestedStart = request.startDate
-        var (page, token) = try await firstPage(&request)
+        var edge: Date?
+        var (page, token) = try await firstPage(&request, edge: &edge)
         var read = Read(start: request.startDate)
-        if request.startDate > requestedStart {
+        if let edge {
             // The App Store's window ends `historyWindow` before its now: the earliest start it took says where that is.
-            read.clockAhead = request.startDate.addingTimeInterval(historyWindow).timeIntervalSince(now())
+            read.clockAhead = edge.addingTimeInterval(historyWindow).timeIntervalSince(now())
             logger.warning(
                 "notification history refused the start date: the App Store's clock is ahead of this server's",
                 metadata: [
@@ -221,8 +221,12 @@ package struct NotificationRecovery: Sendable {
     /// The first page of `request`. When the App Store refuses its start date as too far in the past
     /// (`StartDateTooFarInPastError`, 4000012) although this server's clock puts it inside the window, the App Store's
     /// clock is ahead: the start moves forward to the earliest the App Store takes (found to within a minute, doubling
-    /// the step and then halving it), and `request` is changed to it.
-    private func firstPage(_ request: inout NotificationHistoryRequest) async throws -> (NotificationHistoryResponse, String?) {
+    /// the step and then halving it), then an hour more, as ``run(since:failures:dryRun:)``'s own earliest is: the App
+    /// Store checks the start again on every page, and its window moves on while the pages are read (a start found at
+    /// the window's edge was refused on a later page). `request` is changed to it, and `edge` is the earliest start found.
+    private func firstPage(
+        _ request: inout NotificationHistoryRequest, edge: inout Date?
+    ) async throws -> (NotificationHistoryResponse, String?) {
         if let first = try await firstPage(request, from: request.startDate) { return first }
         var refused = request.startDate
         var step: TimeInterval = 86_400
@@ -254,9 +258,18 @@ package struct NotificationRecovery: Sendable {
                 refused = middle
             }
         }
+        edge = acceptedStart
+        let inside = acceptedStart.addingTimeInterval(Self.windowMargin)
+        if inside < request.endDate, let page = try await firstPage(request, from: inside) {
+            acceptedStart = inside
+            acceptedPage = page
+        }
         request.startDate = acceptedStart
         return acceptedPage!
     }
+
+    /// How far inside the App Store's history window a run starts, so that its later requests are still inside it.
+    static let windowMargin: TimeInterval = 3_600
 
     /// The first page of `request` from `start`, or nil when the App Store refuses the start as too far in the past.
     private func firstPage(_ request: NotificationHistoryRequest, from start: Date) async throws -> (NotificationHistoryResponse, String?)? {

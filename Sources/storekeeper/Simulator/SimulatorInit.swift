@@ -68,6 +68,12 @@ struct SimulatorInit: AsyncParsableCommand {
         let bundleId = catalog.apps.first?.bundleId ?? "com.example.storekeeper"
         var levels: [String: Int] = [:]
         for product in catalog.products where product.level != nil { levels[product.productId] = product.level }
+        // A non-renewing product grants access for its period, at its shortest on the calendar (the App Store's own
+        // end, which the simulator's ground truth uses, is never earlier): without it, buying one grants nothing.
+        var durations: [String: TimeInterval] = [:]
+        for product in catalog.products where product.type == .nonRenewing {
+            if let period = product.period { durations[product.productId] = TimeInterval(period.shortestDays * 86_400) }
+        }
         let configuration = ServerConfiguration(
             apps: catalog.apps.map { app in
                 .init(
@@ -80,7 +86,7 @@ struct SimulatorInit: AsyncParsableCommand {
                     ]
                 )
             },
-            entitlements: EntitlementConfiguration(subscriptionLevels: levels),
+            entitlements: EntitlementConfiguration(subscriptionLevels: levels, nonRenewingDurations: durations),
             apiKeys: [.init(name: "simulator app", sha256: ServerConfiguration.hash(apiKey: apiKey), scope: .app, bundleId: bundleId)]
         )
         struct File: Encodable {
