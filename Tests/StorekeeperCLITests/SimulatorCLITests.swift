@@ -46,6 +46,16 @@ struct SimulatorCLITests {
             return
         }
         #expect(durations == ["season.pass": .integer(89 * 86_400)], "\(durations)")
+        // At a sandbox renewal rate, the rate's length of the period (P3M at 5-minutes: 15 minutes), never longer.
+        let fast = TestFiles.directory.appendingPathComponent("sim-cli-fast-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: fast) }
+        #expect(try await CLI.runDetached(["simulator", "init", fast, "--renewal-rate", "5-minutes"]).status == 0)
+        let fastFile = try JSONDecoder().decode(JSONValue.self, from: Data(contentsOf: URL(fileURLWithPath: fast + "/storekeeper.json")))
+        guard case .object(let fastFields) = fastFile, case .object(let fastEntitlements)? = fastFields["entitlements"] else {
+            Issue.record("no entitlements in \(fastFile)")
+            return
+        }
+        #expect(fastEntitlements["nonRenewingDurations"] == .object(["season.pass": .integer(900)]), "\(fastEntitlements)")
 
         let sink = NotificationSink()
         try await sink.serve { url in

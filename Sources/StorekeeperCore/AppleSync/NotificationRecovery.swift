@@ -151,8 +151,8 @@ package struct NotificationRecovery: Sendable {
         // How far ahead of ours the App Store's clock is, when a refused start date shows it.
         var offset = main.clockAhead ?? measured
         if main.clockAhead != nil, requested != nil {
-            // Moved forward only to what the App Store's clock allows: what lay before is gone (a first run asks for
-            // the App Store's own earliest, and loses nothing by it).
+            // Moved forward only to what the App Store's clock allows, and an hour inside it: what lay before is gone
+            // (a first run asks for the App Store's own earliest, an hour inside too, as a run by this server's clock does).
             report.complete = false
             report.uncovered = DateInterval(start: report.uncovered?.start ?? report.from, end: main.start)
         }
@@ -181,7 +181,8 @@ package struct NotificationRecovery: Sendable {
 
     /// What reading one request found of the App Store's clock.
     struct Read {
-        /// The start date the App Store accepted (the request's, unless its clock is ahead of ours).
+        /// The start date read from: the request's, unless the App Store's clock is ahead of ours (then an hour after the
+        /// earliest it accepted).
         var start: Date
         /// How far ahead of ours the App Store's clock is, when its refusal of the request's start showed it.
         var clockAhead: TimeInterval?

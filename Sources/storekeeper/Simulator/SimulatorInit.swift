@@ -43,7 +43,7 @@ struct SimulatorInit: AsyncParsableCommand {
             }
             let directory = try SimulatorDirectory.initialize(at: URL(fileURLWithPath: dir), environment: parsed, renewalRate: rate)
             let key = try directory.loadAPIKeyInfo()
-            try writeServerConfiguration(directory, key: key, environment: parsed)
+            try writeServerConfiguration(directory, key: key, environment: parsed, rate: rate)
             print(
                 """
                 simulator written to \(dir)
@@ -62,17 +62,23 @@ struct SimulatorInit: AsyncParsableCommand {
     /// `DIR/storekeeper.json`: a configuration for a Storekeeper server that trusts this simulator (its root, its App
     /// Store Server API key at `--port`, paths relative to the file), with an app API key whose text is kept in
     /// `DIR/api/app-api-key` (mode 600) for scripts and tests, as the simulator's other keys are.
-    func writeServerConfiguration(_ directory: SimulatorDirectory, key: SimulatorDirectory.APIKeyInfo, environment: AppStoreEnvironment) throws {
+    func writeServerConfiguration(
+        _ directory: SimulatorDirectory, key: SimulatorDirectory.APIKeyInfo, environment: AppStoreEnvironment, rate: RenewalRate
+    ) throws {
         let catalog = try directory.loadCatalog()
         let apiKey = APIKeyCommand.newKey()
         let bundleId = catalog.apps.first?.bundleId ?? "com.example.storekeeper"
         var levels: [String: Int] = [:]
         for product in catalog.products where product.level != nil { levels[product.productId] = product.level }
         // A non-renewing product grants access for its period, at its shortest on the calendar (the App Store's own
-        // end, which the simulator's ground truth uses, is never earlier): without it, buying one grants nothing.
+        // end, which the simulator's ground truth uses, is never earlier), or at the sandbox rate's length of it:
+        // without it, buying one grants nothing.
         var durations: [String: TimeInterval] = [:]
         for product in catalog.products where product.type == .nonRenewing {
-            if let period = product.period { durations[product.productId] = TimeInterval(period.shortestDays * 86_400) }
+            guard let period = product.period else { continue }
+            let start = Date(timeIntervalSince1970: 0)
+            durations[product.productId] =
+                rate == .realTime ? TimeInterval(period.shortestDays * 86_400) : rate.end(of: period, from: start).timeIntervalSince(start)
         }
         let configuration = ServerConfiguration(
             apps: catalog.apps.map { app in
