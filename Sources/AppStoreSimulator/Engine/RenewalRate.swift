@@ -31,6 +31,15 @@ package enum RenewalRate: String, Codable, Sendable, CaseIterable {
         }
     }
 
+    /// How long `period` lasts at its shortest: on the calendar, ``SubscriptionPeriod/shortestDays``; at a sandbox
+    /// rate, the rate's length of it. A fixed access duration for a non-renewing product that never outlasts
+    /// ``end(of:count:from:)``.
+    package func shortestLength(of period: SubscriptionPeriod) -> TimeInterval {
+        guard minutes != nil else { return TimeInterval(period.shortestDays * 86_400) }
+        let start = Date(timeIntervalSince1970: 0)
+        return end(of: period, from: start).timeIntervalSince(start)
+    }
+
     /// The end of `count` periods starting at `start`.
     package func end(of period: SubscriptionPeriod, count: Int = 1, from start: Date) -> Date {
         guard let minutes else {

@@ -75,10 +75,7 @@ struct SimulatorInit: AsyncParsableCommand {
         // without it, buying one grants nothing.
         var durations: [String: TimeInterval] = [:]
         for product in catalog.products where product.type == .nonRenewing {
-            guard let period = product.period else { continue }
-            let start = Date(timeIntervalSince1970: 0)
-            durations[product.productId] =
-                rate == .realTime ? TimeInterval(period.shortestDays * 86_400) : rate.end(of: period, from: start).timeIntervalSince(start)
+            if let period = product.period { durations[product.productId] = rate.shortestLength(of: period) }
         }
         let configuration = ServerConfiguration(
             apps: catalog.apps.map { app in
