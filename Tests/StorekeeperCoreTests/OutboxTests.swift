@@ -259,7 +259,7 @@ struct OutboxTests {
     }
 
     @Test(
-        "an erased customer's token is retired: a later submission carrying it links that purchase alone, never the token, so the erased identity's other purchases stay no one's, now and at their renewals",
+        "an erased customer's token is retired: a later submission carrying it links (or, under transfer, moves) that purchase alone, never the token, so the erased identity's other purchases stay no one's, now and at their renewals",
         arguments: Backend.available)
     func erasedTokenRetired(backend: Backend) async throws {
         let (store, purchased, subscription) = try await Self.storeWithPurchase("alice", "pro.monthly", on: backend)
@@ -279,6 +279,14 @@ struct OutboxTests {
         }
         let restored = try await Self.currentState(store, "alice-2")
         #expect(restored.contains("unlock.lifetime") && !restored.contains("pro.monthly"), "\(restored)")
+        // Moved on under the transfer policy, it moves alone too: the move does not take the retired token either.
+        guard case .linked = try await store.submit(signed, customerId: "alice-2b", policy: .transfer) else {
+            Issue.record("the transfer was refused")
+            return
+        }
+        let moved = try await Self.currentState(store, "alice-2b")
+        #expect(moved.contains("unlock.lifetime") && !moved.contains("pro.monthly"), "\(moved)")
+        #expect(!(try await Self.currentState(store, "alice-2")).contains("unlock.lifetime"))
         // A renewal of the other purchase, by notification alone, names no one.
         let before = try await store.lastEventPosition()
         try fixture.advance(days: 31)
