@@ -1,4 +1,4 @@
-public import Crypto
+import Crypto
 public import Foundation
 
 /// Signatures a developer's server makes for StoreKit (APPSTORE-SPEC §6): the promotional offer signature V1

@@ -69,7 +69,7 @@ struct PostgresStoreTests {
         let failing = await #expect(throws: StorageError.self) { try await store.checkHealth() }
         #expect(failing?.message.contains("writes are failing: the last write failed, the latest ") == true, "\(String(describing: failing))")
         #expect(failing?.message.contains("No space left on device (SQLSTATE 53100)") == true, "\(String(describing: failing))")
-        try await PostgresTestDatabase.withClient(url) { client in try await client.query("DROP TRIGGER disk_full ON notifications") }
+        _ = try await PostgresTestDatabase.withClient(url) { client in try await client.query("DROP TRIGGER disk_full ON notifications") }
         #expect(try await store.apply(notifications[1]) == .applied)
         // Writes work again, and the fault is still told for a minute (a small write may fit where a large one did not).
         let recovered = await #expect(throws: StorageError.self) { try await store.checkHealth() }

@@ -1,5 +1,5 @@
 import AppStoreModels
-package import AppStoreSigning
+import AppStoreSigning
 package import Crypto
 import Foundation
 

@@ -1,6 +1,3 @@
-package import AppStoreModels
-package import Foundation
-
 /// Why a submission from an app was refused: linking the transaction to the submitting customer would take a purchase,
 /// or an app account token, from the customer who has it. Nothing is changed. The message names the token or the
 /// purchase, never the other customer.

@@ -1,6 +1,6 @@
-package import AppStoreModels
-package import AppStoreSigning
-package import Foundation
+import AppStoreModels
+import AppStoreSigning
+import Foundation
 
 /// What applying a notification did.
 package enum ApplyOutcome: String, Codable, Sendable {

@@ -1,6 +1,6 @@
-package import AppStoreModels
-package import AppStoreSigning
-package import Foundation
+import AppStoreModels
+import AppStoreSigning
+import Foundation
 
 /// Why storage failed. The webhook answers 5xx for it, so Apple retries.
 package struct StorageError: Error, Sendable, CustomStringConvertible {

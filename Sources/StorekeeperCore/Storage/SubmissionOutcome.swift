@@ -1,6 +1,6 @@
-package import AppStoreModels
-package import AppStoreSigning
-package import Foundation
+import AppStoreModels
+import AppStoreSigning
+import Foundation
 
 /// What a submission from the app did.
 package enum SubmissionOutcome: Hashable, Sendable {

@@ -1,4 +1,4 @@
-package import AppStoreModels
+import AppStoreModels
 package import AppStoreServerAPI
 package import AppStoreSigning
 package import Foundation
